@@ -1,0 +1,28 @@
+"""Request handlers, one module per API family; `register_all` fills the dispatch table."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..wire.dispatch import Dispatcher
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+
+def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
+    from . import (
+        api_versions,
+        cluster_metadata,
+        configs,
+        fetch,
+        log_dirs,
+        offsets,
+        produce,
+        producers,
+        topics,
+    )
+
+    for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
+                   offsets, producers, log_dirs):
+        module.register(dispatcher, broker)

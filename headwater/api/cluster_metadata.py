@@ -1,0 +1,127 @@
+"""Metadata (key 3) and DescribeCluster (key 60).
+
+Metadata is also where topics are auto-created (`auto.create.topics.enable`), as in
+Kafka: a client asking for an unknown topic with allow_auto_topic_creation gets it
+created with `num.partitions` partitions and LEADER_NOT_AVAILABLE... except we can
+answer with the new topic immediately, since creation is synchronous here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..metadata.controller import NewTopic
+from ..metadata.image import TopicImage
+from ..metadata.topics import topic_name_error
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+ZERO_UUID = uuid.UUID(int=0)
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state",
+                             "__share_group_state"})
+
+
+def topic_entry(broker: Broker, topic: TopicImage) -> dict:
+    return {
+        "error_code": 0,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.name in INTERNAL_TOPICS,
+        "partitions": [{
+            "error_code": 0,
+            "partition_index": p.partition_id,
+            "leader_id": p.leader,
+            "leader_epoch": p.leader_epoch,
+            "replica_nodes": p.replicas,
+            "isr_nodes": p.isr,
+            "offline_replicas": (),
+        } for p in topic.partitions],
+    }
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def brokers() -> list[dict]:
+        host, port = broker.advertised
+        return [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}]
+
+    def handle_metadata(ctx: RequestContext, req: Any) -> dict:
+        image = broker.image
+        topics_out: list[dict] = []
+        requested = req.topics
+        if requested is None or (ctx.api_version == 0 and not requested):
+            for topic in image.topics_by_name.values():
+                topics_out.append(topic_entry(broker, topic))
+        else:
+            auto = (broker.config.get_bool("auto.create.topics.enable")
+                    and getattr(req, "allow_auto_topic_creation", True))
+            to_create: list[str] = []
+            for t in requested:
+                name = getattr(t, "name", None)
+                topic_id = getattr(t, "topic_id", None)
+                if name is None and topic_id not in (None, ZERO_UUID):
+                    topic = image.topic_by_id(topic_id)
+                    if topic is None:
+                        topics_out.append({"error_code": E.unknown_topic_id, "name": None,
+                                           "topic_id": topic_id, "partitions": ()})
+                    else:
+                        topics_out.append(topic_entry(broker, topic))
+                    continue
+                topic = image.topic(name) if name is not None else None
+                if topic is not None:
+                    topics_out.append(topic_entry(broker, topic))
+                elif name is not None and topic_name_error(name):
+                    topics_out.append({"error_code": E.invalid_topic_exception, "name": name,
+                                       "topic_id": ZERO_UUID, "partitions": ()})
+                elif auto and name is not None:
+                    to_create.append(name)
+                    topics_out.append({"name": name})
+                else:
+                    topics_out.append({"error_code": E.unknown_topic_or_partition,
+                                       "name": name, "topic_id": ZERO_UUID, "partitions": ()})
+            if to_create:
+                assert broker.controller is not None
+                results = broker.controller.create_topics([NewTopic(n) for n in to_create])
+                by_name = {t.name: (err, img) for t, err, img in results}
+                for i, entry in enumerate(topics_out):
+                    if entry.keys() == {"name"}:
+                        err, img = by_name[entry["name"]]
+                        current = broker.image.topic(entry["name"])
+                        if current is not None:
+                            topics_out[i] = topic_entry(broker, current)
+                        else:
+                            code = err.code if err else E.leader_not_available
+                            topics_out[i] = {"error_code": code, "name": entry["name"],
+                                             "topic_id": ZERO_UUID, "partitions": ()}
+        return {
+            "throttle_time": 0,
+            "brokers": brokers(),
+            "cluster_id": broker.cluster_id,
+            "controller_id": broker.node_id,
+            "topics": topics_out,
+            "cluster_authorized_operations": -2147483648,
+        }
+
+    def handle_describe_cluster(ctx: RequestContext, req: Any) -> dict:
+        host, port = broker.advertised
+        endpoint_type = getattr(req, "endpoint_type", 1)
+        if endpoint_type not in (1,):
+            return {"error_code": E.unsupported_endpoint_type, "cluster_id": broker.cluster_id,
+                    "error_message": f"endpoint type {endpoint_type} is not served here",
+                    "brokers": ()}
+        return {
+            "throttle_time": 0,
+            "error_code": 0,
+            "cluster_id": broker.cluster_id,
+            "controller_id": broker.node_id,
+            "endpoint_type": endpoint_type,
+            "brokers": [{"broker_id": broker.node_id, "host": host, "port": port,
+                         "rack": None, "is_fenced": False}],
+        }
+
+    dispatcher.register(3, 0, 13, handle_metadata)
+    dispatcher.register(60, 0, 2, handle_describe_cluster)

@@ -1,0 +1,231 @@
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+Every config is described with its source, like Kafka: a topic override is
+DYNAMIC_TOPIC_CONFIG, a key set in server.properties STATIC_BROKER_CONFIG, the rest
+DEFAULT_CONFIG. Changes become ConfigRecords through the controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..config import (
+    BROKER_DEFAULTS,
+    TOPIC_CONFIG_KEYS,
+    TOPIC_CONFIG_SYNONYMS,
+    ConfigError,
+    validate_topic_config,
+)
+from ..metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+# ConfigSource ids.
+DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+GROUP_CONFIG = 8
+
+# ConfigType ids (DescribeConfigs v3+).
+BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
+
+_TYPES = {
+    "cleanup.policy": LIST, "compression.type": STRING, "message.timestamp.type": STRING,
+    "unclean.leader.election.enable": BOOLEAN, "min.insync.replicas": INT,
+    "max.message.bytes": INT, "segment.bytes": INT, "index.interval.bytes": INT,
+    "segment.index.bytes": INT,
+}
+
+# Group-level configs (KIP-848 / KIP-932) and their defaults.
+GROUP_CONFIG_DEFAULTS: dict[str, str] = {
+    "consumer.session.timeout.ms": "45000",
+    "consumer.heartbeat.interval.ms": "5000",
+    "share.session.timeout.ms": "45000",
+    "share.heartbeat.interval.ms": "5000",
+    "share.record.lock.duration.ms": "30000",
+    "share.auto.offset.reset": "latest",
+    "share.isolation.level": "read_uncommitted",
+    "share.delivery.count.limit": "5",
+}
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def describe_topic_configs(broker: Broker, topic: str, keys: set[str] | None,
+                           overrides: Mapping[str, str | None] | None = None,
+                           synonyms: bool = False) -> list[dict]:
+    """Every topic config with value and source; `overrides` replaces the image's."""
+    if overrides is None:
+        overrides = broker.image.resource_configs(TOPIC_RESOURCE, topic)
+    out = []
+    for key in sorted(TOPIC_CONFIG_KEYS):
+        if keys is not None and key not in keys:
+            continue
+        broker_key = TOPIC_CONFIG_SYNONYMS[key]
+        syn: list[dict] = []
+        override = overrides.get(key)
+        if override is not None:
+            value, source = override, DYNAMIC_TOPIC_CONFIG
+            syn.append({"name": key, "value": override, "source": DYNAMIC_TOPIC_CONFIG})
+        else:
+            value = broker.config.topic_default(key)
+            source = (STATIC_BROKER_CONFIG if broker.config.is_explicit(broker_key)
+                      else DEFAULT_CONFIG)
+        if broker.config.is_explicit(broker_key):
+            syn.append({"name": broker_key, "value": broker.config.get(broker_key),
+                        "source": STATIC_BROKER_CONFIG})
+        syn.append({"name": broker_key, "value": BROKER_DEFAULTS.get(broker_key) or value,
+                    "source": DEFAULT_CONFIG})
+        out.append({"name": key, "value": value, "read_only": False,
+                    "config_source": source, "is_sensitive": False,
+                    "synonyms": syn if synonyms else (),
+                    "config_type": _TYPES.get(key, LONG), "documentation": None})
+    return out
+
+
+def describe_broker_configs(broker: Broker, keys: set[str] | None) -> list[dict]:
+    out = []
+    for key, value in broker.config.items():
+        if keys is not None and key not in keys:
+            continue
+        source = STATIC_BROKER_CONFIG if broker.config.is_explicit(key) else DEFAULT_CONFIG
+        out.append({"name": key, "value": value or None, "read_only": True,
+                    "config_source": source, "is_sensitive": False, "synonyms": (),
+                    "config_type": STRING, "documentation": None})
+    return out
+
+
+def describe_group_configs(broker: Broker, group: str, keys: set[str] | None) -> list[dict]:
+    stored = broker.image.resource_configs(GROUP_RESOURCE, group)
+    out = []
+    for key, default in sorted(GROUP_CONFIG_DEFAULTS.items()):
+        if keys is not None and key not in keys:
+            continue
+        value = stored.get(key)
+        out.append({"name": key, "value": value if value is not None else default,
+                    "read_only": False,
+                    "config_source": GROUP_CONFIG if value is not None else DEFAULT_CONFIG,
+                    "is_sensitive": False, "synonyms": (), "config_type": STRING,
+                    "documentation": None})
+    return out
+
+
+class _Invalid(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def resource_check(rtype: int, name: str) -> None:
+        if rtype == TOPIC_RESOURCE:
+            if broker.image.topic(name) is None:
+                raise _Invalid(E.unknown_topic_or_partition,
+                               f"Topic {name} does not exist")
+        elif rtype == BROKER_RESOURCE:
+            if name not in ("", str(broker.node_id)):
+                raise _Invalid(E.invalid_request, f"Unexpected broker id {name}")
+        elif rtype == GROUP_RESOURCE:
+            if not name:
+                raise _Invalid(E.invalid_request, "Group name must not be empty")
+        else:
+            raise _Invalid(E.invalid_request, f"Unsupported resource type {rtype}")
+
+    def handle_describe(ctx: RequestContext, req: Any) -> dict:
+        results = []
+        for res in req.resources:
+            keys = set(res.configuration_keys) if res.configuration_keys else None
+            base = {"resource_type": res.resource_type, "resource_name": res.resource_name}
+            try:
+                resource_check(res.resource_type, res.resource_name)
+            except _Invalid as exc:
+                results.append({**base, "error_code": exc.code, "error_message": exc.message,
+                                "configs": ()})
+                continue
+            if res.resource_type == TOPIC_RESOURCE:
+                configs = describe_topic_configs(broker, res.resource_name, keys,
+                                                 synonyms=getattr(req, "include_synonyms",
+                                                                  False))
+            elif res.resource_type == BROKER_RESOURCE:
+                configs = describe_broker_configs(broker, keys)
+            else:
+                configs = describe_group_configs(broker, res.resource_name, keys)
+            results.append({**base, "error_code": 0, "error_message": None,
+                            "configs": configs})
+        return {"throttle_time": 0, "results": results}
+
+    def validate(rtype: int, key: str, value: str | None) -> None:
+        if rtype == TOPIC_RESOURCE:
+            try:
+                validate_topic_config(key, value)
+            except ConfigError as exc:
+                raise _Invalid(E.invalid_config, str(exc)) from None
+        elif rtype == GROUP_RESOURCE:
+            if key not in GROUP_CONFIG_DEFAULTS:
+                raise _Invalid(E.invalid_config, f"Unknown group config name: {key}")
+        else:
+            raise _Invalid(E.invalid_request,
+                           "Dynamic broker configs are not supported; set them in "
+                           "server.properties or with --override")
+
+    def alter(req: Any, incremental: bool) -> dict:
+        assert broker.controller is not None
+        responses = []
+        records: list[object] = []
+        for res in req.resources:
+            rtype, name = res.resource_type, res.resource_name
+            base = {"resource_type": rtype, "resource_name": name}
+            try:
+                resource_check(rtype, name)
+                current = dict(broker.image.resource_configs(rtype, name))
+                if incremental:
+                    updated = dict(current)
+                    for c in res.configs:
+                        op = c.config_operation
+                        if op == SET:
+                            updated[c.name] = c.value
+                        elif op == DELETE:
+                            updated.pop(c.name, None)
+                        elif op in (APPEND, SUBTRACT):
+                            if _TYPES.get(c.name) != LIST:
+                                raise _Invalid(E.invalid_config,
+                                               f"Config {c.name} is not a list")
+                            items = [v for v in (updated.get(c.name)
+                                                 or broker.config.topic_default(c.name)
+                                                 ).split(",") if v]
+                            for v in (c.value or "").split(","):
+                                if op == APPEND and v and v not in items:
+                                    items.append(v)
+                                elif op == SUBTRACT and v in items:
+                                    items.remove(v)
+                            updated[c.name] = ",".join(items)
+                        else:
+                            raise _Invalid(E.invalid_request, f"Unknown operation {op}")
+                else:
+                    updated = {c.name: c.value for c in res.configs if c.value is not None}
+                for key, value in updated.items():
+                    validate(rtype, key, value)
+                for key in current.keys() - updated.keys():
+                    validate(rtype, key, None)
+            except _Invalid as exc:
+                responses.append({**base, "error_code": exc.code,
+                                  "error_message": exc.message})
+                continue
+            changes: dict[str, str | None] = {
+                k: v for k, v in updated.items() if current.get(k) != v}
+            changes.update({k: None for k in current.keys() - updated.keys()})
+            if not req.validate_only:
+                records.extend(broker.controller.config_records(rtype, name, changes))
+            responses.append({**base, "error_code": 0, "error_message": None})
+        broker.controller.commit(records)
+        return {"throttle_time": 0, "responses": responses}
+
+    dispatcher.register(32, 1, 4, handle_describe)
+    dispatcher.register(33, 0, 2, lambda ctx, req: alter(req, False))
+    dispatcher.register(44, 0, 1, lambda ctx, req: alter(req, True))

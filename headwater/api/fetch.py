@@ -1,0 +1,167 @@
+"""Fetch (key 1): byte ranges of segment files, long polling, fetch sessions.
+
+Records are never decoded here: a partition's answer is the bytes of whole batches
+from the one holding the fetch offset, read straight from the segment file. A fetch
+that finds fewer than `min_bytes` parks until an append wakes it or `max_wait_ms`
+runs out.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..log.errors import LogError
+from ..wire.dispatch import Dispatcher, RequestContext
+from .fetch_sessions import CachedPartition, FetchSessionCache, FetchSessionError
+from .long_poll import AppendWaiters
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+ZERO_UUID = uuid.UUID(int=0)
+READ_COMMITTED = 1
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    sessions = FetchSessionCache(broker.config.get_int("max.incremental.fetch.session.cache.slots"))
+    waiters = AppendWaiters()
+    broker.api_state["fetch_sessions"] = sessions
+    broker.api_state["append_waiters"] = waiters
+
+    def resolve_topic(name: str | None, topic_id: Any) -> tuple[str | None, Any, int]:
+        image = broker.image
+        if topic_id is not None and topic_id != ZERO_UUID:
+            topic = image.topic_by_id(topic_id)
+            return (topic.name if topic else None), topic_id, E.unknown_topic_id
+        topic = image.topic(name) if name else None
+        return name, (topic.topic_id if topic else ZERO_UUID), E.unknown_topic_or_partition
+
+    def read_partition(name: str | None, index: int, cached: CachedPartition,
+                       budget: int, isolation: int, missing_code: int) -> tuple[dict, int]:
+        plog = broker.partition(name, index) if name is not None else None
+        base = {"partition_index": index, "preferred_read_replica": -1,
+                "aborted_transactions": [] if isolation == READ_COMMITTED else None}
+        if plog is None:
+            return {**base, "error_code": missing_code, "high_watermark": -1,
+                    "last_stable_offset": -1, "log_start_offset": -1, "records": None}, 0
+        hw = plog.high_watermark
+        lso = getattr(plog, "last_stable_offset", hw)
+        start = plog.log_start_offset
+        entry = {**base, "error_code": 0, "high_watermark": hw, "last_stable_offset": lso,
+                 "log_start_offset": start, "records": b""}
+        limit = min(cached.max_bytes, budget)
+        try:
+            upper = lso if isolation == READ_COMMITTED else hw
+            data = plog.read(cached.fetch_offset, limit, upper) if limit > 0 else b""
+        except LogError as exc:
+            return {**entry, "error_code": exc.code, "records": None}, 0
+        entry["records"] = data
+        return entry, len(data)
+
+    async def handle(ctx: RequestContext, req: Any) -> dict:
+        now = broker.now_ms()
+        version = ctx.api_version
+        isolation = getattr(req, "isolation_level", 0)
+        session = None
+        full = True
+        session_id = getattr(req, "session_id", 0)
+        epoch = getattr(req, "session_epoch", -1)
+        if version >= 7:
+            try:
+                session, full = sessions.resolve(session_id, epoch, now)
+            except FetchSessionError as exc:
+                return {"throttle_time": 0, "error_code": exc.code, "session_id": 0,
+                        "responses": ()}
+
+        # The partition set this fetch covers: (name, topic_id, index) -> cached state.
+        wanted: dict[tuple[str, int], CachedPartition] = (
+            {} if session is None or full else session.partitions)
+        unknown: list[tuple[str | None, Any, int, int]] = []
+        if session is not None and full:
+            session.partitions.clear()
+            wanted = session.partitions
+        for t in req.topics:
+            name, topic_id, missing = resolve_topic(getattr(t, "topic", None),
+                                                    getattr(t, "topic_id", None))
+            for p in t.partitions:
+                if name is None:
+                    unknown.append((None, topic_id, p.partition, missing))
+                    continue
+                key = (name, p.partition)
+                cached = wanted.get(key)
+                if cached is None:
+                    cached = wanted[key] = CachedPartition(p.fetch_offset,
+                                                           p.partition_max_bytes, topic_id)
+                else:
+                    cached.fetch_offset = p.fetch_offset
+                    cached.max_bytes = p.partition_max_bytes
+        for t in getattr(req, "forgotten_topics_data", ()) or ():
+            name, _tid, _ = resolve_topic(getattr(t, "topic", None),
+                                          getattr(t, "topic_id", None))
+            for index in t.partitions:
+                wanted.pop((name, index), None)
+
+        max_wait_s = req.max_wait.total_seconds()
+        min_bytes = req.min_bytes
+        deadline = None
+        while True:
+            budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+            total = 0
+            results: list[tuple[tuple[str, int], CachedPartition, dict]] = []
+            errors = False
+            for key, cached in wanted.items():
+                entry, size = read_partition(key[0], key[1], cached, budget, isolation,
+                                             E.unknown_topic_or_partition)
+                if total == 0 and size > budget:
+                    budget = 0
+                else:
+                    budget -= size
+                total += size
+                errors = errors or entry["error_code"] != 0
+                results.append((key, cached, entry))
+            if total >= min_bytes or errors or unknown or max_wait_s <= 0:
+                break
+            loop_now = broker.now_ms()
+            if deadline is None:
+                deadline = loop_now + max_wait_s * 1000
+            remaining = (deadline - loop_now) / 1000
+            if remaining <= 0:
+                break
+            plogs = [p for p in (broker.partition(k[0], k[1]) for k in wanted) if p]
+            if not plogs:
+                break
+            await waiters.wait(plogs, remaining)
+
+        by_topic: dict[str, dict] = {}
+        for (name, _index), cached, entry in results:
+            if session is not None and not full:
+                changed = (entry["records"] or entry["error_code"]
+                           or entry["high_watermark"] != cached.high_watermark
+                           or entry["log_start_offset"] != cached.log_start_offset
+                           or entry["last_stable_offset"] != cached.last_stable_offset)
+                if not changed:
+                    continue
+            cached.high_watermark = entry["high_watermark"]
+            cached.log_start_offset = entry["log_start_offset"]
+            cached.last_stable_offset = entry["last_stable_offset"]
+            topic = by_topic.get(name)
+            if topic is None:
+                topic = by_topic[name] = {"topic": name, "topic_id": cached.topic_id,
+                                          "partitions": []}
+            topic["partitions"].append(entry)
+        responses = list(by_topic.values())
+        for name, topic_id, index, code in unknown:
+            responses.append({"topic": name or "", "topic_id": topic_id, "partitions": [{
+                "partition_index": index, "error_code": code, "high_watermark": -1,
+                "last_stable_offset": -1, "log_start_offset": -1, "records": None,
+                "aborted_transactions": None, "preferred_read_replica": -1}]})
+        if session is not None:
+            sessions.advance(session)
+        return {"throttle_time": 0, "error_code": 0,
+                "session_id": session.session_id if session is not None else 0,
+                "responses": responses}
+
+    dispatcher.register(1, 4, 17, handle)

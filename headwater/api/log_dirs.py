@@ -1,0 +1,37 @@
+"""DescribeLogDirs (35): the one data directory and the size of each partition in it."""
+
+from __future__ import annotations
+
+import shutil
+from typing import TYPE_CHECKING, Any
+
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def handle(ctx: RequestContext, req: Any) -> dict:
+        image = broker.image
+        if req.topics is None:
+            wanted = {name: [p.partition_id for p in t.partitions]
+                      for name, t in image.topics_by_name.items()}
+        else:
+            wanted = {t.topic: list(t.partitions) for t in req.topics
+                      if image.topic(t.topic) is not None}
+        topics = []
+        for name, indexes in wanted.items():
+            parts = []
+            for index in indexes:
+                plog = broker.partition(name, index)
+                if plog is not None:
+                    parts.append({"partition_index": index, "partition_size": plog.size_bytes,
+                                  "offset_lag": 0, "is_future_key": False})
+            topics.append({"name": name, "partitions": parts})
+        usage = shutil.disk_usage(broker.data_dir)
+        return {"throttle_time": 0, "error_code": 0, "results": [{
+            "error_code": 0, "log_dir": str(broker.data_dir), "topics": topics,
+            "total_bytes": usage.total, "usable_bytes": usage.free}]}
+
+    dispatcher.register(35, 1, 4, handle)

@@ -1,0 +1,115 @@
+"""ListOffsets (2), OffsetForLeaderEpoch (23) and DeleteRecords (21)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..log.errors import LogError
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+LEADER_EPOCH = 0
+READ_COMMITTED = 1
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def handle_list_offsets(ctx: RequestContext, req: Any) -> dict:
+        isolation = getattr(req, "isolation_level", 0)
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                base = {"partition_index": p.partition_index, "leader_epoch": LEADER_EPOCH}
+                plog = broker.partition(t.name, p.partition_index)
+                if plog is None:
+                    parts.append({**base, "error_code": E.unknown_topic_or_partition,
+                                  "timestamp": -1, "offset": -1, "leader_epoch": -1})
+                    continue
+                current_epoch = getattr(p, "current_leader_epoch", -1)
+                if current_epoch > LEADER_EPOCH:
+                    parts.append({**base, "error_code": E.unknown_leader_epoch,
+                                  "timestamp": -1, "offset": -1})
+                    continue
+                ts = p.timestamp
+                offset, found_ts = -1, -1
+                if ts == LATEST or ts == LATEST_TIERED:
+                    offset = (getattr(plog, "last_stable_offset", plog.high_watermark)
+                              if isolation == READ_COMMITTED else plog.high_watermark)
+                    if ts == LATEST_TIERED:
+                        offset = -1
+                elif ts in (EARLIEST, EARLIEST_LOCAL):
+                    offset = plog.log_start_offset
+                elif ts == MAX_TIMESTAMP:
+                    entry = plog.max_timestamp_entry()
+                    if entry is not None:
+                        offset, found_ts = entry
+                elif ts < 0:
+                    parts.append({**base, "error_code": E.invalid_request,
+                                  "timestamp": -1, "offset": -1})
+                    continue
+                else:
+                    entry = plog.offset_for_timestamp(ts)
+                    if entry is not None:
+                        offset, found_ts = entry
+                parts.append({**base, "error_code": 0, "timestamp": found_ts,
+                              "offset": offset})
+            topics.append({"name": t.name, "partitions": parts})
+        return {"throttle_time": 0, "topics": topics}
+
+    def handle_offset_for_leader_epoch(ctx: RequestContext, req: Any) -> dict:
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                plog = broker.partition(t.topic, p.partition)
+                if plog is None:
+                    parts.append({"partition": p.partition,
+                                  "error_code": E.unknown_topic_or_partition})
+                    continue
+                current = getattr(p, "current_leader_epoch", -1)
+                if current > LEADER_EPOCH:
+                    parts.append({"partition": p.partition,
+                                  "error_code": E.unknown_leader_epoch})
+                elif 0 <= current < LEADER_EPOCH:
+                    parts.append({"partition": p.partition,
+                                  "error_code": E.fenced_leader_epoch})
+                elif p.leader_epoch > LEADER_EPOCH:
+                    parts.append({"partition": p.partition, "error_code": 0,
+                                  "leader_epoch": -1, "end_offset": -1})
+                else:
+                    parts.append({"partition": p.partition, "error_code": 0,
+                                  "leader_epoch": LEADER_EPOCH,
+                                  "end_offset": plog.log_end_offset})
+            topics.append({"topic": t.topic, "partitions": parts})
+        return {"throttle_time": 0, "topics": topics}
+
+    def handle_delete_records(ctx: RequestContext, req: Any) -> dict:
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                plog = broker.partition(t.name, p.partition_index)
+                if plog is None:
+                    parts.append({"partition_index": p.partition_index, "low_watermark": -1,
+                                  "error_code": E.unknown_topic_or_partition})
+                    continue
+                offset = plog.high_watermark if p.offset == -1 else p.offset
+                try:
+                    low = plog.delete_records_before(offset)
+                except LogError as exc:
+                    parts.append({"partition_index": p.partition_index, "low_watermark": -1,
+                                  "error_code": exc.code})
+                    continue
+                parts.append({"partition_index": p.partition_index, "low_watermark": low,
+                              "error_code": 0})
+            topics.append({"name": t.name, "partitions": parts})
+        return {"throttle_time": 0, "topics": topics}
+
+    dispatcher.register(2, 1, 10, handle_list_offsets)
+    dispatcher.register(23, 2, 4, handle_offset_for_leader_epoch)
+    dispatcher.register(21, 0, 2, handle_delete_records)

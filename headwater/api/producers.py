@@ -1,0 +1,63 @@
+"""InitProducerId (22) for idempotent producers, and DescribeProducers (61).
+
+Producer ids come from blocks the controller commits as ProducerIdsRecords, so an
+id is never handed out twice, across restarts included. Transactional ids need the
+transaction coordinator (a later issue) and are refused with
+COORDINATOR_NOT_AVAILABLE until it exists.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+MAX_EPOCH = 32767
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def handle_init(ctx: RequestContext, req: Any) -> dict:
+        assert broker.controller is not None
+        if req.transactional_id is not None:
+            return {"throttle_time": 0, "error_code": E.coordinator_not_available,
+                    "producer_id": -1, "producer_epoch": -1}
+        pid = getattr(req, "producer_id", -1)
+        epoch = getattr(req, "producer_epoch", -1)
+        if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
+            # KIP-360: an idempotent producer bumps its epoch to reset sequences.
+            return {"throttle_time": 0, "error_code": 0, "producer_id": pid,
+                    "producer_epoch": epoch + 1}
+        return {"throttle_time": 0, "error_code": 0,
+                "producer_id": broker.controller.allocate_producer_id(), "producer_epoch": 0}
+
+    def handle_describe(ctx: RequestContext, req: Any) -> dict:
+        topics = []
+        for t in req.topics:
+            parts = []
+            for index in t.partition_indexes:
+                plog = broker.partition(t.name, index)
+                if plog is None:
+                    parts.append({"partition_index": index,
+                                  "error_code": E.unknown_topic_or_partition,
+                                  "error_message": None, "active_producers": ()})
+                    continue
+                parts.append({"partition_index": index, "error_code": 0,
+                              "error_message": None,
+                              "active_producers": [{
+                                  "producer_id": s.producer_id,
+                                  "producer_epoch": s.producer_epoch,
+                                  "last_sequence": s.last_sequence,
+                                  "last_timestamp": s.last_timestamp,
+                                  "coordinator_epoch": s.coordinator_epoch,
+                                  "current_txn_start_offset": s.current_txn_start_offset,
+                              } for s in plog.producer_states()]})
+            topics.append({"name": t.name, "partitions": parts})
+        return {"throttle_time": 0, "topics": topics}
+
+    dispatcher.register(22, 0, 5, handle_init)
+    dispatcher.register(61, 0, 0, handle_describe)

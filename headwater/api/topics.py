@@ -1,0 +1,119 @@
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..metadata.controller import ControllerError, NewTopic
+from ..metadata.image import TopicImage
+from ..wire.dispatch import Dispatcher, RequestContext
+from .configs import describe_topic_configs
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+ZERO_UUID = uuid.UUID(int=0)
+PROTECTED = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def handle_create(ctx: RequestContext, req: Any) -> dict:
+        assert broker.controller is not None
+        seen: dict[str, int] = {}
+        for t in req.topics:
+            seen[t.name] = seen.get(t.name, 0) + 1
+        new_topics = []
+        duplicates = {n for n, c in seen.items() if c > 1}
+        for t in req.topics:
+            if t.name in duplicates:
+                continue
+            assignments = ({a.partition_index: tuple(a.broker_ids) for a in t.assignments}
+                           if t.assignments else None)
+            new_topics.append(NewTopic(t.name, t.num_partitions, t.replication_factor,
+                                       assignments, {c.name: c.value for c in t.configs}))
+        results = broker.controller.create_topics(new_topics, req.validate_only)
+        out = []
+        for t, err, image in results:
+            if err is not None:
+                out.append({"name": t.name, "topic_id": ZERO_UUID, "error_code": err.code,
+                            "error_message": err.message, "num_partitions": -1,
+                            "replication_factor": -1, "configs": ()})
+                continue
+            assert image is not None
+            partitions = len(image.partitions) or (
+                t.num_partitions if t.num_partitions > 0
+                else len(t.assignments or {}) or broker.config.get_int("num.partitions"))
+            configs = [{"name": c["name"], "value": c["value"], "read_only": c["read_only"],
+                        "config_source": c["config_source"], "is_sensitive": False}
+                       for c in describe_topic_configs(broker, t.name, None, dict(t.configs or {}))]
+            out.append({"name": t.name,
+                        "topic_id": image.topic_id if not req.validate_only else ZERO_UUID,
+                        "error_code": 0, "error_message": None,
+                        "num_partitions": partitions, "replication_factor": 1,
+                        "configs": configs})
+        for name in sorted(duplicates):
+            out.append({"name": name, "topic_id": ZERO_UUID, "error_code": E.invalid_request,
+                        "error_message": "Create topics request from client contains "
+                                         f"multiple entries for the following topic: {name}",
+                        "num_partitions": -1, "replication_factor": -1, "configs": ()})
+        return {"throttle_time": 0, "topics": out}
+
+    def handle_delete(ctx: RequestContext, req: Any) -> dict:
+        assert broker.controller is not None
+        image = broker.image
+        responses = []
+        doomed: list[TopicImage] = []
+        if ctx.api_version >= 6:
+            items = [(t.name, t.topic_id) for t in req.topics]
+        else:
+            items = [(name, None) for name in req.topic_names]
+        for name, topic_id in items:
+            if topic_id not in (None, ZERO_UUID):
+                topic = image.topic_by_id(topic_id)
+                if topic is None:
+                    responses.append({"name": None, "topic_id": topic_id,
+                                      "error_code": E.unknown_topic_id,
+                                      "error_message": "This server does not host this "
+                                                       "topic ID."})
+                    continue
+            else:
+                topic = image.topic(name) if name else None
+                if topic is None:
+                    responses.append({"name": name, "topic_id": ZERO_UUID,
+                                      "error_code": E.unknown_topic_or_partition,
+                                      "error_message": "This server does not host this "
+                                                       "topic-partition."})
+                    continue
+            if topic.name in PROTECTED:
+                responses.append({"name": topic.name, "topic_id": topic.topic_id,
+                                  "error_code": E.topic_authorization_failed,
+                                  "error_message": "Internal topics cannot be deleted"})
+                continue
+            if topic not in doomed:
+                doomed.append(topic)
+            responses.append({"name": topic.name, "topic_id": topic.topic_id,
+                              "error_code": 0, "error_message": None})
+        broker.controller.delete_topics(doomed)
+        return {"throttle_time": 0, "responses": responses}
+
+    def handle_create_partitions(ctx: RequestContext, req: Any) -> dict:
+        assert broker.controller is not None
+        results = []
+        for t in req.topics:
+            assignments = ([tuple(a.broker_ids) for a in t.assignments]
+                           if t.assignments is not None else None)
+            try:
+                broker.controller.create_partitions(t.name, t.count, assignments,
+                                                    req.validate_only)
+                results.append({"name": t.name, "error_code": 0, "error_message": None})
+            except ControllerError as exc:
+                results.append({"name": t.name, "error_code": exc.code,
+                                "error_message": exc.message})
+        return {"throttle_time": 0, "results": results}
+
+    dispatcher.register(19, 2, 7, handle_create)
+    dispatcher.register(20, 1, 6, handle_delete)
+    dispatcher.register(37, 0, 3, handle_create_partitions)

@@ -1,0 +1,170 @@
+"""Wires the components into one process: broker + controller (combined mode).
+
+The broker owns the partition logs, the controller (metadata records) and the
+wire server; it keeps the set of open logs in step with the metadata image and
+runs the background chores (retention, time-based flush).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from pathlib import Path
+
+from . import __version__
+from .api import register_all
+from .config import BrokerConfig, LogConfig
+from .log.manager import LogManager
+from .log.partition_log import PartitionLog
+from .metadata.controller import Controller
+from .metadata.image import TOPIC_RESOURCE, MetadataImage, TopicImage
+from .wire.dispatch import Dispatcher
+from .wire.server import KafkaServer
+
+log = logging.getLogger("headwater.broker")
+
+METADATA_TOPIC = "__cluster_metadata"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    value = value.split("://", 1)[-1]
+    host, _, port = value.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.get_int("node.id")
+        self.data_dir = Path(config.get("log.dirs") or "./data").resolve()
+        listen = config.get("listeners") or "127.0.0.1:9092"
+        self.listen_host, self.listen_port = _host_port(listen.split(",")[0])
+        advertised = config.get("advertised.listeners")
+        self._advertised = _host_port(advertised.split(",")[0]) if advertised else None
+        self.now_ms = now_ms
+        self.logs: LogManager | None = None
+        self.controller: Controller | None = None
+        self.server: KafkaServer | None = None
+        self.dispatcher = Dispatcher()
+        self.cluster_id = ""
+        self._tasks: list[asyncio.Task[None]] = []
+        self._log_configs: dict[str, LogConfig] = {}
+        self.api_state: dict[str, object] = {}
+
+    # ---- lifecycle -----------------------------------------------------------------
+    @property
+    def advertised(self) -> tuple[str, int]:
+        if self._advertised is not None:
+            return self._advertised
+        host = self.listen_host if self.listen_host not in ("0.0.0.0", "") else "127.0.0.1"
+        return host, self.listen_port
+
+    def open(self) -> None:
+        """Open storage and replay metadata (synchronous: nothing is served yet)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = self._load_meta_properties()
+        self.logs = LogManager(self.data_dir, self.now_ms)
+        meta_config = LogConfig.resolve(self.config, {"segment.bytes": str(64 << 20),
+                                                      "retention.ms": "-1"})
+        meta_log = (self.logs.get(METADATA_TOPIC, 0)
+                    or self.logs.open_existing(METADATA_TOPIC, 0, meta_config)
+                    or self.logs.create(METADATA_TOPIC, 0, meta_config))
+        self.controller = Controller(meta_log, self.config, self.now_ms)
+        self.controller.load()
+        self._sync_logs(MetadataImage(), self.controller.image)
+        self.controller.listeners.append(self._sync_logs)
+        register_all(self.dispatcher, self)
+
+    async def start(self) -> None:
+        self.open()
+        self.server = KafkaServer(self.dispatcher, self.listen_host, self.listen_port,
+                                  self.config.get_int("socket.request.max.bytes"))
+        await self.server.start()
+        self.listen_port = self.server.port
+        self._tasks.append(asyncio.create_task(self._chores()))
+        host, port = self.advertised
+        log.info("headwater %s started: node %d, listener %s:%d (advertised %s:%d), "
+                 "data dir %s, cluster id %s", __version__, self.node_id, self.listen_host,
+                 self.listen_port, host, port, self.data_dir, self.cluster_id)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self.server is not None:
+            await self.server.stop()
+        if self.logs is not None:
+            self.logs.close_all()
+        log.info("headwater stopped; logs flushed and closed")
+
+    def _load_meta_properties(self) -> str:
+        path = self.data_dir / "meta.properties"
+        if path.exists():
+            props = dict(line.split("=", 1) for line in path.read_text().splitlines()
+                         if "=" in line and not line.startswith("#"))
+            return props.get("cluster.id", "")
+        cluster_id = uuid.uuid4().hex[:22]
+        path.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={self.node_id}\n")
+        return cluster_id
+
+    async def _chores(self) -> None:
+        """Retention and time-based flushes; light work on a fixed period."""
+        assert self.logs is not None
+        retention_every = self.config.get_int("log.retention.check.interval.ms") / 1000
+        last_retention = time.monotonic()
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self.logs.flush_due, self.now_ms())
+                if time.monotonic() - last_retention >= retention_every:
+                    last_retention = time.monotonic()
+                    self.logs.run_retention(self.now_ms())
+            except Exception:
+                log.exception("background log chore failed")
+
+    # ---- metadata -> logs ----------------------------------------------------------
+    @property
+    def image(self) -> MetadataImage:
+        assert self.controller is not None
+        return self.controller.image
+
+    def log_config(self, topic: str) -> LogConfig:
+        overrides = self.image.resource_configs(TOPIC_RESOURCE, topic)
+        return LogConfig.resolve(self.config, overrides)
+
+    def _sync_logs(self, old: MetadataImage, new: MetadataImage) -> None:
+        """Create, update and delete partition logs so they match the new image."""
+        assert self.logs is not None
+        for name, topic in old.topics_by_name.items():
+            current = new.topics_by_name.get(name)
+            if current is None or current.topic_id != topic.topic_id:
+                for part in topic.partitions:
+                    self.logs.delete(name, part.partition_id)
+                self._log_configs.pop(name, None)
+        for name, topic in new.topics_by_name.items():
+            config = self.log_config(name)
+            changed = self._log_configs.get(name) != config
+            self._log_configs[name] = config
+            previous = old.topics_by_name.get(name)
+            known = (len(previous.partitions)
+                     if previous is not None and previous.topic_id == topic.topic_id else 0)
+            for part in topic.partitions:
+                plog = self.logs.get(name, part.partition_id)
+                if plog is None:
+                    plog = (self.logs.open_existing(name, part.partition_id, config)
+                            or self.logs.create(name, part.partition_id, config))
+                elif changed or part.partition_id >= known:
+                    plog.update_config(config)
+
+    def partition(self, topic: str, partition: int) -> PartitionLog | None:
+        assert self.logs is not None
+        return self.logs.get(topic, partition)
+
+    def topic(self, name: str) -> TopicImage | None:
+        return self.image.topic(name)

@@ -1,0 +1,234 @@
+"""Broker and topic configuration, by Kafka's names and with Kafka's defaults.
+
+A `server.properties` file and `--override key=value` pairs feed `BrokerConfig`.
+Topic-level keys (`retention.ms`, `segment.bytes`, ...) default to the matching broker
+key (`log.retention.ms`, `log.segment.bytes`, ...), exactly as in Kafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+# Broker-level defaults (Kafka's names and values). Values are strings as in a
+# properties file; typed accessors convert.
+BROKER_DEFAULTS: dict[str, str] = {
+    "node.id": "1",
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "advertised.listeners": "",
+    "log.dirs": "./data",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "socket.request.max.bytes": "104857600",
+    "message.max.bytes": "1048588",
+    "log.segment.bytes": "1073741824",
+    "log.roll.ms": "",
+    "log.roll.hours": "168",
+    "log.retention.ms": "",
+    "log.retention.minutes": "",
+    "log.retention.hours": "168",
+    "log.retention.bytes": "-1",
+    "log.retention.check.interval.ms": "300000",
+    "log.cleanup.policy": "delete",
+    "log.index.interval.bytes": "4096",
+    "log.index.size.max.bytes": "10485760",
+    "log.message.timestamp.type": "CreateTime",
+    "log.flush.interval.messages": "9223372036854775807",
+    "log.flush.interval.ms": "",
+    "log.flush.scheduler.interval.ms": "9223372036854775807",
+    "log.segment.delete.delay.ms": "60000",
+    "log.cleaner.delete.retention.ms": "86400000",
+    "log.message.timestamp.before.max.ms": "9223372036854775807",
+    "log.message.timestamp.after.max.ms": "3600000",
+    "min.insync.replicas": "1",
+    "compression.type": "producer",
+    "unclean.leader.election.enable": "false",
+    "producer.id.expiration.ms": "86400000",
+    "max.incremental.fetch.session.cache.slots": "1000",
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.num.partitions": "50",
+    # headwater's own durability switch: "always" fsyncs every acknowledged batch.
+    "headwater.fsync": "never",
+}
+
+# Topic config key -> broker key it defaults to (Kafka's LogConfig synonyms).
+TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.ms": "log.roll.ms",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+
+TOPIC_CONFIG_KEYS = frozenset(TOPIC_CONFIG_SYNONYMS)
+
+VALID_CLEANUP = {"delete", "compact", "compact,delete", "delete,compact"}
+VALID_TIMESTAMP_TYPES = {"CreateTime", "LogAppendTime"}
+VALID_COMPRESSION = {"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}
+
+
+class ConfigError(ValueError):
+    """A config key or value that Kafka would reject (INVALID_CONFIG)."""
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse a Java-style properties file: `key=value` or `key: value`, `#`/`!` comments."""
+    out: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                key, _, value = line.partition(sep)
+                out[key.strip()] = value.strip()
+                break
+        else:
+            out[line] = ""
+    return out
+
+
+class BrokerConfig:
+    """Static broker configuration: defaults overlaid by a properties file and overrides."""
+
+    def __init__(self, values: Mapping[str, str] | None = None) -> None:
+        self._explicit: dict[str, str] = dict(values or {})
+        self._values = {**BROKER_DEFAULTS, **self._explicit}
+
+    @classmethod
+    def load(cls, path: str | Path | None, overrides: Mapping[str, str]) -> BrokerConfig:
+        values: dict[str, str] = {}
+        if path:
+            values.update(parse_properties(Path(path).read_text()))
+        values.update(overrides)
+        return cls(values)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        value = self._values.get(key)
+        if value is None or value == "":
+            return default
+        return value
+
+    def get_int(self, key: str, default: int | None = None) -> int:
+        value = self.get(key)
+        if value is None:
+            if default is None:
+                raise ConfigError(f"missing config {key}")
+            return default
+        return int(value)
+
+    def get_bool(self, key: str) -> bool:
+        return (self.get(key) or "false").lower() == "true"
+
+    def is_explicit(self, key: str) -> bool:
+        return key in self._explicit
+
+    def items(self) -> list[tuple[str, str]]:
+        return sorted(self._values.items())
+
+    def topic_default(self, topic_key: str) -> str:
+        """The broker-wide default value for a topic-level config key."""
+        if topic_key == "retention.ms":
+            for key, mult in (("log.retention.ms", 1), ("log.retention.minutes", 60_000),
+                              ("log.retention.hours", 3_600_000)):
+                value = self.get(key)
+                if value is not None:
+                    return str(int(value) * mult)
+        if topic_key == "segment.ms":
+            value = self.get("log.roll.ms")
+            if value is not None:
+                return value
+            return str(int(self.get("log.roll.hours") or "168") * 3_600_000)
+        if topic_key == "flush.ms":
+            return self.get("log.flush.interval.ms") or "9223372036854775807"
+        return self.get(TOPIC_CONFIG_SYNONYMS[topic_key]) or ""
+
+
+def validate_topic_config(key: str, value: str | None) -> None:
+    """Raise ConfigError for an unknown topic key or a value Kafka would reject."""
+    if key not in TOPIC_CONFIG_KEYS:
+        raise ConfigError(f"Unknown topic config name: {key}")
+    if value is None:
+        return
+    if key == "cleanup.policy":
+        if value.replace(" ", "") not in VALID_CLEANUP:
+            raise ConfigError(f"Invalid value {value} for configuration {key}")
+        return
+    if key == "message.timestamp.type":
+        if value not in VALID_TIMESTAMP_TYPES:
+            raise ConfigError(f"Invalid value {value} for configuration {key}")
+        return
+    if key == "compression.type":
+        if value not in VALID_COMPRESSION:
+            raise ConfigError(f"Invalid value {value} for configuration {key}")
+        return
+    if key == "unclean.leader.election.enable":
+        if value.lower() not in ("true", "false"):
+            raise ConfigError(f"Invalid value {value} for configuration {key}")
+        return
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"Invalid value {value} for configuration {key}: not a number") from None
+    minimum = {"segment.bytes": 14, "max.message.bytes": 0, "min.insync.replicas": 1,
+               "index.interval.bytes": 0, "segment.ms": 1, "flush.messages": 1}.get(key, -1)
+    if number < minimum:
+        raise ConfigError(f"Invalid value {value} for configuration {key}: must be >= {minimum}")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """The effective, typed topic configuration a partition log runs with."""
+
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    max_message_bytes: int = 1048588
+    index_interval_bytes: int = 4096
+    message_timestamp_type: str = "CreateTime"
+    cleanup_policy: str = "delete"
+    flush_messages: int = 9223372036854775807
+    flush_ms: int = 9223372036854775807
+    fsync_always: bool = False
+    min_insync_replicas: int = 1
+    delete_retention_ms: int = 86400000
+
+    @classmethod
+    def resolve(cls, broker: BrokerConfig, topic_overrides: Mapping[str, str]) -> LogConfig:
+        def value(key: str) -> str:
+            v = topic_overrides.get(key)
+            return v if v is not None else broker.topic_default(key)
+
+        return cls(
+            segment_bytes=int(value("segment.bytes")),
+            segment_ms=int(value("segment.ms")),
+            retention_ms=int(value("retention.ms")),
+            retention_bytes=int(value("retention.bytes")),
+            max_message_bytes=int(value("max.message.bytes")),
+            index_interval_bytes=int(value("index.interval.bytes")),
+            message_timestamp_type=value("message.timestamp.type"),
+            cleanup_policy=value("cleanup.policy"),
+            flush_messages=int(value("flush.messages")),
+            flush_ms=int(value("flush.ms")),
+            fsync_always=(broker.get("headwater.fsync") == "always"),
+            min_insync_replicas=int(value("min.insync.replicas")),
+            delete_retention_ms=int(value("delete.retention.ms")),
+        )

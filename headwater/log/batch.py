@@ -1,0 +1,347 @@
+"""RecordBatch v2: header parsing, produce validation, offset patching, record codec.
+
+The hot path touches only the fixed 61-byte header: one `struct.unpack_from` per batch,
+one C CRC-32C over the batch body, and an 8-byte patch of the base offset (the CRC starts
+at `attributes`, so the offset can change without recomputing it). Records are decoded
+only on cold paths (timestamp search, internal logs, tests).
+
+Layout (big-endian): baseOffset i64, batchLength i32, partitionLeaderEpoch i32, magic i8,
+crc u32, attributes i16, lastOffsetDelta i32, baseTimestamp i64, maxTimestamp i64,
+producerId i64, producerEpoch i16, baseSequence i32, recordsCount i32, records...
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from headwater.log.compression import compress, decompress
+from headwater.log.errors import (
+    CORRUPT_MESSAGE,
+    INVALID_RECORD,
+    MESSAGE_TOO_LARGE,
+    UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    LogError,
+)
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part batchLength does not count
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21  # the CRC covers from here to the end of the batch
+MAX_TIMESTAMP_OFFSET = 35
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+
+NO_TIMESTAMP = -1
+INT32_MAX = 2**31 - 1
+
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+
+Buffer = bytes | bytearray | memoryview
+
+
+class BatchHeader(NamedTuple):
+    """The fixed 61-byte header of one RecordBatch v2."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies on disk and on the wire."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 = CreateTime, 1 = LogAppendTime."""
+        return (self.attributes & TIMESTAMP_TYPE_BIT) >> 3
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record; sequences wrap from INT32_MAX to 0."""
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
+
+
+class Record(NamedTuple):
+    """One decoded record; `timestamp` already honours LogAppendTime."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    if sequence < 0:
+        return sequence
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def parse_header(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """Parse the header at `pos`; the caller guarantees HEADER_SIZE bytes are there."""
+    return BatchHeader._make(HEADER.unpack_from(buf, pos))
+
+
+def check_header(h: BatchHeader) -> str | None:
+    """Why this header cannot start a well-formed v2 batch, or None if it can."""
+    if h.magic != 2:
+        return f"unsupported magic {h.magic}"
+    if h.batch_length < MIN_BATCH_LENGTH:
+        return f"batch length {h.batch_length} below minimum {MIN_BATCH_LENGTH}"
+    if h.records_count < 0 or h.last_offset_delta < 0:
+        return "negative record count or last offset delta"
+    return None
+
+
+def batch_crc(buf: Buffer, pos: int, size: int) -> int:
+    return crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + size])
+
+
+def validate_produce_records(
+    data: Buffer, max_message_bytes: int, *, allow_control: bool = False
+) -> list[BatchHeader]:
+    """Validate a client's record set batch by batch (headers + CRC, never records).
+
+    `allow_control` is for the broker's own writers (transaction markers); clients may not
+    write control batches.
+    """
+    end = len(data)
+    if end == 0:
+        raise LogError(CORRUPT_MESSAGE, "empty record set")
+    view = memoryview(data)
+    headers: list[BatchHeader] = []
+    pos = 0
+    while pos < end:
+        remaining = end - pos
+        if remaining < HEADER_SIZE:
+            if remaining > MAGIC_OFFSET and view[pos + MAGIC_OFFSET] != 2:
+                raise LogError(UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                               f"magic {view[pos + MAGIC_OFFSET]} is not supported")
+            raise LogError(CORRUPT_MESSAGE, f"truncated batch header at byte {pos}")
+        h = parse_header(view, pos)
+        if h.magic != 2:
+            raise LogError(UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {h.magic} is not supported")
+        problem = check_header(h)
+        if problem:
+            raise LogError(CORRUPT_MESSAGE, problem)
+        size = h.size
+        if size > remaining:
+            raise LogError(CORRUPT_MESSAGE, f"truncated batch at byte {pos}")
+        if size > max_message_bytes:
+            raise LogError(MESSAGE_TOO_LARGE,
+                           f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
+        if batch_crc(view, pos, size) != h.crc:
+            raise LogError(CORRUPT_MESSAGE, f"CRC mismatch in batch at byte {pos}")
+        if h.is_control and not allow_control:
+            raise LogError(INVALID_RECORD, "clients may not write control batches")
+        if h.records_count != h.last_offset_delta + 1:
+            raise LogError(INVALID_RECORD,
+                           f"record count {h.records_count} disagrees with last offset delta "
+                           f"{h.last_offset_delta}")
+        headers.append(h)
+        pos += size
+    return headers
+
+
+def iter_batches(buf: Buffer) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each complete batch in `buf`; a torn tail is skipped."""
+    end = len(buf)
+    pos = 0
+    while pos + HEADER_SIZE <= end:
+        h = parse_header(buf, pos)
+        if h.batch_length < MIN_BATCH_LENGTH or pos + h.size > end:
+            return
+        yield pos, h
+        pos += h.size
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Assign the batch's offsets; not covered by the CRC, so nothing else changes."""
+    _I64.pack_into(buf, pos, base_offset)
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:
+    """Stamp LogAppendTime: set the timestamp-type bit and maxTimestamp, then re-CRC.
+
+    Consumers read every record's timestamp as maxTimestamp when the bit is set, so the
+    records themselves stay untouched.
+    """
+    (attributes,) = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
+    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_BIT)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
+    (batch_length,) = _I32.unpack_from(buf, pos + 8)
+    _U32.pack_into(buf, pos + CRC_OFFSET, batch_crc(buf, pos, batch_length + LOG_OVERHEAD))
+
+
+# ---- record-level codec (cold paths only) -------------------------------------------
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Zigzag varint/varlong at `pos` -> (value, new position)."""
+    raw = 0
+    shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > 63:
+            raise LogError(CORRUPT_MESSAGE, "varint too long")
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    raw = (value << 1) ^ (value >> 63)
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    length, pos = _read_varint(buf, pos)
+    if length < 0:
+        return None, pos
+    end = pos + length
+    if end > len(buf):
+        raise LogError(CORRUPT_MESSAGE, "record field overruns the batch")
+    return buf[pos:end], end
+
+
+def decode_records(batch: Buffer) -> list[Record]:
+    """Decode every record of one batch (decompressing as needed)."""
+    view = memoryview(batch)
+    if len(view) < HEADER_SIZE:
+        raise LogError(CORRUPT_MESSAGE, "truncated batch header")
+    h = parse_header(view)
+    if h.magic != 2:
+        raise LogError(UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {h.magic} is not supported")
+    if h.size > len(view):
+        raise LogError(CORRUPT_MESSAGE, "truncated batch")
+    body = decompress(h.compression, view[HEADER_SIZE:h.size])
+    log_append_time = h.timestamp_type == 1
+    records: list[Record] = []
+    pos = 0
+    try:
+        for _ in range(h.records_count):
+            length, pos = _read_varint(body, pos)
+            end = pos + length
+            pos += 1  # record attributes: unused
+            ts_delta, pos = _read_varint(body, pos)
+            offset_delta, pos = _read_varint(body, pos)
+            key, pos = _read_bytes(body, pos)
+            value, pos = _read_bytes(body, pos)
+            count, pos = _read_varint(body, pos)
+            headers: list[tuple[str, bytes | None]] = []
+            for _ in range(count):
+                hkey, pos = _read_bytes(body, pos)
+                hvalue, pos = _read_bytes(body, pos)
+                headers.append(((hkey or b"").decode("utf-8"), hvalue))
+            if pos != end:
+                raise LogError(CORRUPT_MESSAGE, "record length disagrees with its fields")
+            timestamp = h.max_timestamp if log_append_time else h.base_timestamp + ts_delta
+            records.append(Record(h.base_offset + offset_delta, timestamp, key, value, headers))
+    except IndexError:
+        raise LogError(CORRUPT_MESSAGE, "truncated record") from None
+    except UnicodeDecodeError:
+        raise LogError(CORRUPT_MESSAGE, "record header key is not UTF-8") from None
+    return records
+
+
+def _encode_field(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        _write_varint(out, -1)
+    else:
+        _write_varint(out, len(data))
+        out += data
+
+
+def build_batch(
+    records: Sequence[tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int]],
+    base_offset: int = 0,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    partition_leader_epoch: int = 0,
+) -> bytes:
+    """Encode (key, value, headers, timestamp_ms) tuples as one CRC'd v2 batch."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    base_ts = records[0][3]
+    body = bytearray()
+    record = bytearray()
+    for delta, (key, value, headers, timestamp) in enumerate(records):
+        record.clear()
+        record.append(0)  # attributes
+        _write_varint(record, timestamp - base_ts)
+        _write_varint(record, delta)
+        _encode_field(record, key)
+        _encode_field(record, value)
+        _write_varint(record, len(headers))
+        for hkey, hvalue in headers:
+            _encode_field(record, hkey.encode("utf-8"))
+            _encode_field(record, hvalue)
+        _write_varint(body, len(record))
+        body += record
+    payload = compress(compression, body) if compression else bytes(body)
+    attributes = (compression & COMPRESSION_MASK) | (TRANSACTIONAL_BIT if is_transactional else 0)
+    attributes |= CONTROL_BIT if is_control else 0
+    count = len(records)
+    buf = bytearray(HEADER_SIZE) + payload
+    HEADER.pack_into(
+        buf, 0, base_offset, len(buf) - LOG_OVERHEAD, partition_leader_epoch, 2, 0, attributes,
+        count - 1, base_ts, max(r[3] for r in records), producer_id, producer_epoch,
+        base_sequence, count,
+    )
+    _U32.pack_into(buf, CRC_OFFSET, batch_crc(buf, 0, len(buf)))
+    return bytes(buf)

@@ -1,0 +1,134 @@
+"""All partition logs of one data directory, named `<topic>-<partition>`.
+
+A `.clean_shutdown` marker written by `close_all` and removed at start tells the next
+start whether it may trust segment tails (cheap check) or must re-verify every segment
+holding data past the producer snapshot. No asyncio here: the broker schedules
+`run_retention` and `flush_due` itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from headwater.config import LogConfig
+from headwater.log.partition_log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_MARKER = ".clean_shutdown"
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """`orders-3` -> ("orders", 3); None for anything that is not a partition dir."""
+    topic, sep, index = name.rpartition("-")
+    if not sep or not topic or not index.isdigit():
+        return None
+    return topic, int(index)
+
+
+class LogManager:
+    def __init__(self, data_dir: Path, now_ms_fn: Callable[[], int]) -> None:
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
+        #: Whether the previous process shut down cleanly (decides recovery depth).
+        self.clean_start = marker.exists()
+        marker.unlink(missing_ok=True)
+        self._now_ms = now_ms_fn
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+
+    def path_for(self, topic: str, partition: int) -> Path:
+        return self.data_dir / partition_dir_name(topic, partition)
+
+    def discover(self) -> list[tuple[str, int]]:
+        """(topic, partition) of every partition directory on disk, sorted."""
+        found = []
+        for child in self.data_dir.iterdir():
+            parsed = parse_partition_dir(child.name) if child.is_dir() else None
+            if parsed is not None:
+                found.append(parsed)
+        return sorted(found)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def create(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+        """The open log for the partition, opening or creating its directory as needed."""
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        return self._open(topic, partition, config)
+
+    def open_existing(self, topic: str, partition: int,
+                      config: LogConfig) -> PartitionLog | None:
+        """Open a partition already on disk; None if it has no directory."""
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        if not self.path_for(topic, partition).is_dir():
+            return None
+        return self._open(topic, partition, config)
+
+    def _open(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+        plog = PartitionLog.open(self.path_for(topic, partition), config, topic, partition,
+                                 self._now_ms(), clean_shutdown=self.clean_start)
+        self._logs[(topic, partition)] = plog
+        return plog
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Close and remove the partition's data; False if there was none."""
+        plog = self._logs.pop((topic, partition), None)
+        if plog is not None:
+            plog.delete()
+            return True
+        path = self.path_for(topic, partition)
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+            return True
+        return False
+
+    def all(self) -> Iterator[PartitionLog]:
+        return iter(list(self._logs.values()))
+
+    def run_retention(self, now_ms: int) -> int:
+        """Apply retention to every log; returns the number of segments deleted."""
+        deleted = 0
+        for plog in self.all():
+            try:
+                deleted += plog.apply_retention(now_ms)
+            except Exception:
+                log.exception("retention failed for %r", plog)
+        return deleted
+
+    def flush_due(self, now_ms: int) -> int:
+        """fsync logs whose `flush.ms` has elapsed (or that `needs_flush`) since their last
+        flush; returns how many were flushed. Blocking: call it from a worker thread."""
+        flushed = 0
+        for plog in self.all():
+            if plog.unflushed_messages <= 0:
+                continue
+            if plog.needs_flush or now_ms - plog.last_flush_ms >= plog.config.flush_ms:
+                plog.flush()
+                plog.last_flush_ms = now_ms
+                flushed += 1
+        return flushed
+
+    def close_all(self) -> None:
+        """Close every log; mark the shutdown clean only if all of them closed."""
+        clean = True
+        for key, plog in list(self._logs.items()):
+            try:
+                plog.close()
+            except Exception:
+                clean = False
+                log.exception("closing %r failed", plog)
+            del self._logs[key]
+        if clean:
+            (self.data_dir / CLEAN_SHUTDOWN_MARKER).write_text("")

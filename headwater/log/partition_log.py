@@ -1,0 +1,477 @@
+"""The log of one partition: an ordered list of segments in `<data_dir>/<topic>-<partition>`.
+
+Produce appends a request's batches to the active segment in one `os.write` after
+validating all of them (atomic per request); fetch returns whole-batch byte ranges. A
+single node has no followers, so the high watermark is the log end offset.
+
+Threading: everything runs on the broker's event-loop thread, synchronously, except
+`flush()`, which may run in a worker thread (it only fsyncs). After `append`, a caller
+that sees `needs_flush` (fsync_always, or `flush.messages` reached) awaits `flush()` in a
+thread before acknowledging.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from bisect import bisect_right
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from headwater.config import LogConfig
+from headwater.log.batch import (
+    HEADER_SIZE,
+    INT32_MAX,
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    decode_records,
+    parse_header,
+    set_base_offset,
+    set_log_append_time,
+    validate_produce_records,
+)
+from headwater.log.errors import (
+    KAFKA_STORAGE_ERROR,
+    OFFSET_OUT_OF_RANGE,
+    RECORD_LIST_TOO_LARGE,
+    LogError,
+)
+from headwater.log.producer_state import ProducerStateInfo, ProducerStateManager
+from headwater.log.segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+LOG_START_CHECKPOINT = "log-start-offset"
+
+
+class AppendResult(NamedTuple):
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 under CreateTime
+    log_start_offset: int
+    duplicate: bool = False  # a retried idempotent batch: nothing was written
+
+
+class PartitionLog:
+    """Append, read, retention and recovery for one partition directory."""
+
+    def __init__(self, path: Path, config: LogConfig, topic: str, partition: int,
+                 segments: list[LogSegment], log_start_offset: int,
+                 producers: ProducerStateManager, now_ms: int) -> None:
+        self.path = path
+        self.config = config
+        self.topic = topic
+        self.partition = partition
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._log_start_offset = log_start_offset
+        self._producers = producers
+        self._flushed_offset = segments[-1].next_offset  # offsets below it were fsynced
+        self._dir_dirty = False
+        self._closed = False
+        #: Time of the last flush, kept by LogManager.flush_due for `flush.ms`.
+        self.last_flush_ms = now_ms
+        #: Called with no arguments after every successful (non-duplicate) append; the
+        #: fetch long-poll layer subscribes here to wake parked fetches.
+        self.on_append: list[Callable[[], None]] = []
+
+    # ---- opening and recovery ---------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path, config: LogConfig, topic: str, partition: int, now_ms: int,
+             *, clean_shutdown: bool = False) -> PartitionLog:
+        """Load (or create) the partition directory.
+
+        Every segment gets a cheap tail check, or a full CRC recovery when its indexes are
+        missing, the check fails, or — after an unclean shutdown — it holds offsets past
+        the newest producer snapshot (the active segment, in practice). A recovery that
+        truncates an older segment drops the segments after it.
+        """
+        path.mkdir(parents=True, exist_ok=True)
+        for tmp in path.glob("*.tmp"):
+            tmp.unlink(missing_ok=True)
+        interval = config.index_interval_bytes
+        producers = ProducerStateManager(path)
+        snapshots = producers.snapshot_files()
+        recover_from = snapshots[-1][0] if snapshots else -1
+        bases = sorted(int(p.stem) for p in path.glob("*.log") if p.stem.isdigit())
+        segments: list[LogSegment] = []
+        for i, base in enumerate(bases):
+            segment = LogSegment.open(path, base, interval)
+            segments.append(segment)
+            after_snapshot = i + 1 == len(bases) or bases[i + 1] > recover_from
+            full = segment.indexes_missing or (not clean_shutdown and after_snapshot)
+            if full or not segment.load_tail():
+                truncated = segment.recover()
+                if truncated:
+                    log.warning("%s: truncated %d bytes of torn/corrupt data at offset %d",
+                                segment.log_path, truncated, segment.next_offset)
+                    if i + 1 < len(bases):
+                        for later in bases[i + 1:]:
+                            LogSegment.open(path, later, interval).delete()
+                        break
+        _remove_orphan_indexes(path, {s.base_offset for s in segments})
+
+        checkpoint = _read_checkpoint(path)
+        if segments and checkpoint > segments[-1].next_offset:
+            for segment in segments:  # everything below the recorded log start is gone
+                segment.delete()
+            segments = []
+        if not segments:
+            segments = [LogSegment.create(path, checkpoint, interval)]
+        log_start = max(checkpoint, segments[0].base_offset)
+
+        self = cls(path, config, topic, partition, segments, log_start, producers, now_ms)
+        self._rebuild_producer_state()
+        return self
+
+    def _rebuild_producer_state(self) -> None:
+        """Load the newest usable snapshot, then replay batch headers after it."""
+        leo = self.log_end_offset
+        start = self._producers.load_latest(leo)
+        if start is None:
+            start = self._segments[0].base_offset
+        for segment in self._segments:
+            if segment.next_offset <= start or segment.size == 0:
+                continue
+            pos = segment.find_position(start)[0] if segment.base_offset < start else 0
+            for _, h in segment.iter_headers(pos):
+                if h.base_offset >= start:
+                    self._producers.update(h, h.base_offset)
+        self._producers.truncate_head(self._log_start_offset)
+
+    # ---- properties -------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to be assigned."""
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._segments[-1].next_offset  # single node: everything is replicated
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        """Records appended since the start of the last completed flush."""
+        return self.log_end_offset - self._flushed_offset
+
+    @property
+    def needs_flush(self) -> bool:
+        """True when the caller must `flush()` before acknowledging the last append
+        (fsync_always with unflushed data, or `flush.messages` reached). Stays True until a
+        flush that started after the append has finished, so concurrent flushes are safe."""
+        pending = self.log_end_offset - self._flushed_offset
+        return pending > 0 and (self.config.fsync_always or pending >= self.config.flush_messages)
+
+    # ---- append -----------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview, now_ms: int,
+               *, origin_client: bool = True) -> AppendResult:
+        """Validate, assign offsets and write a produce request's record set for this
+        partition. Nothing is written unless every batch is valid. `origin_client=False`
+        lets the broker's own writers append control batches."""
+        self._check_open()
+        config = self.config
+        headers = validate_produce_records(data, config.max_message_bytes,
+                                           allow_control=not origin_client)
+        if len(data) > config.segment_bytes:
+            raise LogError(RECORD_LIST_TOO_LARGE,
+                           f"{len(data)} bytes exceed segment.bytes {config.segment_bytes}")
+        first_offset = self.log_end_offset
+        append_time = config.message_timestamp_type == "LogAppendTime"
+        duplicate = self._producers.check_all(headers, first_offset)
+        if duplicate is not None:
+            return AppendResult(duplicate.base_offset, duplicate.last_offset,
+                                duplicate.timestamp if append_time else -1,
+                                self._log_start_offset, True)
+        count = sum(h.last_offset_delta + 1 for h in headers)
+        segment = self._maybe_roll(len(data), first_offset + count - 1, now_ms)
+
+        buf = bytearray(data)
+        stored: list[BatchHeader] = []
+        offset = first_offset
+        pos = 0
+        for h in headers:
+            set_base_offset(buf, pos, offset)
+            if append_time:
+                set_log_append_time(buf, pos, now_ms)
+                h = h._replace(base_offset=offset, max_timestamp=now_ms,
+                               attributes=h.attributes | TIMESTAMP_TYPE_BIT)
+            else:
+                h = h._replace(base_offset=offset)
+            stored.append(h)
+            offset += h.last_offset_delta + 1
+            pos += h.size
+        segment.append(buf, stored, now_ms)
+        for h in stored:
+            self._producers.update(h, h.base_offset)
+        for callback in self.on_append:
+            try:
+                callback()
+            except Exception:
+                log.exception("on_append callback failed for %s-%d", self.topic, self.partition)
+        return AppendResult(first_offset, offset - 1, now_ms if append_time else -1,
+                            self._log_start_offset, False)
+
+    def _maybe_roll(self, size: int, last_offset: int, now_ms: int) -> LogSegment:
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        config = self.config
+        if (active.size + size > config.segment_bytes
+                or (active.created_ms is not None
+                    and now_ms - active.created_ms > config.segment_ms)
+                or last_offset - active.base_offset > INT32_MAX):
+            return self.roll(now_ms)
+        return active
+
+    def roll(self, now_ms: int) -> LogSegment:
+        """Start a new active segment at the log end (no-op if the active one is empty)."""
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        active.seal()
+        leo = active.next_offset
+        try:
+            segment = LogSegment.create(self.path, leo, self.config.index_interval_bytes)
+            self._producers.snapshot(leo)
+        except OSError as exc:
+            raise LogError(KAFKA_STORAGE_ERROR, f"roll of {self.path} failed: {exc}") from exc
+        self._segments.append(segment)
+        self._bases.append(leo)
+        self._dir_dirty = True
+        return segment
+
+    # ---- read -------------------------------------------------------------------------
+
+    def read(self, fetch_offset: int, max_bytes: int, upper_bound: int | None = None) -> bytes:
+        """Whole batches from the one containing `fetch_offset`: at most `max_bytes` of
+        them but always at least one (KIP-74), none whose base offset is >= `upper_bound`
+        (default: the high watermark). Spans segments; b"" at the log end."""
+        self._check_open()
+        leo = self.log_end_offset
+        if fetch_offset < self._log_start_offset or fetch_offset > leo:
+            raise LogError(OFFSET_OUT_OF_RANGE,
+                           f"offset {fetch_offset} outside [{self._log_start_offset}, {leo}]")
+        bound = leo if upper_bound is None else min(upper_bound, leo)
+        if fetch_offset >= bound:
+            return b""
+        i = bisect_right(self._bases, fetch_offset) - 1
+        segment = self._segments[i]
+        pos = segment.find_position(fetch_offset)[0]
+        parts: list[bytes] = []
+        remaining = max_bytes
+        try:
+            while True:
+                if bound >= segment.next_offset:
+                    end = segment.size
+                else:
+                    end = segment.position_of_first_batch_from(bound)
+                chunk = segment.read_batches(pos, remaining, end, min_one=not parts)
+                if chunk:
+                    parts.append(chunk)
+                    remaining -= len(chunk)
+                i += 1
+                if (pos + len(chunk) < end or end < segment.size or remaining <= 0
+                        or i >= len(self._segments)):
+                    break
+                segment, pos = self._segments[i], 0
+        except OSError as exc:
+            raise LogError(KAFKA_STORAGE_ERROR, f"read of {self.path} failed: {exc}") from exc
+        if len(parts) == 1:
+            return parts[0]
+        return b"".join(parts)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None.
+
+        ListOffsets' special values (-1 latest, -2 earliest, -3 max) are the caller's."""
+        self._check_open()
+        lso = self._log_start_offset
+        for segment in self._segments:
+            if segment.size == 0 or segment.max_timestamp < timestamp:
+                continue
+            start = max(segment.base_offset + segment.time_index.lookup_time(timestamp), lso)
+            pos = segment.find_position(start)[0]
+            for p, h in segment.iter_headers(pos):
+                if h.max_timestamp < timestamp or h.last_offset < lso:
+                    continue
+                for record in decode_records(segment.read(p, h.size)):
+                    if record.timestamp >= timestamp and record.offset >= lso:
+                        return record.offset, record.timestamp
+        return None
+
+    def max_timestamp_entry(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets
+        MAX_TIMESTAMP); the earliest such record on ties. None for an empty log."""
+        self._check_open()
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.size and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None:
+            return None
+        pos = best.find_position(best.offset_of_max_timestamp)[0]
+        h = parse_header(best.read(pos, HEADER_SIZE))
+        for record in decode_records(best.read(pos, h.size)):
+            if record.timestamp == best.max_timestamp:
+                return record.offset, record.timestamp
+        return h.last_offset, best.max_timestamp
+
+    # ---- log start, retention ---------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start to `offset`; returns the new log start."""
+        self._check_open()
+        if offset < 0 or offset > self.high_watermark:
+            raise LogError(OFFSET_OUT_OF_RANGE,
+                           f"offset {offset} outside [0, {self.high_watermark}]")
+        if offset > self._log_start_offset:
+            self._set_log_start(offset)
+        return self._log_start_offset
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete the oldest whole segments breaching retention.ms (by max timestamp) or
+        retention.bytes; returns how many were deleted. A breaching active segment is
+        first rolled, as in Kafka, so an idle expired topic does empty out."""
+        self._check_open()
+        config = self.config
+        if "delete" not in config.cleanup_policy:
+            return 0
+        segments = self._segments
+        count = 0
+        if config.retention_ms >= 0:
+            while (count < len(segments) and segments[count].size > 0
+                   and now_ms - segments[count].largest_timestamp() > config.retention_ms):
+                count += 1
+        if config.retention_bytes >= 0:
+            excess = self.size_bytes - config.retention_bytes
+            by_size = 0
+            while (by_size < len(segments) and segments[by_size].size > 0
+                   and excess - segments[by_size].size >= 0):
+                excess -= segments[by_size].size
+                by_size += 1
+            count = max(count, by_size)
+        if count == 0:
+            return 0
+        if count == len(segments):
+            self.roll(now_ms)
+        self._delete_oldest(count)
+        self._set_log_start(max(self._log_start_offset, self._segments[0].base_offset))
+        return count
+
+    def _set_log_start(self, offset: int) -> None:
+        self._log_start_offset = offset
+        deletable = 0
+        while (deletable + 1 < len(self._segments)
+               and self._segments[deletable + 1].base_offset <= offset):
+            deletable += 1
+        self._delete_oldest(deletable)
+        _write_checkpoint(self.path, offset)
+        self._producers.truncate_head(offset)
+        self._producers.delete_snapshots_below(offset)
+
+    def _delete_oldest(self, count: int) -> None:
+        for segment in self._segments[:count]:
+            segment.delete()
+        del self._segments[:count]
+        del self._bases[:count]
+
+    # ---- producers --------------------------------------------------------------------
+
+    def producer_states(self) -> list[ProducerStateInfo]:
+        """DescribeProducers rows: (producer_id, producer_epoch, last_sequence,
+        last_timestamp, coordinator_epoch, current_txn_start_offset)."""
+        return self._producers.states()
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producers
+
+    # ---- lifecycle --------------------------------------------------------------------
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for segment in self._segments:
+            segment.index_interval_bytes = config.index_interval_bytes
+
+    def flush(self) -> None:
+        """fsync every segment written since the last flush (safe in a worker thread).
+
+        Everything below the log end seen at the start is durable when this returns: a
+        segment's data is written before the log end moves past it, and a segment another
+        flush is fsyncing holds its lock until that fsync is done."""
+        target = self.log_end_offset
+        if self._dir_dirty:
+            self._dir_dirty = False
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        for segment in list(self._segments):
+            segment.flush()
+        self._flushed_offset = max(self._flushed_offset, target)
+
+    def close(self) -> None:
+        """Flush, snapshot producer state at the log end, and close every file."""
+        if self._closed:
+            return
+        self._segments[-1].seal()
+        self.flush()
+        self._producers.snapshot(self.log_end_offset, sync=True)
+        _write_checkpoint(self.path, self._log_start_offset)
+        for segment in self._segments:
+            segment.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close without flushing and remove the whole partition directory."""
+        for segment in self._segments:
+            segment.close()
+        self._closed = True
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogError(KAFKA_STORAGE_ERROR, f"log {self.topic}-{self.partition} is closed")
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "
+                f"end={self.log_end_offset}, segments={len(self._segments)})")
+
+
+def _read_checkpoint(path: Path) -> int:
+    try:
+        return max(int((path / LOG_START_CHECKPOINT).read_text().strip()), 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _write_checkpoint(path: Path, offset: int) -> None:
+    """tmp + rename, so a crash leaves the old or the new value, never a torn one."""
+    tmp = path / (LOG_START_CHECKPOINT + ".tmp")
+    tmp.write_text(f"{offset}\n")
+    os.replace(tmp, path / LOG_START_CHECKPOINT)
+
+
+def _remove_orphan_indexes(path: Path, bases: set[int]) -> None:
+    for suffix in ("*.index", "*.timeindex"):
+        for index in path.glob(suffix):
+            if index.stem.isdigit() and int(index.stem) not in bases:
+                index.unlink(missing_ok=True)

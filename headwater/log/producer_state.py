@@ -1,0 +1,262 @@
+"""Idempotent-producer state of one partition: epochs and sequence numbers per producer id.
+
+Everything here comes from batch headers (producerId, producerEpoch, baseSequence,
+lastOffsetDelta), so the state is a pure function of the log: a restart loads the latest
+snapshot (`<offset:020d>.snapshot`, JSON, written at roll and close) and replays the
+headers after its offset. The last five batches per producer are kept so a retried batch
+is recognised and answered with its original offsets instead of being written twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from headwater.log.batch import INT32_MAX, BatchHeader
+from headwater.log.errors import (
+    INVALID_PRODUCER_EPOCH,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    LogError,
+)
+
+BATCHES_RETAINED = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (max.in.flight)
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOTS_KEPT = 2  # an older one survives a recovery that truncates below the newest
+
+
+class BatchMetadata(NamedTuple):
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+class DuplicateBatch(NamedTuple):
+    """A retried batch already in the log: answer with its original offsets."""
+
+    base_offset: int
+    last_offset: int
+    timestamp: int
+
+
+class ProducerStateInfo(NamedTuple):
+    """One row of DescribeProducers."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    producer_id: int
+    epoch: int
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_RETAINED))
+    last_timestamp: int = -1
+    # Transactions (a later issue): the coordinator epoch of the last marker and the first
+    # offset of the ongoing transaction feed DescribeProducers, the LSO and the
+    # aborted-transaction index. Kept here so snapshots already carry them.
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def copy(self) -> ProducerEntry:
+        return ProducerEntry(self.producer_id, self.epoch,
+                             deque(self.batches, maxlen=BATCHES_RETAINED), self.last_timestamp,
+                             self.coordinator_epoch, self.current_txn_first_offset)
+
+    def find_duplicate(self, h: BatchHeader) -> DuplicateBatch | None:
+        if h.producer_epoch != self.epoch:
+            return None
+        last_seq = h.last_sequence
+        for b in self.batches:
+            if b.first_seq == h.base_sequence and b.last_seq == last_seq:
+                return DuplicateBatch(b.first_offset, b.last_offset, b.timestamp)
+        return None
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (last_seq == INT32_MAX and next_seq == 0)
+
+
+def _check_sequence(entry: ProducerEntry | None, h: BatchHeader) -> None:
+    """Raise unless `h` may follow `entry` (None: an unknown producer, accepted as is)."""
+    if entry is None:
+        return
+    if h.producer_epoch < entry.epoch:
+        raise LogError(INVALID_PRODUCER_EPOCH,
+                       f"producer {h.producer_id} epoch {h.producer_epoch} is older than "
+                       f"current epoch {entry.epoch}")
+    if h.base_sequence < 0:
+        return  # no sequence to check (e.g. a broker-written control batch)
+    if h.producer_epoch > entry.epoch:
+        if h.base_sequence != 0:
+            raise LogError(OUT_OF_ORDER_SEQUENCE_NUMBER,
+                           f"producer {h.producer_id} new epoch {h.producer_epoch} must start "
+                           f"at sequence 0, got {h.base_sequence}")
+        return
+    if not _in_sequence(entry.last_seq, h.base_sequence):
+        raise LogError(OUT_OF_ORDER_SEQUENCE_NUMBER,
+                       f"producer {h.producer_id} expected sequence "
+                       f"{(entry.last_seq + 1) if entry.last_seq < INT32_MAX else 0}, "
+                       f"got {h.base_sequence}")
+
+
+def _apply(entry: ProducerEntry | None, h: BatchHeader, base_offset: int) -> ProducerEntry:
+    if entry is None or h.producer_epoch != entry.epoch:
+        entry = ProducerEntry(h.producer_id, h.producer_epoch)
+    if h.base_sequence >= 0:
+        entry.batches.append(BatchMetadata(h.base_sequence, h.last_sequence, base_offset,
+                                           base_offset + h.last_offset_delta, h.max_timestamp))
+    entry.last_timestamp = h.max_timestamp
+    return entry
+
+
+class ProducerStateManager:
+    """Producer id -> entry for one partition. Batches with producerId -1 bypass it."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.producers: dict[int, ProducerEntry] = {}
+
+    def check(self, header: BatchHeader) -> DuplicateBatch | None:
+        """Validate one batch against the current state: the original offsets if it is a
+        retry, None if it may be appended; LogError (45, 47) otherwise."""
+        if header.producer_id < 0:
+            return None
+        entry = self.producers.get(header.producer_id)
+        if entry is not None:
+            duplicate = entry.find_duplicate(header)
+            if duplicate is not None:
+                return duplicate
+        _check_sequence(entry, header)
+        return None
+
+    def check_all(self, headers: Iterable[BatchHeader], first_offset: int) -> DuplicateBatch | None:
+        """`check` for a request's batches in order, each against the state the earlier
+        ones would leave (nothing is changed); the first duplicate wins, as in Kafka."""
+        staged: dict[int, ProducerEntry] = {}
+        offset = first_offset
+        for h in headers:
+            if h.producer_id >= 0:
+                committed = self.producers.get(h.producer_id)
+                if committed is not None:
+                    duplicate = committed.find_duplicate(h)
+                    if duplicate is not None:
+                        return duplicate
+                entry = staged.get(h.producer_id, committed)
+                _check_sequence(entry, h)
+                staged[h.producer_id] = _apply(entry.copy() if entry else None, h, offset)
+            offset += h.last_offset_delta + 1
+        return None
+
+    def update(self, header: BatchHeader, base_offset: int) -> None:
+        """Record a batch that was appended at `base_offset`."""
+        if header.producer_id < 0:
+            return
+        pid = header.producer_id
+        self.producers[pid] = _apply(self.producers.get(pid), header, base_offset)
+
+    def truncate_head(self, log_start_offset: int) -> None:
+        """Forget producers whose every batch now lies below the log start (Kafka)."""
+        gone = [pid for pid, e in self.producers.items()
+                if e.batches and e.last_offset < log_start_offset]
+        for pid in gone:
+            del self.producers[pid]
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
+        """Drop producers idle longer than producer.id.expiration.ms."""
+        gone = [pid for pid, e in self.producers.items()
+                if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in gone:
+            del self.producers[pid]
+
+    def states(self) -> list[ProducerStateInfo]:
+        return [ProducerStateInfo(e.producer_id, e.epoch, e.last_seq, e.last_timestamp,
+                                  e.coordinator_epoch, e.current_txn_first_offset)
+                for e in self.producers.values()]
+
+    # ---- snapshots ----------------------------------------------------------------------
+
+    def snapshot_files(self) -> list[tuple[int, Path]]:
+        """(offset, path) of the snapshots in the directory, oldest first."""
+        found = []
+        for path in self.directory.glob(f"*{SNAPSHOT_SUFFIX}"):
+            stem = path.name[: -len(SNAPSHOT_SUFFIX)]
+            if stem.isdigit():
+                found.append((int(stem), path))
+        return sorted(found)
+
+    def snapshot(self, offset: int, *, sync: bool = False) -> Path:
+        """Persist the state as of `offset` (the log end): temp file, rename, prune older
+        snapshots. Without `sync` a power loss may leave a torn file; `load_latest` then
+        skips it and replays more of the log."""
+        path = self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+        doc = {"version": 1, "offset": offset, "producers": [
+            {"producer_id": e.producer_id, "epoch": e.epoch, "last_timestamp": e.last_timestamp,
+             "coordinator_epoch": e.coordinator_epoch,
+             "current_txn_first_offset": e.current_txn_first_offset,
+             "batches": [list(b) for b in e.batches]}
+            for e in self.producers.values()]}
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, json.dumps(doc, separators=(",", ":")).encode())
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        for _, old in self.snapshot_files()[:-SNAPSHOTS_KEPT]:
+            old.unlink(missing_ok=True)
+        return path
+
+    def load(self, path: Path) -> int:
+        """Replace the state with a snapshot's; returns the offset it was taken at."""
+        doc = json.loads(path.read_text())
+        self.producers = {}
+        for p in doc["producers"]:
+            entry = ProducerEntry(p["producer_id"], p["epoch"],
+                                  deque((BatchMetadata(*b) for b in p["batches"]),
+                                        maxlen=BATCHES_RETAINED),
+                                  p["last_timestamp"], p["coordinator_epoch"],
+                                  p["current_txn_first_offset"])
+            self.producers[entry.producer_id] = entry
+        return int(doc["offset"])
+
+    def load_latest(self, log_end_offset: int) -> int | None:
+        """Load the newest readable snapshot not beyond the log end; returns its offset,
+        or None (state cleared) when there is none and the whole log must be replayed."""
+        for offset, path in reversed(self.snapshot_files()):
+            if offset > log_end_offset:
+                path.unlink(missing_ok=True)  # describes offsets recovery truncated away
+                continue
+            try:
+                return self.load(path)
+            except (OSError, ValueError, KeyError, TypeError):
+                path.unlink(missing_ok=True)
+        self.producers = {}
+        return None
+
+    def delete_snapshots_below(self, offset: int) -> None:
+        """Drop snapshots older than the log start, keeping the newest one regardless."""
+        files = self.snapshot_files()
+        for snap_offset, path in files[:-1]:
+            if snap_offset < offset:
+                path.unlink(missing_ok=True)

@@ -1,0 +1,320 @@
+"""One log segment: `<base:020d>.log` plus its sparse offset and time indexes.
+
+The log file is written with `os.write` on an unbuffered O_APPEND fd, so once `append`
+returns the bytes are in the page cache and survive a `kill -9`; reads are `os.pread`
+byte ranges. Only batch headers are ever parsed here, and only near index entries: a
+lookup bisects the sparse index, then walks at most ~`index.interval.bytes` of headers.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from array import array
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from headwater.log.batch import (
+    HEADER_SIZE,
+    INT32_MAX,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    batch_crc,
+    check_header,
+    parse_header,
+)
+from headwater.log.errors import KAFKA_STORAGE_ERROR, LogError
+from headwater.log.index import OffsetIndex, TimeIndex
+
+_SCAN_CHUNK = 32 * 1024  # header walks: covers a few index intervals per pread
+_RECOVER_CHUNK = 1024 * 1024  # recovery reads whole batches to check CRCs
+
+Buffer = bytes | bytearray | memoryview
+
+
+def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
+    return directory / f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    """Append-only batch storage for offsets [base_offset, next_offset)."""
+
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int,
+                 *, truncate: bool = False) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = segment_path(directory, base_offset, ".log")
+        index_path = segment_path(directory, base_offset, ".index")
+        time_path = segment_path(directory, base_offset, ".timeindex")
+        if truncate:
+            for path in (self.log_path, index_path, time_path):
+                path.unlink(missing_ok=True)
+        #: True when an index file was absent and had to be created: run `recover()`.
+        self.indexes_missing = not (index_path.exists() and time_path.exists())
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
+        self._fd = os.open(self.log_path, flags, 0o644)
+        self.offset_index = OffsetIndex(index_path)
+        self.time_index = TimeIndex(time_path)
+        self._lock = threading.Lock()  # flush() may run in a worker thread
+        self.size = os.fstat(self._fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        #: Time of the first append (or the first batch's timestamp after a reopen),
+        #: what `segment.ms` rolling counts from. None while the segment is empty.
+        self.created_ms: int | None = None
+        self.dirty = False
+        self._bytes_since_index = 0
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> LogSegment:
+        return cls(directory, base_offset, index_interval_bytes, truncate=True)
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> LogSegment:
+        """Open an existing segment; the caller then runs `load_tail()` or `recover()`."""
+        return cls(directory, base_offset, index_interval_bytes)
+
+    # ---- writing --------------------------------------------------------------------
+
+    def append(self, data: Buffer, batches: Sequence[BatchHeader], now_ms: int) -> None:
+        """Write whole batches (offsets already assigned) and index them."""
+        start = self.size
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.write(self._fd, view[written:])
+        except OSError as exc:
+            try:  # keep the file batch-aligned so the next append is still valid
+                os.ftruncate(self._fd, start)
+            except OSError:
+                pass
+            raise LogError(KAFKA_STORAGE_ERROR, f"write to {self.log_path} failed: {exc}") from exc
+        self.dirty = True
+        pos = start
+        for h in batches:
+            self._track(h, pos)
+            pos += h.size
+        self.size = pos
+        self.next_offset = batches[-1].next_offset
+        if self.created_ms is None:
+            self.created_ms = now_ms
+
+    def _track(self, h: BatchHeader, pos: int) -> None:
+        """Index bookkeeping for a batch written at `pos` (append and recovery share it)."""
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.offset_index.append(h.base_offset - self.base_offset, pos)
+            self.time_index.maybe_append(self.max_timestamp,
+                                         self.offset_of_max_timestamp - self.base_offset)
+            self._bytes_since_index = 0
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.offset_of_max_timestamp = h.base_offset
+        self._bytes_since_index += h.size
+
+    def seal(self) -> None:
+        """Record the final max timestamp in the time index (on roll and close), so a
+        reopen knows the segment's max timestamp without scanning it."""
+        if self.size and self._fd >= 0:
+            self.time_index.maybe_append(self.max_timestamp,
+                                         self.offset_of_max_timestamp - self.base_offset)
+            self.dirty = True
+
+    # ---- reading --------------------------------------------------------------------
+
+    def read(self, start_pos: int, max_bytes: int) -> bytes:
+        """Raw bytes [start_pos, start_pos + max_bytes) clipped to the segment."""
+        length = min(max_bytes, self.size - start_pos)
+        return os.pread(self._fd, length, start_pos) if length > 0 else b""
+
+    def iter_headers(self, start_pos: int = 0,
+                     end_pos: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from a batch boundary, reading only headers'
+        neighbourhoods in `_SCAN_CHUNK` preads."""
+        end = self.size if end_pos is None else end_pos
+        pos = start_pos
+        buf = b""
+        buf_pos = pos
+        while pos + HEADER_SIZE <= end:
+            off = pos - buf_pos
+            if off + HEADER_SIZE > len(buf):
+                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf_pos, off = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            h = parse_header(buf, off)
+            if h.batch_length < MIN_BATCH_LENGTH:
+                return
+            yield pos, h
+            pos += h.size
+
+    def find_position(self, offset: int) -> tuple[int, int]:
+        """(position, base offset) of the batch containing `offset`, or of the first batch
+        after it; (size, next_offset) when the segment has nothing at or after it."""
+        entry = self.offset_index.lookup(offset - self.base_offset)
+        for pos, h in self.iter_headers(entry[1] if entry else 0):
+            if h.base_offset + h.last_offset_delta >= offset:
+                return pos, h.base_offset
+        return self.size, self.next_offset
+
+    def position_of_first_batch_from(self, offset: int) -> int:
+        """Position of the first batch whose base offset is >= `offset` (or the size)."""
+        pos, base = self.find_position(offset)
+        if base < offset and pos < self.size:
+            pos += parse_header(os.pread(self._fd, HEADER_SIZE, pos)).size
+        return pos
+
+    def read_batches(self, start_pos: int, max_bytes: int, end_pos: int, min_one: bool) -> bytes:
+        """Whole batches from `start_pos` (a boundary) up to the boundary `end_pos`, at
+        most `max_bytes` of them, or the first batch alone if `min_one` (KIP-74)."""
+        available = end_pos - start_pos
+        if available <= 0:
+            return b""
+        if available <= max_bytes:
+            return os.pread(self._fd, available, start_pos)
+        boundary = self._boundary_at_or_before(start_pos + max(max_bytes, 0), start_pos)
+        if boundary == start_pos:
+            if not min_one:
+                return b""
+            first = parse_header(os.pread(self._fd, HEADER_SIZE, start_pos))
+            boundary = start_pos + first.size
+        return os.pread(self._fd, boundary - start_pos, start_pos)
+
+    def _boundary_at_or_before(self, limit: int, start_pos: int) -> int:
+        entry = self.offset_index.floor_position(limit)
+        boundary = max(start_pos, entry[1] if entry else 0)
+        for pos, h in self.iter_headers(boundary, limit):
+            if pos + h.size > limit:
+                break
+            boundary = pos + h.size
+        return boundary
+
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the file's mtime when records carry none (retention)."""
+        if self.max_timestamp > 0:
+            return self.max_timestamp
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    # ---- loading and recovery -------------------------------------------------------
+
+    def load_tail(self) -> bool:
+        """Cheap check for a segment we believe intact: walk headers from the last index
+        entry to the end of file. False means the indexes or the tail disagree with the
+        file and the caller must `recover()`."""
+        last_time = self.time_index.last()
+        if last_time is not None:
+            self.max_timestamp, rel = last_time
+            self.offset_of_max_timestamp = self.base_offset + rel
+        entry = self.offset_index.last()
+        start = entry[1] if entry else 0
+        if start > self.size or (entry is not None and start + HEADER_SIZE > self.size):
+            return False
+        expected = self.base_offset + entry[0] if entry else self.base_offset
+        pos = start
+        last: tuple[int, BatchHeader] | None = None
+        for pos, h in self.iter_headers(start):
+            if check_header(h) or h.base_offset < expected or pos + h.size > self.size:
+                return False
+            if entry is not None and pos == start and h.base_offset != expected:
+                return False
+            expected = h.next_offset
+            self._bytes_since_index += h.size
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = h.base_offset
+            last = (pos, h)
+        if last is None:
+            return self.size == 0 and entry is None
+        pos, h = last
+        if pos + h.size != self.size:
+            return False
+        if batch_crc(os.pread(self._fd, h.size, pos), 0, h.size) != h.crc:
+            return False
+        self.next_offset = h.next_offset
+        self._load_created_ms()
+        return True
+
+    def recover(self) -> int:
+        """Verify every batch (header sanity, offsets ascending, CRC), truncate the file at
+        the first bad one, and rebuild both indexes. Returns the bytes truncated."""
+        file_size = os.fstat(self._fd).st_size
+        self.size = 0
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self._bytes_since_index = 0
+        offsets, positions = array("i"), array("i")
+        times, time_offsets = array("q"), array("q")
+        buf, buf_pos = b"", 0
+        pos = 0
+        while file_size - pos >= HEADER_SIZE:
+            if pos + HEADER_SIZE > buf_pos + len(buf):
+                buf, buf_pos = os.pread(self._fd, _RECOVER_CHUNK, pos), pos
+            h = parse_header(buf, pos - buf_pos)
+            if (check_header(h) or pos + h.size > file_size or h.base_offset < self.next_offset
+                    or h.last_offset - self.base_offset > INT32_MAX):
+                break
+            if pos + h.size > buf_pos + len(buf):
+                buf, buf_pos = os.pread(self._fd, max(_RECOVER_CHUNK, h.size), pos), pos
+            if batch_crc(buf, pos - buf_pos, h.size) != h.crc:
+                break
+            if self._bytes_since_index > self.index_interval_bytes:
+                offsets.append(h.base_offset - self.base_offset)
+                positions.append(pos)
+                if not times or self.max_timestamp > times[-1]:
+                    times.append(self.max_timestamp)
+                    time_offsets.append(self.offset_of_max_timestamp - self.base_offset)
+                self._bytes_since_index = 0
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = h.base_offset
+            self._bytes_since_index += h.size
+            self.next_offset = h.next_offset
+            pos += h.size
+        if pos < file_size:
+            os.ftruncate(self._fd, pos)
+        self.size = pos
+        self.offset_index.replace(offsets, positions)
+        self.time_index.replace(times, time_offsets)
+        self.indexes_missing = False
+        self._load_created_ms()
+        return file_size - pos
+
+    def _load_created_ms(self) -> None:
+        """After a reopen, roll timing counts from the first batch's timestamp (Kafka)."""
+        if self.size >= HEADER_SIZE:
+            first = parse_header(os.pread(self._fd, HEADER_SIZE, 0))
+            self.created_ms = first.max_timestamp if first.max_timestamp >= 0 else None
+
+    # ---- lifecycle ------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync log and indexes if written since the last flush; safe to call from a
+        worker thread. Returns only once any fsync already under way has finished."""
+        with self._lock:
+            if self._fd < 0 or not self.dirty:
+                return
+            self.dirty = False
+            os.fsync(self._fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            self.offset_index.close()
+            self.time_index.close()
+
+    def delete(self) -> None:
+        self.close()
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()
+
+    def __repr__(self) -> str:
+        return (f"LogSegment(base={self.base_offset}, next={self.next_offset}, "
+                f"size={self.size})")

@@ -1,0 +1,282 @@
+"""The controller: turns admin operations into metadata records and commits them.
+
+Every change is validated against the current image, written as records to the
+`__cluster_metadata` log (fsynced: metadata is small and precious), then applied to
+produce the next image, which listeners receive. A restart replays the log.
+Operations that need more records than fit one batch are wrapped in
+Begin/EndTransactionRecord (KIP-868) so they become visible all at once; a
+transaction left open by a crash is rolled back on load.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from ..config import BrokerConfig, ConfigError, validate_topic_config
+from ..log.batch import build_batch, decode_records, iter_batches
+from ..log.partition_log import PartitionLog
+from . import records as R
+from .image import TOPIC_RESOURCE, MetadataImage, TopicImage
+from .topics import collision_key, topic_name_error
+
+log = logging.getLogger("headwater.controller")
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_TOPIC_EXCEPTION = 17
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_CONFIG = 40
+INVALID_REQUEST = 42
+UNKNOWN_TOPIC_ID = 100
+
+PRODUCER_ID_BLOCK = 1000
+RECORDS_PER_BATCH = 500
+MAX_PARTITIONS = 100_000
+
+Listener = Callable[[MetadataImage, MetadataImage], None]
+
+
+class ControllerError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: Mapping[int, tuple[int, ...]] | None = None
+    configs: Mapping[str, str | None] | None = None
+
+
+class Controller:
+    def __init__(self, metadata_log: PartitionLog, config: BrokerConfig,
+                 now_ms: Callable[[], int]) -> None:
+        self.log = metadata_log
+        self.config = config
+        self.node_id = config.get_int("node.id")
+        self.now_ms = now_ms
+        self.image = MetadataImage()
+        self.listeners: list[Listener] = []
+        self._pid_next = 0
+        self._pid_end = 0
+
+    # ---- loading -------------------------------------------------------------------
+    def load(self) -> None:
+        """Replay the whole metadata log into an image (a restart is a replay)."""
+        pending: list[object] | None = None
+        committed: list[object] = []
+        offset = self.log.log_start_offset
+        end = self.log.log_end_offset
+        last = -1
+        while offset < end:
+            data = self.log.read(offset, 1 << 20)
+            if not data:
+                break
+            for pos, header in iter_batches(data):
+                batch = data[pos:pos + header.size]
+                for rec in decode_records(batch):
+                    last = rec.offset
+                    item = R.decode(rec.key or b"", rec.value or b"")
+                    if isinstance(item, R.BeginTransactionRecord):
+                        pending = []
+                    elif isinstance(item, R.EndTransactionRecord):
+                        committed.extend(pending or [])
+                        pending = None
+                    elif isinstance(item, R.AbortTransactionRecord):
+                        pending = None
+                    elif pending is not None:
+                        pending.append(item)
+                    else:
+                        committed.append(item)
+                offset = header.base_offset + header.last_offset_delta + 1
+        self.image = MetadataImage().apply(committed, last)
+        if pending is not None:
+            log.warning("rolling back a metadata transaction left open (%d records)",
+                        len(pending))
+            self._write([R.AbortTransactionRecord("open at startup")])
+        self._pid_next = self._pid_end = self.image.next_producer_id
+        log.info("metadata loaded: %d topics, next producer id block at %d",
+                 len(self.image.topics_by_name), self.image.next_producer_id)
+
+    # ---- committing ----------------------------------------------------------------
+    def _write(self, records: list[object]) -> int:
+        now = self.now_ms()
+        chunks = [records[i:i + RECORDS_PER_BATCH]
+                  for i in range(0, len(records), RECORDS_PER_BATCH)]
+        if len(chunks) > 1:
+            chunks[0] = [R.BeginTransactionRecord(), *chunks[0]]
+            chunks[-1] = [*chunks[-1], R.EndTransactionRecord()]
+        last = -1
+        for chunk in chunks:
+            entries = []
+            for rec in chunk:
+                key, value = R.encode(rec)
+                entries.append((key, value, [], now))
+            result = self.log.append(build_batch(entries), now)
+            last = result.last_offset
+        self.log.flush()
+        return last
+
+    def commit(self, records: list[object]) -> None:
+        if not records:
+            return
+        last = self._write(records)
+        old = self.image
+        self.image = old.apply(records, last)
+        for listener in self.listeners:
+            listener(old, self.image)
+
+    # ---- topics --------------------------------------------------------------------
+    def _validate_new_topic(self, t: NewTopic, pending_names: set[str],
+                            allow_internal: bool) -> tuple[int, int]:
+        err = topic_name_error(t.name)
+        if err:
+            raise ControllerError(INVALID_TOPIC_EXCEPTION, err)
+        if t.name.startswith("__") and not allow_internal:
+            pass  # Kafka allows it, only its own internal topics are reserved
+        if t.name in self.image.topics_by_name or t.name in pending_names:
+            raise ControllerError(TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+        key = collision_key(t.name)
+        for other in [*self.image.topics_by_name, *pending_names]:
+            if collision_key(other) == key:
+                raise ControllerError(
+                    INVALID_TOPIC_EXCEPTION,
+                    f"Topic '{t.name}' collides with existing topic: {other}")
+        if t.assignments:
+            if t.num_partitions != -1 or t.replication_factor != -1:
+                raise ControllerError(INVALID_REQUEST, "Both numPartitions or "
+                                      "replicationFactor and replicasAssignments were set. "
+                                      "Both cannot be used at the same time.")
+            ids = sorted(t.assignments)
+            if ids != list(range(len(ids))):
+                raise ControllerError(INVALID_REPLICA_ASSIGNMENT,
+                                      "Partitions must be numbered 0..n-1 without gaps")
+            for replicas in t.assignments.values():
+                if list(replicas) != [self.node_id]:
+                    raise ControllerError(
+                        INVALID_REPLICA_ASSIGNMENT,
+                        f"Replica assignment {list(replicas)} names brokers that do not "
+                        f"exist; the only broker is {self.node_id}")
+            partitions, rf = len(ids), 1
+        else:
+            partitions = t.num_partitions
+            if partitions == -1:
+                partitions = self.config.get_int("num.partitions")
+            if partitions <= 0 or partitions > MAX_PARTITIONS:
+                raise ControllerError(INVALID_PARTITIONS,
+                                      "Number of partitions must be larger than 0.")
+            rf = t.replication_factor
+            if rf == -1:
+                rf = self.config.get_int("default.replication.factor")
+            if rf <= 0:
+                raise ControllerError(INVALID_REPLICATION_FACTOR,
+                                      "Replication factor must be larger than 0.")
+            if rf > 1:
+                raise ControllerError(
+                    INVALID_REPLICATION_FACTOR,
+                    f"Unable to replicate the partition {rf} time(s): The target "
+                    "replication factor of "
+                    f"{rf} cannot be reached because only 1 broker(s) are registered.")
+        for key_, value in (t.configs or {}).items():
+            try:
+                validate_topic_config(key_, value)
+            except ConfigError as exc:
+                raise ControllerError(INVALID_CONFIG, str(exc)) from None
+        return partitions, rf
+
+    def create_topics(self, topics: Iterable[NewTopic], validate_only: bool = False,
+                      allow_internal: bool = False
+                      ) -> list[tuple[NewTopic, ControllerError | None, TopicImage | None]]:
+        """Create each topic independently; returns (topic, error, image) per request."""
+        results: list[tuple[NewTopic, ControllerError | None, str | None]] = []
+        records: list[object] = []
+        pending: set[str] = set()
+        for t in topics:
+            try:
+                partitions, _rf = self._validate_new_topic(t, pending, allow_internal)
+            except ControllerError as exc:
+                results.append((t, exc, None))
+                continue
+            pending.add(t.name)
+            topic_id = R.new_topic_id()
+            results.append((t, None, topic_id))
+            if validate_only:
+                continue
+            records.append(R.TopicRecord(t.name, topic_id))
+            for p in range(partitions):
+                records.append(R.PartitionRecord(topic_id, p, (self.node_id,),
+                                                 (self.node_id,), self.node_id))
+            for key_, value in (t.configs or {}).items():
+                if value is not None:
+                    records.append(R.ConfigRecord(TOPIC_RESOURCE, t.name, key_, value))
+        self.commit(records)
+        out = []
+        for t, err, tid in results:
+            image = None
+            if err is None:
+                image = (self.image.topic_by_id(uuid.UUID(tid)) if not validate_only
+                         else TopicImage(t.name, uuid.UUID(tid)))
+            out.append((t, err, image))
+        return out
+
+    def delete_topics(self, topics: Iterable[TopicImage]) -> None:
+        self.commit([R.RemoveTopicRecord(str(t.topic_id)) for t in topics])
+
+    def create_partitions(self, name: str, count: int,
+                          assignments: list[tuple[int, ...]] | None,
+                          validate_only: bool = False) -> None:
+        topic = self.image.topic(name)
+        if topic is None:
+            raise ControllerError(UNKNOWN_TOPIC_OR_PARTITION,
+                                  f"This server does not host this topic: {name}")
+        current = len(topic.partitions)
+        if count < current:
+            raise ControllerError(INVALID_PARTITIONS,
+                                  f"Topic currently has {current} partitions, which is higher "
+                                  f"than the requested {count}.")
+        if count == current:
+            raise ControllerError(INVALID_PARTITIONS,
+                                  f"Topic already has {current} partitions.")
+        if count > MAX_PARTITIONS:
+            raise ControllerError(INVALID_PARTITIONS, "Too many partitions")
+        if assignments is not None:
+            if len(assignments) != count - current:
+                raise ControllerError(
+                    INVALID_REPLICA_ASSIGNMENT,
+                    f"Increasing the number of partitions by {count - current} but "
+                    f"{len(assignments)} assignments provided.")
+            for replicas in assignments:
+                if list(replicas) != [self.node_id]:
+                    raise ControllerError(INVALID_REPLICA_ASSIGNMENT,
+                                          f"Unknown broker(s) in assignment {list(replicas)}")
+        if validate_only:
+            return
+        self.commit([R.PartitionRecord(str(topic.topic_id), p, (self.node_id,),
+                                       (self.node_id,), self.node_id)
+                     for p in range(current, count)])
+
+    # ---- configs -------------------------------------------------------------------
+    def config_records(self, resource_type: int, name: str,
+                       changes: Mapping[str, str | None]) -> list[object]:
+        return [R.ConfigRecord(resource_type, name, k, v) for k, v in changes.items()]
+
+    # ---- producer ids --------------------------------------------------------------
+    def allocate_producer_id(self) -> int:
+        """Hand out the next producer id; a new block is committed when one runs out."""
+        if self._pid_next >= self._pid_end:
+            start = self.image.next_producer_id
+            self.commit([R.ProducerIdsRecord(self.node_id, 0, start + PRODUCER_ID_BLOCK)])
+            self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid

@@ -1,0 +1,111 @@
+"""MetadataImage: the immutable view of cluster metadata that handlers read.
+
+An image is never changed in place: applying records yields a new image, so a
+request handler holding an image sees one consistent version for its whole life.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from .records import (
+    ConfigRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32
+
+_EMPTY: Mapping = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionImage:
+    partition_id: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionImage, ...] = ()
+
+    @property
+    def internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    topics_by_name: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY)
+    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: _EMPTY)
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
+    next_producer_id: int = 0
+    offset: int = -1
+
+    def topic(self, name: str) -> TopicImage | None:
+        return self.topics_by_name.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        return self.topics_by_id.get(topic_id)
+
+    def resource_configs(self, resource_type: int, name: str) -> Mapping[str, str]:
+        return self.configs.get((resource_type, name), _EMPTY)
+
+    def apply(self, records: Iterable[object], offset: int) -> MetadataImage:
+        """Return the image that results from applying `records` (already committed)."""
+        by_name = dict(self.topics_by_name)
+        by_id = dict(self.topics_by_id)
+        configs = {k: dict(v) for k, v in self.configs.items()}
+        next_pid = self.next_producer_id
+        for rec in records:
+            if isinstance(rec, TopicRecord):
+                tid = uuid.UUID(rec.topic_id)
+                topic = TopicImage(rec.name, tid)
+                by_name[rec.name] = topic
+                by_id[tid] = topic
+            elif isinstance(rec, PartitionRecord):
+                tid = uuid.UUID(rec.topic_id)
+                topic = by_id[tid]
+                part = PartitionImage(rec.partition_id, rec.leader, rec.leader_epoch,
+                                      tuple(rec.replicas), tuple(rec.isr), rec.partition_epoch)
+                parts = list(topic.partitions)
+                if rec.partition_id < len(parts):
+                    parts[rec.partition_id] = part
+                else:
+                    parts.append(part)
+                topic = replace(topic, partitions=tuple(parts))
+                by_id[tid] = topic
+                by_name[topic.name] = topic
+            elif isinstance(rec, ConfigRecord):
+                key = (rec.resource_type, rec.resource_name)
+                entry = configs.setdefault(key, {})
+                if rec.value is None:
+                    entry.pop(rec.name, None)
+                else:
+                    entry[rec.name] = rec.value
+                if not entry:
+                    configs.pop(key, None)
+            elif isinstance(rec, RemoveTopicRecord):
+                topic = by_id.pop(uuid.UUID(rec.topic_id), None)
+                if topic is not None:
+                    by_name.pop(topic.name, None)
+                    configs.pop((TOPIC_RESOURCE, topic.name), None)
+            elif isinstance(rec, ProducerIdsRecord):
+                next_pid = max(next_pid, rec.next_producer_id)
+        return MetadataImage(
+            MappingProxyType(by_name), MappingProxyType(by_id),
+            MappingProxyType({k: MappingProxyType(v) for k, v in configs.items()}),
+            next_pid, offset)

@@ -1,0 +1,1 @@
+"""The Kafka wire layer: framing, headers, kio codecs, dispatch and the asyncio server."""

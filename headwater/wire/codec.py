@@ -1,0 +1,166 @@
+"""kio-backed request decoding and version-generic response building.
+
+Handlers describe a response as plain dicts keyed by kio field names (the newest
+names); `build` turns that into the exact kio dataclass of the negotiated version,
+dropping fields that version lacks and filling the ones it needs with Kafka defaults.
+One handler thus serves every version of its API without per-version code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import types
+import typing
+import uuid
+from collections.abc import Callable, Mapping
+from enum import Enum
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+
+_ZERO_UUID = uuid.UUID(int=0)
+
+# Field kinds, resolved once per dataclass.
+_PLAIN, _ENTITY, _ENTITIES, _TIMEDELTA, _DATETIME, _ERROR, _ENUM = range(7)
+
+
+@dataclasses.dataclass(slots=True)
+class _FieldPlan:
+    name: str
+    kind: int
+    nested: Any
+    optional: bool
+    has_default: bool
+    zero: Any
+
+
+def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return tp, False
+
+
+def _zero_for(tp: Any, kind: int) -> Any:
+    if kind == _ENTITIES or typing.get_origin(tp) is tuple:
+        return ()
+    if kind == _TIMEDELTA:
+        return datetime.timedelta(0)
+    if kind == _ERROR:
+        return ErrorCode.none
+    if isinstance(tp, type):
+        if issubclass(tp, bool):
+            return False
+        if issubclass(tp, int):
+            return 0
+        if issubclass(tp, str):
+            return ""
+        if issubclass(tp, bytes):
+            return b""
+        if issubclass(tp, uuid.UUID):
+            return _ZERO_UUID
+    return None
+
+
+@cache
+def _plan(cls: type) -> tuple[_FieldPlan, ...]:
+    hints = typing.get_type_hints(cls)
+    plans = []
+    for f in dataclasses.fields(cls):
+        tp, optional = _unwrap_optional(hints[f.name])
+        nested = None
+        if typing.get_origin(tp) is tuple and dataclasses.is_dataclass(typing.get_args(tp)[0]):
+            kind, nested = _ENTITIES, typing.get_args(tp)[0]
+        elif dataclasses.is_dataclass(tp):
+            kind, nested = _ENTITY, tp
+        elif isinstance(tp, type) and issubclass(tp, datetime.timedelta):
+            kind = _TIMEDELTA
+        elif isinstance(tp, type) and issubclass(tp, datetime.datetime):
+            kind = _DATETIME
+        elif tp is ErrorCode:
+            kind = _ERROR
+        elif isinstance(tp, type) and issubclass(tp, Enum):
+            kind, nested = _ENUM, tp
+        else:
+            kind = _PLAIN
+        has_default = (f.default is not dataclasses.MISSING
+                       or f.default_factory is not dataclasses.MISSING)
+        plans.append(_FieldPlan(f.name, kind, nested, optional, has_default, _zero_for(tp, kind)))
+    return tuple(plans)
+
+
+def build(cls: type, data: Mapping[str, Any]) -> Any:
+    """Construct kio dataclass `cls` from a dict tree, tolerant of version differences."""
+    kwargs: dict[str, Any] = {}
+    for p in _plan(cls):
+        if p.name not in data:
+            if p.has_default:
+                continue
+            value = None if p.optional else p.zero
+            if value is None and not p.optional and p.kind == _ENTITY:
+                value = build(p.nested, {})
+            kwargs[p.name] = value
+            continue
+        value = data[p.name]
+        if value is None:
+            kwargs[p.name] = None if p.optional else p.zero
+            continue
+        kind = p.kind
+        if kind == _ENTITIES:
+            nested = p.nested
+            kwargs[p.name] = tuple(
+                v if isinstance(v, nested) else build(nested, v) for v in value)
+        elif kind == _ENTITY:
+            kwargs[p.name] = value if isinstance(value, p.nested) else build(p.nested, value)
+        elif kind == _TIMEDELTA:
+            kwargs[p.name] = (value if isinstance(value, datetime.timedelta)
+                              else datetime.timedelta(milliseconds=value))
+        elif kind == _DATETIME:
+            kwargs[p.name] = (value if isinstance(value, datetime.datetime)
+                              else datetime.datetime.fromtimestamp(value / 1000, datetime.UTC))
+        elif kind == _ERROR:
+            kwargs[p.name] = value if isinstance(value, ErrorCode) else ErrorCode(value)
+        elif kind == _ENUM:
+            kwargs[p.name] = value if isinstance(value, p.nested) else p.nested(value)
+        else:
+            kwargs[p.name] = value
+    return cls(**kwargs)
+
+
+@cache
+def request_reader(api_key: int, version: int) -> Callable[[bytes, int], tuple[int, Any]]:
+    return entity_reader(load_request_schema(api_key, version))
+
+
+@cache
+def response_class(api_key: int, version: int) -> type:
+    return load_response_schema(api_key, version)
+
+
+@cache
+def response_writer(api_key: int, version: int) -> Callable[[io.BytesIO, Any], None]:
+    return entity_writer(response_class(api_key, version))
+
+
+def decode_request(api_key: int, version: int, body: bytes, offset: int) -> Any:
+    """Decode a request body with kio; raises on any malformed input."""
+    result = request_reader(api_key, version)(body, offset)
+    return result[0] if isinstance(result, tuple) else result
+
+
+def encode_response(api_key: int, version: int, response: Any, out: io.BytesIO) -> None:
+    """Write `response` (a kio object or a dict) as the body of `version`."""
+    if isinstance(response, Mapping):
+        response = build(response_class(api_key, version), response)
+    response_writer(api_key, version)(out, response)
+
+
+def request_is_flexible(api_key: int, version: int) -> bool:
+    return bool(load_request_schema(api_key, version).__flexible__)

@@ -1,0 +1,50 @@
+"""The table api_key -> handler, and the context each handler receives.
+
+Each handler declares the version range it implements; that table is also what
+ApiVersions advertises, so the broker never offers a version nobody wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Handler = Callable[["RequestContext", Any], "Awaitable[Any] | Any"]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+    connection_id: int
+    # Per-connection scratch space (e.g. SASL state later); handlers may use it.
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiEntry:
+    api_key: int
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+class Dispatcher:
+    """Maps api keys to handlers; the single source of advertised versions."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, ApiEntry] = {}
+
+    def register(self, api_key: int, min_version: int, max_version: int,
+                 handler: Handler) -> None:
+        self._entries[api_key] = ApiEntry(api_key, min_version, max_version, handler)
+
+    def get(self, api_key: int) -> ApiEntry | None:
+        return self._entries.get(api_key)
+
+    def entries(self) -> list[ApiEntry]:
+        return [self._entries[k] for k in sorted(self._entries)]

@@ -1,0 +1,203 @@
+"""asyncio TCP server: length-prefixed frames in, responses out in request order.
+
+Kafka clients pipeline requests on one connection and match responses by order, so
+each request becomes a slot in a per-connection queue; handlers may finish out of
+order (a long-polling fetch, a produce waiting for fsync) but a writer task drains
+the slots strictly in arrival order. A frame that cannot be parsed closes only its
+own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import itertools
+import logging
+import struct
+from typing import Any
+
+from .codec import decode_request, encode_response, request_is_flexible
+from .dispatch import Dispatcher, RequestContext
+from .header import HeaderError, parse_request_header, response_header, skip_tagged_fields
+
+log = logging.getLogger("headwater.wire")
+
+_SIZE = struct.Struct(">i")
+API_VERSIONS = 18
+UNSUPPORTED_VERSION = 35
+MAX_IN_FLIGHT = 256
+_conn_ids = itertools.count(1)
+
+
+class ProtocolViolation(Exception):
+    """The peer sent something that is not a valid request; its connection is closed."""
+
+
+class KafkaServer:
+    def __init__(self, dispatcher: Dispatcher, host: str, port: int,
+                 max_request_bytes: int = 104857600) -> None:
+        self.dispatcher = dispatcher
+        self.host = host
+        self.port = port
+        self.max_request_bytes = max_request_bytes
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._on_connect, self.host, self.port,
+                                                  limit=1 << 20, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _on_connect(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        conn = Connection(self, reader, writer)
+        try:
+            await conn.run()
+        finally:
+            self._connections.discard(task)
+
+
+class Connection:
+    def __init__(self, server: KafkaServer, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.server = server
+        self.reader = reader
+        self.writer = writer
+        self.id = next(_conn_ids)
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.host = peer[0] if peer else ""
+        self.slots: asyncio.Queue[Any] = asyncio.Queue(MAX_IN_FLIGHT)
+        self.attrs: dict[str, Any] = {}
+
+    async def run(self) -> None:
+        writer_task = asyncio.create_task(self._write_loop())
+        try:
+            await self._read_loop()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except ProtocolViolation as exc:
+            log.warning("closing connection %s from %s: %s", self.id, self.peer, exc)
+        except asyncio.CancelledError:
+            writer_task.cancel()
+            raise
+        finally:
+            await self.slots.put(None)
+            try:
+                await asyncio.wait_for(writer_task, 5)
+            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                writer_task.cancel()
+            self.writer.close()
+
+    async def _read_loop(self) -> None:
+        read = self.reader.readexactly
+        limit = self.server.max_request_bytes
+        while True:
+            size = _SIZE.unpack(await read(4))[0]
+            if size < 0 or size > limit:
+                raise ProtocolViolation(
+                    f"frame size {size} outside 0..{limit} (socket.request.max.bytes)")
+            frame = await read(size)
+            await self.slots.put(self._dispatch(frame))
+
+    def _dispatch(self, frame: bytes) -> Any:
+        """Start handling one frame; returns bytes, None (no response) or a Task."""
+        try:
+            header = parse_request_header(frame)
+        except HeaderError as exc:
+            raise ProtocolViolation(f"bad request header: {exc}") from None
+        api_key, version = header.api_key, header.api_version
+        entry = self.server.dispatcher.get(api_key)
+        if entry is None:
+            raise ProtocolViolation(f"unknown api key {api_key} (version {version})")
+        if not entry.min_version <= version <= entry.max_version:
+            if api_key == API_VERSIONS:
+                return _frame(header.correlation_id, False,
+                              self._unsupported_api_versions())
+            raise ProtocolViolation(
+                f"unsupported version {version} of api key {api_key} "
+                f"(supported {entry.min_version}..{entry.max_version})")
+        flexible = request_is_flexible(api_key, version)
+        try:
+            pos = header.body_offset
+            if flexible:
+                pos = skip_tagged_fields(frame, pos)
+            request = decode_request(api_key, version, frame, pos)
+        except Exception as exc:  # kio raises a variety of errors on garbage
+            raise ProtocolViolation(
+                f"undecodable body for api key {api_key} v{version}: {exc!r}") from None
+        ctx = RequestContext(api_key, version, header.correlation_id, header.client_id,
+                             self.host, self.id, self.attrs)
+        # ApiVersions responses always use header v0 so clients can parse them before
+        # knowing which versions the broker speaks.
+        resp_flexible = flexible and api_key != API_VERSIONS
+        result = entry.handler(ctx, request)
+        if asyncio.iscoroutine(result):
+            return asyncio.ensure_future(
+                self._finish(result, ctx, resp_flexible))
+        return self._encode(result, ctx, resp_flexible)
+
+    async def _finish(self, coro: Any, ctx: RequestContext, flexible: bool) -> bytes | None:
+        return self._encode(await coro, ctx, flexible)
+
+    @staticmethod
+    def _encode(result: Any, ctx: RequestContext, flexible: bool) -> bytes | None:
+        if result is None:
+            return None
+        if isinstance(result, bytes):
+            return _frame(ctx.correlation_id, flexible, result)
+        out = io.BytesIO()
+        out.write(b"\x00\x00\x00\x00")
+        out.write(response_header(ctx.correlation_id, flexible))
+        encode_response(ctx.api_key, ctx.api_version, result, out)
+        buf = out.getbuffer()
+        _SIZE.pack_into(buf, 0, len(buf) - 4)
+        del buf
+        return out.getvalue()
+
+    def _unsupported_api_versions(self) -> bytes:
+        """ApiVersions v0 body carrying UNSUPPORTED_VERSION and our version table."""
+        entries = self.server.dispatcher.entries()
+        body = struct.pack(">hi", UNSUPPORTED_VERSION, len(entries))
+        body += b"".join(struct.pack(">hhh", e.api_key, e.min_version, e.max_version)
+                         for e in entries)
+        return body
+
+    async def _write_loop(self) -> None:
+        writer = self.writer
+        while True:
+            slot = await self.slots.get()
+            if slot is None:
+                return
+            try:
+                data = await slot if isinstance(slot, asyncio.Future) else slot
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("handler failed on connection %s from %s; closing",
+                              self.id, self.peer)
+                self.writer.close()
+                return
+            if data is None:
+                continue
+            writer.write(data)
+            if writer.transport.get_write_buffer_size() > 1 << 20:
+                await writer.drain()
+
+
+def _frame(correlation_id: int, flexible: bool, body: bytes) -> bytes:
+    head = response_header(correlation_id, flexible)
+    return _SIZE.pack(len(head) + len(body)) + head + body

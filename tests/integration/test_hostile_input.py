@@ -1,0 +1,133 @@
+"""Hostile input: the offending connection is answered or closed; others keep working."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+
+from headwater.log.batch import build_batch
+from tests.support.wire import RawClient, encode_request
+
+
+def healthy(broker) -> None:
+    """A second client still gets answers."""
+    client = RawClient("127.0.0.1", broker.port)
+    try:
+        resp = client.request(18, 3, {"client_software_name": "ok",
+                                      "client_software_version": "1"})
+        assert int(resp.error_code) == 0
+        assert any(k.api_key == 0 for k in resp.api_keys)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def raw(broker):
+    client = RawClient("127.0.0.1", broker.port)
+    yield client
+    client.close()
+
+
+def test_random_bytes(broker, raw):
+    raw.send_bytes(struct.pack(">i", 64) + os.urandom(64))
+    assert raw.is_closed_by_peer()
+    healthy(broker)
+
+
+def test_two_gigabyte_size_prefix(broker, raw):
+    raw.send_bytes(struct.pack(">i", 0x7FFFFFFF) + b"\x00" * 16)
+    assert raw.is_closed_by_peer()
+    healthy(broker)
+
+
+def test_negative_size_prefix(broker, raw):
+    raw.send_bytes(struct.pack(">i", -5))
+    assert raw.is_closed_by_peer()
+    healthy(broker)
+
+
+def test_truncated_frame_then_disconnect(broker, raw):
+    frame = encode_request(3, 1, {"topics": None})
+    raw.send_bytes(frame[: len(frame) // 2])
+    raw.close()
+    healthy(broker)
+
+
+def test_header_truncated_inside_frame(broker, raw):
+    raw.send_bytes(struct.pack(">i", 3) + b"\x00\x03\x00")
+    assert raw.is_closed_by_peer()
+    healthy(broker)
+
+
+def test_unknown_api_key(broker, raw):
+    raw.send_bytes(struct.pack(">i", 10) + struct.pack(">hhih", 999, 0, 1, -1))
+    assert raw.is_closed_by_peer()
+    healthy(broker)
+
+
+def test_unsupported_version_of_other_api_closes(broker, raw):
+    raw.send_bytes(struct.pack(">i", 10) + struct.pack(">hhih", 3, 99, 1, -1))
+    assert raw.is_closed_by_peer()
+    healthy(broker)
+
+
+def test_undecodable_body(broker, raw):
+    body = struct.pack(">hhih", 3, 4, 7, -1) + b"\xff\xff\xff\x7f"  # topic array of 2^31
+    raw.send_bytes(struct.pack(">i", len(body)) + body)
+    assert raw.is_closed_by_peer()
+    healthy(broker)
+
+
+def test_api_versions_unsupported_version_gets_v0_error(broker, raw):
+    body = struct.pack(">hhih", 18, 99, 42, 4) + b"test"
+    raw.send_bytes(struct.pack(">i", len(body)) + body)
+    frame = raw.recv_frame()
+    cid, err, count = struct.unpack_from(">ihi", frame, 0)
+    assert (cid, err) == (42, 35)
+    keys = {struct.unpack_from(">hhh", frame, 10 + 6 * i)[0] for i in range(count)}
+    assert {0, 1, 3, 18} <= keys
+    healthy(broker)
+
+
+def test_bad_crc_batch_gets_corrupt_message(broker, raw, topic_name):
+    raw.request(19, 4, {"topics": [{"name": topic_name, "num_partitions": 1,
+                                    "replication_factor": 1, "assignments": (),
+                                    "configs": ()}], "timeout": 5000, "validate_only": False})
+    batch = bytearray(build_batch([(b"k", b"v", [], 1000)]))
+    batch[-1] ^= 0xFF
+    resp = raw.request(0, 9, {"acks": -1, "timeout": 5000, "topic_data": [
+        {"name": topic_name, "partition_data": [{"index": 0, "records": bytes(batch)}]}]},
+        correlation_id=2)
+    part = resp.responses[0].partition_responses[0]
+    assert int(part.error_code) == 2  # CORRUPT_MESSAGE
+    good = raw.request(0, 9, {"acks": -1, "timeout": 5000, "topic_data": [
+        {"name": topic_name, "partition_data": [
+            {"index": 0, "records": build_batch([(b"k", b"v", [], 1000)])}]}]},
+        correlation_id=3)
+    assert int(good.responses[0].partition_responses[0].error_code) == 0
+    assert good.responses[0].partition_responses[0].base_offset == 0
+    healthy(broker)
+
+
+def test_oversized_batch_gets_message_too_large(broker, raw, topic_name):
+    raw.request(19, 4, {"topics": [{"name": topic_name, "num_partitions": 1,
+                                    "replication_factor": 1, "assignments": (),
+                                    "configs": [{"name": "max.message.bytes",
+                                                 "value": "1000"}]}],
+                        "timeout": 5000, "validate_only": False})
+    batch = build_batch([(None, b"x" * 5000, [], 1000)])
+    resp = raw.request(0, 9, {"acks": 1, "timeout": 5000, "topic_data": [
+        {"name": topic_name, "partition_data": [{"index": 0, "records": batch}]}]},
+        correlation_id=2)
+    assert int(resp.responses[0].partition_responses[0].error_code) == 10
+
+
+def test_pipelined_requests_answered_in_order(broker, raw):
+    frames = b"".join(encode_request(18, 3, {"client_software_name": "p",
+                                             "client_software_version": "1"},
+                                     correlation_id=i) for i in range(1, 51))
+    raw.send_bytes(frames)
+    cids = [struct.unpack_from(">i", raw.recv_frame(), 0)[0] for _ in range(50)]
+    assert cids == list(range(1, 51))

@@ -431,19 +431,17 @@ def _latency_consumer(bootstrap, topic, expected, ready, producer_done, results)
             if time.monotonic() > deadline:
                 raise TimeoutError("warm-up record not received within 60 s")
         ready.set()
-        latencies_ns: list[int] = []
-        seen: set[int] = set()
+        latencies_ns: dict[int, int] = {}  # sequence number -> receive time - send time
         drain_deadline = None
-        while len(seen) < expected:
+        while len(latencies_ns) < expected:
             msg = consumer.poll(0.1)
             if msg is not None:
                 now = time.time_ns()
                 if msg.error() is not None:
                     raise KafkaException(msg.error())
                 seq, sent_ns = _LATENCY_HEADER.unpack_from(msg.value())
-                if seq >= 0 and seq not in seen:
-                    seen.add(seq)
-                    latencies_ns.append(now - sent_ns)
+                if seq >= 0 and seq not in latencies_ns:
+                    latencies_ns[seq] = now - sent_ns
             if producer_done.is_set():
                 if drain_deadline is None:
                     drain_deadline = time.monotonic() + 10
@@ -515,7 +513,8 @@ def run_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> dict:
             f"{unacked} unacknowledged, {len(delivery_errors)} failed deliveries"
             + (f", first: {delivery_errors[0]}" if delivery_errors else "")
         )
-    lat_ms = sorted(ns / 1e6 for ns in result["latencies_ns"])
+    by_seq: dict[int, int] = result["latencies_ns"]
+    lat_ms = sorted(ns / 1e6 for ns in by_seq.values())
     if len(lat_ms) < count:
         raise RuntimeError(f"only {len(lat_ms)}/{count} records arrived within 10 s")
     return {
@@ -527,6 +526,13 @@ def run_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> dict:
         "p99_ms": percentile(lat_ms, 99),
         "max_ms": lat_ms[-1],
         "mean_ms": sum(lat_ms) / len(lat_ms),
+        # p99 of the records sent in each second of the run: shows drift over time.
+        "p99_ms_per_second": [
+            round(
+                percentile(sorted(by_seq[i] / 1e6 for i in range(s, min(s + rate, count))), 99), 2
+            )
+            for s in range(0, count, rate)
+        ],
     }
 
 

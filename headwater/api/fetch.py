@@ -46,7 +46,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 "aborted_transactions": [] if isolation == READ_COMMITTED else None}
         if plog is None:
             return {**base, "error_code": missing_code, "high_watermark": -1,
-                    "last_stable_offset": -1, "log_start_offset": -1, "records": None}, 0
+                    "last_stable_offset": -1, "log_start_offset": -1, "records": b""}, 0
         hw = plog.high_watermark
         lso = getattr(plog, "last_stable_offset", hw)
         start = plog.log_start_offset
@@ -57,7 +57,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             upper = lso if isolation == READ_COMMITTED else hw
             data = plog.read(cached.fetch_offset, limit, upper) if limit > 0 else b""
         except LogError as exc:
-            return {**entry, "error_code": exc.code, "records": None}, 0
+            return {**entry, "error_code": exc.code, "records": b""}, 0
         entry["records"] = data
         return entry, len(data)
 
@@ -156,9 +156,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         for name, topic_id, index, code in unknown:
             responses.append({"topic": name or "", "topic_id": topic_id, "partitions": [{
                 "partition_index": index, "error_code": code, "high_watermark": -1,
-                "last_stable_offset": -1, "log_start_offset": -1, "records": None,
+                "last_stable_offset": -1, "log_start_offset": -1, "records": b"",
                 "aborted_transactions": None, "preferred_read_replica": -1}]})
-        if session is not None:
+        if session is not None and not full:
             sessions.advance(session)
         return {"throttle_time": 0, "error_code": 0,
                 "session_id": session.session_id if session is not None else 0,

@@ -10,12 +10,13 @@ from confluent_kafka import Producer
 from tests.integration.test_clients_round_trip import consume_confluent, create_topic
 
 
-def produce_n(bootstrap: str, topic: str, n: int, prefix: str = "m") -> None:
+def produce_n(bootstrap: str, topic: str, n: int, prefix: str = "m",
+              batch_every: int = 1000) -> None:
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     for i in range(n):
         p.produce(topic, key=f"{prefix}{i}".encode(), value=f"value-{prefix}{i}".encode())
-        if i % 1000 == 0:
-            p.poll(0)
+        if i % batch_every == batch_every - 1:
+            p.flush(10)
     assert p.flush(30) == 0
 
 
@@ -110,7 +111,7 @@ def test_corrupt_tail_is_truncated_on_start(broker_factory, topic_name):
 def test_torn_last_batch_is_dropped_and_earlier_data_kept(broker_factory, topic_name):
     b = broker_factory()
     create_topic(b.bootstrap, topic_name)
-    produce_n(b.bootstrap, topic_name, 200)
+    produce_n(b.bootstrap, topic_name, 200, batch_every=10)  # about 20 batches
     b.stop()
     seg = sorted((b.data_dir / f"{topic_name}-0").glob("*.log"))[-1]
     size = seg.stat().st_size

@@ -1,0 +1,105 @@
+"""Controller: records in __cluster_metadata are the truth; a restart is a replay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from headwater.config import BrokerConfig, LogConfig
+from headwater.log.batch import build_batch
+from headwater.log.partition_log import PartitionLog
+from headwater.metadata import records as R
+from headwater.metadata.controller import (
+    INVALID_PARTITIONS,
+    INVALID_REPLICATION_FACTOR,
+    INVALID_TOPIC_EXCEPTION,
+    RECORDS_PER_BATCH,
+    TOPIC_ALREADY_EXISTS,
+    Controller,
+    ControllerError,
+    NewTopic,
+)
+from headwater.metadata.image import TOPIC_RESOURCE
+
+CLOCK = [1_000]
+
+
+def open_controller(path: Path) -> Controller:
+    plog = PartitionLog.open(path, LogConfig(), "__cluster_metadata", 0, CLOCK[0])
+    controller = Controller(plog, BrokerConfig({"num.partitions": "3"}), lambda: CLOCK[0])
+    controller.load()
+    return controller
+
+
+def test_create_alter_delete_then_replay_gives_same_image(tmp_path):
+    c = open_controller(tmp_path / "meta")
+    results = c.create_topics([NewTopic("orders", configs={"retention.ms": "1000"}),
+                               NewTopic("clicks", 2)])
+    assert [err for _, err, _ in results] == [None, None]
+    assert len(c.image.topic("orders").partitions) == 3  # num.partitions default
+    c.create_partitions("clicks", 5, None)
+    c.commit(c.config_records(TOPIC_RESOURCE, "orders", {"retention.ms": None,
+                                                         "segment.bytes": "1048576"}))
+    c.delete_topics([c.image.topic("clicks")])
+    pid1, pid2 = c.allocate_producer_id(), c.allocate_producer_id()
+    assert pid2 == pid1 + 1
+    image = c.image
+    c.log.close()
+
+    again = open_controller(tmp_path / "meta")
+    assert again.image.topics_by_name.keys() == {"orders"}
+    assert again.image.topic("orders") == image.topic("orders")
+    assert dict(again.image.resource_configs(TOPIC_RESOURCE, "orders")) == \
+        {"segment.bytes": "1048576"}
+    # Producer ids are never handed out twice across a restart.
+    assert again.allocate_producer_id() > pid2
+
+
+def test_validation_errors_change_nothing(tmp_path):
+    c = open_controller(tmp_path / "meta")
+    c.create_topics([NewTopic("a.b")])
+    end = c.log.log_end_offset
+    cases = [(NewTopic("a.b"), TOPIC_ALREADY_EXISTS), (NewTopic("a_b"), INVALID_TOPIC_EXCEPTION),
+             (NewTopic("bad name"), INVALID_TOPIC_EXCEPTION),
+             (NewTopic("x", num_partitions=0), INVALID_PARTITIONS),
+             (NewTopic("x", replication_factor=3), INVALID_REPLICATION_FACTOR)]
+    for topic, code in cases:
+        (_, err, _), = c.create_topics([topic])
+        assert err is not None and err.code == code, topic
+    assert c.log.log_end_offset == end
+    with pytest.raises(ControllerError) as exc:
+        c.create_partitions("a.b", 1, None)
+    assert exc.value.code == INVALID_PARTITIONS
+
+
+def test_large_change_is_one_metadata_transaction(tmp_path):
+    c = open_controller(tmp_path / "meta")
+    c.create_topics([NewTopic("wide", RECORDS_PER_BATCH * 2)])
+    keys = []
+    from headwater.log.batch import decode_records, iter_batches
+
+    data = c.log.read(0, 1 << 24)
+    for pos, h in iter_batches(data):
+        keys += [r.key for r in decode_records(data[pos:pos + h.size])]
+    assert keys[0] == b"BeginTransactionRecord" and keys[-1] == b"EndTransactionRecord"
+    assert len(c.image.topic("wide").partitions) == RECORDS_PER_BATCH * 2
+
+
+def test_partial_transaction_at_startup_is_rolled_back(tmp_path):
+    c = open_controller(tmp_path / "meta")
+    c.create_topics([NewTopic("kept", 1)])
+    # A crash after the first batch of a transaction: begin + some records, no end.
+    records = [R.BeginTransactionRecord(), R.TopicRecord("ghost", R.new_topic_id())]
+    entries = [(*R.encode(r), [], CLOCK[0]) for r in records]
+    c.log.append(build_batch(entries), CLOCK[0])
+    c.log.close()
+
+    again = open_controller(tmp_path / "meta")
+    assert again.image.topic("ghost") is None
+    assert again.image.topic("kept") is not None
+    # The rollback is itself recorded, so later records apply normally.
+    again.create_topics([NewTopic("after", 1)])
+    again.log.close()
+    third = open_controller(tmp_path / "meta")
+    assert set(third.image.topics_by_name) == {"kept", "after"}

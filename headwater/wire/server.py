@@ -95,11 +95,13 @@ class Connection:
             writer_task.cancel()
             raise
         finally:
-            await self.slots.put(None)
-            try:
-                await asyncio.wait_for(writer_task, 5)
-            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
-                writer_task.cancel()
+            if not writer_task.done():
+                try:
+                    self.slots.put_nowait(None)
+                    # Let responses to requests read before the problem go out.
+                    await asyncio.wait_for(writer_task, 5)
+                except (TimeoutError, asyncio.QueueFull, Exception):
+                    writer_task.cancel()
             self.writer.close()
 
     async def _read_loop(self) -> None:

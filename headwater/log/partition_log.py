@@ -417,9 +417,12 @@ class PartitionLog:
         segment's data is written before the log end moves past it, and a segment another
         flush is fsyncing holds its lock until that fsync is done."""
         target = self.log_end_offset
-        if self._dir_dirty:
-            self._dir_dirty = False
-            fd = os.open(self.path, os.O_RDONLY)
+        if self._dir_dirty and not self._closed:
+            self._dir_dirty = False  # new segment files: make their names durable too
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:  # deleted under a background flush
+                return
             try:
                 os.fsync(fd)
             finally:

@@ -162,5 +162,6 @@ def encode_response(api_key: int, version: int, response: Any, out: io.BytesIO) 
     response_writer(api_key, version)(out, response)
 
 
+@cache
 def request_is_flexible(api_key: int, version: int) -> bool:
     return bool(load_request_schema(api_key, version).__flexible__)

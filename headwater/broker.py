@@ -16,6 +16,7 @@ from pathlib import Path
 from . import __version__
 from .api import register_all
 from .config import BrokerConfig, LogConfig
+from .group.coordinator import GroupCoordinator
 from .log.manager import LogManager
 from .log.partition_log import PartitionLog
 from .metadata.controller import Controller
@@ -50,12 +51,15 @@ class Broker:
         self.now_ms = now_ms
         self.logs: LogManager | None = None
         self.controller: Controller | None = None
+        self.groups: GroupCoordinator | None = None
         self.server: KafkaServer | None = None
         self.dispatcher = Dispatcher()
         self.cluster_id = ""
         self._tasks: list[asyncio.Task[None]] = []
         self._log_configs: dict[str, LogConfig] = {}
         self.api_state: dict[str, object] = {}
+        # FindCoordinator key types served here (0 group; 1 transaction, 2 share later).
+        self.coordinator_key_types: set[int] = {0}
 
     # ---- lifecycle -----------------------------------------------------------------
     @property
@@ -79,12 +83,15 @@ class Broker:
         self.controller.load()
         self._sync_logs(MetadataImage(), self.controller.image)
         self.controller.listeners.append(self._sync_logs)
+        self.groups = GroupCoordinator(self)
         register_all(self.dispatcher, self)
 
     async def start(self) -> None:
         self.open()
         self.server = KafkaServer(self.dispatcher, self.listen_host, self.listen_port,
                                   self.config.get_int("socket.request.max.bytes"))
+        assert self.groups is not None
+        await self.groups.start()
         await self.server.start()
         self.listen_port = self.server.port
         self._tasks.append(asyncio.create_task(self._chores()))
@@ -98,6 +105,8 @@ class Broker:
             task.cancel()
         if self.server is not None:
             await self.server.stop()
+        if self.groups is not None:
+            await self.groups.stop()
         if self.logs is not None:
             self.logs.close_all()
         log.info("headwater stopped; logs flushed and closed")

@@ -16,7 +16,10 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         cluster_metadata,
         configs,
         fetch,
+        find_coordinator,
+        group_admin,
         log_dirs,
+        offset_commits,
         offsets,
         produce,
         producers,
@@ -24,5 +27,6 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
     )
 
     for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
-                   offsets, producers, log_dirs):
+                   offsets, producers, log_dirs, find_coordinator, offset_commits,
+                   group_admin):
         module.register(dispatcher, broker)

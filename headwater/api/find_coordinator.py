@@ -1,0 +1,46 @@
+"""FindCoordinator (10): on a single node every coordinator is this broker.
+
+Key types: 0 group, 1 transaction, 2 share (KIP-932). A key type whose coordinator
+is not running here yet gets COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+GROUP, TRANSACTION, SHARE = 0, 1, 2
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def answer(key: str, key_type: int) -> dict:
+        host, port = broker.advertised
+        if key_type not in broker.coordinator_key_types:
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": E.coordinator_not_available if key_type in (GROUP,
+                                                                             TRANSACTION, SHARE)
+                    else E.invalid_request,
+                    "error_message": f"no coordinator for key type {key_type}"}
+        if key_type == GROUP and not key:
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": E.invalid_group_id, "error_message": "empty group id"}
+        return {"key": key, "node_id": broker.node_id, "host": host, "port": port,
+                "error_code": 0, "error_message": None}
+
+    def handle(ctx: RequestContext, req: Any) -> dict:
+        key_type = getattr(req, "key_type", GROUP)
+        if ctx.api_version >= 4:
+            return {"throttle_time": 0,
+                    "coordinators": [answer(k, key_type) for k in req.coordinator_keys]}
+        one = answer(req.key, key_type)
+        return {"throttle_time": 0, "error_code": one["error_code"],
+                "error_message": one["error_message"], "node_id": one["node_id"],
+                "host": one["host"], "port": one["port"]}
+
+    dispatcher.register(10, 0, 6, handle)

@@ -1,0 +1,123 @@
+"""OffsetCommit (8), OffsetFetch (9) and OffsetDelete (47) over the group coordinator."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..coordinator.runtime import NotReady
+from ..group.offsets import PartitionCommit, as_fetch_entry
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def groups():
+        assert broker.groups is not None
+        return broker.groups
+
+    def topic_name(t: Any) -> tuple[str | None, Any]:
+        """(name, topic_id) of a request topic; name None when an id is unknown."""
+        topic_id = getattr(t, "topic_id", None)
+        if topic_id is not None:
+            topic = broker.image.topic_by_id(topic_id)
+            return (topic.name if topic else None), topic_id
+        return t.name, None
+
+    # ---- OffsetCommit --------------------------------------------------------------
+    def handle_commit(ctx: RequestContext, req: Any) -> dict:
+        unknown: list[tuple[Any, list[int]]] = []
+        topics: list[tuple[str, list[PartitionCommit]]] = []
+        ids: dict[str, Any] = {}
+        for t in req.topics:
+            name, topic_id = topic_name(t)
+            if name is None:
+                unknown.append((topic_id, [p.partition_index for p in t.partitions]))
+                continue
+            ids[name] = topic_id
+            topics.append((name, [PartitionCommit(p.partition_index, p.committed_offset,
+                                                  getattr(p, "committed_leader_epoch", -1),
+                                                  p.committed_metadata)
+                                  for p in t.partitions]))
+        try:
+            codes = groups().write(req.group_id, lambda shard, now: shard.offsets.commit(
+                req.group_id, req.member_id, getattr(req, "group_instance_id", None),
+                req.generation_id_or_member_epoch, topics, ctx.api_version, now))
+        except NotReady as exc:
+            codes = {name: {p.partition: exc.code for p in parts} for name, parts in topics}
+        out = [{"name": name, "topic_id": ids.get(name) or ZERO_UUID,
+                "partitions": [{"partition_index": p, "error_code": c}
+                               for p, c in codes.get(name, {}).items()]}
+               for name, _ in topics]
+        out += [{"name": "", "topic_id": tid,
+                 "partitions": [{"partition_index": p, "error_code": E.unknown_topic_id}
+                                for p in parts]} for tid, parts in unknown]
+        return {"throttle_time": 0, "topics": out}
+
+    # ---- OffsetFetch ---------------------------------------------------------------
+    def fetch_group(group_id: str, member_id: str | None, member_epoch: int,
+                    req_topics: Any, by_id: bool) -> dict:
+        topics: list[tuple[str, list[int]]] | None = None
+        unknown = []
+        if req_topics is not None:
+            topics = []
+            for t in req_topics:
+                name, topic_id = topic_name(t)
+                if name is None:
+                    unknown.append((topic_id, list(t.partition_indexes)))
+                else:
+                    topics.append((name, list(t.partition_indexes)))
+        try:
+            error, found = groups().read(group_id, lambda shard: shard.offsets.fetch(
+                group_id, member_id, member_epoch, topics))
+        except NotReady as exc:
+            error, found = exc.code, {}
+        out = []
+        for name, parts in found.items():
+            topic = broker.image.topic(name)
+            out.append({"name": name,
+                        "topic_id": topic.topic_id if topic else ZERO_UUID,
+                        "partitions": [as_fetch_entry(p, c) for p, c in parts.items()]})
+        for tid, parts in unknown:
+            out.append({"name": "", "topic_id": tid, "partitions": [
+                as_fetch_entry(p, None, E.unknown_topic_id) for p in parts]})
+        if by_id:
+            out = [t for t in out if t["topic_id"] != ZERO_UUID or not t["partitions"]]
+        return {"group_id": group_id, "topics": out, "error_code": error}
+
+    def handle_fetch(ctx: RequestContext, req: Any) -> dict:
+        if ctx.api_version >= 8:
+            results = [fetch_group(g.group_id, getattr(g, "member_id", None),
+                                   getattr(g, "member_epoch", -1), g.topics,
+                                   ctx.api_version >= 10)
+                       for g in req.groups]
+            return {"throttle_time": 0, "groups": results}
+        one = fetch_group(req.group_id, None, -1, req.topics, False)
+        if one["error_code"] and ctx.api_version < 2:
+            for t in one["topics"]:
+                for p in t["partitions"]:
+                    p["error_code"] = one["error_code"]
+        return {"throttle_time": 0, "topics": one["topics"], "error_code": one["error_code"]}
+
+    # ---- OffsetDelete --------------------------------------------------------------
+    def handle_delete(ctx: RequestContext, req: Any) -> dict:
+        topics = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
+        try:
+            error, codes = groups().write(
+                req.group_id, lambda shard, now: shard.offsets.delete(req.group_id, topics))
+        except NotReady as exc:
+            error, codes = exc.code, {}
+        return {"error_code": error, "throttle_time": 0, "topics": [
+            {"name": name, "partitions": [{"partition_index": p, "error_code": c}
+                                          for p, c in codes.get(name, {}).items()]}
+            for name, _ in topics] if not error else ()}
+
+    dispatcher.register(8, 2, 10, handle_commit)
+    dispatcher.register(9, 1, 10, handle_fetch)
+    dispatcher.register(47, 0, 0, handle_delete)

@@ -1,0 +1,1 @@
+"""The runtime shared by every coordinator: shards over internal-topic partitions."""

@@ -1,0 +1,234 @@
+"""The coordinator runtime: one shard per partition of an internal compacted topic.
+
+An operation is a pure function of (shard, now_ms) returning a `Result`: the
+records to append and the response. The runtime appends the records to the
+partition as one batch, replays them into the shard, and only then returns the
+response, so in-memory state is always exactly what replaying the log yields and a
+restart (which is a replay) rebuilds it. Everything runs on the event-loop thread;
+appends are synchronous, so operations on one shard never interleave.
+
+While a partition is loading, operations on it raise `NotReady` with
+COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from ..log.batch import build_batch, decode_records, iter_batches
+from .hashing import partition_for
+from .record_codec import CoordinatorRecord, RecordCodec
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..log.partition_log import PartitionLog
+
+log = logging.getLogger("headwater.coordinator")
+
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+
+
+class Result(NamedTuple):
+    """What an operation asks for: records to write (atomically), then a response."""
+
+    records: list[CoordinatorRecord]
+    response: Any = None
+
+
+class Timer(Protocol):
+    """Injected into shards; operations scheduled here run like any other write."""
+
+    def schedule(self, key: str, delay_ms: int, op: Callable[[int], Result]) -> None: ...
+
+    def cancel(self, key: str) -> None: ...
+
+
+class Shard(Protocol):
+    def replay(self, offset: int, producer_id: int, producer_epoch: int,
+               record: CoordinatorRecord) -> None: ...
+
+    def on_loaded(self, now_ms: int) -> None: ...
+
+
+class NotReady(Exception):
+    """The shard cannot serve now; `code` is the Kafka error to answer with."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class _LoopTimer:
+    def __init__(self, runtime: CoordinatorRuntime, partition: int) -> None:
+        self.runtime = runtime
+        self.partition = partition
+        self._handles: dict[str, asyncio.TimerHandle] = {}
+
+    def schedule(self, key: str, delay_ms: int, op: Callable[[int], Result]) -> None:
+        self.cancel(key)
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._handles.pop(key, None)
+            try:
+                self.runtime.write(self.partition, lambda _shard, now: op(now))
+            except NotReady:
+                pass
+            except Exception:
+                log.exception("timer %s on %s-%d failed", key, self.runtime.topic,
+                              self.partition)
+
+        self._handles[key] = loop.call_later(max(delay_ms, 0) / 1000, fire)
+
+    def cancel(self, key: str) -> None:
+        handle = self._handles.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+
+    def cancel_all(self) -> None:
+        for handle in self._handles.values():
+            handle.cancel()
+        self._handles.clear()
+
+
+class CoordinatorRuntime:
+    def __init__(self, broker: Broker, topic: str, num_partitions: int, codec: RecordCodec,
+                 shard_factory: Callable[[int, Timer], Shard],
+                 topic_configs: dict[str, str], load_delay_ms: int = 0) -> None:
+        self.broker = broker
+        self.topic = topic
+        self.num_partitions = num_partitions
+        self.codec = codec
+        self.shard_factory = shard_factory
+        self.topic_configs = topic_configs
+        self.load_delay_ms = load_delay_ms
+        self._shards: dict[int, Shard] = {}
+        self._timers: dict[int, _LoopTimer] = {}
+        self._loading: set[int] = set(range(num_partitions))
+        self._task: asyncio.Task[None] | None = None
+        self.load_times_ms: dict[int, float] = {}
+
+    # ---- lifecycle -----------------------------------------------------------------
+    def ensure_topic(self) -> None:
+        from ..metadata.controller import NewTopic
+
+        assert self.broker.controller is not None
+        topic = self.broker.image.topic(self.topic)
+        if topic is None:
+            (_, err, _), = self.broker.controller.create_topics(
+                [NewTopic(self.topic, self.num_partitions, 1, None, self.topic_configs)],
+                allow_internal=True)
+            if err is not None:
+                raise RuntimeError(f"cannot create {self.topic}: {err.message}")
+        else:
+            self.num_partitions = len(topic.partitions)
+            self._loading = set(range(self.num_partitions))
+
+    async def start(self) -> None:
+        self.ensure_topic()
+        self._task = asyncio.create_task(self._load_all())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        for timer in self._timers.values():
+            timer.cancel_all()
+
+    async def _load_all(self) -> None:
+        if self.load_delay_ms:
+            await asyncio.sleep(self.load_delay_ms / 1000)
+        for partition in range(self.num_partitions):
+            start = time.monotonic()
+            timer = _LoopTimer(self, partition)
+            shard = self.shard_factory(partition, timer)
+            count = 0
+            for offset, pid, epoch, record in self._scan(partition):
+                shard.replay(offset, pid, epoch, record)
+                count += 1
+                if count % 5000 == 0:
+                    await asyncio.sleep(0)
+            self._shards[partition] = shard
+            self._timers[partition] = timer
+            self._loading.discard(partition)
+            shard.on_loaded(self.broker.now_ms())
+            elapsed = (time.monotonic() - start) * 1000
+            self.load_times_ms[partition] = elapsed
+            if count:
+                log.info("loaded %s-%d: %d records in %.0f ms", self.topic, partition, count,
+                         elapsed)
+            await asyncio.sleep(0)
+
+    def _scan(self, partition: int):
+        plog = self._log(partition)
+        offset = plog.log_start_offset
+        end = plog.log_end_offset
+        while offset < end:
+            data = plog.read(offset, 1 << 20)
+            if not data:
+                break
+            for pos, header in iter_batches(data):
+                if header.is_control:
+                    offset = header.next_offset
+                    continue
+                for rec in decode_records(data[pos:pos + header.size]):
+                    if rec.key is None:
+                        continue
+                    decoded = self.codec.decode(rec.key, rec.value)
+                    if decoded is not None:
+                        yield rec.offset, header.producer_id, header.producer_epoch, decoded
+                offset = header.next_offset
+
+    def _log(self, partition: int) -> PartitionLog:
+        plog = self.broker.partition(self.topic, partition)
+        if plog is None:
+            raise NotReady(COORDINATOR_NOT_AVAILABLE)
+        return plog
+
+    # ---- serving -------------------------------------------------------------------
+    def partition_for(self, key: str) -> int:
+        return partition_for(key, self.num_partitions)
+
+    def is_loaded(self) -> bool:
+        return not self._loading
+
+    def shard(self, partition: int) -> Shard:
+        if partition in self._loading:
+            raise NotReady(COORDINATOR_LOAD_IN_PROGRESS)
+        shard = self._shards.get(partition)
+        if shard is None:
+            raise NotReady(NOT_COORDINATOR)
+        return shard
+
+    def shards(self) -> list[Shard]:
+        return [self._shards[p] for p in sorted(self._shards)]
+
+    def read(self, partition: int, fn: Callable[[Any], Any]) -> Any:
+        return fn(self.shard(partition))
+
+    def write(self, partition: int, op: Callable[[Any, int], Result]) -> Any:
+        """Run `op`, append its records as one batch, replay them, return the response."""
+        shard = self.shard(partition)
+        now = self.broker.now_ms()
+        result = op(shard, now)
+        if result.records:
+            self.append(partition, shard, result.records, now)
+        return result.response
+
+    def append(self, partition: int, shard: Shard, records: list[CoordinatorRecord],
+               now: int, producer_id: int = -1, producer_epoch: int = -1,
+               transactional: bool = False) -> None:
+        entries = []
+        for record in records:
+            key, value = self.codec.encode(record)
+            entries.append((key, value, [], now))
+        data = build_batch(entries, producer_id=producer_id, producer_epoch=producer_epoch,
+                           is_transactional=transactional)
+        result = self._log(partition).append(data, now, origin_client=False)
+        for i, record in enumerate(records):
+            shard.replay(result.base_offset + i, producer_id, producer_epoch, record)

@@ -1,0 +1,1 @@
+"""The group coordinator: offsets, classic groups and KIP-848 consumer groups."""

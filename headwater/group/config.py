@@ -1,0 +1,69 @@
+"""Group coordinator settings, Kafka's names and defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import BrokerConfig
+
+DEFAULTS = {
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.segment.bytes": "104857600",
+    "offsets.retention.minutes": "10080",
+    "offsets.retention.check.interval.ms": "600000",
+    "offset.metadata.max.bytes": "4096",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "group.initial.rebalance.delay.ms": "3000",
+    "group.max.size": "2147483647",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.max.size": "2147483647",
+    "group.consumer.assignors": "uniform,range",
+    "group.consumer.regex.refresh.interval.ms": "600000",
+    "headwater.coordinator.load.delay.ms": "0",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    num_partitions: int = 50
+    segment_bytes: int = 104857600
+    offsets_retention_ms: int = 10080 * 60_000
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = 2147483647
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_session_timeout_ms: int = 45000
+    consumer_max_size: int = 2147483647
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_regex_refresh_interval_ms: int = 600_000
+    load_delay_ms: int = 0
+
+    @classmethod
+    def from_broker(cls, config: BrokerConfig) -> GroupConfig:
+        def get(key: str) -> str:
+            return config.get(key) or DEFAULTS[key]
+
+        return cls(
+            num_partitions=int(get("offsets.topic.num.partitions")),
+            segment_bytes=int(get("offsets.topic.segment.bytes")),
+            offsets_retention_ms=int(get("offsets.retention.minutes")) * 60_000,
+            offsets_retention_check_interval_ms=int(get("offsets.retention.check.interval.ms")),
+            offset_metadata_max_bytes=int(get("offset.metadata.max.bytes")),
+            group_min_session_timeout_ms=int(get("group.min.session.timeout.ms")),
+            group_max_session_timeout_ms=int(get("group.max.session.timeout.ms")),
+            group_initial_rebalance_delay_ms=int(get("group.initial.rebalance.delay.ms")),
+            group_max_size=int(get("group.max.size")),
+            consumer_heartbeat_interval_ms=int(get("group.consumer.heartbeat.interval.ms")),
+            consumer_session_timeout_ms=int(get("group.consumer.session.timeout.ms")),
+            consumer_max_size=int(get("group.consumer.max.size")),
+            consumer_assignors=tuple(a.strip() for a in get("group.consumer.assignors").split(",")
+                                     if a.strip()),
+            consumer_regex_refresh_interval_ms=int(
+                get("group.consumer.regex.refresh.interval.ms")),
+            load_delay_ms=int(get("headwater.coordinator.load.delay.ms")),
+        )

@@ -1,0 +1,194 @@
+"""Committed offsets (seed 004): the in-memory offsets table of one shard.
+
+Commits become OffsetCommit records; replaying a record stores the offset and a
+tombstone removes it. Validation against the group (generation, member epoch) is
+delegated to the group object. Expiry is an operation like any other: it returns
+tombstones, written by the shard itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..coordinator.record_codec import CoordinatorRecord
+from ..coordinator.runtime import Result
+from . import records as R
+
+if TYPE_CHECKING:
+    from .shard import GroupShard
+
+NONE = 0
+OFFSET_METADATA_TOO_LARGE = 12
+ILLEGAL_GENERATION = 22
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+GROUP_ID_NOT_FOUND = 69
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCommit:
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+class OffsetManager:
+    def __init__(self, shard: GroupShard) -> None:
+        self.shard = shard
+        # group -> topic -> partition -> offset
+        self.offsets: dict[str, dict[str, dict[int, CommittedOffset]]] = {}
+
+    # ---- replay --------------------------------------------------------------------
+    def replay(self, record: CoordinatorRecord) -> None:
+        key = record.key
+        group, topic, partition = key["group"], key["topic"], key["partition"]
+        if record.value is None:
+            topics = self.offsets.get(group)
+            if topics is not None:
+                parts = topics.get(topic)
+                if parts is not None:
+                    parts.pop(partition, None)
+                    if not parts:
+                        del topics[topic]
+                if not topics:
+                    del self.offsets[group]
+            return
+        v = record.value
+        self.offsets.setdefault(group, {}).setdefault(topic, {})[partition] = CommittedOffset(
+            v["offset"], v["leader_epoch"], v["metadata"], v["commit_timestamp"])
+        if group not in self.shard.groups:
+            self.shard.create_simple_group(group)
+
+    # ---- queries -------------------------------------------------------------------
+    def group_offsets(self, group: str) -> dict[str, dict[int, CommittedOffset]]:
+        return self.offsets.get(group, {})
+
+    def has_offsets(self, group: str) -> bool:
+        return bool(self.offsets.get(group))
+
+    # ---- operations ----------------------------------------------------------------
+    def commit(self, group_id: str, member_id: str, instance_id: str | None,
+               generation_or_epoch: int, topics: list[tuple[str, list[PartitionCommit]]],
+               api_version: int, now_ms: int) -> Result:
+        """Response: {topic: {partition: error_code}}."""
+        if not group_id:
+            return Result([], _all(topics, INVALID_GROUP_ID))
+        group = self.shard.groups.get(group_id)
+        if group is None:
+            if generation_or_epoch >= 0 or member_id:
+                return Result([], _all(topics, ILLEGAL_GENERATION if generation_or_epoch >= 0
+                                       else UNKNOWN_MEMBER_ID))
+        else:
+            error = group.validate_offset_commit(member_id, instance_id, generation_or_epoch,
+                                                 api_version)
+            if error:
+                return Result([], _all(topics, error))
+        limit = self.shard.config.offset_metadata_max_bytes
+        records = []
+        response: dict[str, dict[int, int]] = {}
+        for topic, parts in topics:
+            codes = response.setdefault(topic, {})
+            for p in parts:
+                metadata = p.metadata or ""
+                if len(metadata.encode()) > limit:
+                    codes[p.partition] = OFFSET_METADATA_TOO_LARGE
+                    continue
+                codes[p.partition] = NONE
+                records.append(R.offset_commit(group_id, topic, p.partition, p.offset,
+                                               p.leader_epoch, metadata, now_ms))
+        return Result(records, response)
+
+    def fetch(self, group_id: str, member_id: str | None, member_epoch: int,
+              topics: list[tuple[str, list[int]]] | None) -> tuple[int, dict[str, dict]]:
+        """(group error, {topic: {partition: CommittedOffset | None}})."""
+        group = self.shard.groups.get(group_id)
+        if group is not None and (member_id is not None or member_epoch >= 0):
+            error = group.validate_offset_fetch(member_id, member_epoch)
+            if error:
+                return error, {}
+        stored = self.offsets.get(group_id, {})
+        if topics is None:
+            return NONE, {t: dict(parts) for t, parts in stored.items()}
+        out: dict[str, dict[int, CommittedOffset | None]] = {}
+        for topic, partitions in topics:
+            have = stored.get(topic, {})
+            out[topic] = {p: have.get(p) for p in partitions}
+        return NONE, out
+
+    def delete(self, group_id: str, topics: list[tuple[str, list[int]]]
+               ) -> Result:
+        """OffsetDelete; response (group error, {topic: {partition: error}})."""
+        group = self.shard.groups.get(group_id)
+        if group is None:
+            return Result([], (GROUP_ID_NOT_FOUND, {}))
+        error = group.validate_offset_delete()
+        if error:
+            return Result([], (error, {}))
+        stored = self.offsets.get(group_id, {})
+        records = []
+        response: dict[str, dict[int, int]] = {}
+        for topic, partitions in topics:
+            subscribed = group.is_subscribed_to(topic)
+            codes = response.setdefault(topic, {})
+            for p in partitions:
+                if subscribed:
+                    codes[p] = GROUP_SUBSCRIBED_TO_TOPIC
+                    continue
+                codes[p] = NONE
+                if p in stored.get(topic, {}):
+                    records.append(R.offset_commit_tombstone(group_id, topic, p))
+        return Result(records, (NONE, response))
+
+    def tombstones_for_group(self, group_id: str) -> list[CoordinatorRecord]:
+        return [R.offset_commit_tombstone(group_id, topic, p)
+                for topic, parts in self.offsets.get(group_id, {}).items() for p in parts]
+
+    def tombstones_for_topic(self, topic: str) -> list[CoordinatorRecord]:
+        return [R.offset_commit_tombstone(group, topic, p)
+                for group, topics in self.offsets.items()
+                for p in topics.get(topic, {})]
+
+    def expire(self, now_ms: int) -> list[CoordinatorRecord]:
+        """Tombstones for offsets past `offsets.retention.minutes` (Kafka's rules)."""
+        retention = self.shard.config.offsets_retention_ms
+        records: list[CoordinatorRecord] = []
+        for group_id, topics in self.offsets.items():
+            group = self.shard.groups.get(group_id)
+            empty = group is None or group.is_empty()
+            since = group.empty_since_ms() if group is not None else None
+            for topic, parts in topics.items():
+                if not empty and (group is None or group.is_subscribed_to(topic)):
+                    continue
+                for p, committed in parts.items():
+                    base = committed.commit_timestamp
+                    if empty and since is not None and group is not None \
+                            and group.group_type == "classic":
+                        base = max(base, since)
+                    if now_ms - base >= retention:
+                        records.append(R.offset_commit_tombstone(group_id, topic, p))
+        return records
+
+
+def _all(topics: list[tuple[str, list[PartitionCommit]]], code: int) -> dict[str, dict[int, int]]:
+    return {topic: {p.partition: code for p in parts} for topic, parts in topics}
+
+
+def as_fetch_entry(partition: int, committed: CommittedOffset | None, error: int = 0
+                   ) -> dict[str, Any]:
+    if committed is None:
+        return {"partition_index": partition, "committed_offset": -1,
+                "committed_leader_epoch": -1, "metadata": "", "error_code": error}
+    return {"partition_index": partition, "committed_offset": committed.offset,
+            "committed_leader_epoch": committed.leader_epoch,
+            "metadata": committed.metadata, "error_code": error}

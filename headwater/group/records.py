@@ -1,0 +1,80 @@
+"""Record types of `__consumer_offsets`, with Kafka's type ids and field order.
+
+Builders return `CoordinatorRecord`s; a builder named `*_tombstone` returns the same
+key with a null value, which deletes the state on replay (and in compaction).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..coordinator.record_codec import CoordinatorRecord, RecordCodec, RecordType
+
+OFFSET_COMMIT = 1
+GROUP_METADATA = 2
+CONSUMER_GROUP_METADATA = 3
+CONSUMER_GROUP_MEMBER_METADATA = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+CONSUMER_GROUP_REGULAR_EXPRESSION = 16
+
+TOPIC_PARTITIONS = (("topic_id", "uuid"), ("partitions", "[int32]"))
+
+TYPES = [
+    RecordType(OFFSET_COMMIT, "OffsetCommit",
+               (("group", "string"), ("topic", "string"), ("partition", "int32")),
+               3, (("offset", "int64"), ("leader_epoch", "int32"), ("metadata", "string"),
+                   ("commit_timestamp", "int64"))),
+    RecordType(GROUP_METADATA, "GroupMetadata", (("group", "string"),),
+               3, (("protocol_type", "string"), ("generation", "int32"),
+                   ("protocol", "nstring"), ("leader", "nstring"),
+                   ("current_state_timestamp", "int64"),
+                   ("members", (("member_id", "string"), ("group_instance_id", "nstring"),
+                                ("client_id", "string"), ("client_host", "string"),
+                                ("rebalance_timeout", "int32"), ("session_timeout", "int32"),
+                                ("subscription", "bytes"), ("assignment", "bytes"))))),
+    RecordType(CONSUMER_GROUP_METADATA, "ConsumerGroupMetadata", (("group_id", "string"),),
+               0, (("epoch", "int32"), ("metadata_hash", "int64"))),
+    RecordType(CONSUMER_GROUP_MEMBER_METADATA, "ConsumerGroupMemberMetadata",
+               (("group_id", "string"), ("member_id", "string")),
+               0, (("instance_id", "nstring"), ("rack_id", "nstring"), ("client_id", "string"),
+                   ("client_host", "string"), ("subscribed_topic_names", "[string]"),
+                   ("subscribed_topic_regex", "nstring"), ("rebalance_timeout_ms", "int32"),
+                   ("server_assignor", "nstring"))),
+    RecordType(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+               "ConsumerGroupTargetAssignmentMetadata", (("group_id", "string"),),
+               0, (("assignment_epoch", "int32"),)),
+    RecordType(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, "ConsumerGroupTargetAssignmentMember",
+               (("group_id", "string"), ("member_id", "string")),
+               0, (("topic_partitions", TOPIC_PARTITIONS),)),
+    RecordType(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, "ConsumerGroupCurrentMemberAssignment",
+               (("group_id", "string"), ("member_id", "string")),
+               0, (("member_epoch", "int32"), ("previous_member_epoch", "int32"),
+                   ("state", "int8"), ("assigned_partitions", TOPIC_PARTITIONS),
+                   ("partitions_pending_revocation", TOPIC_PARTITIONS))),
+    RecordType(CONSUMER_GROUP_REGULAR_EXPRESSION, "ConsumerGroupRegularExpression",
+               (("group_id", "string"), ("regular_expression", "string")),
+               0, (("topics", "[string]"), ("version", "int64"), ("timestamp", "int64"))),
+]
+
+CODEC = RecordCodec(TYPES)
+
+
+def record(type_id: int, key: dict[str, Any], value: dict[str, Any] | None) -> CoordinatorRecord:
+    return CoordinatorRecord(type_id, key, value)
+
+
+def offset_commit(group: str, topic: str, partition: int, offset: int, leader_epoch: int,
+                  metadata: str, commit_timestamp: int) -> CoordinatorRecord:
+    return record(OFFSET_COMMIT, {"group": group, "topic": topic, "partition": partition},
+                  {"offset": offset, "leader_epoch": leader_epoch, "metadata": metadata,
+                   "commit_timestamp": commit_timestamp})
+
+
+def offset_commit_tombstone(group: str, topic: str, partition: int) -> CoordinatorRecord:
+    return record(OFFSET_COMMIT, {"group": group, "topic": topic, "partition": partition}, None)
+
+
+def group_metadata_tombstone(group: str) -> CoordinatorRecord:
+    return record(GROUP_METADATA, {"group": group}, None)

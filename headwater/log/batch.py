@@ -345,3 +345,77 @@ def build_batch(
     )
     _U32.pack_into(buf, CRC_OFFSET, batch_crc(buf, 0, len(buf)))
     return bytes(buf)
+
+
+# ---- raw records: compaction rewrites batches without re-encoding records ----------
+
+
+class RawRecord(NamedTuple):
+    """One record as stored: what compaction decides on, plus its exact bytes."""
+
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    is_tombstone: bool  # null value
+    data: bytes  # the record's length varint and body, byte for byte
+
+
+def iter_raw_records(batch: Buffer) -> Iterator[RawRecord]:
+    """The records of one batch (decompressed), without decoding values or headers."""
+    view = memoryview(batch)
+    h = parse_header(view)
+    if h.size > len(view):
+        raise LogError(CORRUPT_MESSAGE, "truncated batch")
+    body = decompress(h.compression, view[HEADER_SIZE:h.size])
+    pos = 0
+    try:
+        for _ in range(h.records_count):
+            start = pos
+            length, pos = _read_varint(body, pos)
+            end = pos + length
+            ts_delta, pos = _read_varint(body, pos + 1)  # skip record attributes
+            offset_delta, pos = _read_varint(body, pos)
+            key, pos = _read_bytes(body, pos)
+            value_length, _ = _read_varint(body, pos)
+            if end > len(body):
+                raise LogError(CORRUPT_MESSAGE, "record overruns the batch")
+            yield RawRecord(offset_delta, ts_delta, key, value_length < 0, body[start:end])
+            pos = end
+    except IndexError:
+        raise LogError(CORRUPT_MESSAGE, "truncated record") from None
+
+
+def has_null_key(batch: Buffer) -> bool:
+    """True if any record of the batch has a null key (rejected on compacted topics)."""
+    return any(record.key is None for record in iter_raw_records(batch))
+
+
+def rebuild_batch(h: BatchHeader, records: Sequence[RawRecord]) -> bytes:
+    """`h`'s batch holding only `records`, recompressed with the same codec.
+
+    Base offset, lastOffsetDelta, base timestamp, producer fields and attributes are kept,
+    so every record keeps its offset and timestamp and the batch keeps its offset range
+    and sequence range (clients and producer state rely on lastOffsetDelta, not on the
+    last record). No records gives Kafka's empty header-only batch: uncompressed, both
+    timestamps set to the old max timestamp.
+    """
+    if records:
+        body = b"".join(r.data for r in records)
+        payload = compress(h.compression, body) if h.compression else body
+        attributes, base_ts = h.attributes, h.base_timestamp
+        if h.timestamp_type:  # LogAppendTime: the header's max timestamp is every record's
+            max_ts = h.max_timestamp
+        else:
+            max_ts = base_ts + max(r.timestamp_delta for r in records)
+    else:
+        payload = b""
+        attributes = h.attributes & ~COMPRESSION_MASK
+        base_ts = max_ts = h.max_timestamp
+    buf = bytearray(HEADER_SIZE) + payload
+    HEADER.pack_into(
+        buf, 0, h.base_offset, len(buf) - LOG_OVERHEAD, h.partition_leader_epoch, 2, 0,
+        attributes, h.last_offset_delta, base_ts, max_ts, h.producer_id, h.producer_epoch,
+        h.base_sequence, len(records),
+    )
+    _U32.pack_into(buf, CRC_OFFSET, batch_crc(buf, 0, len(buf)))
+    return bytes(buf)

@@ -21,6 +21,7 @@ from .log.manager import LogManager
 from .log.partition_log import PartitionLog
 from .metadata.controller import Controller
 from .metadata.image import TOPIC_RESOURCE, MetadataImage, TopicImage
+from .metrics import MetricsServer
 from .wire.dispatch import Dispatcher
 from .wire.server import KafkaServer
 
@@ -52,6 +53,7 @@ class Broker:
         self.logs: LogManager | None = None
         self.controller: Controller | None = None
         self.groups: GroupCoordinator | None = None
+        self.metrics: MetricsServer | None = None
         self.server: KafkaServer | None = None
         self.dispatcher = Dispatcher()
         self.cluster_id = ""
@@ -94,6 +96,11 @@ class Broker:
         await self.groups.start()
         await self.server.start()
         self.listen_port = self.server.port
+        metrics_listen = self.config.get("headwater.metrics.listen")
+        if metrics_listen:
+            host, port = _host_port(metrics_listen)
+            self.metrics = MetricsServer(self, host, port)
+            await self.metrics.start()
         self._tasks.append(asyncio.create_task(self._chores()))
         host, port = self.advertised
         log.info("headwater %s started: node %d, listener %s:%d (advertised %s:%d), "
@@ -105,6 +112,8 @@ class Broker:
             task.cancel()
         if self.server is not None:
             await self.server.stop()
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self.groups is not None:
             await self.groups.stop()
         if self.logs is not None:

@@ -35,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--override", action="append", type=_parse_override, default=[],
                        metavar="KEY=VALUE", help="set any Kafka config key (repeatable)")
     serve.add_argument("--log-level", default="INFO")
+    serve.add_argument("--metrics-listen", metavar="HOST:PORT",
+                       help="serve Prometheus metrics over HTTP on this address")
+    from .admin import groups
+
+    groups.add_parser(sub)
     return parser
 
 
@@ -50,6 +55,8 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
         overrides["node.id"] = str(args.node_id)
     if args.fsync:
         overrides["headwater.fsync"] = args.fsync
+    if args.metrics_listen:
+        overrides["headwater.metrics.listen"] = args.metrics_listen
     return BrokerConfig.load(args.config, overrides)
 
 
@@ -71,7 +78,7 @@ async def _serve(config: BrokerConfig) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
+    logging.basicConfig(level=getattr(args, "log_level", "WARNING").upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
         config = config_from_args(args)
@@ -82,7 +89,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             uvloop.run(_serve(config))
         return 0
-    return 2
+    from .admin.groups import AdminError
+
+    try:
+        print(args.func(args))
+    except (AdminError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ class GroupShard:
         self.config = config
         self.image = image
         self.groups: dict[str, Group] = {}
+        # Rebalances started, by protocol (metrics only; not state, not replayed).
+        self.rebalances: dict[str, int] = {"classic": 0, "consumer": 0}
         self.offsets = OffsetManager(self)
         self.classic = ClassicGroupManager(self)
         self.consumer = ConsumerGroupManager(self)

@@ -42,6 +42,10 @@ class KafkaServer:
         self.max_request_bytes = max_request_bytes
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self.live: set[Connection] = set()
+
+    def queued_requests(self) -> int:
+        return sum(conn.slots.qsize() for conn in self.live)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._on_connect, self.host, self.port,
@@ -64,9 +68,11 @@ class KafkaServer:
         assert task is not None
         self._connections.add(task)
         conn = Connection(self, reader, writer)
+        self.live.add(conn)
         try:
             await conn.run()
         finally:
+            self.live.discard(conn)
             self._connections.discard(task)
 
 

@@ -1,0 +1,1 @@
+"""Operator tools that talk to a running broker over the Kafka protocol."""

@@ -1,0 +1,209 @@
+"""`headwater groups ...`: list, describe, delete and reset offsets of consumer groups.
+
+Like Kafka's kafka-consumer-groups tool: describe shows each partition's committed
+offset, log end offset and lag; reset-offsets is a dry run unless --execute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+from typing import Any
+
+from kio.serial import entity_reader
+
+from ..wire.client import RawClient
+from .tables import emit
+
+NO_AUTH_OPS = False
+
+
+class AdminError(RuntimeError):
+    pass
+
+
+def _client(bootstrap: str) -> RawClient:
+    host, _, port = bootstrap.rpartition(":")
+    return RawClient(host or "127.0.0.1", int(port))
+
+
+def _partitions(client: RawClient, topics: list[str] | None) -> dict[str, list[int]]:
+    resp = client.request(3, 12, {"topics": None if topics is None else [
+        {"name": t, "topic_id": None} for t in topics], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    out = {}
+    for t in resp.topics:
+        if int(t.error_code):
+            raise AdminError(f"topic {t.name}: error {t.error_code.name}")
+        out[t.name] = sorted(p.partition_index for p in t.partitions)
+    return out
+
+
+def _list_offsets(client: RawClient, parts: dict[str, list[int]], timestamp: int
+                  ) -> dict[tuple[str, int], int]:
+    if not parts:
+        return {}
+    resp = client.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": t, "partitions": [{"partition_index": p, "timestamp": timestamp}
+                                   for p in ps]} for t, ps in parts.items()]})
+    return {(t.name, p.partition_index): p.offset for t in resp.topics for p in t.partitions}
+
+
+def _committed(client: RawClient, group: str) -> dict[tuple[str, int], int]:
+    resp = client.request(9, 8, {"groups": [{"group_id": group, "topics": None}],
+                                 "require_stable": False})
+    g = resp.groups[0]
+    if int(g.error_code):
+        raise AdminError(f"group {group}: error {g.error_code.name}")
+    return {(t.name, p.partition_index): p.committed_offset
+            for t in g.topics for p in t.partitions if p.committed_offset >= 0}
+
+
+def _assignment_owners(client: RawClient, group: str) -> tuple[str, dict[tuple[str, int], tuple]]:
+    """(state, {(topic, partition): (member id, host, client id)})."""
+    owners: dict[tuple[str, int], tuple] = {}
+    versions = client.request(18, 3, {"client_software_name": "headwater-cli",
+                                      "client_software_version": "1"})
+    if any(k.api_key == 69 for k in versions.api_keys):
+        g = client.request(69, 1, {"group_ids": [group],
+                                   "include_authorized_operations": False}).groups[0]
+    else:
+        g = None
+    if g is not None and int(g.error_code) == 0:
+        for m in g.members:
+            for tp in m.assignment.topic_partitions:
+                for p in tp.partitions:
+                    owners[(tp.topic_name, p)] = (m.member_id, m.client_host, m.client_id)
+        return g.group_state, owners
+    resp = client.request(15, 5, {"groups": [group], "include_authorized_operations": False})
+    d = resp.groups[0]
+    if d.protocol_type == "consumer":
+        reader = entity_reader(_assignment_type())
+        for m in d.members:
+            if not m.member_assignment:
+                continue
+            try:
+                assignment = reader(m.member_assignment, 2)[0]
+            except Exception:
+                continue
+            for tp in assignment.assigned_partitions:
+                for p in tp.partitions:
+                    owners[(tp.topic, p)] = (m.member_id, m.client_host, m.client_id)
+    return d.group_state, owners
+
+
+def _assignment_type() -> Any:
+    from kio.schema.consumer_protocol_assignment.v0.data import ConsumerProtocolAssignment
+
+    return ConsumerProtocolAssignment
+
+
+def cmd_list(args: argparse.Namespace) -> str:
+    with_client = _client(args.bootstrap_server)
+    try:
+        resp = with_client.request(16, 5, {"states_filter": (), "types_filter": ()})
+    finally:
+        with_client.close()
+    rows = sorted((g.group_id, g.group_type, g.group_state, g.protocol_type)
+                  for g in resp.groups)
+    return emit(["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"], rows, args.json)
+
+
+def cmd_describe(args: argparse.Namespace) -> str:
+    client = _client(args.bootstrap_server)
+    try:
+        committed = _committed(client, args.group)
+        state, owners = _assignment_owners(client, args.group)
+        topics = sorted({t for t, _ in committed} | {t for t, _ in owners})
+        parts = _partitions(client, topics) if topics else {}
+        ends = _list_offsets(client, parts, -1)
+    finally:
+        client.close()
+    rows = []
+    for (topic, partition) in sorted(set(committed) | set(owners)):
+        current = committed.get((topic, partition))
+        end = ends.get((topic, partition))
+        lag = end - current if current is not None and end is not None else None
+        member, host, client_id = owners.get((topic, partition), (None, None, None))
+        rows.append((args.group, topic, partition, current, end, lag, member, host, client_id))
+    header = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+              "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    out = emit(header, rows, args.json)
+    return out if args.json else f"Group {args.group} is {state}\n\n{out}"
+
+
+def cmd_delete(args: argparse.Namespace) -> str:
+    client = _client(args.bootstrap_server)
+    try:
+        resp = client.request(42, 2, {"groups_names": [args.group]})
+    finally:
+        client.close()
+    code = resp.results[0].error_code
+    if int(code):
+        raise AdminError(f"deleting group {args.group} failed: {code.name}")
+    return f"Deleted group {args.group}"
+
+
+def _to_millis(text: str) -> int:
+    dt = datetime.datetime.fromisoformat(text)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=datetime.UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def cmd_reset_offsets(args: argparse.Namespace) -> str:
+    client = _client(args.bootstrap_server)
+    try:
+        parts = _partitions(client, [args.topic])
+        if args.to_earliest:
+            new = _list_offsets(client, parts, -2)
+        elif args.to_latest:
+            new = _list_offsets(client, parts, -1)
+        elif args.to_datetime is not None:
+            new = _list_offsets(client, parts, _to_millis(args.to_datetime))
+            latest = _list_offsets(client, parts, -1)
+            new = {k: (v if v >= 0 else latest[k]) for k, v in new.items()}
+        else:
+            new = {(args.topic, p): args.to_offset for p in parts[args.topic]}
+        if args.execute:
+            resp = client.request(8, 8, {
+                "group_id": args.group, "generation_id_or_member_epoch": -1, "member_id": "",
+                "group_instance_id": None, "topics": [{"name": args.topic, "partitions": [
+                    {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
+                     "committed_metadata": ""} for (_, p), o in sorted(new.items())]}]})
+            errors = [p.error_code.name for t in resp.topics for p in t.partitions
+                      if int(p.error_code)]
+            if errors:
+                raise AdminError(f"reset failed ({', '.join(sorted(set(errors)))}); "
+                                 "is the group still active?")
+    finally:
+        client.close()
+    rows = [(args.group, t, p, o) for (t, p), o in sorted(new.items())]
+    out = emit(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows, args.json)
+    if not args.execute and not args.json:
+        out += "\n\n(dry run: nothing changed; add --execute to commit these offsets)"
+    return out
+
+
+def add_parser(sub: Any) -> None:
+    groups = sub.add_parser("groups", help="list, describe, delete and reset consumer groups")
+    groups.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    groups.add_argument("--json", action="store_true", help="machine-readable output")
+    gsub = groups.add_subparsers(dest="groups_command", required=True)
+    gsub.add_parser("list").set_defaults(func=cmd_list)
+    d = gsub.add_parser("describe")
+    d.add_argument("group")
+    d.set_defaults(func=cmd_describe)
+    x = gsub.add_parser("delete")
+    x.add_argument("group")
+    x.set_defaults(func=cmd_delete)
+    r = gsub.add_parser("reset-offsets")
+    r.add_argument("group")
+    r.add_argument("--topic", required=True)
+    how = r.add_mutually_exclusive_group(required=True)
+    how.add_argument("--to-earliest", action="store_true")
+    how.add_argument("--to-latest", action="store_true")
+    how.add_argument("--to-offset", type=int)
+    how.add_argument("--to-datetime", help="ISO-8601, e.g. 2026-01-01T00:00:00")
+    r.add_argument("--execute", action="store_true")
+    r.set_defaults(func=cmd_reset_offsets)

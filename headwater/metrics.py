@@ -1,0 +1,135 @@
+"""Prometheus metrics, computed at scrape time from the broker's own state.
+
+Nothing on the produce/fetch hot path touches a metric object: a custom collector
+reads the logs, the coordinator shards and the server when Prometheus scrapes. The
+HTTP endpoint runs on the event loop, so the collector sees consistent state
+without locks. Group coordinator metrics follow seed 003's list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger("headwater.metrics")
+
+
+class BrokerCollector:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._logs()
+        yield from self._groups()
+        server = self.broker.server
+        queue = GaugeMetricFamily("headwater_request_queue_size",
+                                  "Requests read but not yet answered, all connections")
+        queue.add_metric([], server.queued_requests() if server is not None else 0)
+        yield queue
+
+    def _logs(self) -> Iterator[Metric]:
+        end = GaugeMetricFamily("headwater_log_end_offset", "Next offset to be written",
+                                labels=["topic", "partition"])
+        start = GaugeMetricFamily("headwater_log_start_offset", "First offset kept",
+                                  labels=["topic", "partition"])
+        size = GaugeMetricFamily("headwater_log_size_bytes", "Bytes on disk",
+                                 labels=["topic", "partition"])
+        if self.broker.logs is not None:
+            for plog in self.broker.logs.all():
+                labels = [plog.topic, str(plog.partition)]
+                end.add_metric(labels, plog.log_end_offset)
+                start.add_metric(labels, plog.log_start_offset)
+                size.add_metric(labels, plog.size_bytes)
+        yield from (end, start, size)
+
+    def _groups(self) -> Iterator[Metric]:
+        coordinator = self.broker.groups
+        if coordinator is None:
+            return
+        by_protocol = GaugeMetricFamily("headwater_group_count", "Groups by protocol",
+                                        labels=["protocol"])
+        by_state = GaugeMetricFamily("headwater_consumer_group_count",
+                                     "Groups by protocol and state",
+                                     labels=["protocol", "state"])
+        rebalances = CounterMetricFamily("headwater_group_rebalance",
+                                         "Rebalances (classic generations, consumer group "
+                                         "epoch bumps)", labels=["protocol"])
+        lag = GaugeMetricFamily("headwater_consumer_group_lag",
+                                "Log end offset minus committed offset",
+                                labels=["group", "topic", "partition"])
+        protocols: dict[str, int] = {"classic": 0, "consumer": 0}
+        states: dict[tuple[str, str], int] = {}
+        rebalance_counts: dict[str, int] = {"classic": 0, "consumer": 0}
+        for shard in coordinator.loaded_shards():
+            for group in shard.groups.values():
+                protocols[group.group_type] = protocols.get(group.group_type, 0) + 1
+                key = (group.group_type, group.state_name())
+                states[key] = states.get(key, 0) + 1
+            for protocol, count in shard.rebalances.items():
+                rebalance_counts[protocol] = rebalance_counts.get(protocol, 0) + count
+            for group_id, topics in shard.offsets.offsets.items():
+                for topic, parts in topics.items():
+                    for partition, committed in parts.items():
+                        plog = self.broker.partition(topic, partition)
+                        if plog is not None:
+                            lag.add_metric([group_id, topic, str(partition)],
+                                           max(plog.high_watermark - committed.offset, 0))
+        for protocol, count in protocols.items():
+            by_protocol.add_metric([protocol], count)
+        for (protocol, state), count in states.items():
+            by_state.add_metric([protocol, state], count)
+        for protocol, count in rebalance_counts.items():
+            rebalances.add_metric([protocol], count)
+        loads = list(coordinator.runtime.load_times_ms.values())
+        load_max = GaugeMetricFamily("headwater_partition_load_time_max_ms",
+                                     "Longest coordinator partition load (replay)")
+        load_avg = GaugeMetricFamily("headwater_partition_load_time_avg_ms",
+                                     "Average coordinator partition load (replay)")
+        load_max.add_metric([], max(loads) if loads else 0)
+        load_avg.add_metric([], sum(loads) / len(loads) if loads else 0)
+        yield from (by_protocol, by_state, rebalances, lag, load_max, load_avg)
+
+
+class MetricsServer:
+    """Minimal HTTP/1.1 endpoint on the event loop: any GET returns the exposition."""
+
+    def __init__(self, broker: Broker, host: str, port: int) -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(BrokerCollector(broker))  # type: ignore[arg-type]
+        self.host, self.port = host, port
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("metrics on http://%s:%d/metrics", self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            if not request.startswith(b"GET "):
+                writer.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+            else:
+                body = generate_latest(self.registry)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                             b"Content-Length: " + str(len(body)).encode() +
+                             b"\r\nConnection: close\r\n\r\n" + body)
+            await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
+                ConnectionError):
+            pass
+        finally:
+            writer.close()

@@ -121,3 +121,19 @@ def test_torn_last_batch_is_dropped_and_earlier_data_kept(broker_factory, topic_
     got = consume_confluent(b.bootstrap, topic_name, 200, timeout=8)
     assert 0 < len(got) < 200
     assert [m.value() for m in got] == [f"value-m{i}".encode() for i in range(len(got))]
+
+
+def test_fsync_always_and_flush_messages(broker_factory, topic_name):
+    """--fsync always answers only after fsync; flush.messages=1 does the same per topic."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = broker_factory("--fsync", "always")
+    produce_n(b.bootstrap, topic_name, 300, batch_every=50)
+    other = topic_name + "-fm"
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(other, 1, 1, config={"flush.messages": "1"})])[other].result(15)
+    produce_n(b.bootstrap, other, 100, batch_every=10)
+    b.kill()
+    b.start()
+    assert len(consume_confluent(b.bootstrap, topic_name, 300, timeout=15)) == 300
+    assert len(consume_confluent(b.bootstrap, other, 100, timeout=15)) == 100

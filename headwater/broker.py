@@ -135,11 +135,15 @@ class Broker:
         assert self.logs is not None
         retention_every = self.config.get_int("log.retention.check.interval.ms") / 1000
         last_retention = time.monotonic()
+        cleaner_backoff, cleaning = self.config.get_int("log.cleaner.backoff.ms"), None
         while True:
             await asyncio.sleep(1.0)
             try:
                 await asyncio.get_running_loop().run_in_executor(
                     None, self.logs.flush_due, self.now_ms())
+                if cleaning is None or cleaning.done():  # compaction: one pass at a time
+                    cleaning = asyncio.get_running_loop().run_in_executor(
+                        None, self.logs.run_cleaner, self.now_ms(), cleaner_backoff)
                 if time.monotonic() - last_retention >= retention_every:
                     last_retention = time.monotonic()
                     self.logs.run_retention(self.now_ms())

@@ -41,6 +41,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     "log.flush.scheduler.interval.ms": "9223372036854775807",
     "log.segment.delete.delay.ms": "60000",
     "log.cleaner.delete.retention.ms": "86400000",
+    "log.cleaner.min.cleanable.ratio": "0.5",
+    "log.cleaner.backoff.ms": "15000",
     "log.message.timestamp.before.max.ms": "9223372036854775807",
     "log.message.timestamp.after.max.ms": "3600000",
     "min.insync.replicas": "1",
@@ -68,6 +70,7 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
     "message.timestamp.type": "log.message.timestamp.type",
     "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
     "min.insync.replicas": "min.insync.replicas",
     "retention.bytes": "log.retention.bytes",
     "retention.ms": "log.retention.ms",
@@ -179,6 +182,15 @@ def validate_topic_config(key: str, value: str | None) -> None:
         if value not in VALID_COMPRESSION:
             raise ConfigError(f"Invalid value {value} for configuration {key}")
         return
+    if key == "min.cleanable.dirty.ratio":
+        try:
+            ratio = float(value)
+        except ValueError:
+            ratio = -1.0
+        if not 0.0 <= ratio <= 1.0:
+            raise ConfigError(f"Invalid value {value} for configuration {key}: "
+                              "must be a number between 0 and 1")
+        return
     if key == "unclean.leader.election.enable":
         if value.lower() not in ("true", "false"):
             raise ConfigError(f"Invalid value {value} for configuration {key}")
@@ -210,6 +222,7 @@ class LogConfig:
     fsync_always: bool = False
     min_insync_replicas: int = 1
     delete_retention_ms: int = 86400000
+    min_cleanable_dirty_ratio: float = 0.5
 
     @classmethod
     def resolve(cls, broker: BrokerConfig, topic_overrides: Mapping[str, str]) -> LogConfig:
@@ -231,4 +244,5 @@ class LogConfig:
             fsync_always=(broker.get("headwater.fsync") == "always"),
             min_insync_replicas=int(value("min.insync.replicas")),
             delete_retention_ms=int(value("delete.retention.ms")),
+            min_cleanable_dirty_ratio=float(value("min.cleanable.dirty.ratio")),
         )

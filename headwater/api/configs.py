@@ -39,7 +39,7 @@ _TYPES = {
     "cleanup.policy": LIST, "compression.type": STRING, "message.timestamp.type": STRING,
     "unclean.leader.election.enable": BOOLEAN, "min.insync.replicas": INT,
     "max.message.bytes": INT, "segment.bytes": INT, "index.interval.bytes": INT,
-    "segment.index.bytes": INT,
+    "segment.index.bytes": INT, "min.cleanable.dirty.ratio": 6,
 }
 
 # Group-level configs (KIP-848 / KIP-932) and their defaults.

@@ -3,7 +3,7 @@
 A `.clean_shutdown` marker written by `close_all` and removed at start tells the next
 start whether it may trust segment tails (cheap check) or must re-verify every segment
 holding data past the producer snapshot. No asyncio here: the broker schedules
-`run_retention` and `flush_due` itself.
+`run_retention`, `flush_due` and `run_cleaner` itself (the last two in a worker thread).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from headwater.config import LogConfig
+from headwater.log.cleaner import CleanStats, LogCleaner
 from headwater.log.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,8 @@ class LogManager:
         marker.unlink(missing_ok=True)
         self._now_ms = now_ms_fn
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self.cleaner = LogCleaner(now_ms_fn)
+        self._last_clean_ms: int | None = None
 
     def path_for(self, topic: str, partition: int) -> Path:
         return self.data_dir / partition_dir_name(topic, partition)
@@ -119,6 +122,28 @@ class LogManager:
                 plog.last_flush_ms = now_ms
                 flushed += 1
         return flushed
+
+    def run_cleaner(self, now_ms: int,
+                    backoff_ms: int = 0) -> dict[tuple[str, int], CleanStats]:
+        """Compact every `compact` log whose dirty ratio reached min.cleanable.dirty.ratio;
+        returns the stats of those cleaned. A call less than `backoff_ms` after the
+        previous pass does nothing (log.cleaner.backoff.ms), so the broker can offer a
+        pass every tick. Blocking: call it from a worker thread, one pass at a time."""
+        if self._last_clean_ms is not None and now_ms - self._last_clean_ms < backoff_ms:
+            return {}
+        self._last_clean_ms = now_ms
+        cleaned: dict[tuple[str, int], CleanStats] = {}
+        for plog in self.all():
+            config = plog.config
+            if "compact" not in config.cleanup_policy or plog.closed:
+                continue
+            try:
+                ratio = self.cleaner.dirty_ratio(plog)
+                if ratio > 0 and ratio >= config.min_cleanable_dirty_ratio:
+                    cleaned[(plog.topic, plog.partition)] = self.cleaner.clean(plog, now_ms)
+            except Exception:
+                log.exception("log cleaner failed for %r", plog)
+        return cleaned
 
     def close_all(self) -> None:
         """Close every log; mark the shutdown clean only if all of them closed."""

@@ -5,9 +5,12 @@ validating all of them (atomic per request); fetch returns whole-batch byte rang
 single node has no followers, so the high watermark is the log end offset.
 
 Threading: everything runs on the broker's event-loop thread, synchronously, except
-`flush()`, which may run in a worker thread (it only fsyncs). After `append`, a caller
-that sees `needs_flush` (fsync_always, or `flush.messages` reached) awaits `flush()` in a
-thread before acknowledging.
+`flush()`, which may run in a worker thread (it only fsyncs), and the log cleaner, which
+rewrites inactive segments in a worker thread. After `append`, a caller that sees
+`needs_flush` (fsync_always, or `flush.messages` reached) awaits `flush()` in a thread
+before acknowledging. Every method that walks or changes the segment list holds `_lock`,
+so the cleaner's `replace_segments` (a few renames, ms at most) never swaps segments under
+a read, an append or retention; `flush()` needs no log lock (segment locks suffice).
 """
 
 from __future__ import annotations
@@ -15,24 +18,28 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from headwater.config import LogConfig
+from headwater.log import swap
 from headwater.log.batch import (
     HEADER_SIZE,
     INT32_MAX,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
     decode_records,
+    has_null_key,
     parse_header,
     set_base_offset,
     set_log_append_time,
     validate_produce_records,
 )
 from headwater.log.errors import (
+    INVALID_RECORD,
     KAFKA_STORAGE_ERROR,
     OFFSET_OUT_OF_RANGE,
     RECORD_LIST_TOO_LARGE,
@@ -71,6 +78,7 @@ class PartitionLog:
         self._flushed_offset = segments[-1].next_offset  # offsets below it were fsynced
         self._dir_dirty = False
         self._closed = False
+        self._lock = threading.RLock()  # see the module docstring
         #: Time of the last flush, kept by LogManager.flush_due for `flush.ms`.
         self.last_flush_ms = now_ms
         #: Called with no arguments after every successful (non-duplicate) append; the
@@ -92,6 +100,8 @@ class PartitionLog:
         path.mkdir(parents=True, exist_ok=True)
         for tmp in path.glob("*.tmp"):
             tmp.unlink(missing_ok=True)
+        for base in swap.recover_swaps(path):  # finish a clean that was committed
+            log.warning("%s: completed an interrupted segment swap at offset %d", path, base)
         interval = config.index_interval_bytes
         producers = ProducerStateManager(path)
         snapshots = producers.snapshot_files()
@@ -159,11 +169,15 @@ class PartitionLog:
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        return sum(s.size for s in tuple(self._segments))
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
         return tuple(self._segments)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def unflushed_messages(self) -> int:
@@ -185,6 +199,19 @@ class PartitionLog:
         """Validate, assign offsets and write a produce request's record set for this
         partition. Nothing is written unless every batch is valid. `origin_client=False`
         lets the broker's own writers append control batches."""
+        with self._lock:
+            result = self._append(data, now_ms, origin_client)
+        if not result.duplicate:
+            for callback in self.on_append:
+                try:
+                    callback()
+                except Exception:
+                    log.exception("on_append callback failed for %s-%d",
+                                  self.topic, self.partition)
+        return result
+
+    def _append(self, data: bytes | bytearray | memoryview, now_ms: int,
+                origin_client: bool) -> AppendResult:
         self._check_open()
         config = self.config
         headers = validate_produce_records(data, config.max_message_bytes,
@@ -192,6 +219,8 @@ class PartitionLog:
         if len(data) > config.segment_bytes:
             raise LogError(RECORD_LIST_TOO_LARGE,
                            f"{len(data)} bytes exceed segment.bytes {config.segment_bytes}")
+        if origin_client and "compact" in config.cleanup_policy:
+            _reject_null_keys(data, headers, self.topic, self.partition)
         first_offset = self.log_end_offset
         append_time = config.message_timestamp_type == "LogAppendTime"
         duplicate = self._producers.check_all(headers, first_offset)
@@ -220,11 +249,6 @@ class PartitionLog:
         segment.append(buf, stored, now_ms)
         for h in stored:
             self._producers.update(h, h.base_offset)
-        for callback in self.on_append:
-            try:
-                callback()
-            except Exception:
-                log.exception("on_append callback failed for %s-%d", self.topic, self.partition)
         return AppendResult(first_offset, offset - 1, now_ms if append_time else -1,
                             self._log_start_offset, False)
 
@@ -237,11 +261,15 @@ class PartitionLog:
                 or (active.created_ms is not None
                     and now_ms - active.created_ms > config.segment_ms)
                 or last_offset - active.base_offset > INT32_MAX):
-            return self.roll(now_ms)
+            return self._roll(now_ms)
         return active
 
     def roll(self, now_ms: int) -> LogSegment:
         """Start a new active segment at the log end (no-op if the active one is empty)."""
+        with self._lock:
+            return self._roll(now_ms)
+
+    def _roll(self, now_ms: int) -> LogSegment:
         active = self._segments[-1]
         if active.size == 0:
             return active
@@ -263,6 +291,10 @@ class PartitionLog:
         """Whole batches from the one containing `fetch_offset`: at most `max_bytes` of
         them but always at least one (KIP-74), none whose base offset is >= `upper_bound`
         (default: the high watermark). Spans segments; b"" at the log end."""
+        with self._lock:
+            return self._read(fetch_offset, max_bytes, upper_bound)
+
+    def _read(self, fetch_offset: int, max_bytes: int, upper_bound: int | None) -> bytes:
         self._check_open()
         leo = self.log_end_offset
         if fetch_offset < self._log_start_offset or fetch_offset > leo:
@@ -301,6 +333,10 @@ class PartitionLog:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None.
 
         ListOffsets' special values (-1 latest, -2 earliest, -3 max) are the caller's."""
+        with self._lock:
+            return self._offset_for_timestamp(timestamp)
+
+    def _offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         self._check_open()
         lso = self._log_start_offset
         for segment in self._segments:
@@ -319,6 +355,10 @@ class PartitionLog:
     def max_timestamp_entry(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the record with the largest timestamp (ListOffsets
         MAX_TIMESTAMP); the earliest such record on ties. None for an empty log."""
+        with self._lock:
+            return self._max_timestamp_entry()
+
+    def _max_timestamp_entry(self) -> tuple[int, int] | None:
         self._check_open()
         best: LogSegment | None = None
         for segment in self._segments:
@@ -337,18 +377,24 @@ class PartitionLog:
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start to `offset`; returns the new log start."""
-        self._check_open()
-        if offset < 0 or offset > self.high_watermark:
-            raise LogError(OFFSET_OUT_OF_RANGE,
-                           f"offset {offset} outside [0, {self.high_watermark}]")
-        if offset > self._log_start_offset:
-            self._set_log_start(offset)
-        return self._log_start_offset
+        with self._lock:
+            self._check_open()
+            if offset < 0 or offset > self.high_watermark:
+                raise LogError(OFFSET_OUT_OF_RANGE,
+                               f"offset {offset} outside [0, {self.high_watermark}]")
+            if offset > self._log_start_offset:
+                self._set_log_start(offset)
+            return self._log_start_offset
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete the oldest whole segments breaching retention.ms (by max timestamp) or
         retention.bytes; returns how many were deleted. A breaching active segment is
-        first rolled, as in Kafka, so an idle expired topic does empty out."""
+        first rolled, as in Kafka, so an idle expired topic does empty out. An inactive
+        segment the cleaner emptied counts by its file's mtime (Kafka)."""
+        with self._lock:
+            return self._apply_retention(now_ms)
+
+    def _apply_retention(self, now_ms: int) -> int:
         self._check_open()
         config = self.config
         if "delete" not in config.cleanup_policy:
@@ -356,13 +402,13 @@ class PartitionLog:
         segments = self._segments
         count = 0
         if config.retention_ms >= 0:
-            while (count < len(segments) and segments[count].size > 0
+            while (count < len(segments) and _deletable(segments, count)
                    and now_ms - segments[count].largest_timestamp() > config.retention_ms):
                 count += 1
         if config.retention_bytes >= 0:
             excess = self.size_bytes - config.retention_bytes
             by_size = 0
-            while (by_size < len(segments) and segments[by_size].size > 0
+            while (by_size < len(segments) and _deletable(segments, by_size)
                    and excess - segments[by_size].size >= 0):
                 excess -= segments[by_size].size
                 by_size += 1
@@ -370,7 +416,7 @@ class PartitionLog:
         if count == 0:
             return 0
         if count == len(segments):
-            self.roll(now_ms)
+            self._roll(now_ms)
         self._delete_oldest(count)
         self._set_log_start(max(self._log_start_offset, self._segments[0].base_offset))
         return count
@@ -403,12 +449,63 @@ class PartitionLog:
     def producer_state(self) -> ProducerStateManager:
         return self._producers
 
+    # ---- log cleaner --------------------------------------------------------------------
+
+    def cleanable_snapshot(self) -> tuple[tuple[LogSegment, ...], int, dict[int, int]]:
+        """Taken atomically for the cleaner: the segments it may rewrite (all but the
+        active one), the first offset it may not touch (the active segment's base), and
+        the offset of each producer's last batch. Nothing once closed."""
+        with self._lock:
+            if self._closed:
+                return (), 0, {}
+            last = {pid: e.last_offset for pid, e in self._producers.producers.items()}
+            return tuple(self._segments[:-1]), self._segments[-1].base_offset, last
+
+    def replace_segments(self, old: Sequence[LogSegment], base_offset: int) -> bool:
+        """Swap the inactive run `old` for the cleaned segment the cleaner wrote as
+        `<base_offset>.log.cleaned` (+ indexes), crash-safely (see `swap`). False, with
+        nothing changed, if the run is no longer in the log (retention, DeleteRecords,
+        close); the caller then discards its files. An emptied segment is dropped unless
+        it is the first one, whose base offset keeps reads below the next segment valid."""
+        with self._lock:
+            if self._closed or not old:
+                return False
+            try:
+                start = next(i for i, s in enumerate(self._segments) if s is old[0])
+            except StopIteration:
+                return False
+            end = start + len(old)
+            if (end >= len(self._segments) or tuple(self._segments[start:end]) != tuple(old)
+                    or old[0].base_offset != base_offset):
+                return False
+            try:
+                swap.commit(self.path, base_offset)
+                for segment in old:  # ascending: see `swap`
+                    segment.delete()
+                swap.install(self.path, base_offset)
+                segment = LogSegment.open(self.path, base_offset, self.config.index_interval_bytes)
+                if segment.indexes_missing or not segment.load_tail():
+                    segment.recover()
+            except OSError as exc:
+                raise LogError(KAFKA_STORAGE_ERROR,
+                               f"segment swap in {self.path} failed: {exc}") from exc
+            segment.dirty = True  # let the next flush fsync the renamed indexes
+            self._segments[start:end] = [segment]
+            self._bases[start:end] = [base_offset]
+            if segment.size == 0 and start > 0:
+                segment.delete()
+                del self._segments[start]
+                del self._bases[start]
+            self._dir_dirty = True
+            return True
+
     # ---- lifecycle --------------------------------------------------------------------
 
     def update_config(self, config: LogConfig) -> None:
-        self.config = config
-        for segment in self._segments:
-            segment.index_interval_bytes = config.index_interval_bytes
+        with self._lock:
+            self.config = config
+            for segment in self._segments:
+                segment.index_interval_bytes = config.index_interval_bytes
 
     def flush(self) -> None:
         """fsync every segment written since the last flush (safe in a worker thread).
@@ -433,22 +530,24 @@ class PartitionLog:
 
     def close(self) -> None:
         """Flush, snapshot producer state at the log end, and close every file."""
-        if self._closed:
-            return
-        self._segments[-1].seal()
-        self.flush()
-        self._producers.snapshot(self.log_end_offset, sync=True)
-        _write_checkpoint(self.path, self._log_start_offset)
-        for segment in self._segments:
-            segment.close()
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return
+            self._segments[-1].seal()
+            self.flush()
+            self._producers.snapshot(self.log_end_offset, sync=True)
+            _write_checkpoint(self.path, self._log_start_offset)
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
 
     def delete(self) -> None:
         """Close without flushing and remove the whole partition directory."""
-        for segment in self._segments:
-            segment.close()
-        self._closed = True
-        shutil.rmtree(self.path, ignore_errors=True)
+        with self._lock:
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
+            shutil.rmtree(self.path, ignore_errors=True)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -457,6 +556,24 @@ class PartitionLog:
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "
                 f"end={self.log_end_offset}, segments={len(self._segments)})")
+
+
+def _deletable(segments: list[LogSegment], i: int) -> bool:
+    """Retention may consider segment i: it holds data or is not the active one."""
+    return segments[i].size > 0 or i + 1 < len(segments)
+
+
+def _reject_null_keys(data: bytes | bytearray | memoryview, headers: list[BatchHeader],
+                      topic: str, partition: int) -> None:
+    """Kafka's LogValidator rule for compacted topics; decodes records, so it runs only
+    for them (plain topics keep the record-free produce path)."""
+    view = memoryview(data)
+    pos = 0
+    for h in headers:
+        if has_null_key(view[pos:pos + h.size]):
+            raise LogError(INVALID_RECORD, "Compacted topic cannot accept message without key "
+                                           f"in topic partition {topic}-{partition}")
+        pos += h.size
 
 
 def _read_checkpoint(path: Path) -> int:

@@ -36,6 +36,41 @@ def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
     return directory / f"{base_offset:020d}{suffix}"
 
 
+class IndexBuilder:
+    """Sparse index entries for batches laid out from position 0, as `append` would have
+    written them; recovery and the log cleaner build whole indexes with it."""
+
+    def __init__(self, base_offset: int, index_interval_bytes: int) -> None:
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.offsets, self.positions = array("i"), array("i")
+        self.times, self.time_offsets = array("q"), array("q")
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.bytes_since_index = 0
+
+    def add(self, h: BatchHeader, pos: int) -> None:
+        if self.bytes_since_index > self.index_interval_bytes:
+            self.offsets.append(h.base_offset - self.base_offset)
+            self.positions.append(pos)
+            self._time_entry()
+            self.bytes_since_index = 0
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.offset_of_max_timestamp = h.base_offset
+        self.bytes_since_index += h.size
+
+    def seal(self) -> None:
+        """The final max-timestamp entry a rolled segment gets (`LogSegment.seal`)."""
+        if self.max_timestamp >= 0:
+            self._time_entry()
+
+    def _time_entry(self) -> None:
+        if not self.times or self.max_timestamp > self.times[-1]:
+            self.times.append(self.max_timestamp)
+            self.time_offsets.append(self.offset_of_max_timestamp - self.base_offset)
+
+
 class LogSegment:
     """Append-only batch storage for offsets [base_offset, next_offset)."""
 
@@ -242,11 +277,7 @@ class LogSegment:
         file_size = os.fstat(self._fd).st_size
         self.size = 0
         self.next_offset = self.base_offset
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = self.base_offset
-        self._bytes_since_index = 0
-        offsets, positions = array("i"), array("i")
-        times, time_offsets = array("q"), array("q")
+        builder = IndexBuilder(self.base_offset, self.index_interval_bytes)
         buf, buf_pos = b"", 0
         pos = 0
         while file_size - pos >= HEADER_SIZE:
@@ -260,24 +291,17 @@ class LogSegment:
                 buf, buf_pos = os.pread(self._fd, max(_RECOVER_CHUNK, h.size), pos), pos
             if batch_crc(buf, pos - buf_pos, h.size) != h.crc:
                 break
-            if self._bytes_since_index > self.index_interval_bytes:
-                offsets.append(h.base_offset - self.base_offset)
-                positions.append(pos)
-                if not times or self.max_timestamp > times[-1]:
-                    times.append(self.max_timestamp)
-                    time_offsets.append(self.offset_of_max_timestamp - self.base_offset)
-                self._bytes_since_index = 0
-            if h.max_timestamp > self.max_timestamp:
-                self.max_timestamp = h.max_timestamp
-                self.offset_of_max_timestamp = h.base_offset
-            self._bytes_since_index += h.size
+            builder.add(h, pos)
             self.next_offset = h.next_offset
             pos += h.size
         if pos < file_size:
             os.ftruncate(self._fd, pos)
         self.size = pos
-        self.offset_index.replace(offsets, positions)
-        self.time_index.replace(times, time_offsets)
+        self.max_timestamp = builder.max_timestamp
+        self.offset_of_max_timestamp = builder.offset_of_max_timestamp
+        self._bytes_since_index = builder.bytes_since_index
+        self.offset_index.replace(builder.offsets, builder.positions)
+        self.time_index.replace(builder.times, builder.time_offsets)
         self.indexes_missing = False
         self._load_created_ms()
         return file_size - pos

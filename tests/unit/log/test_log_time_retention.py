@@ -12,7 +12,8 @@ from headwater.log.errors import LogError
 
 
 def append_at(plog, timestamps: list[int]) -> int:
-    return plog.append(build_batch([(None, b"v" * 20, [], ts) for ts in timestamps]), 0).base_offset
+    records = [(b"k%d" % i, b"v" * 20, [], ts) for i, ts in enumerate(timestamps)]
+    return plog.append(build_batch(records), 0).base_offset
 
 
 def test_offset_for_timestamp_finds_exact_record(open_log) -> None:

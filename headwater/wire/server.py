@@ -91,6 +91,7 @@ class Connection:
 
     async def run(self) -> None:
         writer_task = asyncio.create_task(self._write_loop())
+        stopping = False
         try:
             await self._read_loop()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -98,16 +99,21 @@ class Connection:
         except ProtocolViolation as exc:
             log.warning("closing connection %s from %s: %s", self.id, self.peer, exc)
         except asyncio.CancelledError:
-            writer_task.cancel()
-            raise
+            stopping = True  # server shutdown: this task is the top of the connection
         finally:
-            if not writer_task.done():
+            if stopping or writer_task.done():
+                writer_task.cancel()
+            else:
                 try:
                     self.slots.put_nowait(None)
                     # Let responses to requests read before the problem go out.
                     await asyncio.wait_for(writer_task, 5)
                 except (TimeoutError, asyncio.QueueFull, Exception):
                     writer_task.cancel()
+            while not self.slots.empty():
+                slot = self.slots.get_nowait()
+                if isinstance(slot, asyncio.Future):
+                    slot.cancel()
             self.writer.close()
 
     async def _read_loop(self) -> None:

@@ -13,8 +13,10 @@ if TYPE_CHECKING:
 def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
     from . import (
         api_versions,
+        classic_groups,
         cluster_metadata,
         configs,
+        consumer_groups,
         fetch,
         find_coordinator,
         group_admin,
@@ -28,5 +30,5 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
 
     for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
                    offsets, producers, log_dirs, find_coordinator, offset_commits,
-                   group_admin):
+                   group_admin, classic_groups, consumer_groups):
         module.register(dispatcher, broker)

@@ -1,82 +1,958 @@
-"""Classic group protocol (JoinGroup/SyncGroup/Heartbeat/LeaveGroup). STUB: being written."""
+"""Classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup (Kafka's rules).
+
+Theory of operation
+-------------------
+Members join in rounds called generations. A rebalance starts (PreparingRebalance)
+when a member joins, leaves, changes its subscription or dies; every member must
+rejoin within the rebalance timeout. The join phase ends when all members have
+rejoined (or the timeout, or for a new group `group.initial.rebalance.delay.ms`,
+expires): members that did not rejoin are dropped, the generation is bumped, a
+protocol is chosen and every parked JoinGroup is answered, the leader's with the
+members' subscriptions (CompletingRebalance). The leader computes the assignment
+and sends it in SyncGroup; the group writes it as a GroupMetadata record and, once
+that record is in the log, answers every parked SyncGroup with its member's share
+(Stable). Heartbeats keep a member alive for `session.timeout.ms` and tell it when
+a new rebalance has started (REBALANCE_IN_PROGRESS).
+
+Durable and soft state. What survives a restart is the GroupMetadata record: the
+generation, protocol, leader and members with their assignments, written when a
+generation completes (the leader's SyncGroup) and when the group becomes Empty.
+Replaying those records is how a shard is loaded (`replay` rebuilds the group;
+`on_loaded` re-arms session timers so members that are gone time out). The rest
+- parked requests, pending members, timers - is soft state that lives only in
+memory, as in Kafka, where these records are not re-applied after a live write:
+an operation updates the soft state itself and returns the record; when the
+runtime replays that record live, `replay` only runs the callbacks the operation
+queued for "after the record is written" (answering SyncGroup, the static-member
+JoinGroup), which is Kafka's append future.
+
+Sans-IO: operations take `now_ms` and a responder (see classic_member), return a
+`Result` of records, and arm timers through `shard.timer`; no sockets, no clock.
+"""
 
 from __future__ import annotations
 
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..coordinator.record_codec import CoordinatorRecord
+from ..coordinator.runtime import Result
 from . import records as R
+from .classic_member import CONSUMER_PROTOCOL_TYPE, ClassicMember, Responder, subscribed_topics
+from .classic_state import CAN_REBALANCE, State, check_transition
 
 if TYPE_CHECKING:
     from .shard import GroupShard
 
+log = logging.getLogger("headwater.group.classic")
+
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+COORDINATOR_NOT_AVAILABLE = 15
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
 NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+MEMBER_ID_REQUIRED = 79
+GROUP_MAX_SIZE_REACHED = 81
+FENCED_INSTANCE_ID = 82
+
+# Kafka's (fixed) limit on how long a brand-new member may stay parked in JoinGroup.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    api_version: int
+    reason: str | None = None
+
+    @property
+    def requires_known_member_id(self) -> bool:
+        return self.api_version >= 4
+
+    @property
+    def supports_skip_assignment(self) -> bool:
+        return self.api_version >= 9
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    generation: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: dict[str, bytes] = field(default_factory=dict)
+
+
+def join_error(member_id: str, code: int) -> dict[str, Any]:
+    return {"error_code": code, "generation_id": -1, "protocol_type": None,
+            "protocol_name": None, "leader": "", "skip_assignment": False,
+            "member_id": member_id, "members": ()}
+
+
+def sync_error(code: int) -> dict[str, Any]:
+    return {"error_code": code, "protocol_type": None, "protocol_name": None,
+            "assignment": b""}
+
+
+def _timer_key(kind: str, group_id: str, member_id: str = "") -> str:
+    return f"classic-{kind}\x00{group_id}\x00{member_id}"
+
+
+# ---- the group ---------------------------------------------------------------------
 class ClassicGroup:
+    """One classic group: members, generation, state; implements `base.Group`."""
+
     group_type = "classic"
 
-    def __init__(self, group_id: str) -> None:
+    def __init__(self, group_id: str, now_ms: int | None = None) -> None:
         self.group_id = group_id
-        self.members: dict[str, Any] = {}
-        self._protocol_type = ""
-        self._empty_since: int | None = None
+        self.state = State.EMPTY
+        self.previous_state = State.DEAD
+        self.state_timestamp: int | None = now_ms
+        self.generation = 0
+        self.proto_type: str | None = None
+        self.protocol: str | None = None
+        self.leader_id: str | None = None
+        self.members: dict[str, ClassicMember] = {}
+        self.static_members: dict[str, str] = {}  # instance id -> member id
+        self.pending_join: set[str] = set()  # ids handed out with MEMBER_ID_REQUIRED
+        self.pending_sync: set[str] = set()
+        self.protocol_votes: Counter[str] = Counter()  # protocol -> members supporting it
+        self.subscribed: frozenset[str] | None = None
+        self.new_member_added = False
+        # Callbacks to run once the GroupMetadata record this operation wrote is replayed.
+        self.after_commit: list[Callable[[], None]] = []
 
+    # ---- state ---------------------------------------------------------------------
+    def transition(self, target: State, now_ms: int) -> None:
+        check_transition(self.group_id, self.state, target)
+        self.previous_state = self.state
+        self.state = target
+        self.state_timestamp = now_ms
+
+    def can_rebalance(self) -> bool:
+        return self.state in CAN_REBALANCE
+
+    # ---- membership ----------------------------------------------------------------
+    def is_leader(self, member_id: str) -> bool:
+        return self.leader_id is not None and self.leader_id == member_id
+
+    def add(self, member: ClassicMember, responder: Responder | None = None) -> None:
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member.member_id
+        if not self.members:
+            self.proto_type = member.protocol_type
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.members[member.member_id] = member
+        self.protocol_votes.update(member.protocol_names())
+        member.join_responder = responder
+        self.pending_join.discard(member.member_id)
+
+    def remove(self, member_id: str) -> None:
+        member = self.members.pop(member_id, None)
+        if member is not None:
+            self.protocol_votes.subtract(member.protocol_names())
+            if member.instance_id is not None \
+                    and self.static_members.get(member.instance_id) == member_id:
+                del self.static_members[member.instance_id]
+            # Never leave a request parked for a member that is gone: its connection
+            # would stall behind it (responses are ordered per connection).
+            self.complete_join(member, join_error("", UNKNOWN_MEMBER_ID))
+            self.complete_sync(member, sync_error(UNKNOWN_MEMBER_ID))
+        if self.is_leader(member_id):
+            self.leader_id = next(iter(self.members), None)
+        self.pending_join.discard(member_id)
+        self.pending_sync.discard(member_id)
+
+    def update_member(self, member: ClassicMember, protocols: list[tuple[str, bytes]],
+                      rebalance_timeout_ms: int, session_timeout_ms: int,
+                      responder: Responder | None) -> None:
+        self.protocol_votes.subtract(member.protocol_names())
+        member.protocols = list(protocols)
+        self.protocol_votes.update(member.protocol_names())
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        member.join_responder = responder
+
+    def replace_static_member(self, instance_id: str, old_id: str, new_id: str
+                              ) -> ClassicMember:
+        """A static member rejoined with a new member id: same member, new id."""
+        old = self.members.pop(old_id)
+        self.complete_join(old, join_error(old_id, FENCED_INSTANCE_ID))
+        self.complete_sync(old, sync_error(FENCED_INSTANCE_ID))
+        new = ClassicMember(new_id, old.instance_id, old.client_id, old.client_host,
+                            old.rebalance_timeout_ms, old.session_timeout_ms,
+                            old.protocol_type, list(old.protocols), old.assignment)
+        self.members[new_id] = new
+        if self.is_leader(old_id):
+            self.leader_id = new_id
+        self.static_members[instance_id] = new_id
+        return new
+
+    def validate_member(self, member_id: str, instance_id: str | None) -> int:
+        if instance_id is not None:
+            existing = self.static_members.get(instance_id)
+            if existing is None:
+                return UNKNOWN_MEMBER_ID
+            if existing != member_id:
+                return FENCED_INSTANCE_ID
+        return NONE if member_id in self.members else UNKNOWN_MEMBER_ID
+
+    def awaiting_join_count(self) -> int:
+        return sum(1 for m in self.members.values() if m.awaiting_join)
+
+    def has_all_members_joined(self) -> bool:
+        return self.awaiting_join_count() == len(self.members) and not self.pending_join
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Keep the leader if it rejoined, else pick one that did; False if none did."""
+        if self.leader_id is None:
+            return False
+        leader = self.members.get(self.leader_id)
+        if leader is not None and leader.awaiting_join:
+            return True
+        for member in self.members.values():
+            if member.awaiting_join:
+                self.leader_id = member.member_id
+                return True
+        return False
+
+    # ---- protocols -----------------------------------------------------------------
+    def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
+        if self.state is State.EMPTY:
+            return bool(protocol_type) and bool(names)
+        size = len(self.members)
+        return self.proto_type == protocol_type \
+            and any(self.protocol_votes.get(n, 0) == size for n in names)
+
+    def select_protocol(self) -> str:
+        size = len(self.members)
+        candidates = {n for n, count in self.protocol_votes.items() if count == size}
+        votes = Counter(m.vote(candidates) for m in self.members.values())
+        best = max(votes.values())
+        # Ties go to the first member's preference order (deterministic).
+        first = next(iter(self.members.values()))
+        return next(n for n in first.protocol_names() if votes.get(n) == best)
+
+    def uses_consumer_protocol(self) -> bool:
+        return self.proto_type == CONSUMER_PROTOCOL_TYPE
+
+    def compute_subscribed_topics(self) -> frozenset[str] | None:
+        if not self.uses_consumer_protocol():
+            return None
+        if not self.members:
+            return frozenset()
+        if self.protocol is None:
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            found = subscribed_topics(member.metadata(self.protocol))
+            if found is None:
+                log.warning("group %s: unreadable consumer subscription of %s", self.group_id,
+                            member.member_id)
+                return None
+            topics |= found
+        return frozenset(topics)
+
+    def init_next_generation(self, now_ms: int) -> None:
+        self.generation += 1
+        if self.members:
+            self.protocol = self.select_protocol()
+            self.subscribed = self.compute_subscribed_topics()
+            self.transition(State.COMPLETING_REBALANCE, now_ms)
+        else:
+            self.protocol = None
+            self.subscribed = self.compute_subscribed_topics()
+            self.transition(State.EMPTY, now_ms)
+        self.pending_sync.clear()
+
+    # ---- parked requests -----------------------------------------------------------
+    def complete_join(self, member: ClassicMember, response: dict[str, Any]) -> bool:
+        responder = member.join_responder
+        if responder is None:
+            return False
+        member.join_responder = None
+        responder(response)
+        return True
+
+    def complete_sync(self, member: ClassicMember, response: dict[str, Any]) -> bool:
+        responder = member.sync_responder
+        if responder is None:
+            return False
+        member.sync_responder = None
+        responder(response)
+        return True
+
+    def join_response(self, member_id: str, with_members: bool,
+                      skip_assignment: bool = False, leader: str | None = None
+                      ) -> dict[str, Any]:
+        members = [{"member_id": m.member_id, "group_instance_id": m.instance_id,
+                    "metadata": m.metadata(self.protocol)}
+                   for m in self.members.values()] if with_members else []
+        return {"error_code": NONE, "generation_id": self.generation,
+                "protocol_type": self.proto_type, "protocol_name": self.protocol,
+                "leader": (leader if leader is not None else self.leader_id) or "",
+                "skip_assignment": skip_assignment, "member_id": member_id,
+                "members": members}
+
+    # ---- the durable view ----------------------------------------------------------
+    def metadata_record(self, assignments: dict[str, bytes] | None = None
+                        ) -> CoordinatorRecord:
+        """The GroupMetadata record for the group as it stands (assignments overridable)."""
+        members = [{"member_id": m.member_id, "group_instance_id": m.instance_id,
+                    "client_id": m.client_id, "client_host": m.client_host,
+                    "rebalance_timeout": m.rebalance_timeout_ms,
+                    "session_timeout": m.session_timeout_ms,
+                    "subscription": m.metadata(self.protocol),
+                    "assignment": (assignments.get(m.member_id, b"") if assignments is not None
+                                   else m.assignment)}
+                   for m in self.members.values()]
+        return R.record(R.GROUP_METADATA, {"group": self.group_id}, {
+            "protocol_type": self.proto_type or "", "generation": self.generation,
+            "protocol": self.protocol, "leader": self.leader_id,
+            "current_state_timestamp": -1 if self.state_timestamp is None
+            else self.state_timestamp,
+            "members": members})
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a replay of the log must reproduce (tests compare live vs replayed)."""
+        return {"state": self.state, "generation": self.generation,
+                "protocol_type": self.proto_type, "protocol": self.protocol,
+                "leader": self.leader_id, "static_members": dict(self.static_members),
+                "subscribed": self.subscribed,
+                "members": {m.member_id: (m.instance_id, m.client_id, m.client_host,
+                                          m.rebalance_timeout_ms, m.session_timeout_ms,
+                                          m.metadata(self.protocol), m.assignment)
+                            for m in self.members.values()}}
+
+    # ---- base.Group ----------------------------------------------------------------
     def state_name(self) -> str:
-        return "Empty" if not self.members else "Stable"
+        return self.state.value
 
     def protocol_type(self) -> str:
-        return self._protocol_type
+        return self.proto_type or ""
 
     def is_empty(self) -> bool:
-        return not self.members
+        return self.state is State.EMPTY
 
     def empty_since_ms(self) -> int | None:
-        return self._empty_since
+        return self.state_timestamp if self.state is State.EMPTY else None
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None,
                                generation_or_epoch: int, api_version: int) -> int:
-        return 0
+        if self.state is State.DEAD:
+            return COORDINATOR_NOT_AVAILABLE
+        if generation_or_epoch < 0 and self.state is State.EMPTY:
+            return NONE  # admin client or a consumer without group management
+        if generation_or_epoch >= 0 or member_id or instance_id is not None:
+            error = self.validate_member(member_id, instance_id)
+            if error:
+                return error
+            if generation_or_epoch != self.generation:
+                return ILLEGAL_GENERATION
+        elif self.state is not State.EMPTY:
+            return UNKNOWN_MEMBER_ID  # no member and no generation: only while Empty
+        if self.state is State.COMPLETING_REBALANCE:
+            return REBALANCE_IN_PROGRESS
+        return NONE
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
-        return 0
+        return GROUP_ID_NOT_FOUND if self.state is State.DEAD else NONE
 
     def validate_offset_delete(self) -> int:
-        return 0
+        if self.state is State.DEAD:
+            return GROUP_ID_NOT_FOUND
+        if self.state is not State.EMPTY and not self.uses_consumer_protocol():
+            return NON_EMPTY_GROUP
+        return NONE
 
     def validate_delete(self) -> int:
-        return NON_EMPTY_GROUP if self.members else 0
+        if self.state is State.DEAD:
+            return GROUP_ID_NOT_FOUND
+        return NONE if self.state is State.EMPTY else NON_EMPTY_GROUP
 
     def is_subscribed_to(self, topic: str) -> bool:
-        return False
+        if self.subscribed is not None:
+            return topic in self.subscribed
+        return self.uses_consumer_protocol()  # unknown subscription: assume subscribed
 
     def tombstones(self) -> list[CoordinatorRecord]:
         return [R.group_metadata_tombstone(self.group_id)]
 
     def describe(self) -> dict[str, Any]:
-        return {"error_code": 0, "group_id": self.group_id, "group_state": self.state_name(),
-                "protocol_type": self._protocol_type, "protocol_data": "", "members": (),
-                "authorized_operations": -2147483648}
+        stable = self.state is State.STABLE
+        members = [{"member_id": m.member_id, "group_instance_id": m.instance_id,
+                    "client_id": m.client_id, "client_host": m.client_host,
+                    "member_metadata": m.metadata(self.protocol) if stable else b"",
+                    "member_assignment": m.assignment}
+                   for m in self.members.values()]
+        return {"error_code": NONE, "group_id": self.group_id, "group_state": self.state_name(),
+                "protocol_type": self.protocol_type(),
+                "protocol_data": (self.protocol or "") if stable else "",
+                "members": members, "authorized_operations": -2147483648}
+
+    def __repr__(self) -> str:
+        return (f"ClassicGroup({self.group_id!r}, {self.state.value}, gen={self.generation}, "
+                f"members={list(self.members)})")
 
 
+# ---- the manager: operations, timers, replay ------------------------------------------
 class ClassicGroupManager:
     def __init__(self, shard: GroupShard) -> None:
         self.shard = shard
+        self.loaded = False
+        self.new_member_id: Callable[[str], str] = lambda prefix: f"{prefix}-{uuid.uuid4()}"
 
-    def create_empty(self, group_id: str) -> ClassicGroup:
-        group = ClassicGroup(group_id)
+    @property
+    def config(self):
+        return self.shard.config
+
+    @property
+    def timer(self):
+        return self.shard.timer
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        group = self.shard.groups.get(group_id)
+        return group if isinstance(group, ClassicGroup) else None
+
+    def create_empty(self, group_id: str, now_ms: int | None = None) -> ClassicGroup:
+        group = ClassicGroup(group_id, now_ms)
         self.shard.groups[group_id] = group
         return group
 
+    # ---- replay / load -------------------------------------------------------------
     def replay(self, record: CoordinatorRecord) -> None:
         group_id = record.key["group"]
-        if record.value is None:
-            if not self.shard.offsets.has_offsets(group_id):
-                self.shard.remove_group(group_id)
+        value = record.value
+        live = self.group(group_id) if self.loaded else None
+        if value is None:
+            if live is not None:
+                self._cancel_timers(live)
+            self.shard.remove_group(group_id)
+            if self.shard.offsets.has_offsets(group_id):
+                self.create_empty(group_id)
             return
-        group = self.shard.groups.get(group_id)
-        if group is None:
-            group = self.create_empty(group_id)
+        if live is not None:
+            # Written by one of our operations: the group already is what the record
+            # says. What waited for the record to be durable can go ahead now.
+            callbacks, live.after_commit = live.after_commit, []
+            for callback in callbacks:
+                callback()
+            return
+        self._rebuild(group_id, value)
+
+    def _rebuild(self, group_id: str, value: dict[str, Any]) -> ClassicGroup:
+        group = ClassicGroup(group_id)
+        protocol = value["protocol"]
+        members = value["members"] or ()
+        group.state = State.STABLE if members else State.EMPTY
+        group.generation = value["generation"]
+        group.proto_type = value["protocol_type"] or None
+        group.protocol = protocol
+        ts = value["current_state_timestamp"]
+        group.state_timestamp = None if ts == -1 else ts
+        for m in members:
+            rebalance = m["rebalance_timeout"]
+            group.add(ClassicMember(
+                m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"],
+                m["session_timeout"] if rebalance == -1 else rebalance, m["session_timeout"],
+                group.proto_type or "", [(protocol or "", m["subscription"] or b"")],
+                m["assignment"] or b""))
+        group.leader_id = value["leader"] if value["leader"] in group.members \
+            else next(iter(group.members), None)
+        group.subscribed = group.compute_subscribed_topics()
+        self.shard.groups[group_id] = group
+        return group
 
     def on_loaded(self, now_ms: int) -> None:
-        pass
+        self.loaded = True
+        for group in list(self.shard.groups.values()):
+            if not isinstance(group, ClassicGroup):
+                continue
+            for member in group.members.values():
+                self._reschedule_heartbeat(group, member)
+            if len(group.members) > self.config.group_max_size:
+                # group.max.size was lowered: make the members rejoin (extra ones are refused).
+                self._prepare_rebalance(group, now_ms)
+
+    # ---- JoinGroup -----------------------------------------------------------------
+    def join(self, req: JoinRequest, respond: Responder, now_ms: int) -> Result:
+        if not req.group_id:
+            respond(join_error(req.member_id, INVALID_GROUP_ID))
+            return Result([])
+        cfg = self.config
+        if not cfg.group_min_session_timeout_ms <= req.session_timeout_ms \
+                <= cfg.group_max_session_timeout_ms:
+            respond(join_error(req.member_id, INVALID_SESSION_TIMEOUT))
+            return Result([])
+        existing = self.shard.groups.get(req.group_id)
+        if existing is not None and not isinstance(existing, ClassicGroup):
+            respond(join_error("", INCONSISTENT_GROUP_PROTOCOL))
+            return Result([])
+        unknown = req.member_id == ""
+        group = existing
+        if group is None:
+            if not unknown:
+                respond(join_error(req.member_id, UNKNOWN_MEMBER_ID))
+                return Result([])
+            group = self.create_empty(req.group_id, now_ms)
+        if not self._accept_joining_member(group, req.member_id):
+            group.remove(req.member_id)
+            respond(join_error("", GROUP_MAX_SIZE_REACHED))
+            records: list[CoordinatorRecord] = []
+        elif unknown:
+            records = self._join_new_member(group, req, respond, now_ms)
+        else:
+            records = self._join_existing_member(group, req, respond, now_ms)
+        self._maybe_forget(group)
+        return Result(records)
+
+    def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
+        limit = self.config.group_max_size
+        if group.state in (State.EMPTY, State.DEAD):
+            return True
+        if group.state is State.PREPARING_REBALANCE:
+            member = group.members.get(member_id)
+            return (member is not None and member.awaiting_join) \
+                or group.awaiting_join_count() < limit
+        return member_id in group.members or len(group.members) < limit
+
+    def _join_new_member(self, group: ClassicGroup, req: JoinRequest, respond: Responder,
+                         now_ms: int) -> list[CoordinatorRecord]:
+        if group.state is State.DEAD:
+            respond(join_error("", COORDINATOR_NOT_AVAILABLE))
+            return []
+        if not group.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
+            respond(join_error("", INCONSISTENT_GROUP_PROTOCOL))
+            return []
+        new_id = self.new_member_id(req.instance_id if req.instance_id is not None
+                                    else req.client_id)
+        if req.instance_id is not None:
+            old_id = group.static_members.get(req.instance_id)
+            if old_id is not None:
+                return self._replace_static_member(group, req, old_id, new_id, respond, now_ms)
+            return self._add_member(group, req, new_id, respond, now_ms)
+        if req.requires_known_member_id:
+            # The client must come back with this id; until then it is a pending member,
+            # dropped if it does not rejoin within its session timeout.
+            group.pending_join.add(new_id)
+            self._schedule_heartbeat(group, new_id, req.session_timeout_ms)
+            respond(join_error(new_id, MEMBER_ID_REQUIRED))
+            return []
+        return self._add_member(group, req, new_id, respond, now_ms)
+
+    def _join_existing_member(self, group: ClassicGroup, req: JoinRequest,
+                              respond: Responder, now_ms: int) -> list[CoordinatorRecord]:
+        member_id = req.member_id
+        if group.state is State.DEAD:
+            respond(join_error(member_id, COORDINATOR_NOT_AVAILABLE))
+            return []
+        if not group.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
+            respond(join_error(member_id, INCONSISTENT_GROUP_PROTOCOL))
+            return []
+        if member_id in group.pending_join:
+            if req.instance_id is not None:  # pending ids are only handed to dynamic members
+                respond(join_error(member_id, UNKNOWN_SERVER_ERROR))
+                return []
+            return self._add_member(group, req, member_id, respond, now_ms)
+        error = group.validate_member(member_id, req.instance_id)
+        if error:
+            respond(join_error(member_id, error))
+            return []
+        member = group.members[member_id]
+        if group.state is State.PREPARING_REBALANCE:
+            return self._update_member_then_rebalance(group, member, req, respond, now_ms)
+        if group.state is State.COMPLETING_REBALANCE:
+            if member.matches(req.protocols):
+                # It missed the JoinGroup response: hand out the current generation again.
+                respond(group.join_response(member_id, group.is_leader(member_id)))
+                return []
+            return self._update_member_then_rebalance(group, member, req, respond, now_ms)
+        if group.state is State.STABLE:
+            if group.is_leader(member_id) or not member.matches(req.protocols):
+                # The leader rejoining asks for a new assignment (e.g. topics changed).
+                return self._update_member_then_rebalance(group, member, req, respond, now_ms)
+            respond(group.join_response(member_id, False))
+            return []
+        respond(join_error(member_id, UNKNOWN_MEMBER_ID))  # Empty: reset and rejoin
+        return []
+
+    def _add_member(self, group: ClassicGroup, req: JoinRequest, member_id: str,
+                    respond: Responder, now_ms: int) -> list[CoordinatorRecord]:
+        member = ClassicMember(member_id, req.instance_id, req.client_id, req.client_host,
+                               req.rebalance_timeout_ms, req.session_timeout_ms,
+                               req.protocol_type, list(req.protocols), is_new=True)
+        if group.state is State.PREPARING_REBALANCE and group.previous_state is State.EMPTY:
+            group.new_member_added = True  # lets the initial rebalance wait a bit longer
+        group.add(member, respond)
+        # A new member cannot heartbeat while parked; give up on it after this long.
+        self._schedule_heartbeat(group, member_id, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        return self._maybe_prepare_rebalance_or_complete_join(group, now_ms)
+
+    def _update_member_then_rebalance(self, group: ClassicGroup, member: ClassicMember,
+                                      req: JoinRequest, respond: Responder, now_ms: int
+                                      ) -> list[CoordinatorRecord]:
+        group.update_member(member, req.protocols, req.rebalance_timeout_ms,
+                            req.session_timeout_ms, respond)
+        return self._maybe_prepare_rebalance_or_complete_join(group, now_ms)
+
+    def _replace_static_member(self, group: ClassicGroup, req: JoinRequest, old_id: str,
+                               new_id: str, respond: Responder, now_ms: int
+                               ) -> list[CoordinatorRecord]:
+        assert req.instance_id is not None
+        current_leader = group.leader_id
+        self.timer.cancel(_timer_key("heartbeat", group.group_id, old_id))
+        member = group.replace_static_member(req.instance_id, old_id, new_id)
+        self._reschedule_heartbeat(group, member)
+        group.update_member(member, req.protocols, req.rebalance_timeout_ms,
+                            req.session_timeout_ms, respond)
+        if group.state is State.STABLE:
+            if group.protocol != group.select_protocol():
+                return self._maybe_prepare_rebalance_or_complete_join(group, now_ms)
+            # Same protocol: no rebalance. Persist the new member id, then answer with
+            # the current generation. Before v9 the old leader id is returned, so even a
+            # rejoining leader just syncs and gets its old assignment back.
+            generation = group.generation
+
+            def answer() -> None:
+                if member.member_id not in group.members or group.generation != generation:
+                    return
+                if req.supports_skip_assignment:
+                    leader = group.is_leader(new_id)
+                    group.complete_join(member, group.join_response(new_id, leader, leader))
+                else:
+                    group.complete_join(member, group.join_response(
+                        new_id, False, leader=current_leader or ""))
+
+            group.after_commit.append(answer)
+            return [group.metadata_record()]
+        if group.state is State.COMPLETING_REBALANCE:
+            # The leader may be assigning to the old id: start over.
+            return self._prepare_rebalance(group, now_ms)
+        return self._maybe_complete_join_phase(group, now_ms)
+
+    # ---- the join phase ------------------------------------------------------------
+    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, now_ms: int
+                                                  ) -> list[CoordinatorRecord]:
+        if group.can_rebalance():
+            return self._prepare_rebalance(group, now_ms)
+        return self._maybe_complete_join_phase(group, now_ms)
+
+    def _prepare_rebalance(self, group: ClassicGroup, now_ms: int) -> list[CoordinatorRecord]:
+        if group.state is State.COMPLETING_REBALANCE:
+            # Members parked in SyncGroup must rejoin.
+            for member in group.members.values():
+                member.assignment = b""
+            self._propagate_assignment(group, REBALANCE_IN_PROGRESS)
+        group.pending_sync.clear()
+        self.timer.cancel(_timer_key("sync", group.group_id))
+        initial = group.state is State.EMPTY
+        if initial:
+            delay = self.config.group_initial_rebalance_delay_ms
+            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            self._schedule_initial_join(group.group_id, delay, remaining)
+        group.transition(State.PREPARING_REBALANCE, now_ms)
+        log.info("preparing to rebalance group %s (generation %d, %d members)",
+                 group.group_id, group.generation, len(group.members))
+        if initial:
+            return []
+        return self._maybe_complete_join_else_schedule(group, now_ms)
+
+    def _maybe_complete_join_else_schedule(self, group: ClassicGroup, now_ms: int
+                                           ) -> list[CoordinatorRecord]:
+        if group.has_all_members_joined():
+            return self._complete_join(group, now_ms)
+        self._schedule_join(group.group_id, group.rebalance_timeout_ms())
+        return []
+
+    def _maybe_complete_join_phase(self, group: ClassicGroup, now_ms: int
+                                   ) -> list[CoordinatorRecord]:
+        if group.state is not State.PREPARING_REBALANCE:
+            return []
+        if group.previous_state is State.EMPTY:
+            return []  # the initial rebalance ends on its timer only
+        if not group.has_all_members_joined():
+            return []
+        return self._complete_join(group, now_ms)
+
+    def _complete_join(self, group: ClassicGroup, now_ms: int) -> list[CoordinatorRecord]:
+        self.timer.cancel(_timer_key("join", group.group_id))
+        for member in [m for m in group.members.values()
+                       if not m.awaiting_join and m.instance_id is None]:
+            self.timer.cancel(_timer_key("heartbeat", group.group_id, member.member_id))
+            group.remove(member.member_id)
+        if group.state is State.DEAD:
+            return []
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # Nobody rejoined (only static members remain): wait another round for
+            # the session timeouts to remove them.
+            self._schedule_join(group.group_id, group.rebalance_timeout_ms())
+            return []
+        group.init_next_generation(now_ms)
+        if group.state is State.EMPTY:
+            log.info("group %s is now empty (generation %d)", group.group_id, group.generation)
+            return [group.metadata_record()]
+        log.info("group %s generation %d: %d members, protocol %s, leader %s", group.group_id,
+                 group.generation, len(group.members), group.protocol, group.leader_id)
+        for member in group.members.values():
+            response = group.join_response(member.member_id, group.is_leader(member.member_id))
+            group.complete_join(member, response)
+            self._reschedule_heartbeat(group, member)
+            member.is_new = False
+            group.pending_sync.add(member.member_id)
+        self._schedule_pending_sync(group)
+        return []
+
+    # ---- SyncGroup -----------------------------------------------------------------
+    def sync(self, req: SyncRequest, respond: Responder, now_ms: int) -> Result:
+        if not req.group_id:
+            respond(sync_error(INVALID_GROUP_ID))
+            return Result([])
+        group = self.group(req.group_id)
+        if group is None or group.is_empty():
+            respond(sync_error(UNKNOWN_MEMBER_ID))
+            return Result([])
+        error = self._validate_sync(group, req)
+        if error:
+            respond(sync_error(error))
+            return Result([])
+        member = group.members[req.member_id]
+        if group.state is State.PREPARING_REBALANCE:
+            respond(sync_error(REBALANCE_IN_PROGRESS))
+        elif group.state is State.COMPLETING_REBALANCE:
+            member.sync_responder = respond
+            self._remove_pending_sync(group, req.member_id)
+            if group.is_leader(req.member_id):
+                assignments = {m: req.assignments.get(m, b"") for m in group.members}
+                generation = group.generation
+
+                def commit() -> None:
+                    # Still the generation the leader assigned (nothing rebalanced since)?
+                    if group.state is State.COMPLETING_REBALANCE \
+                            and group.generation == generation:
+                        for m in group.members.values():
+                            m.assignment = assignments.get(m.member_id, b"")
+                        self._propagate_assignment(group, NONE)
+                        group.transition(State.STABLE, now_ms)
+
+                group.after_commit.append(commit)
+                return Result([group.metadata_record(assignments)])
+        elif group.state is State.STABLE:
+            self._remove_pending_sync(group, req.member_id)
+            respond({"error_code": NONE, "protocol_type": group.proto_type,
+                     "protocol_name": group.protocol, "assignment": member.assignment})
+        return Result([])
+
+    def _validate_sync(self, group: ClassicGroup, req: SyncRequest) -> int:
+        if group.state is State.DEAD:
+            return COORDINATOR_NOT_AVAILABLE
+        error = group.validate_member(req.member_id, req.instance_id)
+        if error:
+            return error
+        if req.generation != group.generation:
+            return ILLEGAL_GENERATION
+        if _inconsistent(req.protocol_type, group.proto_type) \
+                or _inconsistent(req.protocol_name, group.protocol):
+            return INCONSISTENT_GROUP_PROTOCOL
+        return NONE
+
+    def _remove_pending_sync(self, group: ClassicGroup, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
+        if group.state not in (State.COMPLETING_REBALANCE, State.STABLE) \
+                or not group.pending_sync:
+            self.timer.cancel(_timer_key("sync", group.group_id))
+
+    def _propagate_assignment(self, group: ClassicGroup, error: int) -> None:
+        ok = error == NONE
+        for member in group.members.values():
+            response = {"error_code": error,
+                        "protocol_type": group.proto_type if ok else None,
+                        "protocol_name": group.protocol if ok else None,
+                        "assignment": member.assignment}
+            if group.complete_sync(member, response):
+                # Its session clock was paused while it waited; restart it.
+                self._reschedule_heartbeat(group, member)
+
+    # ---- Heartbeat -----------------------------------------------------------------
+    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
+                  generation: int, now_ms: int) -> Result:
+        """Response: the error code."""
+        if not group_id:
+            return Result([], INVALID_GROUP_ID)
+        group = self.group(group_id)
+        if group is None:
+            return Result([], UNKNOWN_MEMBER_ID)
+        if group.state is State.DEAD:
+            return Result([], COORDINATOR_NOT_AVAILABLE)
+        error = group.validate_member(member_id, instance_id)
+        if error:
+            return Result([], error)
+        if generation != group.generation:
+            return Result([], ILLEGAL_GENERATION)
+        if group.state is State.EMPTY:
+            return Result([], UNKNOWN_MEMBER_ID)
+        self._reschedule_heartbeat(group, group.members[member_id])
+        if group.state is State.PREPARING_REBALANCE:
+            return Result([], REBALANCE_IN_PROGRESS)
+        return Result([], NONE)
+
+    # ---- LeaveGroup ----------------------------------------------------------------
+    def leave(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int
+              ) -> Result:
+        """Response: (group error, [error per member, in request order])."""
+        if not group_id:
+            return Result([], (INVALID_GROUP_ID, []))
+        group = self.group(group_id)
+        if group is None:
+            return Result([], (UNKNOWN_MEMBER_ID, []))
+        if group.state is State.DEAD:
+            return Result([], (COORDINATOR_NOT_AVAILABLE, []))
+        codes: list[int] = []
+        for member_id, instance_id in members:
+            if not member_id:
+                # Administrative removal by instance id (no member id).
+                if instance_id is not None and instance_id in group.static_members:
+                    self._remove_current_member(group, group.static_members[instance_id])
+                    codes.append(NONE)
+                else:
+                    codes.append(UNKNOWN_MEMBER_ID)
+            elif member_id in group.pending_join:
+                group.remove(member_id)
+                self.timer.cancel(_timer_key("heartbeat", group_id, member_id))
+                codes.append(NONE)
+            else:
+                error = group.validate_member(member_id, instance_id)
+                if not error:
+                    self._remove_current_member(group, member_id)
+                codes.append(error)
+        records: list[CoordinatorRecord] = []
+        if NONE in codes:
+            if group.state in (State.STABLE, State.COMPLETING_REBALANCE):
+                records = self._maybe_prepare_rebalance_or_complete_join(group, now_ms)
+            elif group.state is State.PREPARING_REBALANCE:
+                records = self._maybe_complete_join_phase(group, now_ms)
+        return Result(records, (NONE, codes))
+
+    def _remove_current_member(self, group: ClassicGroup, member_id: str) -> None:
+        self.timer.cancel(_timer_key("heartbeat", group.group_id, member_id))
+        log.info("member %s left group %s", member_id, group.group_id)
+        group.remove(member_id)
+
+    # ---- timers --------------------------------------------------------------------
+    def _schedule_heartbeat(self, group: ClassicGroup, member_id: str, delay_ms: int) -> None:
+        group_id = group.group_id
+        self.timer.schedule(_timer_key("heartbeat", group_id, member_id), delay_ms,
+                            lambda now: self._expire_heartbeat(group_id, member_id, now))
+
+    def _reschedule_heartbeat(self, group: ClassicGroup, member: ClassicMember) -> None:
+        self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
+
+    def _expire_heartbeat(self, group_id: str, member_id: str, now_ms: int) -> Result:
+        group = self.group(group_id)
+        if group is None or group.state is State.DEAD:
+            return Result([])
+        if member_id in group.pending_join:
+            log.info("pending member %s of group %s expired", member_id, group_id)
+            group.remove(member_id)
+            if group.state is State.PREPARING_REBALANCE and group.has_all_members_joined():
+                return Result(self._complete_join(group, now_ms))
+            self._maybe_forget(group)
+            return Result([])
+        member = group.members.get(member_id)
+        if member is None or member.has_satisfied_heartbeat():
+            return Result([])
+        log.info("member %s of group %s failed its session timeout; removing it",
+                 member_id, group_id)
+        group.complete_join(member, join_error("", UNKNOWN_MEMBER_ID))
+        group.remove(member_id)
+        if group.state in (State.STABLE, State.COMPLETING_REBALANCE):
+            return Result(self._maybe_prepare_rebalance_or_complete_join(group, now_ms))
+        if group.state is State.PREPARING_REBALANCE and group.has_all_members_joined():
+            return Result(self._complete_join(group, now_ms))
+        return Result([])
+
+    def _schedule_join(self, group_id: str, delay_ms: int) -> None:
+        def fire(now: int) -> Result:
+            group = self.group(group_id)
+            if group is None or group.state is not State.PREPARING_REBALANCE:
+                return Result([])
+            return Result(self._complete_join(group, now))
+
+        self.timer.schedule(_timer_key("join", group_id), delay_ms, fire)
+
+    def _schedule_initial_join(self, group_id: str, delay_ms: int, remaining_ms: int) -> None:
+        def fire(now: int) -> Result:
+            group = self.group(group_id)
+            if group is None or group.state is not State.PREPARING_REBALANCE:
+                return Result([])
+            if group.new_member_added and remaining_ms != 0:
+                # Someone joined during the delay: wait once more, within the rebalance timeout.
+                group.new_member_added = False
+                next_delay = min(self.config.group_initial_rebalance_delay_ms, remaining_ms)
+                self._schedule_initial_join(group_id, next_delay,
+                                            max(remaining_ms - delay_ms, 0))
+                return Result([])
+            return Result(self._complete_join(group, now))
+
+        self.timer.schedule(_timer_key("join", group_id), delay_ms, fire)
+
+    def _schedule_pending_sync(self, group: ClassicGroup) -> None:
+        group_id, generation = group.group_id, group.generation
+
+        def fire(now: int) -> Result:
+            group = self.group(group_id)
+            if group is None or group.generation != generation \
+                    or group.state not in (State.COMPLETING_REBALANCE, State.STABLE) \
+                    or not group.pending_sync:
+                return Result([])
+            missing = sorted(group.pending_sync)
+            log.info("group %s: members %s did not sync in time; removing them", group_id,
+                     missing)
+            for member_id in missing:
+                self.timer.cancel(_timer_key("heartbeat", group_id, member_id))
+                group.remove(member_id)
+            return Result(self._prepare_rebalance(group, now))
+
+        self.timer.schedule(_timer_key("sync", group_id), group.rebalance_timeout_ms(), fire)
+
+    def _maybe_forget(self, group: ClassicGroup) -> None:
+        """Drop a group that exists only in memory and holds nothing (a refused first
+        join, an abandoned MEMBER_ID_REQUIRED id); one ever written, or with offsets, stays."""
+        if group.state is State.EMPTY and not group.members and not group.pending_join \
+                and group.generation == 0 and not self.shard.offsets.has_offsets(group.group_id) \
+                and self.shard.groups.get(group.group_id) is group:
+            self.shard.remove_group(group.group_id)
+
+    def _cancel_timers(self, group: ClassicGroup) -> None:
+        self.timer.cancel(_timer_key("join", group.group_id))
+        self.timer.cancel(_timer_key("sync", group.group_id))
+        for member_id in list(group.members) + list(group.pending_join):
+            self.timer.cancel(_timer_key("heartbeat", group.group_id, member_id))
+
+
+def _inconsistent(requested: str | None, current: str | None) -> bool:
+    return requested is not None and current is not None and requested != current

@@ -1,25 +1,658 @@
-"""KIP-848 consumer groups (ConsumerGroupHeartbeat). STUB: being written."""
+"""KIP-848 consumer groups: the ConsumerGroupHeartbeat operation and the group's timers.
+
+Theory of operation
+-------------------
+Every change is an operation returning records (coordinator.runtime); `replay` is the
+only place state changes. A heartbeat, in order (Kafka's GroupMetadataManager):
+
+1. validate the request (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR) - nothing written;
+2. leave (epoch -1: tombstones 8, 7, 5 + a new group epoch; epoch -2: a static member
+   keeps its assignment at epoch -2 and may come back with a new member id);
+3. find or create the group (only epoch 0 creates; an Empty classic group - e.g. one
+   holding only committed offsets - is converted) and the member (epoch 0 joins or
+   re-joins; a static member replaces its departed instance; otherwise the epoch is
+   checked: FENCED_MEMBER_EPOCH unless it equals the member's epoch, or its previous
+   epoch with owned partitions a subset of the assigned ones - a lost response);
+4. apply the member's changes (record 5); resolve a new regex (record 16); bump the
+   group epoch (record 3) when the assignor's input changed: new group, subscribed
+   names, regex topics, or the metadata hash of the subscribed topics;
+5. when the group epoch is ahead of the target epoch, run the assignor: records 7 for
+   the members whose target changed, then record 6;
+6. reconcile the member (reconciliation.step) and write record 8 if it changed;
+7. re-arm the session timer, and the rebalance timer while it must revoke.
+
+Errors raise `HeartbeatError` before anything is returned, so a failed heartbeat
+writes no records and arms no timers. Session expiry and rebalance-timeout expiry are
+timer operations that fence the member exactly like a leave. Metadata changes bump
+the epoch of groups whose subscribed topics (or regex matches) changed.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import base64
+import logging
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from ..coordinator.record_codec import CoordinatorRecord
+from ..coordinator.runtime import Result
+from . import records as R
+from .assignors import ASSIGNORS, MemberSpec, TopicSpec
+from .consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupMember,
+    ResolvedRegex,
+    current_assignment_record,
+    current_assignment_tombstone,
+    group_epoch_record,
+    member_metadata_record,
+    member_metadata_tombstone,
+    metadata_hash,
+    regex_record,
+    regex_tombstone,
+    target_member_record,
+    target_member_tombstone,
+    target_metadata_record,
+)
+from .reconciliation import (
+    EMPTY,
+    Assignment,
+    CurrentAssignment,
+    MemberState,
+    MustRejoin,
+    freeze,
+    step,
+)
 
 if TYPE_CHECKING:
     from ..metadata.image import MetadataImage
     from .shard import GroupShard
+
+log = logging.getLogger("headwater.group.consumer")
+
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+UNKNOWN_MEMBER_ID = 25
+INVALID_GROUP_ID = 24
+INVALID_REQUEST = 42
+GROUP_ID_NOT_FOUND = 69
+GROUP_MAX_SIZE_REACHED = 81
+FENCED_INSTANCE_ID = 82
+FENCED_MEMBER_EPOCH = 110
+UNRELEASED_INSTANCE_ID = 111
+UNSUPPORTED_ASSIGNOR = 112
+INVALID_REGULAR_EXPRESSION = 128
+
+JOIN_EPOCH = 0
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+MAX_STRING_BYTES = 32767  # record strings are int16-length prefixed
+GROUP_RESOURCE = 32
+
+
+class HeartbeatError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    """ConsumerGroupHeartbeat fields (None = unchanged) plus the request context."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Assignment | None = None
+    api_version: int = 1
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResponse:
+    error_code: int = NONE
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+
+
+def session_key(group_id: str, member_id: str) -> str:
+    return f"consumer-session\0{group_id}\0{member_id}"
+
+
+def rebalance_key(group_id: str, member_id: str) -> str:
+    return f"consumer-rebalance\0{group_id}\0{member_id}"
+
+
+def new_member_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def compile_regex(regex: str) -> re.Pattern[str]:
+    """Compile a subscription regex (Kafka: RE2/J, full match); raise HeartbeatError."""
+    try:
+        return re.compile(regex)
+    except re.error as exc:
+        raise HeartbeatError(INVALID_REGULAR_EXPRESSION,
+                             f"SubscribedTopicRegex `{regex}` is not a valid regular "
+                             f"expression: {exc}.") from None
+
+
+def resolve_regex(pattern: re.Pattern[str], image: MetadataImage) -> frozenset[str]:
+    """Topic names the regex fully matches; internal topics (`__*`) never match."""
+    return frozenset(name for name in image.topics_by_name
+                     if not name.startswith("__") and pattern.fullmatch(name))
 
 
 class ConsumerGroupManager:
     def __init__(self, shard: GroupShard) -> None:
         self.shard = shard
 
+    # ---- lookups -------------------------------------------------------------------
+    def group(self, group_id: str) -> ConsumerGroup | None:
+        group = self.shard.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup) else None
+
+    def groups(self) -> list[ConsumerGroup]:
+        return [g for g in self.shard.groups.values() if isinstance(g, ConsumerGroup)]
+
+    def _group_config(self, group_id: str, key: str, default: int) -> int:
+        value = self.shard.image().resource_configs(GROUP_RESOURCE, group_id).get(key)
+        try:
+            return int(value) if value is not None else default
+        except ValueError:
+            return default
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._group_config(group_id, "consumer.session.timeout.ms",
+                                  self.shard.config.consumer_session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._group_config(group_id, "consumer.heartbeat.interval.ms",
+                                  self.shard.config.consumer_heartbeat_interval_ms)
+
+    @property
+    def default_assignor(self) -> str:
+        return self.shard.config.consumer_assignors[0]
+
+    # ---- replay --------------------------------------------------------------------
     def replay(self, record: CoordinatorRecord) -> None:
-        pass
+        t = record.type_id
+        group_id = record.key["group_id"]
+        value = record.value
+        group = self.group(group_id)
+        if group is None:
+            if value is None:
+                return
+            existing = self.shard.groups.get(group_id)
+            if existing is not None and not existing.is_empty():
+                log.warning("group %s: %s record replaces a non-empty %s group", group_id,
+                            t, existing.group_type)
+            group = ConsumerGroup(group_id)
+            self.shard.groups[group_id] = group
+        if t == R.CONSUMER_GROUP_METADATA:
+            if value is None:
+                self.shard.remove_group(group_id)
+                if self.shard.offsets.has_offsets(group_id):
+                    self.shard.create_simple_group(group_id)
+            else:
+                group.replay_group_metadata(value)
+        elif t == R.CONSUMER_GROUP_MEMBER_METADATA:
+            group.replay_member_metadata(record.key["member_id"], value)
+        elif t == R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+            group.replay_target_metadata(value)
+        elif t == R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+            group.replay_target_member(record.key["member_id"], value)
+        elif t == R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
+            group.replay_current_assignment(record.key["member_id"], value)
+        elif t == R.CONSUMER_GROUP_REGULAR_EXPRESSION:
+            group.replay_regex(record.key["regular_expression"], value)
 
     def on_loaded(self, now_ms: int) -> None:
-        pass
+        """Members keep their epochs across a restart but must heartbeat in time."""
+        for group in self.groups():
+            for member in group.members.values():
+                self._arm_session(group.group_id, member.member_id)
+                if member.current.state == MemberState.UNREVOKED_PARTITIONS:
+                    self._arm_rebalance(group.group_id, member)
 
     def on_metadata_update(self, image: MetadataImage, now_ms: int) -> list[CoordinatorRecord]:
-        return []
+        """New/deleted/grown topics: re-resolve regexes, bump epochs whose input changed."""
+        records: list[CoordinatorRecord] = []
+        for group in sorted(self.groups(), key=lambda g: g.group_id):
+            if not group.members:
+                continue
+            regexes = dict(group.resolved_regexes)
+            changed = False
+            for regex in sorted(regexes):
+                try:
+                    pattern = re.compile(regex)
+                except re.error:
+                    continue
+                topics = resolve_regex(pattern, image)
+                if topics != regexes[regex].topics:
+                    regexes[regex] = ResolvedRegex(topics, image.offset, now_ms)
+                    records.append(regex_record(group.group_id, regex, regexes[regex]))
+                    changed = True
+            topics_now: set[str] = set()
+            for m in group.members.values():
+                topics_now |= group.member_topics(m, regexes)
+            new_hash = metadata_hash(topics_now, image)
+            if changed or new_hash != group.metadata_hash:
+                records.append(group_epoch_record(group.group_id, group.group_epoch + 1,
+                                                  new_hash))
+        return records
+
+    # ---- ConsumerGroupHeartbeat ----------------------------------------------------
+    def heartbeat(self, req: HeartbeatRequest, now_ms: int) -> Result:
+        try:
+            self._validate(req)
+            if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                return self._leave(req)
+            return self._heartbeat(req, now_ms)
+        except HeartbeatError as exc:
+            return Result([], HeartbeatResponse(exc.code, exc.message))
+        except MustRejoin as exc:
+            return Result([], HeartbeatResponse(FENCED_MEMBER_EPOCH, str(exc)))
+
+    def _validate(self, req: HeartbeatRequest) -> None:
+        def invalid(message: str) -> HeartbeatError:
+            return HeartbeatError(INVALID_REQUEST, message)
+
+        if req.api_version >= 1 or req.member_epoch > 0 or req.member_epoch == LEAVE_EPOCH:
+            if not req.member_id.strip():
+                raise invalid("MemberId can't be empty.")
+        if not req.group_id.strip():
+            raise invalid("GroupId can't be empty.")
+        if req.instance_id is not None and not req.instance_id.strip():
+            raise invalid("InstanceId can't be empty.")
+        if req.rack_id is not None and not req.rack_id.strip():
+            raise invalid("RackId can't be empty.")
+        for name, value in (("GroupId", req.group_id), ("MemberId", req.member_id),
+                            ("InstanceId", req.instance_id), ("RackId", req.rack_id),
+                            ("SubscribedTopicRegex", req.subscribed_topic_regex),
+                            ("ServerAssignor", req.server_assignor),
+                            ("ClientId", req.client_id)):
+            if value is not None and len(value.encode()) > MAX_STRING_BYTES:
+                raise invalid(f"{name} is longer than {MAX_STRING_BYTES} bytes.")
+        for topic in req.subscribed_topic_names or ():
+            if len(topic.encode()) > MAX_STRING_BYTES:
+                raise invalid(f"SubscribedTopicNames has a name longer than "
+                              f"{MAX_STRING_BYTES} bytes.")
+        if req.member_epoch == JOIN_EPOCH:
+            if req.rebalance_timeout_ms == -1:
+                raise invalid("RebalanceTimeoutMs must be provided in first request.")
+            if req.owned is None or any(req.owned.values()):
+                raise invalid("TopicPartitions must be empty when (re-)joining.")
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                raise invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be "
+                              "non-null when (re-)joining.")
+        elif req.member_epoch == STATIC_LEAVE_EPOCH:
+            if req.instance_id is None:
+                raise invalid("InstanceId can't be null.")
+        elif req.member_epoch < STATIC_LEAVE_EPOCH:
+            raise invalid("MemberEpoch is invalid.")
+        if req.server_assignor is not None \
+                and req.server_assignor not in self.shard.config.consumer_assignors:
+            raise HeartbeatError(
+                UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.shard.config.consumer_assignors)}.")
+
+    def _existing_group(self, group_id: str) -> ConsumerGroup:
+        group = self.shard.groups.get(group_id)
+        if group is None:
+            raise HeartbeatError(GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        if not isinstance(group, ConsumerGroup):
+            raise HeartbeatError(GROUP_ID_NOT_FOUND,
+                                 f"Group {group_id} is not a consumer group.")
+        return group
+
+    # ---- leave ---------------------------------------------------------------------
+    def _leave(self, req: HeartbeatRequest) -> Result:
+        group = self._existing_group(req.group_id)
+        if req.instance_id is None:
+            member = group.members.get(req.member_id)
+            if member is None:
+                raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a "
+                                     f"member of group {req.group_id}.")
+        else:
+            member = group.static_member(req.instance_id)
+            if member is None:
+                raise HeartbeatError(UNKNOWN_MEMBER_ID,
+                                     f"Instance id {req.instance_id} is unknown.")
+            if member.member_id != req.member_id:
+                raise HeartbeatError(
+                    FENCED_INSTANCE_ID, f"Static member {req.member_id} with instance id "
+                    f"{req.instance_id} was fenced by member {member.member_id}.")
+            if req.member_epoch == STATIC_LEAVE_EPOCH:
+                leaving = CurrentAssignment(STATIC_LEAVE_EPOCH,
+                                            member.current.previous_member_epoch,
+                                            member.current.state, member.current.assigned,
+                                            EMPTY)
+                self.shard.timer.cancel(rebalance_key(group.group_id, member.member_id))
+                return Result([current_assignment_record(group.group_id, member.member_id,
+                                                         leaving)],
+                              HeartbeatResponse(member_id=member.member_id,
+                                                member_epoch=STATIC_LEAVE_EPOCH))
+        log.info("group %s: member %s left", group.group_id, member.member_id)
+        records = self._fence_records(group, member)
+        return Result(records, HeartbeatResponse(member_id=member.member_id,
+                                                 member_epoch=req.member_epoch))
+
+    def _fence_records(self, group: ConsumerGroup, member: ConsumerGroupMember
+                       ) -> list[CoordinatorRecord]:
+        g, mid = group.group_id, member.member_id
+        records = [current_assignment_tombstone(g, mid), target_member_tombstone(g, mid),
+                   member_metadata_tombstone(g, mid)]
+        regex = member.subscribed_topic_regex
+        if regex and group.regex_users(regex) == {mid}:
+            records.append(regex_tombstone(g, regex))
+        remaining: set[str] = set()
+        for other in group.members.values():
+            if other.member_id != mid:
+                remaining |= group.member_topics(other)
+        records.append(group_epoch_record(g, group.group_epoch + 1,
+                                          metadata_hash(remaining, self.shard.image())))
+        self.shard.timer.cancel(session_key(g, mid))
+        self.shard.timer.cancel(rebalance_key(g, mid))
+        return records
+
+    def fence(self, group_id: str, member_id: str, reason: str,
+              expected_epoch: int | None = None) -> Result:
+        """Timer operation: remove a member whose session or rebalance timeout ran out."""
+        group = self.group(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None:
+            return Result([])
+        if expected_epoch is not None and member.member_epoch != expected_epoch:
+            return Result([])
+        log.info("group %s: member %s fenced because %s", group_id, member_id, reason)
+        return Result(self._fence_records(group, member))
+
+    # ---- join / heartbeat ----------------------------------------------------------
+    def _group_for_heartbeat(self, req: HeartbeatRequest,
+                             records: list[CoordinatorRecord]) -> ConsumerGroup:
+        existing = self.shard.groups.get(req.group_id)
+        if isinstance(existing, ConsumerGroup):
+            return existing
+        if req.member_epoch != JOIN_EPOCH:
+            if existing is None:
+                raise HeartbeatError(GROUP_ID_NOT_FOUND,
+                                     f"Consumer group {req.group_id} not found.")
+            raise HeartbeatError(GROUP_ID_NOT_FOUND,
+                                 f"Group {req.group_id} is not a consumer group.")
+        if existing is not None:
+            if existing.group_type != "classic" or not existing.is_empty():
+                raise HeartbeatError(GROUP_ID_NOT_FOUND,
+                                     f"Group {req.group_id} is not a consumer group.")
+            # An Empty classic group (e.g. only committed offsets): convert it.
+            records.append(R.group_metadata_tombstone(req.group_id))
+        return ConsumerGroup(req.group_id)
+
+    def _member_for_heartbeat(self, group: ConsumerGroup, req: HeartbeatRequest,
+                              member_id: str, records: list[CoordinatorRecord]
+                              ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
+        """(the member as it is now, the static member it replaces or None)."""
+        joining = req.member_epoch == JOIN_EPOCH
+        max_size = self.shard.config.consumer_max_size
+        if req.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if not joining:
+                    raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Member {member_id} is not a "
+                                         f"member of group {group.group_id}.")
+                if len(group.members) >= max_size:
+                    raise _full(max_size)
+                return ConsumerGroupMember(member_id), None
+            if not joining:
+                _check_epoch(member, req)
+            return member, None
+        static = group.static_member(req.instance_id)
+        if joining:
+            if static is None:
+                member = group.members.get(member_id)
+                if member is None and len(group.members) >= max_size:
+                    raise _full(max_size)
+                return member or ConsumerGroupMember(member_id), None
+            if static.member_id == member_id:
+                return static, None  # re-join of the same incarnation
+            if static.member_epoch != STATIC_LEAVE_EPOCH:
+                raise HeartbeatError(
+                    UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                    f"{req.instance_id} cannot join the group because the instance id is "
+                    f"owned by {static.member_id} member.")
+            # The departed instance comes back under a new member id: it inherits the
+            # old member's subscription, target and assignment.
+            replacement = replace(static, member_id=member_id, current=replace(
+                static.current, member_epoch=0, previous_member_epoch=0))
+            g = group.group_id
+            records += [current_assignment_tombstone(g, static.member_id),
+                        target_member_tombstone(g, static.member_id),
+                        member_metadata_tombstone(g, static.member_id),
+                        member_metadata_record(g, replacement),
+                        target_member_record(g, member_id,
+                                             group.target.get(static.member_id, EMPTY)),
+                        current_assignment_record(g, member_id, replacement.current)]
+            return replacement, static
+        if static is None:
+            raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is "
+                                 f"unknown.")
+        if static.member_id != member_id:
+            raise HeartbeatError(FENCED_INSTANCE_ID, f"Static member {member_id} with "
+                                 f"instance id {req.instance_id} was fenced by member "
+                                 f"{static.member_id}.")
+        _check_epoch(static, req)
+        return static, None
+
+    def _heartbeat(self, req: HeartbeatRequest, now_ms: int) -> Result:
+        image = self.shard.image()
+        records: list[CoordinatorRecord] = []
+        group = self._group_for_heartbeat(req, records)
+        g = group.group_id
+        member_id = req.member_id or new_member_id()
+        member, replaced = self._member_for_heartbeat(group, req, member_id, records)
+
+        # 1. The member's changes (record 5).
+        updated = replace(
+            member,
+            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=(req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
+                                  else member.rebalance_timeout_ms),
+            server_assignor=(req.server_assignor if req.server_assignor is not None
+                             else member.server_assignor),
+            subscribed_topic_names=(tuple(sorted(set(req.subscribed_topic_names)))
+                                    if req.subscribed_topic_names is not None
+                                    else member.subscribed_topic_names),
+            subscribed_topic_regex=((req.subscribed_topic_regex or None)
+                                    if req.subscribed_topic_regex is not None
+                                    else member.subscribed_topic_regex),
+            client_id=req.client_id, client_host=req.client_host)
+        is_new = member_id not in group.members and replaced is None
+        if is_new or updated.metadata() != member.metadata():
+            records.append(member_metadata_record(g, updated))
+        bump = group.group_epoch == 0
+        bump |= updated.subscribed_topic_names != member.subscribed_topic_names
+        bump |= updated.server_assignor != member.server_assignor
+
+        # 2. Regular expressions (record 16), resolved here against the image.
+        others = [m for mid, m in group.members.items()
+                  if mid != member.member_id and (replaced is None or mid != replaced.member_id)]
+        regexes = dict(group.resolved_regexes)
+        old_regex, new_regex = member.subscribed_topic_regex, updated.subscribed_topic_regex
+        if old_regex != new_regex:
+            if old_regex and not any(m.subscribed_topic_regex == old_regex for m in others):
+                records.append(regex_tombstone(g, old_regex))
+                regexes.pop(old_regex, None)
+            if new_regex:
+                if new_regex in regexes:
+                    bump = True
+                else:
+                    if req.api_version < 1:
+                        raise HeartbeatError(INVALID_REQUEST,
+                                             "SubscribedTopicRegex needs version 1.")
+                    topics = resolve_regex(compile_regex(new_regex), image)
+                    regexes[new_regex] = ResolvedRegex(topics, image.offset, now_ms)
+                    records.append(regex_record(g, new_regex, regexes[new_regex]))
+                    bump |= bool(topics)
+
+        # 3. The group epoch (record 3).
+        everyone = others + [updated]
+        subscribed: set[str] = set()
+        for m in everyone:
+            subscribed |= group.member_topics(m, regexes)
+        new_hash = metadata_hash(subscribed, image)
+        bump |= new_hash != group.metadata_hash
+        group_epoch = group.group_epoch
+        if bump:
+            group_epoch += 1
+            records.append(group_epoch_record(g, group_epoch, new_hash))
+
+        # 4. The target assignment (records 7, then 6).
+        targets = {mid: a for mid, a in group.target.items()
+                   if replaced is None or mid != replaced.member_id}
+        if replaced is not None:
+            targets[member_id] = group.target.get(replaced.member_id, EMPTY)
+        if group_epoch > group.assignment_epoch:
+            assignor = group.preferred_assignor(self.default_assignor, everyone)
+            specs: dict[str, MemberSpec] = {}
+            topic_specs: dict[uuid.UUID, TopicSpec] = {}
+            for m in everyone:
+                ids = set()
+                for name in group.member_topics(m, regexes):
+                    topic = image.topic(name)
+                    if topic is not None:
+                        ids.add(topic.topic_id)
+                        topic_specs[topic.topic_id] = TopicSpec(name, len(topic.partitions))
+                specs[m.member_id] = MemberSpec(frozenset(ids), targets.get(m.member_id, EMPTY),
+                                                m.instance_id, m.rack_id)
+            try:
+                computed = ASSIGNORS[assignor](specs, topic_specs)
+            except Exception as exc:  # an assignor bug must not kill the coordinator
+                log.exception("group %s: assignor %s failed", g, assignor)
+                raise HeartbeatError(UNKNOWN_SERVER_ERROR, f"Failed to compute a new target "
+                                     f"assignment for epoch {group_epoch}: {exc}") from None
+            for mid in sorted(specs):
+                new_target = freeze(computed.get(mid, {}))
+                if mid not in targets or dict(new_target) != dict(targets[mid]):
+                    records.append(target_member_record(g, mid, new_target))
+                targets[mid] = new_target
+            records.append(target_metadata_record(g, group_epoch))
+            target_epoch = group_epoch
+        else:
+            target_epoch = group.assignment_epoch
+
+        # 5. Reconcile the member (record 8).
+        current = updated.current
+        if not current.is_reconciled_to(target_epoch):
+            subscribed_ids = frozenset(
+                t.topic_id for t in (image.topic(n) for n in group.member_topics(updated, regexes))
+                if t is not None)
+            current = step(current, target_epoch, targets.get(member_id, EMPTY), subscribed_ids,
+                           req.owned, group.owner_epoch)
+        changed = current != updated.current
+        if changed or is_new:
+            records.append(current_assignment_record(g, member_id, current))
+
+        # 6. Timers (only now: the heartbeat can no longer fail).
+        if replaced is not None:
+            self.shard.timer.cancel(session_key(g, replaced.member_id))
+            self.shard.timer.cancel(rebalance_key(g, replaced.member_id))
+        self._arm_session(g, member_id)
+        if changed:
+            if current.state == MemberState.UNREVOKED_PARTITIONS:
+                self._arm_rebalance(g, replace(updated, current=current))
+            else:
+                self.shard.timer.cancel(rebalance_key(g, member_id))
+
+        full = req.member_epoch == JOIN_EPOCH or (
+            req.rebalance_timeout_ms != -1 and req.owned is not None
+            and (req.subscribed_topic_names is not None
+                 or req.subscribed_topic_regex is not None))
+        assignment_changed = dict(current.assigned) != dict(member.current.assigned)
+        return Result(records, HeartbeatResponse(
+            member_id=member_id, member_epoch=current.member_epoch,
+            heartbeat_interval_ms=self.heartbeat_interval_ms(g),
+            assignment=current.assigned if full or assignment_changed else None))
+
+    # ---- timers --------------------------------------------------------------------
+    def _arm_session(self, group_id: str, member_id: str) -> None:
+        self.shard.timer.schedule(
+            session_key(group_id, member_id), self.session_timeout_ms(group_id),
+            lambda now: self.fence(group_id, member_id, "the member session expired"))
+
+    def _arm_rebalance(self, group_id: str, member: ConsumerGroupMember) -> None:
+        epoch, timeout = member.member_epoch, max(member.rebalance_timeout_ms, 0)
+        member_id = member.member_id
+        self.shard.timer.schedule(
+            rebalance_key(group_id, member_id), timeout,
+            lambda now: self.fence(group_id, member_id, f"it failed to revoke partitions "
+                                   f"within {timeout} ms", expected_epoch=epoch))
+
+    # ---- ConsumerGroupDescribe -----------------------------------------------------
+    def describe(self, group_ids: Iterable[str], include_operations: bool) -> list[dict[str, Any]]:
+        out = []
+        image = self.shard.image()
+        for group_id in group_ids:
+            if not group_id:
+                out.append(_describe_error(group_id, INVALID_GROUP_ID, "Group id is empty."))
+                continue
+            existing = self.shard.groups.get(group_id)
+            if existing is None:
+                out.append(_describe_error(group_id, GROUP_ID_NOT_FOUND,
+                                           f"Group {group_id} not found."))
+            elif not isinstance(existing, ConsumerGroup):
+                out.append(_describe_error(group_id, GROUP_ID_NOT_FOUND,
+                                           f"Group {group_id} is not a consumer group."))
+            else:
+                out.append(existing.describe_consumer(image, self.default_assignor,
+                                                      include_operations))
+        return out
+
+
+def _describe_error(group_id: str, code: int, message: str) -> dict[str, Any]:
+    return {"error_code": code, "error_message": message, "group_id": group_id,
+            "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+            "members": (), "authorized_operations": -2147483648}
+
+
+def _full(max_size: int) -> HeartbeatError:
+    return HeartbeatError(GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its "
+                          f"maximum capacity of {max_size} members.")
+
+
+def _is_subset(owned: Assignment | None, assigned: Mapping[uuid.UUID, frozenset[int]]) -> bool:
+    if owned is None:
+        return False
+    return all(ps <= assigned.get(t, frozenset()) for t, ps in owned.items())
+
+
+def _check_epoch(member: ConsumerGroupMember, req: HeartbeatRequest) -> None:
+    """FENCED_MEMBER_EPOCH unless the epoch is the member's, or its previous one with
+    owned partitions a subset of the assigned ones (the response was lost)."""
+    epoch = req.member_epoch
+    if epoch > member.member_epoch:
+        raise HeartbeatError(FENCED_MEMBER_EPOCH, f"The consumer group member has a greater "
+                             f"member epoch ({epoch}) than the one known by the group "
+                             f"coordinator ({member.member_epoch}). The member must abandon "
+                             f"all its partitions and rejoin.")
+    if epoch < member.member_epoch and (epoch != member.current.previous_member_epoch
+                                        or not _is_subset(req.owned, member.current.assigned)):
+        raise HeartbeatError(FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller "
+                             f"member epoch ({epoch}) than the one known by the group "
+                             f"coordinator ({member.member_epoch}). The member must abandon "
+                             f"all its partitions and rejoin.")

@@ -1,0 +1,124 @@
+"""JoinGroup (11), SyncGroup (14), Heartbeat (12) and LeaveGroup (13): classic groups.
+
+JoinGroup and SyncGroup answers are parked until the rebalance reaches the right
+point. The handler hands the group logic a responder that resolves a future and
+awaits it; the logic calls the responder right away (errors, a follower rejoining
+a stable group) or later, from another member's request or a timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..coordinator.runtime import NotReady
+from ..group.classic import JoinRequest, SyncRequest, join_error, sync_error
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger("headwater.api.classic_groups")
+
+UNKNOWN_SERVER_ERROR = -1
+_MS = datetime.timedelta(milliseconds=1)
+
+
+def _ms(value: Any, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, datetime.timedelta):
+        return value // _MS
+    return int(value)
+
+
+async def _answer(future: asyncio.Future[dict]) -> dict:
+    return {"throttle_time": 0, **await future}
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def groups():
+        assert broker.groups is not None
+        return broker.groups
+
+    def parked(group_id: str, op: Any, error_response: Any) -> Any:
+        """Run a parking operation now (in request order); return a wait for its answer."""
+        future: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
+
+        def respond(response: dict) -> None:
+            if not future.done():
+                future.set_result(response)
+
+        try:
+            groups().write(group_id, lambda shard, now: op(shard, respond, now))
+        except NotReady as exc:
+            respond(error_response(exc.code))
+        except Exception:
+            log.exception("group operation failed for %r", group_id)
+            respond(error_response(UNKNOWN_SERVER_ERROR))
+        return _answer(future)
+
+    # ---- JoinGroup -----------------------------------------------------------------
+    def handle_join(ctx: RequestContext, req: Any) -> Any:
+        session = _ms(req.session_timeout, 0)
+        rebalance = _ms(getattr(req, "rebalance_timeout", None), -1)
+        join = JoinRequest(
+            group_id=req.group_id, member_id=req.member_id,
+            instance_id=getattr(req, "group_instance_id", None),
+            client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}",
+            session_timeout_ms=session,
+            # v0 has no rebalance timeout: the session timeout plays that part.
+            rebalance_timeout_ms=session if rebalance < 0 else rebalance,
+            protocol_type=req.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+            api_version=ctx.api_version, reason=getattr(req, "reason", None))
+        return parked(req.group_id, lambda shard, respond, now: shard.classic.join(
+            join, respond, now), lambda code: join_error(req.member_id, code))
+
+    # ---- SyncGroup -----------------------------------------------------------------
+    def handle_sync(ctx: RequestContext, req: Any) -> Any:
+        sync = SyncRequest(
+            group_id=req.group_id, member_id=req.member_id,
+            instance_id=getattr(req, "group_instance_id", None),
+            generation=req.generation_id,
+            protocol_type=getattr(req, "protocol_type", None),
+            protocol_name=getattr(req, "protocol_name", None),
+            assignments={a.member_id: bytes(a.assignment) for a in req.assignments})
+        return parked(req.group_id, lambda shard, respond, now: shard.classic.sync(
+            sync, respond, now), sync_error)
+
+    # ---- Heartbeat -----------------------------------------------------------------
+    def handle_heartbeat(ctx: RequestContext, req: Any) -> dict:
+        try:
+            code = groups().write(req.group_id, lambda shard, now: shard.classic.heartbeat(
+                req.group_id, req.member_id, getattr(req, "group_instance_id", None),
+                req.generation_id, now))
+        except NotReady as exc:
+            code = exc.code
+        return {"throttle_time": 0, "error_code": code}
+
+    # ---- LeaveGroup ----------------------------------------------------------------
+    def handle_leave(ctx: RequestContext, req: Any) -> dict:
+        if ctx.api_version >= 3:
+            members = [(m.member_id, getattr(m, "group_instance_id", None))
+                       for m in req.members]
+        else:
+            members = [(req.member_id, None)]
+        try:
+            error, codes = groups().write(req.group_id, lambda shard, now: shard.classic.leave(
+                req.group_id, members, now))
+        except NotReady as exc:
+            error, codes = exc.code, []
+        if ctx.api_version < 3:
+            # One member, one error: the group's, else the member's.
+            return {"throttle_time": 0, "error_code": error or (codes[0] if codes else 0)}
+        return {"throttle_time": 0, "error_code": error, "members": [
+            {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
+            for (member_id, instance_id), code in zip(members, codes, strict=False)]}
+
+    dispatcher.register(11, 0, 9, handle_join)
+    dispatcher.register(12, 0, 4, handle_heartbeat)
+    dispatcher.register(13, 0, 5, handle_leave)
+    dispatcher.register(14, 0, 5, handle_sync)

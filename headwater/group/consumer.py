@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import base64
 import logging
-import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+
+import re2
 
 from ..coordinator.record_codec import CoordinatorRecord
 from ..coordinator.runtime import Result
@@ -141,17 +142,21 @@ def new_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def compile_regex(regex: str) -> re.Pattern[str]:
-    """Compile a subscription regex (Kafka: RE2/J, full match); raise HeartbeatError."""
+def compile_regex(regex: str) -> Any:
+    """Compile a subscription regex with RE2 (linear time, like Kafka's RE2/J, so a
+    hostile pattern cannot stall the broker; full match); raise HeartbeatError."""
     try:
-        return re.compile(regex)
-    except re.error as exc:
+        return re2.compile(regex)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode(errors="replace")
         raise HeartbeatError(INVALID_REGULAR_EXPRESSION,
                              f"SubscribedTopicRegex `{regex}` is not a valid regular "
-                             f"expression: {exc}.") from None
+                             f"expression: {reason}.") from None
 
 
-def resolve_regex(pattern: re.Pattern[str], image: MetadataImage) -> frozenset[str]:
+def resolve_regex(pattern: Any, image: MetadataImage) -> frozenset[str]:
     """Topic names the regex fully matches; internal topics (`__*`) never match."""
     return frozenset(name for name in image.topics_by_name
                      if not name.startswith("__") and pattern.fullmatch(name))
@@ -239,8 +244,8 @@ class ConsumerGroupManager:
             changed = False
             for regex in sorted(regexes):
                 try:
-                    pattern = re.compile(regex)
-                except re.error:
+                    pattern = compile_regex(regex)
+                except HeartbeatError:
                     continue
                 topics = resolve_regex(pattern, image)
                 if topics != regexes[regex].topics:

@@ -126,8 +126,7 @@ class GroupShard:
         for group_id, count in expiring.items():
             group = self.groups.get(group_id)
             remaining = sum(len(p) for p in self.offsets.group_offsets(group_id).values())
-            if group is not None and group.is_empty() and remaining == count \
-                    and group.group_type == "classic":
+            if group is not None and group.is_empty() and remaining == count:
                 records += group.tombstones()
         self._schedule_expiry()
         return Result(records)

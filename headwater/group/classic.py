@@ -509,25 +509,31 @@ class ClassicGroupManager:
                 <= cfg.group_max_session_timeout_ms:
             respond(join_error(req.member_id, INVALID_SESSION_TIMEOUT))
             return Result([])
+        records: list[CoordinatorRecord] = []
         existing = self.shard.groups.get(req.group_id)
         if existing is not None and not isinstance(existing, ClassicGroup):
-            respond(join_error("", INCONSISTENT_GROUP_PROTOCOL))
-            return Result([])
+            if not existing.is_empty():
+                # A KIP-848 group with members: classic members cannot join it here.
+                respond(join_error("", INCONSISTENT_GROUP_PROTOCOL))
+                return Result([])
+            # An Empty consumer group becomes a classic group (Kafka does the same).
+            records += existing.tombstones()
+            self.shard.remove_group(req.group_id)
+            existing = None
         unknown = req.member_id == ""
         group = existing
         if group is None:
             if not unknown:
                 respond(join_error(req.member_id, UNKNOWN_MEMBER_ID))
-                return Result([])
+                return Result(records)
             group = self.create_empty(req.group_id, now_ms)
         if not self._accept_joining_member(group, req.member_id):
             group.remove(req.member_id)
             respond(join_error("", GROUP_MAX_SIZE_REACHED))
-            records: list[CoordinatorRecord] = []
         elif unknown:
-            records = self._join_new_member(group, req, respond, now_ms)
+            records += self._join_new_member(group, req, respond, now_ms)
         else:
-            records = self._join_existing_member(group, req, respond, now_ms)
+            records += self._join_existing_member(group, req, respond, now_ms)
         self._maybe_forget(group)
         return Result(records)
 
@@ -670,6 +676,7 @@ class ClassicGroupManager:
             self._propagate_assignment(group, REBALANCE_IN_PROGRESS)
         group.pending_sync.clear()
         self.timer.cancel(_timer_key("sync", group.group_id))
+        self.shard.rebalances["classic"] = self.shard.rebalances.get("classic", 0) + 1
         initial = group.state is State.EMPTY
         if initial:
             delay = self.config.group_initial_rebalance_delay_ms

@@ -280,7 +280,7 @@ def test_kafka_python_group_consumer_reads_everything_once(gbroker, topic_name):
     try:
         deadline = time.monotonic() + 30
         while len(got) < len(values) and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=200).values():
+            for records in consumer.poll(timeout_ms=500).values():
                 got += [r.value.decode() for r in records]
         assert Counter(got) == Counter(values)
         assert {tp.partition for tp in consumer.assignment()} == {0, 1, 2}
@@ -406,5 +406,27 @@ def test_raw_join_sync_heartbeat_errors(gbroker):
         assert int(left.error_code) == 0
         assert [int(m.error_code) for m in left.members] == [25, 0]
         assert heartbeat(member, generation) == 25  # gone
+    finally:
+        client.close()
+
+
+def test_group_requests_while_loading_get_coordinator_load_in_progress(broker_factory):
+    b = broker_factory("--override", "headwater.coordinator.load.delay.ms=3000")
+    client = RawClient("127.0.0.1", b.port)
+    try:
+        joined = client.request(11, 5, {
+            "group_id": "loading", "session_timeout": 6000, "rebalance_timeout": 10000,
+            "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]})
+        assert int(joined.error_code) == 14  # COORDINATOR_LOAD_IN_PROGRESS: retry
+        beat = client.request(12, 3, {"group_id": "loading", "generation_id": 1,
+                                      "member_id": "m", "group_instance_id": None})
+        assert int(beat.error_code) == 14
+        synced = client.request(14, 3, {"group_id": "loading", "generation_id": 1,
+                                        "member_id": "m", "group_instance_id": None,
+                                        "assignments": []})
+        assert int(synced.error_code) == 14
+        left = client.request(13, 1, {"group_id": "loading", "member_id": "m"})
+        assert int(left.error_code) == 14
     finally:
         client.close()

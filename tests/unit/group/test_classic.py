@@ -222,6 +222,7 @@ def test_static_member_rejoin_keeps_assignment_and_fences_old_id():
 
     # The old id is fenced wherever it shows up; the new one syncs to its old assignment.
     assert heartbeat(ctx, b, 1, instance="inst-b") == 82
+    assert join(ctx, b, client="b", instance="inst-b").error == 82
     assert sync(ctx, b, 1, instance="inst-b").error == 82
     assert leave(ctx, (b, "inst-b")) == (0, [82])
     got = sync(ctx, new_b, 1, instance="inst-b")
@@ -353,3 +354,32 @@ def test_replay_and_load_rearm_session_timers():
     loaded.advance(10_000)
     assert group.state is State.EMPTY and group.generation == 3
     assert metadata_records(loaded.last_records)[-1].value["members"] == []
+
+
+class _OtherGroup:
+    """Stands in for a KIP-848 group in the shard's map."""
+
+    group_type = "consumer"
+
+    def __init__(self, empty: bool) -> None:
+        self.group_id = "g"
+        self.empty = empty
+
+    def is_empty(self) -> bool:
+        return self.empty
+
+    def tombstones(self) -> list:
+        return [R.group_metadata_tombstone("other-records-of-g")]
+
+
+def test_join_converts_an_empty_consumer_group_but_not_a_busy_one():
+    ctx = GroupContext({"t": 1}, **NO_DELAY)
+    ctx.shard.groups["g"] = _OtherGroup(empty=False)
+    assert join(ctx).error == 23
+    assert isinstance(ctx.shard.groups["g"], _OtherGroup)
+
+    ctx.shard.groups["g"] = _OtherGroup(empty=True)
+    first = join(ctx)
+    assert first.error == 79
+    assert [r.key for r in ctx.last_records] == [{"group": "other-records-of-g"}]
+    assert group_of(ctx).pending_join == {first.value["member_id"]}

@@ -165,6 +165,7 @@ def resolve_regex(pattern: Any, image: MetadataImage) -> frozenset[str]:
 class ConsumerGroupManager:
     def __init__(self, shard: GroupShard) -> None:
         self.shard = shard
+        self._loaded = False
 
     # ---- lookups -------------------------------------------------------------------
     def group(self, group_id: str) -> ConsumerGroup | None:
@@ -214,6 +215,10 @@ class ConsumerGroupManager:
                 if self.shard.offsets.has_offsets(group_id):
                     self.shard.create_simple_group(group_id)
             else:
+                if self._loaded and value["epoch"] > group.group_epoch:
+                    # A group-epoch bump is a rebalance (metrics only, not state).
+                    self.shard.rebalances["consumer"] = self.shard.rebalances.get(
+                        "consumer", 0) + 1
                 group.replay_group_metadata(value)
         elif t == R.CONSUMER_GROUP_MEMBER_METADATA:
             group.replay_member_metadata(record.key["member_id"], value)
@@ -228,6 +233,7 @@ class ConsumerGroupManager:
 
     def on_loaded(self, now_ms: int) -> None:
         """Members keep their epochs across a restart but must heartbeat in time."""
+        self._loaded = True
         for group in self.groups():
             for member in group.members.values():
                 self._arm_session(group.group_id, member.member_id)

@@ -609,3 +609,14 @@ def test_restart_keeps_members_and_rearms_their_session_timers():
     assert fresh.timer is not timers
     assert fresh.timer.is_scheduled(session_key("g", "A"))
     assert fresh.timer.is_scheduled(session_key("g", "B"))
+
+
+def test_group_epoch_bumps_count_as_consumer_rebalances():
+    from tests.unit.group.consumer_helpers import Story
+
+    story = Story({"foo": 4})
+    story.hb("m1", 0)
+    story.hb("m2", 0)
+    assert story.shard.rebalances["consumer"] == 2
+    # Replay (a restart) rebuilds state but does not count history as new rebalances.
+    assert story.replayed().rebalances["consumer"] == 0

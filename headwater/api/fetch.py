@@ -4,6 +4,10 @@ Records are never decoded here: a partition's answer is the bytes of whole batch
 from the one holding the fetch offset, read straight from the segment file. A fetch
 that finds fewer than `min_bytes` parks until an append wakes it or `max_wait_ms`
 runs out.
+
+read_committed (isolation level 1) reads only below the last stable offset and lists the
+aborted transactions overlapping the returned batches, so the consumer can drop their
+records; a marker appended to end a transaction wakes parked fetches like data does.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from ..log.batch import batches_end_offset
 from ..log.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext
 from .fetch_sessions import CachedPartition, FetchSessionCache, FetchSessionError
@@ -48,7 +53,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return {**base, "error_code": missing_code, "high_watermark": -1,
                     "last_stable_offset": -1, "log_start_offset": -1, "records": b""}, 0
         hw = plog.high_watermark
-        lso = getattr(plog, "last_stable_offset", hw)
+        lso = plog.last_stable_offset
         start = plog.log_start_offset
         entry = {**base, "error_code": 0, "high_watermark": hw, "last_stable_offset": lso,
                  "log_start_offset": start, "records": b""}
@@ -56,6 +61,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         try:
             upper = lso if isolation == READ_COMMITTED else hw
             data = plog.read(cached.fetch_offset, limit, upper) if limit > 0 else b""
+            if data and isolation == READ_COMMITTED:
+                entry["aborted_transactions"] = aborted_in(plog, cached.fetch_offset, upper,
+                                                           data)
         except LogError as exc:
             return {**entry, "error_code": exc.code, "records": b""}, 0
         entry["records"] = data
@@ -165,3 +173,16 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 "responses": responses}
 
     dispatcher.register(1, 4, 17, handle)
+
+
+def aborted_in(plog: Any, fetch_offset: int, upper: int, data: bytes) -> list[dict]:
+    """The aborted transactions overlapping the batches in `data` (read from
+    `fetch_offset` below `upper`). Looked up over the whole readable range first, which
+    is cheap and nearly always empty; only when it is not are the returned batches walked
+    to find where they end, so the list covers exactly what was returned (Kafka)."""
+    found = plog.aborted_transactions(fetch_offset, upper)
+    if not found:
+        return []
+    end = batches_end_offset(data)
+    return [{"producer_id": pid, "first_offset": first} for pid, first in found
+            if first < end]

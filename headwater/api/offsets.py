@@ -38,8 +38,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 ts = p.timestamp
                 offset, found_ts = -1, -1
                 if ts == LATEST or ts == LATEST_TIERED:
-                    offset = (getattr(plog, "last_stable_offset", plog.high_watermark)
-                              if isolation == READ_COMMITTED else plog.high_watermark)
+                    # read_committed consumers must not be told of offsets they cannot
+                    # read yet: "latest" is the last stable offset for them.
+                    offset = (plog.last_stable_offset if isolation == READ_COMMITTED
+                              else plog.high_watermark)
                     if ts == LATEST_TIERED:
                         offset = -1
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
@@ -56,6 +58,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     entry = plog.offset_for_timestamp(ts)
                     if entry is not None:
                         offset, found_ts = entry
+                if (isolation == READ_COMMITTED and (ts >= 0 or ts == MAX_TIMESTAMP)
+                        and offset >= plog.last_stable_offset):
+                    offset, found_ts = -1, -1  # Kafka: nothing past what the client may read
                 parts.append({**base, "error_code": 0, "timestamp": found_ts,
                               "offset": offset})
             topics.append({"name": t.name, "partitions": parts})

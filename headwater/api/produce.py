@@ -4,6 +4,12 @@ Per partition the client's RecordBatch bytes go to the partition log untouched
 except for the base offset (and LogAppendTime): no per-record Python work. All
 appends of a request happen before the first await, so pipelined produce requests
 on one connection append in order (idempotent sequences depend on it).
+
+Transactions: a request carrying a transactional batch must name its transactional id,
+or every partition fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is
+written (Kafka's check, which reads one attribute byte per batch). A transactional id
+with plain batches is accepted, as in Kafka. Whether a transactional batch may open or
+continue a transaction is the partition log's decision (INVALID_TXN_STATE etc.).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from ..log.batch import has_transactional_batch
 from ..log.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext
 
@@ -34,8 +41,21 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 "log_append_time": None, "log_start_offset": -1, "record_errors": (),
                 "error_message": message}
 
+    def reject_all(req: Any, code: int) -> dict:
+        """The whole request fails with `code` (Kafka's request-level produce errors)."""
+        return {"throttle_time": 0, "responses": [{
+            "name": getattr(td, "name", None) or "",
+            "topic_id": getattr(td, "topic_id", None) or ZERO_UUID,
+            "partition_responses": [partition_error(pd.index, code)
+                                    for pd in td.partition_data]}
+            for td in req.topic_data]}
+
     def handle(ctx: RequestContext, req: Any) -> Any:
         acks = req.acks
+        if getattr(req, "transactional_id", None) is None and any(
+                has_transactional_batch(pd.records) for td in req.topic_data
+                for pd in td.partition_data if pd.records):
+            return None if acks == 0 else reject_all(req, E.transactional_id_authorization_failed)
         image = broker.image
         now = now_ms()
         to_flush: list[PartitionLog] = []
@@ -72,7 +92,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     result = plog.append(records, now)
                 except LogError as exc:
                     if exc.code not in (E.out_of_order_sequence_number,
-                                        E.invalid_producer_epoch):
+                                        E.invalid_producer_epoch, E.invalid_txn_state):
                         log.info("produce to %s-%d rejected: %s", topic.name, pd.index,
                                  exc.message)
                     parts_out.append(partition_error(pd.index, exc.code, exc.message))

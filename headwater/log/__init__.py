@@ -1,8 +1,11 @@
-"""Partition storage: segments, sparse indexes, producer state, retention, recovery.
+"""Partition storage: segments, sparse indexes, producer state, retention, recovery,
+and the log side of transactions (markers, last stable offset, aborted-transaction index).
 
 Public entry points: `LogManager` (all partitions of a data dir), `PartitionLog` (one
-partition), `LogCleaner` (compaction), `LogError` (Kafka error codes), and the batch
-helpers in `batch`.
+partition; `append_marker`, `last_stable_offset` and `aborted_transactions` are what the
+transaction coordinator and read_committed fetches use), `LogCleaner` (compaction),
+`LogError` (Kafka error codes), the batch helpers in `batch` and the marker codec in
+`control`.
 """
 
 from headwater.log.cleaner import CleanStats, LogCleaner

@@ -201,6 +201,38 @@ def iter_batches(buf: Buffer) -> Iterator[tuple[int, BatchHeader]]:
         pos += h.size
 
 
+def batches_end_offset(buf: Buffer) -> int:
+    """Offset just past the last complete batch in `buf` (-1 if there is none): the
+    exclusive upper bound of what a fetch returned. Hops over batch lengths and parses
+    only the last header."""
+    end = len(buf)
+    pos = 0
+    last = -1
+    while pos + HEADER_SIZE <= end:
+        (length,) = _I32.unpack_from(buf, pos + 8)
+        if length < MIN_BATCH_LENGTH or pos + length + LOG_OVERHEAD > end:
+            break
+        last = pos
+        pos += length + LOG_OVERHEAD
+    return parse_header(buf, last).next_offset if last >= 0 else -1
+
+
+def has_transactional_batch(buf: Buffer) -> bool:
+    """Whether any batch of a produce record set carries the transactional bit (Produce
+    needs a transactional id then). One attribute byte per batch, no CRC: malformed
+    input just ends the walk, validation rejects it later."""
+    end = len(buf)
+    pos = 0
+    while pos + HEADER_SIZE <= end:
+        if buf[pos + ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_BIT:
+            return True
+        (length,) = _I32.unpack_from(buf, pos + 8)
+        if length < MIN_BATCH_LENGTH:
+            return False
+        pos += length + LOG_OVERHEAD
+    return False
+
+
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Assign the batch's offsets; not covered by the CRC, so nothing else changes."""
     _I64.pack_into(buf, pos, base_offset)

@@ -19,7 +19,9 @@ What survives, and why:
 - Keyless records are dropped (Kafka's cleaner does the same); produce rejects them on
   compacted topics.
 - Transactional and control batches are copied untouched and stay out of the key map
-  (an aborted record must not hide a committed one) until transactions are implemented.
+  (an aborted record must not hide a committed one; Kafka's removal of aborted data and
+  old markers is not done yet). Since offsets never change, the aborted-transaction
+  indexes of a merged run are simply concatenated into the cleaned segment's.
 
 Threading: `clean` runs in a worker thread. It reads segment files through its own file
 descriptors (immutable once rolled) and hands each finished segment to
@@ -56,6 +58,7 @@ from headwater.log.batch import (
 from headwater.log.errors import CORRUPT_MESSAGE, LogError
 from headwater.log.index import OffsetIndex, TimeIndex
 from headwater.log.segment import IndexBuilder, LogSegment
+from headwater.log.txn_index import write_index_file
 
 if TYPE_CHECKING:
     from headwater.log.partition_log import PartitionLog
@@ -231,6 +234,9 @@ def _clean_group(plog: PartitionLog, group: list[LogSegment], latest: dict[bytes
                      builder.offsets, builder.positions)
         _write_index(TimeIndex(swap.cleaned_path(directory, base, ".timeindex")),
                      builder.times, builder.time_offsets)
+        aborted = [txn for segment in group for txn in segment.txn_index]
+        if aborted:
+            write_index_file(swap.cleaned_path(directory, base, ".txnindex"), aborted)
         for segment in group:  # outside the log lock: its swap must not wait on fsyncs
             segment.flush()
         if not plog.replace_segments(group, base):

@@ -4,6 +4,13 @@ Produce appends a request's batches to the active segment in one `os.write` afte
 validating all of them (atomic per request); fetch returns whole-batch byte ranges. A
 single node has no followers, so the high watermark is the log end offset.
 
+Transactions: transactional batches open a transaction per producer (see
+`producer_state`); `append_marker` writes the COMMIT/ABORT control batch that closes it
+and, for an abort, an entry in the segment's aborted-transaction index (`txn_index`).
+The last stable offset is the first offset of the oldest open transaction (else the high
+watermark); read_committed fetches read up to it and get `aborted_transactions` for the
+range they read. Only markers are decoded: plain and idempotent batches stay header-only.
+
 Threading: everything runs on the broker's event-loop thread, synchronously, except
 `flush()`, which may run in a worker thread (it only fsyncs), and the log cleaner, which
 rewrites inactive segments in a worker thread. After `append`, a caller that sees
@@ -38,6 +45,7 @@ from headwater.log.batch import (
     set_log_append_time,
     validate_produce_records,
 )
+from headwater.log.control import EndTxnMarker, build_marker, parse_marker, parse_markers
 from headwater.log.errors import (
     INVALID_RECORD,
     KAFKA_STORAGE_ERROR,
@@ -47,6 +55,7 @@ from headwater.log.errors import (
 )
 from headwater.log.producer_state import ProducerStateInfo, ProducerStateManager
 from headwater.log.segment import LogSegment
+from headwater.log.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -138,19 +147,43 @@ class PartitionLog:
         return self
 
     def _rebuild_producer_state(self) -> None:
-        """Load the newest usable snapshot, then replay batch headers after it."""
+        """Load the newest usable snapshot, then replay the log after it: batch headers,
+        plus the markers (the only batches decoded). The aborted-transaction entries from
+        that point on are dropped first and rebuilt by the replay, so an entry lost to a
+        crash between a marker's write and its index write, or one describing a marker
+        that recovery truncated away, is put right."""
         leo = self.log_end_offset
         start = self._producers.load_latest(leo)
         if start is None:
             start = self._segments[0].base_offset
         for segment in self._segments:
+            segment.txn_index.truncate_to(start)
+        for segment in self._segments:
             if segment.next_offset <= start or segment.size == 0:
                 continue
             pos = segment.find_position(start)[0] if segment.base_offset < start else 0
-            for _, h in segment.iter_headers(pos):
-                if h.base_offset >= start:
+            for p, h in segment.iter_headers(pos):
+                if h.base_offset < start:
+                    continue
+                if h.is_control:
+                    if h.producer_id >= 0:
+                        self._replay_marker(segment, p, h)
+                else:
                     self._producers.update(h, h.base_offset)
         self._producers.truncate_head(self._log_start_offset)
+
+    def _replay_marker(self, segment: LogSegment, pos: int, h: BatchHeader) -> None:
+        try:
+            marker = parse_marker(segment.read(pos, h.size))
+        except LogError as exc:
+            log.warning("%s: unreadable control batch at offset %d: %s", self.path,
+                        h.base_offset, exc.message)
+            return
+        if marker is not None:
+            aborted = self._producers.complete_txn(h.producer_id, h.producer_epoch, marker,
+                                                   h.base_offset, h.max_timestamp)
+            if aborted is not None:
+                segment.txn_index.append(aborted)
 
     # ---- properties -------------------------------------------------------------------
 
@@ -166,6 +199,15 @@ class PartitionLog:
     @property
     def high_watermark(self) -> int:
         return self._segments[-1].next_offset  # single node: everything is replicated
+
+    @property
+    def last_stable_offset(self) -> int:
+        """First offset of the oldest open transaction, else the high watermark: what
+        read_committed consumers may read below (Kafka's LSO; single node, so every
+        completed transaction's marker is already below the high watermark)."""
+        first = self._producers.first_unstable_offset
+        hw = self._segments[-1].next_offset
+        return first if 0 <= first < hw else hw
 
     @property
     def size_bytes(self) -> int:
@@ -210,6 +252,19 @@ class PartitionLog:
                                   self.topic, self.partition)
         return result
 
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int, now_ms: int) -> int:
+        """Write a COMMIT (`commit`) or ABORT marker ending the producer's transaction on
+        this partition; returns the marker's offset. An abort of an open transaction is
+        added to the aborted-transaction index. A marker for a producer with nothing open
+        is still written and harmless (a coordinator re-sending markers after a restart).
+        LogError INVALID_PRODUCER_EPOCH (47) if `producer_epoch` is older than the
+        producer's, TRANSACTION_COORDINATOR_FENCED (52) if `coordinator_epoch` is older
+        than the last marker's. Wakes long-polling fetches like any append (the LSO may
+        have moved)."""
+        data = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        return self.append(data, now_ms, origin_client=False).base_offset
+
     def _append(self, data: bytes | bytearray | memoryview, now_ms: int,
                 origin_client: bool) -> AppendResult:
         self._check_open()
@@ -221,9 +276,12 @@ class PartitionLog:
                            f"{len(data)} bytes exceed segment.bytes {config.segment_bytes}")
         if origin_client and "compact" in config.cleanup_policy:
             _reject_null_keys(data, headers, self.topic, self.partition)
+        # Clients cannot write control batches, so only the broker's own appends pay for
+        # looking for markers.
+        markers = None if origin_client else parse_markers(data, headers)
         first_offset = self.log_end_offset
         append_time = config.message_timestamp_type == "LogAppendTime"
-        duplicate = self._producers.check_all(headers, first_offset)
+        duplicate = self._producers.check_all(headers, first_offset, markers)
         if duplicate is not None:
             return AppendResult(duplicate.base_offset, duplicate.last_offset,
                                 duplicate.timestamp if append_time else -1,
@@ -247,10 +305,33 @@ class PartitionLog:
             offset += h.last_offset_delta + 1
             pos += h.size
         segment.append(buf, stored, now_ms)
-        for h in stored:
-            self._producers.update(h, h.base_offset)
+        if markers is None:
+            for h in stored:
+                self._producers.update(h, h.base_offset)
+        else:
+            self._update_with_markers(segment, stored, markers)
         return AppendResult(first_offset, offset - 1, now_ms if append_time else -1,
                             self._log_start_offset, False)
+
+    def _update_with_markers(self, segment: LogSegment, stored: list[BatchHeader],
+                             markers: dict[int, EndTxnMarker | None]) -> None:
+        """Producer state after a broker write that may hold markers; aborts are indexed
+        in `segment`, the one the batches went to."""
+        for i, h in enumerate(stored):
+            if not h.is_control:
+                self._producers.update(h, h.base_offset)
+                continue
+            marker = markers.get(i)
+            if marker is None or h.producer_id < 0:
+                continue
+            aborted = self._producers.complete_txn(h.producer_id, h.producer_epoch, marker,
+                                                   h.base_offset, h.max_timestamp)
+            if aborted is not None:
+                try:
+                    segment.txn_index.append(aborted)
+                except OSError as exc:
+                    raise LogError(KAFKA_STORAGE_ERROR,
+                                   f"txn index write in {self.path} failed: {exc}") from exc
 
     def _maybe_roll(self, size: int, last_offset: int, now_ms: int) -> LogSegment:
         active = self._segments[-1]
@@ -372,6 +453,22 @@ class PartitionLog:
             if record.timestamp == best.max_timestamp:
                 return record.offset, record.timestamp
         return h.last_offset, best.max_timestamp
+
+    def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """(producer_id, first_offset) of the aborted transactions overlapping
+        [start_offset, upper_bound): what a read_committed Fetch returning that range
+        must list. Searches the index of the segment holding `start_offset` and later
+        ones, stopping at the first entry whose recorded LSO reaches `upper_bound`."""
+        with self._lock:
+            self._check_open()
+            found: list[AbortedTxn] = []
+            if upper_bound <= start_offset:
+                return []
+            i = max(bisect_right(self._bases, start_offset) - 1, 0)
+            for segment in self._segments[i:]:
+                if segment.txn_index.collect(start_offset, upper_bound, found):
+                    break
+            return [(t.producer_id, t.first_offset) for t in found]
 
     # ---- log start, retention ---------------------------------------------------------
 
@@ -591,7 +688,7 @@ def _write_checkpoint(path: Path, offset: int) -> None:
 
 
 def _remove_orphan_indexes(path: Path, bases: set[int]) -> None:
-    for suffix in ("*.index", "*.timeindex"):
+    for suffix in ("*.index", "*.timeindex", "*.txnindex"):
         for index in path.glob(suffix):
             if index.stem.isdigit() and int(index.stem) not in bases:
                 index.unlink(missing_ok=True)

@@ -1,10 +1,19 @@
-"""Idempotent-producer state of one partition: epochs and sequence numbers per producer id.
+"""Producer state of one partition: epochs, sequence numbers and open transactions.
 
 Everything here comes from batch headers (producerId, producerEpoch, baseSequence,
-lastOffsetDelta), so the state is a pure function of the log: a restart loads the latest
-snapshot (`<offset:020d>.snapshot`, JSON, written at roll and close) and replays the
-headers after its offset. The last five batches per producer are kept so a retried batch
-is recognised and answered with its original offsets instead of being written twice.
+lastOffsetDelta, the transactional bit) and from transaction markers, so the state is a
+pure function of the log: a restart loads the latest snapshot (`<offset:020d>.snapshot`,
+JSON, written at roll and close) and replays the log after its offset. The last five
+batches per producer are kept so a retried batch is recognised and answered with its
+original offsets instead of being written twice.
+
+Transactions (Kafka's ProducerAppendInfo rules): a transactional data batch from a
+producer with no open transaction opens one at its base offset; a non-transactional batch
+while one is open is INVALID_TXN_STATE; a COMMIT/ABORT marker closes it (a marker with an
+older producer epoch is INVALID_PRODUCER_EPOCH, one from an older coordinator epoch
+TRANSACTION_COORDINATOR_FENCED; a marker for a producer with nothing open is accepted and
+changes nothing but the epochs). The first offsets of the open transactions give the
+partition's first unstable offset, i.e. the last stable offset.
 """
 
 from __future__ import annotations
@@ -17,16 +26,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from headwater.log.batch import INT32_MAX, BatchHeader
+from headwater.log.batch import INT32_MAX, TRANSACTIONAL_BIT, BatchHeader
+from headwater.log.control import EndTxnMarker
 from headwater.log.errors import (
     INVALID_PRODUCER_EPOCH,
+    INVALID_TXN_STATE,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
+    TRANSACTION_COORDINATOR_FENCED,
     LogError,
 )
+from headwater.log.txn_index import AbortedTxn
 
 BATCHES_RETAINED = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (max.in.flight)
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOTS_KEPT = 2  # an older one survives a recovery that truncates below the newest
+#: Version 2 snapshots carry open transactions. Version 1 files were written before
+#: transactions were tracked (their current_txn_first_offset is always -1 even when a
+#: transaction was open), so they are not trusted: the log is replayed instead.
+SNAPSHOT_VERSION = 2
 
 
 class BatchMetadata(NamedTuple):
@@ -62,9 +79,9 @@ class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_RETAINED))
     last_timestamp: int = -1
-    # Transactions (a later issue): the coordinator epoch of the last marker and the first
-    # offset of the ongoing transaction feed DescribeProducers, the LSO and the
-    # aborted-transaction index. Kept here so snapshots already carry them.
+    # The coordinator epoch of the last marker (older ones are fenced) and the first offset
+    # of the open transaction (-1: none); they feed DescribeProducers, the LSO and the
+    # aborted-transaction index.
     coordinator_epoch: int = -1
     current_txn_first_offset: int = -1
 
@@ -118,13 +135,61 @@ def _check_sequence(entry: ProducerEntry | None, h: BatchHeader) -> None:
                        f"got {h.base_sequence}")
 
 
+def _check_txn_state(entry: ProducerEntry | None, h: BatchHeader, offset: int) -> None:
+    if entry is not None and entry.current_txn_first_offset >= 0 and not h.is_transactional:
+        raise LogError(INVALID_TXN_STATE,
+                       f"expected a transactional write from producer {h.producer_id} at "
+                       f"offset {offset}: its transaction from offset "
+                       f"{entry.current_txn_first_offset} is still open")
+
+
+def _check_marker(entry: ProducerEntry | None, h: BatchHeader, marker: EndTxnMarker) -> None:
+    """Kafka's fencing of markers (transaction version 0/1 rule: an equal epoch is fine)."""
+    if entry is None:
+        return
+    if h.producer_epoch < entry.epoch:
+        raise LogError(INVALID_PRODUCER_EPOCH,
+                       f"marker for producer {h.producer_id} has epoch {h.producer_epoch}, "
+                       f"older than current epoch {entry.epoch}")
+    if marker.coordinator_epoch < entry.coordinator_epoch:
+        raise LogError(TRANSACTION_COORDINATOR_FENCED,
+                       f"marker for producer {h.producer_id} has coordinator epoch "
+                       f"{marker.coordinator_epoch}, older than {entry.coordinator_epoch}")
+
+
+def _set_epoch(entry: ProducerEntry, epoch: int) -> None:
+    """A new epoch restarts sequences; the open transaction and coordinator epoch stay."""
+    if epoch != entry.epoch:
+        entry.epoch = epoch
+        entry.batches.clear()
+
+
 def _apply(entry: ProducerEntry | None, h: BatchHeader, base_offset: int) -> ProducerEntry:
-    if entry is None or h.producer_epoch != entry.epoch:
+    """Record a data batch (`entry` is changed in place); opens a transaction if needed.
+    On every idempotent append, hence the inlined checks."""
+    if entry is None:
         entry = ProducerEntry(h.producer_id, h.producer_epoch)
+    elif h.producer_epoch != entry.epoch:
+        _set_epoch(entry, h.producer_epoch)
     if h.base_sequence >= 0:
         entry.batches.append(BatchMetadata(h.base_sequence, h.last_sequence, base_offset,
                                            base_offset + h.last_offset_delta, h.max_timestamp))
     entry.last_timestamp = h.max_timestamp
+    if entry.current_txn_first_offset < 0 and h.attributes & TRANSACTIONAL_BIT:
+        entry.current_txn_first_offset = base_offset
+    return entry
+
+
+def _apply_marker(entry: ProducerEntry | None, producer_id: int, producer_epoch: int,
+                  marker: EndTxnMarker, timestamp: int) -> ProducerEntry:
+    """Record a marker: the transaction (if any) is over (`entry` is changed in place)."""
+    if entry is None:
+        entry = ProducerEntry(producer_id, producer_epoch)
+    else:
+        _set_epoch(entry, producer_epoch)
+    entry.coordinator_epoch = marker.coordinator_epoch
+    entry.current_txn_first_offset = -1
+    entry.last_timestamp = timestamp
     return entry
 
 
@@ -134,6 +199,49 @@ class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
+        #: First offset -> producer id of every open transaction (one per producer).
+        self._ongoing: dict[int, int] = {}
+        self._first_unstable = -1
+
+    # ---- transactions -------------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int:
+        """First offset of the oldest open transaction, -1 if none (the LSO bound)."""
+        return self._first_unstable
+
+    @property
+    def ongoing_transactions(self) -> dict[int, int]:
+        """First offset -> producer id of the open transactions (a copy)."""
+        return dict(self._ongoing)
+
+    def _refresh_unstable(self) -> None:
+        self._first_unstable = min(self._ongoing) if self._ongoing else -1
+
+    def _rebuild_ongoing(self) -> None:
+        self._ongoing = {e.current_txn_first_offset: pid for pid, e in self.producers.items()
+                         if e.current_txn_first_offset >= 0}
+        self._refresh_unstable()
+
+    def complete_txn(self, producer_id: int, producer_epoch: int, marker: EndTxnMarker,
+                     offset: int, timestamp: int) -> AbortedTxn | None:
+        """Apply a marker written at `offset` (already validated by `check_all`). Returns
+        the aborted-index entry when it aborted an open transaction, else None (a commit,
+        or a marker with nothing open: Kafka indexes only non-empty transactions)."""
+        entry = self.producers.get(producer_id)
+        first = entry.current_txn_first_offset if entry is not None else -1
+        aborted = None
+        if first >= 0:
+            self._ongoing.pop(first, None)
+            self._refresh_unstable()
+            if not marker.commit:
+                # The LSO once this abort is written: the oldest transaction still open
+                # (another producer's), or just past the marker.
+                lso = self._first_unstable if self._first_unstable >= 0 else offset + 1
+                aborted = AbortedTxn(producer_id, first, offset, lso)
+        self.producers[producer_id] = _apply_marker(entry, producer_id, producer_epoch,
+                                                    marker, timestamp)
+        return aborted
 
     def check(self, header: BatchHeader) -> DuplicateBatch | None:
         """Validate one batch against the current state: the original offsets if it is a
@@ -146,39 +254,64 @@ class ProducerStateManager:
             if duplicate is not None:
                 return duplicate
         _check_sequence(entry, header)
+        _check_txn_state(entry, header, -1)
         return None
 
-    def check_all(self, headers: Iterable[BatchHeader], first_offset: int) -> DuplicateBatch | None:
+    def check_all(self, headers: Iterable[BatchHeader], first_offset: int,
+                  markers: dict[int, EndTxnMarker | None] | None = None
+                  ) -> DuplicateBatch | None:
         """`check` for a request's batches in order, each against the state the earlier
-        ones would leave (nothing is changed); the first duplicate wins, as in Kafka."""
+        ones would leave (nothing is changed); the first duplicate wins, as in Kafka.
+        `markers` (the broker's own writes only) maps the index of each control batch to
+        its parsed marker; None there means a control batch that ends nothing."""
         staged: dict[int, ProducerEntry] = {}
         offset = first_offset
-        for h in headers:
-            if h.producer_id >= 0:
-                committed = self.producers.get(h.producer_id)
-                if committed is not None:
-                    duplicate = committed.find_duplicate(h)
-                    if duplicate is not None:
-                        return duplicate
-                entry = staged.get(h.producer_id, committed)
-                _check_sequence(entry, h)
-                staged[h.producer_id] = _apply(entry.copy() if entry else None, h, offset)
+        for i, h in enumerate(headers):
+            pid = h.producer_id
+            if pid >= 0:
+                committed = self.producers.get(pid)
+                entry = staged.get(pid, committed)
+                if markers is not None and h.is_control:
+                    marker = markers.get(i)
+                    if marker is not None:
+                        _check_marker(entry, h, marker)
+                        staged[pid] = _apply_marker(entry.copy() if entry else None, pid,
+                                                    h.producer_epoch, marker, h.max_timestamp)
+                else:
+                    if committed is not None:
+                        duplicate = committed.find_duplicate(h)
+                        if duplicate is not None:
+                            return duplicate
+                    _check_sequence(entry, h)
+                    if entry is not None and entry.current_txn_first_offset >= 0:
+                        _check_txn_state(entry, h, offset)
+                    staged[pid] = _apply(entry.copy() if entry else None, h, offset)
             offset += h.last_offset_delta + 1
         return None
 
     def update(self, header: BatchHeader, base_offset: int) -> None:
-        """Record a batch that was appended at `base_offset`."""
-        if header.producer_id < 0:
-            return
+        """Record a data batch that was appended at `base_offset` (markers go through
+        `complete_txn`)."""
         pid = header.producer_id
-        self.producers[pid] = _apply(self.producers.get(pid), header, base_offset)
+        if pid < 0:
+            return
+        entry = self.producers.get(pid)
+        was_open = entry is not None and entry.current_txn_first_offset >= 0
+        self.producers[pid] = entry = _apply(entry, header, base_offset)
+        if not was_open and entry.current_txn_first_offset >= 0:
+            self._ongoing[base_offset] = pid
+            if self._first_unstable < 0:
+                self._first_unstable = base_offset
 
     def truncate_head(self, log_start_offset: int) -> None:
-        """Forget producers whose every batch now lies below the log start (Kafka)."""
+        """Forget producers whose every batch now lies below the log start (Kafka): an open
+        transaction of theirs has nothing left in the log to hold the LSO back."""
         gone = [pid for pid, e in self.producers.items()
                 if e.batches and e.last_offset < log_start_offset]
         for pid in gone:
             del self.producers[pid]
+        if gone and self._ongoing:
+            self._rebuild_ongoing()
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
         """Drop producers idle longer than producer.id.expiration.ms."""
@@ -208,7 +341,7 @@ class ProducerStateManager:
         snapshots. Without `sync` a power loss may leave a torn file; `load_latest` then
         skips it and replays more of the log."""
         path = self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
-        doc = {"version": 1, "offset": offset, "producers": [
+        doc = {"version": SNAPSHOT_VERSION, "offset": offset, "producers": [
             {"producer_id": e.producer_id, "epoch": e.epoch, "last_timestamp": e.last_timestamp,
              "coordinator_epoch": e.coordinator_epoch,
              "current_txn_first_offset": e.current_txn_first_offset,
@@ -228,9 +361,14 @@ class ProducerStateManager:
         return path
 
     def load(self, path: Path) -> int:
-        """Replace the state with a snapshot's; returns the offset it was taken at."""
+        """Replace the state with a snapshot's; returns the offset it was taken at.
+        ValueError for a snapshot of another version (see SNAPSHOT_VERSION)."""
         doc = json.loads(path.read_text())
+        if doc.get("version") != SNAPSHOT_VERSION:
+            raise ValueError(f"{path}: snapshot version {doc.get('version')} is not "
+                             f"{SNAPSHOT_VERSION}")
         self.producers = {}
+        self._ongoing = {}
         for p in doc["producers"]:
             entry = ProducerEntry(p["producer_id"], p["epoch"],
                                   deque((BatchMetadata(*b) for b in p["batches"]),
@@ -238,6 +376,7 @@ class ProducerStateManager:
                                   p["last_timestamp"], p["coordinator_epoch"],
                                   p["current_txn_first_offset"])
             self.producers[entry.producer_id] = entry
+        self._rebuild_ongoing()
         return int(doc["offset"])
 
     def load_latest(self, log_end_offset: int) -> int | None:
@@ -252,6 +391,7 @@ class ProducerStateManager:
             except (OSError, ValueError, KeyError, TypeError):
                 path.unlink(missing_ok=True)
         self.producers = {}
+        self._rebuild_ongoing()
         return None
 
     def delete_snapshots_below(self, offset: int) -> None:

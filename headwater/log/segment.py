@@ -1,4 +1,5 @@
-"""One log segment: `<base:020d>.log` plus its sparse offset and time indexes.
+"""One log segment: `<base:020d>.log` plus its sparse offset and time indexes, and the
+aborted-transaction index of the markers it holds (`txn_index`, see `txn_index`).
 
 The log file is written with `os.write` on an unbuffered O_APPEND fd, so once `append`
 returns the bytes are in the page cache and survive a `kill -9`; reads are `os.pread`
@@ -25,6 +26,7 @@ from headwater.log.batch import (
 )
 from headwater.log.errors import KAFKA_STORAGE_ERROR, LogError
 from headwater.log.index import OffsetIndex, TimeIndex
+from headwater.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 _SCAN_CHUNK = 32 * 1024  # header walks: covers a few index intervals per pread
 _RECOVER_CHUNK = 1024 * 1024  # recovery reads whole batches to check CRCs
@@ -82,8 +84,9 @@ class LogSegment:
         self.log_path = segment_path(directory, base_offset, ".log")
         index_path = segment_path(directory, base_offset, ".index")
         time_path = segment_path(directory, base_offset, ".timeindex")
+        txn_path = segment_path(directory, base_offset, TXN_INDEX_SUFFIX)
         if truncate:
-            for path in (self.log_path, index_path, time_path):
+            for path in (self.log_path, index_path, time_path, txn_path):
                 path.unlink(missing_ok=True)
         #: True when an index file was absent and had to be created: run `recover()`.
         self.indexes_missing = not (index_path.exists() and time_path.exists())
@@ -91,6 +94,10 @@ class LogSegment:
         self._fd = os.open(self.log_path, flags, 0o644)
         self.offset_index = OffsetIndex(index_path)
         self.time_index = TimeIndex(time_path)
+        #: Aborted transactions whose ABORT marker is in this segment. Unlike the sparse
+        #: indexes it cannot be rebuilt from this segment alone (a transaction may start
+        #: in an earlier one), so recovery and the cleaner carry it over explicitly.
+        self.txn_index = TransactionIndex(txn_path, base_offset)
         self._lock = threading.Lock()  # flush() may run in a worker thread
         self.size = os.fstat(self._fd).st_size
         self.next_offset = base_offset
@@ -318,6 +325,7 @@ class LogSegment:
         """fsync log and indexes if written since the last flush; safe to call from a
         worker thread. Returns only once any fsync already under way has finished."""
         with self._lock:
+            self.txn_index.flush()
             if self._fd < 0 or not self.dirty:
                 return
             self.dirty = False
@@ -332,12 +340,14 @@ class LogSegment:
                 self._fd = -1
             self.offset_index.close()
             self.time_index.close()
+            self.txn_index.close()
 
     def delete(self) -> None:
         self.close()
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return (f"LogSegment(base={self.base_offset}, next={self.next_offset}, "

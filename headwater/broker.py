@@ -22,6 +22,7 @@ from .log.partition_log import PartitionLog
 from .metadata.controller import Controller
 from .metadata.image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from .metrics import MetricsServer
+from .txn.coordinator import TransactionCoordinator
 from .wire.dispatch import Dispatcher
 from .wire.server import KafkaServer
 
@@ -53,6 +54,7 @@ class Broker:
         self.logs: LogManager | None = None
         self.controller: Controller | None = None
         self.groups: GroupCoordinator | None = None
+        self.transactions: TransactionCoordinator | None = None
         self.metrics: MetricsServer | None = None
         self.server: KafkaServer | None = None
         self.dispatcher = Dispatcher()
@@ -60,7 +62,8 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._log_configs: dict[str, LogConfig] = {}
         self.api_state: dict[str, object] = {}
-        # FindCoordinator key types served here (0 group; 1 transaction, 2 share later).
+        # FindCoordinator key types served here (0 group; 1 transaction once its
+        # coordinator runs; 2 share later).
         self.coordinator_key_types: set[int] = {0}
 
     # ---- lifecycle -----------------------------------------------------------------
@@ -86,6 +89,7 @@ class Broker:
         self._sync_logs(MetadataImage(), self.controller.image)
         self.controller.listeners.append(self._sync_logs)
         self.groups = GroupCoordinator(self)
+        self.transactions = TransactionCoordinator(self)
         register_all(self.dispatcher, self)
 
     async def start(self) -> None:
@@ -94,6 +98,8 @@ class Broker:
                                   self.config.get_int("socket.request.max.bytes"))
         assert self.groups is not None
         await self.groups.start()
+        assert self.transactions is not None
+        await self.transactions.start()
         await self.server.start()
         self.listen_port = self.server.port
         metrics_listen = self.config.get("headwater.metrics.listen")
@@ -114,6 +120,8 @@ class Broker:
             await self.server.stop()
         if self.metrics is not None:
             await self.metrics.stop()
+        if self.transactions is not None:
+            await self.transactions.stop()
         if self.groups is not None:
             await self.groups.stop()
         if self.logs is not None:

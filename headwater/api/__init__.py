@@ -26,9 +26,10 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         produce,
         producers,
         topics,
+        transactions,
     )
 
     for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
                    offsets, producers, log_dirs, find_coordinator, offset_commits,
-                   group_admin, classic_groups, consumer_groups):
+                   group_admin, classic_groups, consumer_groups, transactions):
         module.register(dispatcher, broker)

@@ -62,7 +62,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     # ---- OffsetFetch ---------------------------------------------------------------
     def fetch_group(group_id: str, member_id: str | None, member_epoch: int,
-                    req_topics: Any, by_id: bool) -> dict:
+                    req_topics: Any, by_id: bool, require_stable: bool = False) -> dict:
         topics: list[tuple[str, list[int]]] | None = None
         unknown = []
         if req_topics is not None:
@@ -75,7 +75,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     topics.append((name, list(t.partition_indexes)))
         try:
             error, found = groups().read(group_id, lambda shard: shard.offsets.fetch(
-                group_id, member_id, member_epoch, topics))
+                group_id, member_id, member_epoch, topics, require_stable))
         except NotReady as exc:
             error, found = exc.code, {}
         out = []
@@ -92,13 +92,16 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"group_id": group_id, "topics": out, "error_code": error}
 
     def handle_fetch(ctx: RequestContext, req: Any) -> dict:
+        # RequireStable (v7+): UNSTABLE_OFFSET_COMMIT for partitions whose offsets an
+        # open transaction is about to change.
+        stable = bool(getattr(req, "require_stable", False))
         if ctx.api_version >= 8:
             results = [fetch_group(g.group_id, getattr(g, "member_id", None),
                                    getattr(g, "member_epoch", -1), g.topics,
-                                   ctx.api_version >= 10)
+                                   ctx.api_version >= 10, stable)
                        for g in req.groups]
             return {"throttle_time": 0, "groups": results}
-        one = fetch_group(req.group_id, None, -1, req.topics, False)
+        one = fetch_group(req.group_id, None, -1, req.topics, False, stable)
         if one["error_code"] and ctx.api_version < 2:
             for t in one["topics"]:
                 for p in t["partitions"]:

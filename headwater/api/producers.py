@@ -1,9 +1,8 @@
 """InitProducerId (22) for idempotent producers, and DescribeProducers (61).
 
 Producer ids come from blocks the controller commits as ProducerIdsRecords, so an
-id is never handed out twice, across restarts included. Transactional ids need the
-transaction coordinator (a later issue) and are refused with
-COORDINATOR_NOT_AVAILABLE until it exists.
+id is never handed out twice, across restarts included. A transactional id goes to the
+transaction coordinator (`headwater.txn`).
 """
 
 from __future__ import annotations
@@ -23,11 +22,29 @@ MAX_EPOCH = 32767
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def handle_init(ctx: RequestContext, req: Any) -> dict:
         assert broker.controller is not None
-        if req.transactional_id is not None:
-            return {"throttle_time": 0, "error_code": E.coordinator_not_available,
-                    "producer_id": -1, "producer_epoch": -1}
         pid = getattr(req, "producer_id", -1)
         epoch = getattr(req, "producer_epoch", -1)
+        if req.transactional_id is not None:
+            # The transaction coordinator bumps the epoch, fencing the previous producer
+            # (and aborting its open transaction).
+            from ..coordinator.runtime import NotReady
+
+            timeout = req.transaction_timeout
+            timeout_ms = int(timeout.total_seconds() * 1000) if hasattr(
+                timeout, "total_seconds") else int(timeout)
+            expected = (pid, epoch) if pid >= 0 else None
+            if broker.transactions is None:
+                error, pid, epoch = E.coordinator_not_available, -1, -1
+            else:
+                try:
+                    error, pid, epoch = broker.transactions.init_producer_id(
+                        req.transactional_id, timeout_ms, expected)
+                except NotReady as exc:
+                    error, pid, epoch = exc.code, -1, -1
+            if error == E.producer_fenced and ctx.api_version < 4:
+                error = E.invalid_producer_epoch  # PRODUCER_FENCED is v4+ (KIP-588)
+            return {"throttle_time": 0, "error_code": error, "producer_id": pid,
+                    "producer_epoch": epoch}
         if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
             # KIP-360: an idempotent producer bumps its epoch to reset sequences.
             return {"throttle_time": 0, "error_code": 0, "producer_id": pid,

@@ -9,6 +9,14 @@ appends are synchronous, so operations on one shard never interleave.
 
 While a partition is loading, operations on it raise `NotReady` with
 COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
+
+Transactions: an operation's records can be written transactionally (producer id and
+epoch in the batch header, the transactional bit set), e.g. TxnOffsetCommit's offsets;
+`write_marker` appends the COMMIT/ABORT marker that ends such a transaction on one
+partition and hands it to the shard (`replay_end_transaction`), and loading does the same
+for every marker it finds, so a restart resolves pending transactional state exactly as
+the live path did. A service can watch its shards through `after_write` (called after
+every write, timer-driven ones included) and `after_load`.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..log.batch import build_batch, decode_records, iter_batches
+from ..log.control import parse_marker
+from ..log.errors import LogError
 from .hashing import partition_for
 from .record_codec import CoordinatorRecord, RecordCodec
 
@@ -54,6 +64,10 @@ class Shard(Protocol):
                record: CoordinatorRecord) -> None: ...
 
     def on_loaded(self, now_ms: int) -> None: ...
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int,
+                               commit: bool) -> None:
+        """A COMMIT (`commit`) or ABORT marker of `producer_id` landed in the partition."""
 
 
 class NotReady(Exception):
@@ -113,6 +127,10 @@ class CoordinatorRuntime:
         self._loading: set[int] = set(range(num_partitions))
         self._task: asyncio.Task[None] | None = None
         self.load_times_ms: dict[int, float] = {}
+        # Hooks for the owning service: called with the partition after each write that
+        # appended records, and once a partition is loaded.
+        self.after_write: Callable[[int], None] | None = None
+        self.after_load: Callable[[int], None] | None = None
 
     # ---- lifecycle -----------------------------------------------------------------
     def ensure_topic(self) -> None:
@@ -149,7 +167,10 @@ class CoordinatorRuntime:
             shard = self.shard_factory(partition, timer)
             count = 0
             for offset, pid, epoch, record in self._scan(partition):
-                shard.replay(offset, pid, epoch, record)
+                if isinstance(record, bool):
+                    shard.replay_end_transaction(pid, epoch, record)
+                else:
+                    shard.replay(offset, pid, epoch, record)
                 count += 1
                 if count % 5000 == 0:
                     await asyncio.sleep(0)
@@ -162,9 +183,20 @@ class CoordinatorRuntime:
             if count:
                 log.info("loaded %s-%d: %d records in %.0f ms", self.topic, partition, count,
                          elapsed)
+            self._notify(self.after_load, partition)
             await asyncio.sleep(0)
 
+    def _notify(self, hook: Callable[[int], None] | None, partition: int) -> None:
+        if hook is None:
+            return
+        try:
+            hook(partition)
+        except Exception:
+            log.exception("hook on %s-%d failed", self.topic, partition)
+
     def _scan(self, partition: int):
+        """(offset, producer id, epoch, record) per record; for a transaction marker the
+        record is a bool, True for COMMIT."""
         plog = self._log(partition)
         offset = plog.log_start_offset
         end = plog.log_end_offset
@@ -174,6 +206,10 @@ class CoordinatorRuntime:
                 break
             for pos, header in iter_batches(data):
                 if header.is_control:
+                    marker = self._marker(data[pos:pos + header.size], header.base_offset)
+                    if marker is not None and header.producer_id >= 0:
+                        yield (header.base_offset, header.producer_id, header.producer_epoch,
+                               marker)
                     offset = header.next_offset
                     continue
                 for rec in decode_records(data[pos:pos + header.size]):
@@ -183,6 +219,15 @@ class CoordinatorRuntime:
                     if decoded is not None:
                         yield rec.offset, header.producer_id, header.producer_epoch, decoded
                 offset = header.next_offset
+
+    def _marker(self, batch: bytes, offset: int) -> bool | None:
+        try:
+            marker = parse_marker(batch)
+        except LogError as exc:
+            log.warning("%s: unreadable control batch at offset %d: %s", self.topic, offset,
+                        exc.message)
+            return None
+        return None if marker is None else marker.commit
 
     def _log(self, partition: int) -> PartitionLog:
         plog = self.broker.partition(self.topic, partition)
@@ -211,14 +256,31 @@ class CoordinatorRuntime:
     def read(self, partition: int, fn: Callable[[Any], Any]) -> Any:
         return fn(self.shard(partition))
 
-    def write(self, partition: int, op: Callable[[Any, int], Result]) -> Any:
-        """Run `op`, append its records as one batch, replay them, return the response."""
+    def write(self, partition: int, op: Callable[[Any, int], Result], producer_id: int = -1,
+              producer_epoch: int = -1, transactional: bool = False) -> Any:
+        """Run `op`, append its records as one batch, replay them, return the response.
+        With a producer id the batch carries it (and the transactional bit if asked);
+        the log may then refuse it with a LogError (a fenced epoch, say), which
+        propagates and leaves the shard unchanged."""
         shard = self.shard(partition)
         now = self.broker.now_ms()
         result = op(shard, now)
         if result.records:
-            self.append(partition, shard, result.records, now)
+            self.append(partition, shard, result.records, now, producer_id, producer_epoch,
+                        transactional)
+            self._notify(self.after_write, partition)
         return result.response
+
+    def write_marker(self, partition: int, producer_id: int, producer_epoch: int,
+                     commit: bool, coordinator_epoch: int) -> int:
+        """Append a COMMIT/ABORT marker ending `producer_id`'s transaction on `partition`
+        and replay it into the shard; returns its offset. NotReady while loading (the
+        loader would miss it), LogError if the log refuses it."""
+        shard = self.shard(partition)
+        offset = self._log(partition).append_marker(producer_id, producer_epoch, commit,
+                                                    coordinator_epoch, self.broker.now_ms())
+        shard.replay_end_transaction(producer_id, producer_epoch, commit)
+        return offset
 
     def append(self, partition: int, shard: Shard, records: list[CoordinatorRecord],
                now: int, producer_id: int = -1, producer_epoch: int = -1,

@@ -28,8 +28,10 @@ class Group(Protocol):
         """When the group last became empty (offset retention counts from then)."""
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None,
-                               generation_or_epoch: int, api_version: int) -> int:
-        """0 or the Kafka error code for a commit by this member."""
+                               generation_or_epoch: int, api_version: int,
+                               transactional: bool = False) -> int:
+        """0 or the Kafka error code for a commit by this member. `transactional`: a
+        TxnOffsetCommit, where `api_version` means nothing (-1)."""
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int: ...
 

@@ -363,7 +363,8 @@ class ClassicGroup:
         return self.state_timestamp if self.state is State.EMPTY else None
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None,
-                               generation_or_epoch: int, api_version: int) -> int:
+                               generation_or_epoch: int, api_version: int,
+                               transactional: bool = False) -> int:
         if self.state is State.DEAD:
             return COORDINATOR_NOT_AVAILABLE
         if generation_or_epoch < 0 and self.state is State.EMPTY:
@@ -374,9 +375,11 @@ class ClassicGroup:
                 return error
             if generation_or_epoch != self.generation:
                 return ILLEGAL_GENERATION
-        elif self.state is not State.EMPTY:
-            return UNKNOWN_MEMBER_ID  # no member and no generation: only while Empty
-        if self.state is State.COMPLETING_REBALANCE:
+        elif self.state is not State.EMPTY and not transactional:
+            # No member and no generation: only while Empty. Transactional commits are
+            # exempt (TxnOffsetCommit before v3 carries neither), as in Kafka.
+            return UNKNOWN_MEMBER_ID
+        if self.state is State.COMPLETING_REBALANCE and not transactional:
             return REBALANCE_IN_PROGRESS
         return NONE
 

@@ -353,13 +353,14 @@ class ConsumerGroup:
         return None
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None,
-                               generation_or_epoch: int, api_version: int) -> int:
+                               generation_or_epoch: int, api_version: int,
+                               transactional: bool = False) -> int:
         if not member_id and generation_or_epoch < 0:
             return NONE  # an admin / simple commit
         member = self.members.get(member_id)
         if member is None:
             return UNKNOWN_MEMBER_ID
-        if api_version < 9:
+        if api_version < 9 and not transactional:
             return UNSUPPORTED_VERSION  # member epochs need OffsetCommit v9+
         if generation_or_epoch != member.member_epoch:
             return STALE_MEMBER_EPOCH

@@ -4,6 +4,14 @@ Commits become OffsetCommit records; replaying a record stores the offset and a
 tombstone removes it. Validation against the group (generation, member epoch) is
 delegated to the group object. Expiry is an operation like any other: it returns
 tombstones, written by the shard itself.
+
+Transactional commits (TxnOffsetCommit, seed 5.6) are the same records written under a
+producer id and epoch with the transactional bit. Replaying one stores the offset as
+*pending* for that producer; the transaction's marker in this partition then makes the
+producer's pending offsets committed (COMMIT) or drops them (ABORT). The newer of a
+pending and an already committed offset wins, by position in the log, as in Kafka.
+While any are pending, `require_stable` fetches get UNSTABLE_OFFSET_COMMIT for those
+partitions and expiry leaves them alone.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ INVALID_GROUP_ID = 24
 UNKNOWN_MEMBER_ID = 25
 GROUP_ID_NOT_FOUND = 69
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+UNSTABLE_OFFSET_COMMIT = 88
+STALE_MEMBER_EPOCH = 113
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +43,11 @@ class CommittedOffset:
     leader_epoch: int
     metadata: str
     commit_timestamp: int
+    record_offset: int = -1  # where the record is in the log (orders txn vs plain commits)
+
+
+# group -> topic -> partition -> offset
+OffsetTable = dict[str, dict[str, dict[int, CommittedOffset]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,13 +61,24 @@ class PartitionCommit:
 class OffsetManager:
     def __init__(self, shard: GroupShard) -> None:
         self.shard = shard
-        # group -> topic -> partition -> offset
-        self.offsets: dict[str, dict[str, dict[int, CommittedOffset]]] = {}
+        self.offsets: OffsetTable = {}
+        # producer id -> its transaction's pending offsets
+        self.pending: dict[int, OffsetTable] = {}
 
     # ---- replay --------------------------------------------------------------------
-    def replay(self, record: CoordinatorRecord) -> None:
+    def replay(self, record: CoordinatorRecord, offset: int = -1,
+               producer_id: int = -1) -> None:
         key = record.key
         group, topic, partition = key["group"], key["topic"], key["partition"]
+        if record.value is not None and producer_id >= 0:
+            v = record.value
+            self.pending.setdefault(producer_id, {}).setdefault(group, {}).setdefault(
+                topic, {})[partition] = CommittedOffset(
+                    v["offset"], v["leader_epoch"], v["metadata"], v["commit_timestamp"],
+                    offset)
+            if group not in self.shard.groups:
+                self.shard.create_simple_group(group)
+            return
         if record.value is None:
             topics = self.offsets.get(group)
             if topics is not None:
@@ -66,9 +92,21 @@ class OffsetManager:
             return
         v = record.value
         self.offsets.setdefault(group, {}).setdefault(topic, {})[partition] = CommittedOffset(
-            v["offset"], v["leader_epoch"], v["metadata"], v["commit_timestamp"])
+            v["offset"], v["leader_epoch"], v["metadata"], v["commit_timestamp"], offset)
         if group not in self.shard.groups:
             self.shard.create_simple_group(group)
+
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        pending = self.pending.pop(producer_id, None)
+        if pending is None or not commit:
+            return
+        for group, topics in pending.items():
+            for topic, parts in topics.items():
+                stored = self.offsets.setdefault(group, {}).setdefault(topic, {})
+                for partition, committed in parts.items():
+                    current = stored.get(partition)
+                    if current is None or committed.record_offset > current.record_offset:
+                        stored[partition] = committed
 
     # ---- queries -------------------------------------------------------------------
     def group_offsets(self, group: str) -> dict[str, dict[int, CommittedOffset]]:
@@ -76,6 +114,20 @@ class OffsetManager:
 
     def has_offsets(self, group: str) -> bool:
         return bool(self.offsets.get(group))
+
+    def has_pending(self, group: str, topic: str | None = None,
+                    partition: int | None = None) -> bool:
+        """Whether an open transaction holds offsets of the group (or of one partition)."""
+        for table in self.pending.values():
+            topics = table.get(group)
+            if not topics:
+                continue
+            if topic is None:
+                return True
+            parts = topics.get(topic)
+            if parts and (partition is None or partition in parts):
+                return True
+        return False
 
     # ---- operations ----------------------------------------------------------------
     def commit(self, group_id: str, member_id: str, instance_id: str | None,
@@ -94,6 +146,31 @@ class OffsetManager:
                                                  api_version)
             if error:
                 return Result([], _all(topics, error))
+        return self._commit_records(group_id, topics, now_ms)
+
+    def commit_transactional(self, group_id: str, member_id: str, instance_id: str | None,
+                             generation: int, topics: list[tuple[str, list[PartitionCommit]]],
+                             now_ms: int) -> Result:
+        """TxnOffsetCommit: Kafka's group checks for transactional commits (a member id
+        and generation are checked when given; no OffsetCommit-version rule; a stale
+        member epoch is ILLEGAL_GENERATION). The caller writes the records under the
+        producer's id and epoch. Response: {topic: {partition: error_code}}."""
+        if not group_id:
+            return Result([], _all(topics, INVALID_GROUP_ID))
+        group = self.shard.groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                return Result([], _all(topics, ILLEGAL_GENERATION))
+        else:
+            error = group.validate_offset_commit(member_id, instance_id, generation, -1,
+                                                 transactional=True)
+            if error:
+                return Result([], _all(topics, ILLEGAL_GENERATION
+                                       if error == STALE_MEMBER_EPOCH else error))
+        return self._commit_records(group_id, topics, now_ms)
+
+    def _commit_records(self, group_id: str, topics: list[tuple[str, list[PartitionCommit]]],
+                        now_ms: int) -> Result:
         limit = self.shard.config.offset_metadata_max_bytes
         records = []
         response: dict[str, dict[int, int]] = {}
@@ -110,8 +187,11 @@ class OffsetManager:
         return Result(records, response)
 
     def fetch(self, group_id: str, member_id: str | None, member_epoch: int,
-              topics: list[tuple[str, list[int]]] | None) -> tuple[int, dict[str, dict]]:
-        """(group error, {topic: {partition: CommittedOffset | None}})."""
+              topics: list[tuple[str, list[int]]] | None, require_stable: bool = False
+              ) -> tuple[int, dict[str, dict]]:
+        """(group error, {topic: {partition: CommittedOffset | None}}); with
+        `require_stable`, a partition with a pending transactional offset maps to the
+        error UNSTABLE_OFFSET_COMMIT (an int) instead."""
         group = self.shard.groups.get(group_id)
         if group is not None and (member_id is not None or member_epoch >= 0):
             error = group.validate_offset_fetch(member_id, member_epoch)
@@ -119,11 +199,18 @@ class OffsetManager:
                 return error, {}
         stored = self.offsets.get(group_id, {})
         if topics is None:
-            return NONE, {t: dict(parts) for t, parts in stored.items()}
-        out: dict[str, dict[int, CommittedOffset | None]] = {}
-        for topic, partitions in topics:
-            have = stored.get(topic, {})
-            out[topic] = {p: have.get(p) for p in partitions}
+            out: dict[str, dict[int, CommittedOffset | None | int]] = {
+                t: dict(parts) for t, parts in stored.items()}
+        else:
+            out = {}
+            for topic, partitions in topics:
+                have = stored.get(topic, {})
+                out[topic] = {p: have.get(p) for p in partitions}
+        if require_stable and self.has_pending(group_id):
+            for topic, parts in out.items():
+                for p in parts:
+                    if self.has_pending(group_id, topic, p):
+                        parts[p] = UNSTABLE_OFFSET_COMMIT
         return NONE, out
 
     def delete(self, group_id: str, topics: list[tuple[str, list[int]]]
@@ -171,6 +258,8 @@ class OffsetManager:
                 if not empty and (group is None or group.is_subscribed_to(topic)):
                     continue
                 for p, committed in parts.items():
+                    if self.pending and self.has_pending(group_id, topic, p):
+                        continue  # an open transaction is about to replace it
                     base = committed.commit_timestamp
                     if empty and since is not None and group is not None \
                             and group.group_type == "classic":
@@ -184,8 +273,11 @@ def _all(topics: list[tuple[str, list[PartitionCommit]]], code: int) -> dict[str
     return {topic: {p.partition: code for p in parts} for topic, parts in topics}
 
 
-def as_fetch_entry(partition: int, committed: CommittedOffset | None, error: int = 0
+def as_fetch_entry(partition: int, committed: CommittedOffset | None | int, error: int = 0
                    ) -> dict[str, Any]:
+    """An OffsetFetch partition entry; `committed` may be an error code (see `fetch`)."""
+    if isinstance(committed, int):
+        committed, error = None, committed
     if committed is None:
         return {"partition_index": partition, "committed_offset": -1,
                 "committed_leader_epoch": -1, "metadata": "", "error_code": error}

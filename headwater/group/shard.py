@@ -50,11 +50,17 @@ class GroupShard:
                record: CoordinatorRecord) -> None:
         t = record.type_id
         if t == R.OFFSET_COMMIT:
-            self.offsets.replay(record)
+            self.offsets.replay(record, offset, producer_id)
         elif t == R.GROUP_METADATA:
             self.classic.replay(record)
         else:
             self.consumer.replay(record)
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int,
+                               commit: bool) -> None:
+        """A transaction marker: the producer's pending offsets become committed offsets
+        (COMMIT) or are dropped (ABORT)."""
+        self.offsets.replay_end_transaction(producer_id, commit)
 
     def on_loaded(self, now_ms: int) -> None:
         self.classic.on_loaded(now_ms)
@@ -126,7 +132,8 @@ class GroupShard:
         for group_id, count in expiring.items():
             group = self.groups.get(group_id)
             remaining = sum(len(p) for p in self.offsets.group_offsets(group_id).values())
-            if group is not None and group.is_empty() and remaining == count:
+            if (group is not None and group.is_empty() and remaining == count
+                    and not self.offsets.has_pending(group_id)):
                 records += group.tombstones()
         self._schedule_expiry()
         return Result(records)

@@ -1,0 +1,240 @@
+"""Transaction APIs over the transaction coordinator (`headwater.txn`).
+
+AddPartitionsToTxn (24; v0-3 from clients, v4+ the batched form brokers send, with
+verify-only entries), AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27, the path an
+operator's abort of a hanging transaction takes), TxnOffsetCommit (28, through the group
+coordinator: the offsets are written under the producer's id and epoch and stay pending
+until the transaction's marker), DescribeTransactions (65) and ListTransactions (66).
+InitProducerId with a transactional id is in `producers.py`.
+
+Older request versions predate PRODUCER_FENCED (KIP-588) and get INVALID_PRODUCER_EPOCH.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import re2
+from kio.schema.errors import ErrorCode as E
+
+from ..coordinator.runtime import NotReady
+from ..group.offsets import PartitionCommit
+from ..log.errors import LogError
+from ..txn.coordinator import OFFSETS_TOPIC
+from ..txn.state import TxnState
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..txn.coordinator import TransactionCoordinator
+
+TopicPartition = tuple[str, int]
+
+
+def fenced_as(code: int, version: int, first_version: int) -> int:
+    """PRODUCER_FENCED for versions that know it, INVALID_PRODUCER_EPOCH before."""
+    if code == E.producer_fenced and version < first_version:
+        return E.invalid_producer_epoch
+    return code
+
+
+def by_topic(codes: dict[TopicPartition, int]) -> dict[str, dict[int, int]]:
+    out: dict[str, dict[int, int]] = {}
+    for (topic, partition), code in codes.items():
+        out.setdefault(topic, {})[partition] = code
+    return out
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def coordinator() -> TransactionCoordinator:
+        if broker.transactions is None:
+            raise NotReady(E.coordinator_not_available)
+        return broker.transactions
+
+    def call(fn: Callable[[], int]) -> int:
+        try:
+            return fn()
+        except NotReady as exc:
+            return exc.code
+
+    def known(topic: str, partition: int) -> bool:
+        t = broker.image.topic(topic)
+        return t is not None and 0 <= partition < len(t.partitions)
+
+    # ---- AddPartitionsToTxn --------------------------------------------------------
+    def add_or_verify(txn_id: str, pid: int, epoch: int, verify_only: bool,
+                      topics: Any, version: int) -> dict[TopicPartition, int]:
+        parts = [(t.name, int(p)) for t in topics for p in t.partitions]
+        missing = {tp for tp in parts if not known(*tp)}
+        if missing:
+            return {tp: E.unknown_topic_or_partition if tp in missing
+                    else E.operation_not_attempted for tp in parts}
+        if verify_only:
+            try:
+                codes = coordinator().verify_partitions(txn_id, pid, epoch, parts)
+            except NotReady as exc:
+                return {tp: exc.code for tp in parts}
+            return {tp: fenced_as(c, version, 2) for tp, c in codes.items()}
+        code = call(lambda: coordinator().add_partitions(txn_id, pid, epoch, parts))
+        code = fenced_as(code, version, 2)
+        return {tp: code for tp in parts}
+
+    def topic_results(codes: dict[TopicPartition, int]) -> list[dict]:
+        return [{"name": topic, "results_by_partition": [
+            {"partition_index": p, "partition_error_code": c} for p, c in parts.items()]}
+            for topic, parts in by_topic(codes).items()]
+
+    def handle_add_partitions(ctx: RequestContext, req: Any) -> dict:
+        if ctx.api_version <= 3:
+            codes = add_or_verify(req.v3_and_below_transactional_id,
+                                  req.v3_and_below_producer_id,
+                                  req.v3_and_below_producer_epoch, False,
+                                  req.v3_and_below_topics, ctx.api_version)
+            return {"throttle_time": 0, "results_by_topic_v3_and_below": topic_results(codes)}
+        results = []
+        for txn in req.transactions:
+            codes = add_or_verify(txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                  txn.verify_only, txn.topics, ctx.api_version)
+            results.append({"transactional_id": txn.transactional_id,
+                            "topic_results": topic_results(codes)})
+        return {"throttle_time": 0, "error_code": 0, "results_by_transaction": results}
+
+    # ---- AddOffsetsToTxn / EndTxn --------------------------------------------------
+    def handle_add_offsets(ctx: RequestContext, req: Any) -> dict:
+        def add() -> int:
+            if broker.groups is None:
+                return E.coordinator_not_available
+            partition = broker.groups.partition_for(req.group_id)
+            return coordinator().add_partitions(req.transactional_id, req.producer_id,
+                                                req.producer_epoch,
+                                                [(OFFSETS_TOPIC, partition)])
+        return {"throttle_time": 0,
+                "error_code": fenced_as(call(add), ctx.api_version, 2)}
+
+    def handle_end_txn(ctx: RequestContext, req: Any) -> dict:
+        code = call(lambda: coordinator().end_txn(req.transactional_id, req.producer_id,
+                                                  req.producer_epoch, req.committed))
+        return {"throttle_time": 0, "error_code": fenced_as(code, ctx.api_version, 2),
+                "producer_id": req.producer_id, "producer_epoch": req.producer_epoch}
+
+    # ---- TxnOffsetCommit -----------------------------------------------------------
+    def handle_txn_offset_commit(ctx: RequestContext, req: Any) -> dict:
+        commits: list[tuple[str, list[PartitionCommit]]] = []
+        codes: dict[TopicPartition, int] = {}
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                if known(t.name, p.partition_index):
+                    parts.append(PartitionCommit(p.partition_index, p.committed_offset,
+                                                 getattr(p, "committed_leader_epoch", -1),
+                                                 p.committed_metadata))
+                else:
+                    codes[(t.name, p.partition_index)] = E.unknown_topic_or_partition
+            if parts:
+                commits.append((t.name, parts))
+        if commits:
+            for (topic, partition), code in commit_offsets(req, commits).items():
+                codes[(topic, partition)] = code
+        return {"throttle_time": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": p, "error_code": c}
+                                           for p, c in parts.items()]}
+            for topic, parts in by_topic(codes).items()]}
+
+    def commit_offsets(req: Any, commits: list[tuple[str, list[PartitionCommit]]]
+                       ) -> dict[TopicPartition, int]:
+        def every(code: int) -> dict[TopicPartition, int]:
+            if code == E.producer_fenced:
+                code = E.invalid_producer_epoch  # what every client reads as "fenced"
+            return {(topic, p.partition): code for topic, parts in commits for p in parts}
+
+        groups = broker.groups
+        if groups is None:
+            return every(E.coordinator_not_available)
+        partition = groups.partition_for(req.group_id)
+        # Only a transaction that added this group (AddOffsetsToTxn) may commit here, so
+        # a late or zombie commit cannot leave a transaction open in __consumer_offsets.
+        try:
+            verified = coordinator().verify_partitions(
+                req.transactional_id, req.producer_id, req.producer_epoch,
+                [(OFFSETS_TOPIC, partition)])
+        except NotReady as exc:
+            return every(exc.code)
+        code = verified[(OFFSETS_TOPIC, partition)]
+        if code:
+            return every(code)
+        member = getattr(req, "member_id", "")
+        instance = getattr(req, "group_instance_id", None)
+        generation = getattr(req, "generation_id", -1)
+        try:
+            response = groups.runtime.write(
+                partition, lambda shard, now: shard.offsets.commit_transactional(
+                    req.group_id, member, instance, generation, commits, now),
+                req.producer_id, req.producer_epoch, transactional=True)
+        except NotReady as exc:
+            return every(exc.code)
+        except LogError as exc:
+            return every(exc.code)
+        return {(topic, p): c for topic, parts in response.items() for p, c in parts.items()}
+
+    # ---- WriteTxnMarkers -----------------------------------------------------------
+    def handle_write_markers(ctx: RequestContext, req: Any) -> dict:
+        results = []
+        for marker in req.markers:
+            topics = []
+            for t in marker.topics:
+                parts = []
+                for p in t.partition_indexes:
+                    code = call(lambda m=marker, t=t, p=p: coordinator().write_marker(
+                        t.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
+                        m.coordinator_epoch))
+                    parts.append({"partition_index": p, "error_code": code})
+                topics.append({"name": t.name, "partitions": parts})
+            results.append({"producer_id": marker.producer_id, "topics": topics})
+        return {"markers": results}
+
+    # ---- DescribeTransactions / ListTransactions -----------------------------------
+    def handle_describe(ctx: RequestContext, req: Any) -> dict:
+        states = []
+        for txn_id in req.transactional_ids:
+            try:
+                states.append(coordinator().describe(txn_id))
+            except NotReady as exc:
+                states.append({"error_code": exc.code, "transactional_id": txn_id,
+                               "transaction_state": "", "transaction_timeout": 0,
+                               "transaction_start_time": 0, "producer_id": -1,
+                               "producer_epoch": -1, "topics": ()})
+        return {"throttle_time": 0, "transaction_states": states}
+
+    def handle_list(ctx: RequestContext, req: Any) -> dict:
+        wanted: set[TxnState] = set()
+        unknown = []
+        for name in req.state_filters:
+            state = TxnState.from_name(name)
+            if state is None:
+                unknown.append(name)
+            else:
+                wanted.add(state)
+        duration = getattr(req, "duration_filter", -1)
+        pattern = getattr(req, "transactional_id_pattern", None)
+        error, found = 0, []
+        if unknown and not wanted:
+            pass  # only unknown states asked for: nothing can match
+        else:
+            try:
+                found = coordinator().list_transactions(
+                    wanted, set(req.producer_id_filters), duration, pattern or None)
+            except NotReady as exc:
+                error = exc.code
+            except re2.error:
+                error = E.invalid_request  # a pattern RE2 cannot compile
+        return {"throttle_time": 0, "error_code": error, "unknown_state_filters": unknown,
+                "transaction_states": found}
+
+    dispatcher.register(24, 0, 5, handle_add_partitions)
+    dispatcher.register(25, 0, 4, handle_add_offsets)
+    dispatcher.register(26, 0, 5, handle_end_txn)
+    dispatcher.register(27, 1, 2, handle_write_markers)
+    dispatcher.register(28, 0, 5, handle_txn_offset_commit)
+    dispatcher.register(65, 0, 0, handle_describe)
+    dispatcher.register(66, 0, 2, handle_list)

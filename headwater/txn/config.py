@@ -1,0 +1,51 @@
+"""Transaction coordinator settings, Kafka's names and defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import BrokerConfig
+
+DEFAULTS = {
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.segment.bytes": "104857600",
+    "transaction.max.timeout.ms": "900000",
+    "transactional.id.expiration.ms": "604800000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
+    "headwater.coordinator.load.delay.ms": "0",
+    # A testing aid, off by default: exit the process (os._exit(1)) right after a
+    # PrepareCommit/PrepareAbort is persisted and before any marker is written, so crash
+    # recovery of that window can be tested without hooks in the code paths.
+    "headwater.txn.crash.after.prepare": "false",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TxnConfig:
+    num_partitions: int = 50
+    segment_bytes: int = 104857600
+    max_timeout_ms: int = 900_000
+    id_expiration_ms: int = 604_800_000
+    abort_interval_ms: int = 10_000
+    expire_interval_ms: int = 3_600_000
+    load_delay_ms: int = 0
+    crash_after_prepare: bool = False
+
+    @classmethod
+    def from_broker(cls, config: BrokerConfig) -> TxnConfig:
+        def get(key: str) -> str:
+            return config.get(key) or DEFAULTS[key]
+
+        return cls(
+            num_partitions=int(get("transaction.state.log.num.partitions")),
+            segment_bytes=int(get("transaction.state.log.segment.bytes")),
+            max_timeout_ms=int(get("transaction.max.timeout.ms")),
+            id_expiration_ms=int(get("transactional.id.expiration.ms")),
+            abort_interval_ms=int(
+                get("transaction.abort.timed.out.transaction.cleanup.interval.ms")),
+            expire_interval_ms=int(
+                get("transaction.remove.expired.transaction.cleanup.interval.ms")),
+            load_delay_ms=int(get("headwater.coordinator.load.delay.ms")),
+            crash_after_prepare=get("headwater.txn.crash.after.prepare").lower() == "true",
+        )

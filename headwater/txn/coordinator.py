@@ -1,0 +1,231 @@
+"""The transaction coordinator service: `__transaction_state` shards on the runtime, and
+the marker writer.
+
+Handlers call the operations below with a transactional id; the id picks the partition
+(Kafka's hash) and so the shard. After every write to a shard (a client request, the
+timeout timer) and once a shard is loaded, `_drive` looks at the transactions the shard
+reports in PrepareCommit/PrepareAbort and carries them out: a COMMIT/ABORT marker on
+every partition of the transaction — through the group coordinator's runtime for a
+`__consumer_offsets` partition, so the pending offsets are resolved by the same marker —
+and then the Complete* record. All of it runs synchronously on the event loop, so an
+EndTxn is answered after its markers are written; a partition that cannot take a marker
+yet (a `__consumer_offsets` shard still loading) is retried shortly after, and a restart
+finds the Prepare* record and finishes the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..coordinator.runtime import CoordinatorRuntime, NotReady, Result, Timer
+from ..log.errors import KAFKA_STORAGE_ERROR, LogError
+from .config import TxnConfig
+from .records import CODEC
+from .shard import InitResult, MarkerJob, TxnShard
+from .state import TxnState
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger("headwater.txn")
+
+TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_KEY_TYPE = 1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+COORDINATOR_LOAD_IN_PROGRESS = 14
+RETRIABLE_MARKER_ERRORS = frozenset({COORDINATOR_LOAD_IN_PROGRESS, 15, 16, KAFKA_STORAGE_ERROR})
+RETRY_DELAY_S = 0.1
+
+TopicPartition = tuple[str, int]
+
+
+class TransactionCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = TxnConfig.from_broker(broker.config)
+
+        def factory(partition: int, timer: Timer) -> TxnShard:
+            return TxnShard(partition, timer, self.config, self._allocate_producer_id)
+
+        self.runtime = CoordinatorRuntime(
+            broker, TOPIC, self.config.num_partitions, CODEC, factory,
+            {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
+            load_delay_ms=self.config.load_delay_ms)
+        self.runtime.after_write = self._drive
+        self.runtime.after_load = self._drive
+        self._driving = False
+        self._again: set[int] = set()
+        self._retries: dict[int, asyncio.TimerHandle] = {}
+        # Partitions already marked per (txn id, producer id, epoch): a retried job does
+        # not write a second marker where the first one landed.
+        self._marked: dict[tuple[str, int, int], set[TopicPartition]] = {}
+
+    async def start(self) -> None:
+        await self.runtime.start()
+        self.broker.coordinator_key_types.add(TRANSACTION_KEY_TYPE)
+
+    async def stop(self) -> None:
+        self.broker.coordinator_key_types.discard(TRANSACTION_KEY_TYPE)
+        for handle in self._retries.values():
+            handle.cancel()
+        self._retries.clear()
+        await self.runtime.stop()
+
+    def _allocate_producer_id(self) -> int:
+        assert self.broker.controller is not None
+        return self.broker.controller.allocate_producer_id()
+
+    # ---- operations (NotReady propagates: the handler answers with its code) -------
+    def partition_for(self, txn_id: str) -> int:
+        return self.runtime.partition_for(txn_id)
+
+    def _write(self, txn_id: str, op: Callable[[TxnShard, int], Result]) -> Any:
+        return self.runtime.write(self.partition_for(txn_id), op)
+
+    def _read(self, txn_id: str, fn: Callable[[TxnShard], Any]) -> Any:
+        return self.runtime.read(self.partition_for(txn_id), fn)
+
+    def init_producer_id(self, txn_id: str, timeout_ms: int,
+                         expected: tuple[int, int] | None) -> InitResult:
+        return self._write(txn_id, lambda s, now: s.init_producer_id(txn_id, timeout_ms,
+                                                                     expected, now))
+
+    def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Iterable[TopicPartition]) -> int:
+        parts = list(partitions)
+        return self._write(txn_id, lambda s, now: s.add_partitions(
+            txn_id, producer_id, producer_epoch, parts, now))
+
+    def verify_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        parts = list(partitions)
+        return self._read(txn_id, lambda s: s.verify_partitions(
+            txn_id, producer_id, producer_epoch, parts))
+
+    def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int,
+                commit: bool) -> int:
+        return self._write(txn_id, lambda s, now: s.end_txn(
+            txn_id, producer_id, producer_epoch, commit, now))
+
+    def describe(self, txn_id: str) -> dict[str, Any]:
+        return self._read(txn_id, lambda s: s.describe(txn_id))
+
+    def list_transactions(self, states: set[TxnState], producer_ids: set[int],
+                          min_duration_ms: int, pattern: str | None) -> list[dict[str, Any]]:
+        """Across all shards; NotReady(COORDINATOR_LOAD_IN_PROGRESS) while any loads."""
+        if not self.runtime.is_loaded():
+            raise NotReady(COORDINATOR_LOAD_IN_PROGRESS)
+        now = self.broker.now_ms()
+        out: list[dict[str, Any]] = []
+        for shard in self.runtime.shards():
+            assert isinstance(shard, TxnShard)
+            out += shard.list_transactions(states, producer_ids, min_duration_ms, pattern, now)
+        return out
+
+    # ---- markers -------------------------------------------------------------------
+    def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                     commit: bool, coordinator_epoch: int) -> int:
+        """Append one COMMIT/ABORT marker; 0 or a Kafka error code. Also the path of
+        WriteTxnMarkers (an operator aborting a hanging transaction)."""
+        try:
+            if topic == OFFSETS_TOPIC:
+                if self.broker.groups is None:
+                    return UNKNOWN_TOPIC_OR_PARTITION
+                self.broker.groups.runtime.write_marker(partition, producer_id, producer_epoch,
+                                                        commit, coordinator_epoch)
+                return 0
+            plog = self.broker.partition(topic, partition)
+            if plog is None:
+                return UNKNOWN_TOPIC_OR_PARTITION
+            plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                               self.broker.now_ms())
+            return 0
+        except NotReady as exc:
+            return exc.code
+        except LogError as exc:
+            return exc.code
+
+    def coordinator_epoch(self, partition: int) -> int:
+        """The leader epoch of the `__transaction_state` partition (Kafka's coordinator
+        epoch, which markers carry)."""
+        topic = self.broker.image.topic(TOPIC)
+        if topic is not None:
+            for p in topic.partitions:
+                if p.partition_id == partition:
+                    return p.leader_epoch
+        return 0
+
+    def _drive(self, partition: int) -> None:
+        """Write the markers owed by `partition`'s Prepare* transactions, then their
+        Complete* records. Re-entrant calls (the Complete* write itself) are queued."""
+        if self._driving:
+            self._again.add(partition)
+            return
+        self._driving = True
+        try:
+            todo = {partition}
+            while todo:
+                self._complete_pending(todo.pop())
+                todo |= self._again
+                self._again.clear()
+        finally:
+            self._driving = False
+
+    def _complete_pending(self, partition: int) -> None:
+        try:
+            shard = self.runtime.shard(partition)
+        except NotReady:
+            return
+        assert isinstance(shard, TxnShard)
+        jobs = shard.pending_markers()
+        if jobs and self.config.crash_after_prepare:
+            log.critical("headwater.txn.crash.after.prepare: exiting before writing the "
+                         "markers of %s", ", ".join(j.transactional_id for j in jobs))
+            logging.shutdown()
+            os._exit(1)
+        epoch = self.coordinator_epoch(partition)
+        for job in jobs:
+            if self._write_markers(job, epoch):
+                self._marked.pop(_job_key(job), None)
+                self.runtime.write(partition, lambda s, now, job=job: s.complete(job, now))
+            else:
+                self._retry(partition)
+
+    def _write_markers(self, job: MarkerJob, coordinator_epoch: int) -> bool:
+        """True when every partition of `job` has its marker."""
+        done = self._marked.setdefault(_job_key(job), set())
+        complete = True
+        for topic, partition in sorted(job.partitions - done):
+            code = self.write_marker(topic, partition, job.producer_id, job.producer_epoch,
+                                     job.commit, coordinator_epoch)
+            if code in RETRIABLE_MARKER_ERRORS:
+                complete = False
+                continue
+            if code and code != UNKNOWN_TOPIC_OR_PARTITION:
+                # A fenced epoch: nothing can be written there any more; don't hang on it.
+                log.warning("%s marker of %s (producer %d epoch %d) refused by %s-%d: "
+                            "error %d", "COMMIT" if job.commit else "ABORT",
+                            job.transactional_id, job.producer_id, job.producer_epoch,
+                            topic, partition, code)
+            done.add((topic, partition))
+        return complete
+
+    def _retry(self, partition: int) -> None:
+        if partition in self._retries:
+            return
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._retries.pop(partition, None)
+            self._drive(partition)
+
+        self._retries[partition] = loop.call_later(RETRY_DELAY_S, fire)
+
+
+def _job_key(job: MarkerJob) -> tuple[str, int, int]:
+    return job.transactional_id, job.producer_id, job.producer_epoch

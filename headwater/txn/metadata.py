@@ -1,0 +1,43 @@
+"""What the coordinator knows about one transactional id (Kafka's TransactionMetadata)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .state import TxnState
+
+MAX_EPOCH = 32767  # Short.MaxValue
+
+
+def epoch_exhausted(epoch: int) -> bool:
+    """Kafka rotates to a new producer id once the epoch reaches Short.MaxValue - 1 (one
+    more bump must stay possible to fence the current producer)."""
+    return epoch >= MAX_EPOCH - 1
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMetadata:
+    """Immutable: a change is a new value, written as a record and then replayed.
+
+    `partitions` are the (topic, partition) pairs of the current transaction (what the
+    markers go to); `start_ms` is when it began (-1: none), `last_update_ms` when anything
+    last changed (expiry counts from it)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState
+    partitions: frozenset[tuple[str, int]]
+    start_ms: int
+    last_update_ms: int
+
+    def to(self, state: TxnState, now_ms: int, **changes: object) -> TxnMetadata:
+        return replace(self, state=state, last_update_ms=now_ms,
+                       **changes)  # type: ignore[arg-type]
+
+    def topics(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for topic, partition in sorted(self.partitions):
+            out.setdefault(topic, []).append(partition)
+        return out

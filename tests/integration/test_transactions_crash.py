@@ -1,0 +1,197 @@
+"""Transactions across crashes: of the broker (kill -9, or the testing exit right after a
+Prepare* is persisted) and of a consume-transform-produce process (SIGKILL mid-stream).
+In every case a read_committed consumer sees exactly the committed records."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.integration.test_clients_round_trip import create_topic
+from tests.integration.test_transactions import (
+    FAST_SCAN,
+    describe,
+    lso_and_hw,
+    raw,
+    read_all,
+    txn_producer,
+    wait_for,
+)
+
+CRASH_AFTER_PREPARE = ("--override", "headwater.txn.crash.after.prepare=true")
+
+
+def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0) -> int:
+    client = raw(bootstrap)
+    try:
+        resp = client.request(9, 8, {"groups": [{"group_id": group, "topics": [
+            {"name": topic, "partition_indexes": [partition]}]}], "require_stable": True})
+        part = resp.groups[0].topics[0].partitions[0]
+        assert int(part.error_code) == 0, part.error_code
+        return part.committed_offset
+    finally:
+        client.close()
+
+
+def test_crash_after_prepare_commit_completes_on_restart(broker_factory, topic_name):
+    b = broker_factory(*CRASH_AFTER_PREPARE)
+    create_topic(b.bootstrap, topic_name, partitions=2)
+    txn_id, group = f"{topic_name}-tx", f"{topic_name}-g"
+    p = txn_producer(b.bootstrap, txn_id, **{"transaction.timeout.ms": 5000})
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic_name, f"v{i}".encode(), partition=i % 2)
+    meta = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group})
+    p.send_offsets_to_transaction([TopicPartition(topic_name, 0, 42)],
+                                  meta.consumer_group_metadata(), 15)
+    try:
+        p.commit_transaction(3)  # the broker exits right after writing PrepareCommit
+    except Exception:
+        pass
+    assert b.proc is not None
+    assert b.proc.wait(15) == 1
+    assert "headwater.txn.crash.after.prepare" in b.logs()
+    del p, meta
+
+    b.extra = [arg for arg in b.extra if arg not in CRASH_AFTER_PREPARE]
+    b.start()
+    state = wait_for(lambda: describe(b.bootstrap, txn_id).transaction_state
+                     in ("CompleteCommit", "CompleteAbort")
+                     and describe(b.bootstrap, txn_id).transaction_state)
+    assert state == "CompleteCommit"
+    assert sorted(read_all(b.bootstrap, topic_name, "read_committed", 2)) == \
+        sorted(f"v{i}" for i in range(10))
+    # The marker reached __consumer_offsets too: the offset is committed and stable.
+    assert committed_offset(b.bootstrap, group, topic_name) == 42
+
+
+def test_kill_9_mid_transaction_is_aborted_on_timeout_after_restart(broker_factory,
+                                                                    topic_name):
+    b = broker_factory(*FAST_SCAN)
+    create_topic(b.bootstrap, topic_name)
+    txn_id, group = f"{topic_name}-tx", f"{topic_name}-g"
+    p = txn_producer(b.bootstrap, txn_id, **{"transaction.timeout.ms": 5000})
+    p.begin_transaction()
+    p.produce(topic_name, b"committed")
+    p.commit_transaction(15)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic_name, f"doomed-{i}".encode())
+    meta = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group})
+    p.send_offsets_to_transaction([TopicPartition(topic_name, 0, 6)],
+                                  meta.consumer_group_metadata(), 15)
+    p.flush(15)
+    assert describe(b.bootstrap, txn_id).transaction_state == "Ongoing"
+    b.kill()
+    del p, meta
+
+    b.start()
+    # Right after the restart the open transaction is still there, holding the LSO.
+    lso, hw = lso_and_hw(b.bootstrap, topic_name)
+    assert (lso, hw) == (2, 7)  # "committed" + its marker, then five open records
+    wait_for(lambda: describe(b.bootstrap, txn_id).transaction_state == "CompleteAbort",
+             timeout=30, what="the timed-out transaction to be aborted")
+    assert describe(b.bootstrap, txn_id).producer_epoch == 1  # fenced by the timeout
+    assert read_all(b.bootstrap, topic_name, "read_committed") == ["committed"]
+    assert lso_and_hw(b.bootstrap, topic_name) == (8, 8)
+    assert committed_offset(b.bootstrap, group, topic_name) == -1  # the offset was aborted
+
+
+TRANSFORM = textwrap.dedent('''
+    """Consume-transform-produce: input value v -> output value "out-" + v, in
+    transactions of BATCH records whose input offsets are committed with them."""
+    import sys
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    bootstrap, src, dst, txn_id, group, total, pause_at = sys.argv[1:8]
+    total, pause_at, BATCH = int(total), int(pause_at), 50
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+                         "transaction.timeout.ms": 60000, "linger.ms": 5})
+    producer.init_transactions(30)  # fences a previous instance, aborts its transaction
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(src, 0)])  # resumes from the committed offset
+    done = 0
+    while True:
+        msgs = consumer.consume(BATCH, 1.0)
+        if not msgs:
+            print("idle", flush=True)
+            continue
+        producer.begin_transaction()
+        for m in msgs:
+            assert m.error() is None, m.error()
+            producer.produce(dst, b"out-" + m.value())
+        producer.flush(30)
+        if pause_at >= 0 and done >= pause_at:
+            print("paused", flush=True)  # mid-transaction, records written, not committed
+            sys.stdin.readline()
+        producer.send_offsets_to_transaction(
+            [TopicPartition(src, 0, msgs[-1].offset() + 1)],
+            consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+        done += len(msgs)
+        print("committed", done, flush=True)
+''')
+
+
+def test_consume_transform_produce_survives_sigkill_with_exactly_once_output(
+        broker_factory, topic_name, tmp_path: Path):
+    b = broker_factory()
+    src, dst = f"{topic_name}-in", f"{topic_name}-out"
+    create_topic(b.bootstrap, src)
+    create_topic(b.bootstrap, dst)
+    n = 1000
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+    for i in range(n):
+        p.produce(src, f"{i:05d}".encode())
+    assert p.flush(15) == 0
+    script = tmp_path / "transform.py"
+    script.write_text(TRANSFORM)
+    txn_id, group = f"{topic_name}-transform", f"{topic_name}-group"
+
+    def start(pause_at: int) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, str(script), b.bootstrap, src, dst, txn_id,
+                                 group, str(n), str(pause_at)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def wait_line(proc: subprocess.Popen[str], want) -> str:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if want(line):
+                return line
+        raise AssertionError(f"transform exited with {proc.wait()} before {want}")
+
+    first = start(pause_at=300)
+    try:
+        wait_line(first, lambda line: line.startswith("paused"))
+        # Killed mid-stream: some transactions committed, one open with its output written.
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    partial = read_all(b.bootstrap, dst, "read_committed")
+    assert 300 <= len(partial) < n
+    assert describe(b.bootstrap, txn_id).transaction_state == "Ongoing"
+
+    second = start(pause_at=-1)
+    try:
+        wait_line(second, lambda line: line.startswith("committed") and
+                  int(line.split()[1]) + len(partial) >= n)
+    finally:
+        second.kill()
+        second.wait(10)
+    out = read_all(b.bootstrap, dst, "read_committed")
+    assert len(out) == n and sorted(out) == [f"out-{i:05d}" for i in range(n)]
+    # The killed instance's open transaction did reach the log, and was aborted.
+    assert len(read_all(b.bootstrap, dst, "read_uncommitted")) > n
+    assert describe(b.bootstrap, txn_id).producer_epoch >= 2

@@ -3,29 +3,49 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Editable install in "compat" mode: a .pth file puts the project root on sys.path, so
+# Spark's data source lookup (pkgutil.iter_modules in every Python worker) finds the
+# pyspark_headwater module; the default finder-based editable install hides it.
+EDITABLE := --config-settings editable_mode=compat
+# Spark's Python workers must run the venv's interpreter (pyarrow, the connector).
+SPARK_ENV := PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: run test lint bench soak clean
+.PHONY: run test lint bench bench-spark soak clean java
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q $(EDITABLE) -e '.[test,spark]'
 	touch $(STAMP)
+
+# Java 17 for PySpark (the Spark connector tests): installed from Debian when neither
+# `java` on PATH nor /usr/lib/jvm has a 17; silent when it is already there.
+java:
+	@java -version 2>&1 | grep -q 'version "17\.' \
+	  || ls -d /usr/lib/jvm/java-17-openjdk-* >/dev/null 2>&1 \
+	  || { echo "installing Java 17 (openjdk-17-jre-headless)"; \
+	       SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	       $$SUDO apt-get update -qq \
+	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	            openjdk-17-jre-headless >/dev/null; }
 
 run: $(STAMP)
 	$(BIN)/headwater serve --listen 127.0.0.1:9092 --data-dir ./data
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+test: $(STAMP) java
+	$(SPARK_ENV) $(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check headwater tests bench
+	$(BIN)/ruff check headwater pyspark_headwater tests bench examples
 
 bench: $(STAMP)
-	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/pip install -q $(EDITABLE) -e '.[bench]'
 	$(BIN)/python bench/broker_bench.py
+
+bench-spark: $(STAMP) java
+	$(SPARK_ENV) $(BIN)/python bench/spark_bench.py
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow tests

@@ -1,0 +1,394 @@
+"""Benchmark the PySpark connector (format "headwater") against a plain confluent-kafka
+client, in the same run, on the same records and the same broker.
+
+Workloads (a fresh headwater broker is started unless --bootstrap is given):
+
+1. produce N x 100 B records (default 1,000,000) to a topic with 2 partitions, with a
+   plain confluent-kafka producer (acks=all; its rate is printed for context)
+2. baseline: one plain confluent-kafka consumer reads all N records, touching each
+   record's key, value and timestamp (what the connector turns into columns); a
+   count-only variant (the consumer does nothing with the records) is also printed
+3. Spark streaming read: readStream.format("headwater") -> writeStream.format("noop"),
+   Trigger.AvailableNow, local[2]; run cold (first query of the session: Python worker
+   start-up included), then warm (the steady state, what the ratio uses)
+4. Spark streaming write: the same N records read by the connector and written with
+   writeStream.format("headwater") to a second topic (at-least-once, then exactlyOnce)
+
+Rows/s are N / wall time from start() to the end of awaitTermination(). The ratio is
+warm Spark read / baseline consumer; the floor is 0.7 (--check exits 1 below it).
+
+    python bench/spark_bench.py [--records N] [--bootstrap HOST:PORT] [--json out.json]
+                                [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from operator import itemgetter
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+HOST = "127.0.0.1"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PARTITIONS = 2
+FLOOR = 0.7
+
+PRODUCER_CONFIG: dict[str, Any] = {  # as bench/broker_bench.py
+    "acks": "all",
+    "enable.idempotence": False,
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "batch.num.messages": 10_000,
+    "queue.buffering.max.messages": 2_000_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "compression.type": "none",
+}
+CONSUMER_CONFIG: dict[str, Any] = {  # as bench/broker_bench.py: prefetch freely
+    "enable.auto.commit": False,
+    "auto.offset.reset": "earliest",
+    "enable.partition.eof": False,
+    "queued.min.messages": 2_000_000,
+    "queued.max.messages.kbytes": 1_048_576,
+    "fetch.queue.backoff.ms": 10,
+}
+
+
+def log(msg: str) -> None:
+    print(f"[spark-bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def start_broker(workdir: Path) -> tuple[str, subprocess.Popen]:
+    port = free_port()
+    bootstrap = f"{HOST}:{port}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    logfile = open(workdir / "broker.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "headwater.cli", "serve", "--listen",
+                             bootstrap, "--data-dir", str(workdir / "data")],
+                            env=env, stdout=logfile, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited: {(workdir / 'broker.log').read_text()[-2000:]}")
+        try:
+            AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=2)
+            return bootstrap, proc
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def stop_broker(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(15)
+
+
+def create_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # referenced until the result
+    admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(30)
+
+
+def produce(bootstrap: str, topic: str, n: int) -> float:
+    value = b"x" * 100
+    p = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
+    t0 = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value)
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i % 50_000 == 0:
+            p.poll(0)
+    left = p.flush(300)
+    if left:
+        raise RuntimeError(f"{left} records not delivered")
+    return n / (time.perf_counter() - t0)
+
+
+def consume(bootstrap: str, topic: str, n: int, touch: bool) -> float:
+    """A plain consumer over every partition from offset 0 until n records."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
+                  **CONSUMER_CONFIG})
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    got = 0
+    ts = itemgetter(1)
+    t0 = time.perf_counter()
+    while got < n:
+        msgs = c.consume(1000, 1.0)
+        if touch:  # as cheaply as Python allows: C-level map() over the messages
+            if any(map(Message.error, msgs)):
+                raise RuntimeError(str(next(m.error() for m in msgs if m.error())))
+            keys = list(map(Message.key, msgs))  # noqa: F841 - the work being measured
+            values = list(map(Message.value, msgs))  # noqa: F841
+            stamps = list(map(ts, map(Message.timestamp, msgs)))  # noqa: F841
+        got += len(msgs)
+        if time.perf_counter() - t0 > 600:
+            raise RuntimeError(f"consumer stalled at {got} records")
+    rate = got / (time.perf_counter() - t0)
+    c.close()
+    return rate
+
+
+def _ceiling_source(n: int) -> type:
+    """A source that costs nothing: it yields the same pre-built Kafka-shaped Arrow batch
+    (7 columns, 100 B values) over and over. Reading it into ``noop`` measures what Spark
+    itself costs per row on this machine: the ceiling for any Python source."""
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+    from pyspark_headwater.schema import source_schema
+
+    rows_per_batch = 16_384
+
+    class Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        def __init__(self, schema: Any) -> None:
+            self.schema = schema
+
+        def initialOffset(self) -> dict:
+            return {"o": 0}
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            pass
+
+        def latestOffset(self, start: dict, limit: Any) -> dict:
+            return {"o": n} if start["o"] < n else start
+
+        def partitions(self, start: dict, end: dict) -> list:
+            return [InputPartition(i) for i in range(PARTITIONS)]
+
+        def read(self, partition: Any) -> Any:
+            schema = to_arrow_schema(self.schema, timezone="UTC")
+            k = rows_per_batch
+            value = b"x" * 100
+            cols = [pa.nulls(k, pa.binary()),
+                    pa.array([value] * k, pa.binary()),
+                    pa.array(["t"] * k, pa.string()),
+                    pa.array(np.zeros(k, np.int32)),
+                    pa.array(np.arange(k, dtype=np.int64)),
+                    pa.array(np.full(k, 1_700_000_000_000_000, np.int64),
+                             schema.field("timestamp").type),
+                    pa.array(np.zeros(k, np.int32))]
+            batch = pa.RecordBatch.from_arrays(cols, schema=schema)
+            left = n // PARTITIONS
+            while left > 0:
+                yield batch if left >= k else batch.slice(0, left)
+                left -= k
+
+    class Ceiling(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_ceiling"
+
+        def schema(self) -> Any:
+            return source_schema(False)
+
+        def streamReader(self, schema: Any) -> Any:
+            return Reader(schema)
+
+    return Ceiling
+
+
+def spark_ceiling(spark: Any, n: int, ckpt: str) -> dict[str, float]:
+    t0 = time.perf_counter()
+    query = (spark.readStream.format("bench_ceiling").load().writeStream.format("noop")
+             .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
+    return _run(query, n - n % PARTITIONS, t0)
+
+
+def spark_session():
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    spark = (SparkSession.builder.master("local[2]").appName("spark_bench")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.driver.memory", "2g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _run(query: Any, n: int, t0: float) -> dict[str, float]:
+    if not query.awaitTermination(1800):
+        query.stop()
+        raise RuntimeError("query did not finish within 30 minutes")
+    wall = time.perf_counter() - t0
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    rows = sum(p["numInputRows"] for p in progress)
+    if rows != n:
+        raise RuntimeError(f"the query read {rows} rows, expected {n}")
+    trig = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    return {"rows": rows, "wall_s": wall, "rows_per_s": rows / wall,
+            "trigger_rows_per_s": rows / trig if trig else 0.0, "batches": len(progress)}
+
+
+def spark_read(spark: Any, bootstrap: str, topic: str, n: int, ckpt: str,
+               max_per_trigger: int | None, **options: str) -> dict[str, float]:
+    reader = (spark.readStream.format("headwater").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .options(**options))
+    if max_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_per_trigger))
+    t0 = time.perf_counter()
+    query = (reader.load().writeStream.format("noop").option("checkpointLocation", ckpt)
+             .trigger(availableNow=True).start())
+    return _run(query, n, t0)
+
+
+def spark_write(spark: Any, bootstrap: str, topic: str, out: str, n: int, ckpt: str,
+                exactly_once: bool) -> dict[str, float]:
+    t0 = time.perf_counter()
+    query = (spark.readStream.format("headwater").option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", topic).option("startingOffsets", "earliest").load()
+             .select("key", "value").writeStream.format("headwater")
+             .option("kafka.bootstrap.servers", bootstrap).option("topic", out)
+             .option("exactlyOnce", str(exactly_once).lower())
+             .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
+    result = _run(query, n, t0)
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--bootstrap", help="use a running broker instead of starting one")
+    ap.add_argument("--max-offsets-per-trigger", type=int, default=None,
+                    help="micro-batch size of the read (default: the whole backlog)")
+    ap.add_argument("--json", help="write the results here as JSON")
+    ap.add_argument("--check", action="store_true",
+                    help=f"exit 1 unless Spark read / plain consumer >= {FLOOR} "
+                         "(processed rows/s, warm)")
+    ap.add_argument("--no-write", action="store_true", help="skip the writer workloads")
+    args = ap.parse_args()
+    n = args.records
+    workdir = Path(tempfile.mkdtemp(prefix="spark-bench-"))
+    proc = None
+    if args.bootstrap:
+        bootstrap = args.bootstrap
+    else:
+        bootstrap, proc = start_broker(workdir)
+        log(f"headwater started at {bootstrap} (data in {workdir})")
+    r: dict[str, Any] = {"records": n, "record_bytes": 100, "partitions": PARTITIONS}
+    try:
+        topic = f"spark-bench-{time.time_ns()}"
+        create_topic(bootstrap, topic)
+        log(f"producing {n} x 100 B to {topic} ...")
+        r["produce_rows_per_s"] = produce(bootstrap, topic, n)
+        log("baseline consumer ...")
+        r["consumer_rows_per_s"] = consume(bootstrap, topic, n, touch=True)
+        r["consumer_count_only_rows_per_s"] = consume(bootstrap, topic, n, touch=False)
+        log("starting Spark (local[2]) ...")
+        t0 = time.perf_counter()
+        spark = spark_session()
+        r["spark_session_start_s"] = time.perf_counter() - t0
+        runs: dict[str, dict[str, float]] = {}
+        for name in ("cold", "warm", "warm2"):
+            log(f"Spark streaming read -> noop ({name}) ...")
+            runs[f"read {name}"] = spark_read(spark, bootstrap, topic, n,
+                                              str(workdir / f"ck-read-{name}"),
+                                              args.max_offsets_per_trigger)
+        spark.dataSource.register(_ceiling_source(n))
+        for name in ("cold", "warm"):
+            log(f"Spark engine ceiling: pre-built Arrow -> noop ({name}) ...")
+            runs[f"ceiling {name}"] = spark_ceiling(spark, n, str(workdir / f"ck-c-{name}"))
+        if not args.no_write:
+            for name, eos in (("write cold", False), ("write warm", False),
+                              ("write exactlyOnce", True)):
+                out = f"{topic}-{name.replace(' ', '-')}"
+                create_topic(bootstrap, out)
+                log(f"Spark streaming read -> headwater sink ({name}) ...")
+                runs[name] = spark_write(spark, bootstrap, topic, out, n,
+                                         str(workdir / f"ck-{name.replace(' ', '-')}"), eos)
+        spark.stop()
+    finally:
+        if proc is not None:
+            stop_broker(proc)
+    r["runs"] = runs
+    best = max((runs["read warm"], runs["read warm2"]), key=itemgetter("trigger_rows_per_s"))
+    r["read_processed_rows_per_s"] = best["trigger_rows_per_s"]
+    r["read_wall_rows_per_s"] = best["rows_per_s"]
+    r["ratio"] = best["trigger_rows_per_s"] / r["consumer_rows_per_s"]
+    r["ratio_wall"] = best["rows_per_s"] / r["consumer_rows_per_s"]
+    r["ratio_vs_count_only"] = best["trigger_rows_per_s"] / r["consumer_count_only_rows_per_s"]
+    r["env"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
+                "machine": platform.machine()}
+    print_table(r)
+    if args.json:
+        Path(args.json).write_text(json.dumps(r, indent=2))
+    if args.check and r["ratio"] < FLOOR:
+        log(f"FAIL: ratio {r['ratio']:.2f} < {FLOOR}")
+        return 1
+    return 0
+
+
+def print_table(r: dict[str, Any]) -> None:
+    def k(x: float) -> str:
+        return f"{x / 1000:>7,.0f} k"
+
+    lines = [
+        f"{r['records']:,} records x 100 B, {r['partitions']} partitions, Spark local[2], "
+        f"{r['env']['cpus']} CPUs",
+        "",
+        f"{'workload':44} {'rows/s':>9}",
+        f"{'plain producer (acks=all)':44} {k(r['produce_rows_per_s'])}",
+        f"{'plain consumer, key/value/timestamp read':44} {k(r['consumer_rows_per_s'])}",
+        f"{'plain consumer, count only':44} {k(r['consumer_count_only_rows_per_s'])}",
+        "",
+        f"{'Spark query':44} {'processed':>9} {'wall':>9} {'batches':>8} {'seconds':>8}",
+    ]
+    labels = {
+        "read": "headwater -> noop",
+        "ceiling": "pre-built Arrow -> noop (engine ceiling)",
+        "write": "headwater -> headwater sink",
+    }
+    for name, x in r["runs"].items():
+        kind, _, phase = name.partition(" ")
+        label = f"{labels[kind]}, {phase}"
+        lines.append(f"{label:44} {k(x['trigger_rows_per_s'])} {k(x['rows_per_s'])} "
+                     f"{x['batches']:>8} {x['wall_s']:>8.2f}")
+    lines += [
+        "",
+        f"ratio Spark read / plain consumer: {r['ratio']:.2f} processed, "
+        f"{r['ratio_wall']:.2f} wall (floor {FLOOR}); vs count-only consumer "
+        f"{r['ratio_vs_count_only']:.2f}",
+        "processed = rows / sum of trigger times (Spark's processedRowsPerSecond); "
+        "wall = rows / (start() .. end of awaitTermination())",
+    ]
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

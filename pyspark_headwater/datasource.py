@@ -1,0 +1,84 @@
+"""The ``headwater`` data source: entry points Spark calls, each validating its options
+before anything runs, so mistakes fail at planning time with the option named."""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from .cluster import check_client_properties
+from .executor import consumer_config
+from .options import (
+    HeadwaterOptionError,
+    SourceOptions,
+    parse_sink_options,
+    parse_source_options,
+)
+from .schema import same_shape, source_schema
+from .sink import (
+    HeadwaterBatchWriter,
+    HeadwaterStreamWriter,
+    default_prefix,
+    producer_config,
+    validate_sink_schema,
+)
+from .source import HeadwaterBatchReader, HeadwaterStreamReader
+
+
+class DefaultSource(DataSource):
+    """Kafka-compatible source and sink over confluent-kafka: ``format("headwater")``.
+
+    Spark instantiates this class several times per query in different processes, so
+    construction and ``schema()`` do no network I/O.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "headwater"
+
+    def _source(self, streaming: bool | None) -> SourceOptions:
+        opts = parse_source_options(dict(self.options), streaming)
+        check_client_properties(consumer_config(opts), "consumer")
+        return opts
+
+    def schema(self) -> StructType:
+        return source_schema(self._source(None).include_headers)
+
+    def _check_schema(self, schema: StructType, opts: SourceOptions) -> None:
+        if not same_shape(schema, source_schema(opts.include_headers)):
+            raise HeadwaterOptionError("The headwater source has a fixed schema and cannot be "
+                                       "set with a custom one")
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = self._source(False)
+        self._check_schema(schema, opts)
+        return HeadwaterBatchReader(opts, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        opts = self._source(True)
+        self._check_schema(schema, opts)
+        return HeadwaterStreamReader(opts, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise HeadwaterOptionError("Save mode Overwrite is not allowed for the headwater "
+                                       "sink: records can only be appended. Use mode "
+                                       "'append'.")
+        opts = parse_sink_options(dict(self.options))
+        validate_sink_schema(schema, opts)
+        check_client_properties(producer_config(opts), "producer")
+        return HeadwaterBatchWriter(opts)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        opts = parse_sink_options(dict(self.options))
+        validate_sink_schema(schema, opts)
+        check_client_properties(producer_config(opts), "producer")
+        if opts.exactly_once:
+            default_prefix(opts)  # fails now if there is no stable identity
+        return HeadwaterStreamWriter(opts)

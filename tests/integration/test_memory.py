@@ -55,6 +55,7 @@ def test_rss_under_300mb_with_2gb_of_log(broker_factory, topic_name):
                     break
         on_disk = sum(f.stat().st_size for f in b.data_dir.rglob("*.log"))
         assert on_disk >= TOTAL
+        print(f"broker RSS peak {peak / 2**20:.0f} MB with {on_disk / 2**30:.2f} GiB of log")
         assert peak < LIMIT, f"RSS peaked at {peak / 2**20:.0f} MB"
     finally:
         raw.close()

@@ -19,6 +19,7 @@ from headwater.log.errors import INVALID_RECORD, OUT_OF_ORDER_SEQUENCE_NUMBER, L
 from headwater.log.manager import LogManager
 from headwater.log.partition_log import PartitionLog
 from headwater.log.segment import LogSegment
+from tests.unit.log.crash import clean_until_crash
 
 COMPACT = LogConfig(segment_bytes=1024, index_interval_bytes=128, retention_ms=-1,
                     cleanup_policy="compact", delete_retention_ms=60_000)
@@ -227,10 +228,6 @@ def test_compressed_batches_are_cleaned_and_keep_their_codec(clog, cleaner, code
 # ---- crash safety -------------------------------------------------------------------
 
 
-class Crash(BaseException):
-    """Stands for the process dying at the patched step."""
-
-
 @pytest.fixture
 def twin_logs(tmp_path):
     """A compacted log with many segments, and a byte-identical copy cleaned without
@@ -250,24 +247,6 @@ def twin_logs(tmp_path):
         segment.close()
 
 
-def crash_during_clean(monkeypatch, plog, target, name, calls: int = 1) -> None:
-    """Run a clean that dies at the `calls`-th call of target.name, leaving its files."""
-    real = getattr(target, name)
-    count = [0]
-
-    def dying(*args, **kwargs):
-        count[0] += 1
-        if count[0] == calls:
-            raise Crash
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(target, name, dying)
-    monkeypatch.setattr(swap, "discard", lambda *a: None)  # a dead process cleans nothing
-    with pytest.raises(Crash):
-        LogCleaner(lambda: T0).clean(plog)
-    monkeypatch.undo()
-
-
 def check_recovered(path: Path, original: list[Row], reference: list[Row]) -> None:
     again = reopen(path)
     assert not list(path.glob("*.cleaned")) and not list(path.glob("*.swap"))
@@ -284,7 +263,7 @@ def check_recovered(path: Path, original: list[Row], reference: list[Row]) -> No
 
 def test_crash_before_commit_discards_cleaned_files(twin_logs, monkeypatch) -> None:
     plog, original, reference = twin_logs
-    crash_during_clean(monkeypatch, plog, swap, "commit")
+    clean_until_crash(monkeypatch, plog, swap, "commit", now_ms=T0)
     assert list(plog.path.glob("*.log.cleaned"))
     again = reopen(plog.path)
     assert dump(again) == original
@@ -305,7 +284,7 @@ def test_crash_after_commit_completes_the_swap(twin_logs, monkeypatch, calls) ->
         return real_replace(self, old, base)
 
     monkeypatch.setattr(PartitionLog, "replace_segments", spy)
-    crash_during_clean(monkeypatch, plog, LogSegment, "delete", calls)
+    clean_until_crash(monkeypatch, plog, LogSegment, "delete", calls, now_ms=T0)
     assert len(list(plog.path.glob("*.log.swap"))) == 1
     assert first_group is not None and len(first_group) > 1  # a merge was under way
     check_recovered(plog.path, original, reference)
@@ -313,7 +292,7 @@ def test_crash_after_commit_completes_the_swap(twin_logs, monkeypatch, calls) ->
 
 def test_crash_after_install_reopens_cleaned_segment(twin_logs, monkeypatch) -> None:
     plog, original, reference = twin_logs
-    crash_during_clean(monkeypatch, plog, LogSegment, "open")
+    clean_until_crash(monkeypatch, plog, LogSegment, "open", now_ms=T0)
     check_recovered(plog.path, original, reference)
 
 

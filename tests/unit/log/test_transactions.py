@@ -24,6 +24,7 @@ from headwater.log.partition_log import PartitionLog
 from headwater.log.producer_state import SNAPSHOT_VERSION
 from headwater.log.segment import LogSegment
 from headwater.log.txn_index import ENTRY_SIZE, AbortedTxn
+from tests.unit.log.crash import Crash, clean_until_crash
 
 A, B, C = 100, 200, 300
 
@@ -498,28 +499,6 @@ def test_cleaner_keeps_transactional_data_markers_and_index(open_log) -> None:
     again.close()
 
 
-class Crash(Exception):
-    pass
-
-
-def clean_and_die(monkeypatch, plog: PartitionLog, target, name: str, calls: int) -> None:
-    """A clean that dies at the `calls`-th call of target.name, leaving its files."""
-    real = getattr(target, name)
-    count = [0]
-
-    def dying(*args, **kwargs):
-        count[0] += 1
-        if count[0] == calls:
-            raise Crash
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(target, name, dying)
-    monkeypatch.setattr(swap, "discard", lambda *a: None)  # a dead process cleans nothing
-    with pytest.raises(Crash):
-        LogCleaner(lambda: 0).clean(plog, 0)
-    monkeypatch.undo()
-
-
 def die_installing_the_log(monkeypatch, plog: PartitionLog) -> None:
     """A clean that dies after `swap.install` renamed the indexes, before the log."""
     real_replace = os.replace
@@ -551,9 +530,9 @@ def test_cleaner_crash_keeps_the_merged_aborted_index(open_log, monkeypatch, whe
     if when == "indexes-installed":
         die_installing_the_log(monkeypatch, plog)
     elif when == "installed":
-        clean_and_die(monkeypatch, plog, LogSegment, "open", 1)
+        clean_until_crash(monkeypatch, plog, LogSegment, "open", 1)
     else:
-        clean_and_die(monkeypatch, plog, LogSegment, "delete", 1 if when == "committed" else 2)
+        clean_until_crash(monkeypatch, plog, LogSegment, "delete", 1 if when == "committed" else 2)
     assert bool(list(plog.path.glob("*.log.swap"))) == (when != "installed")
     for segment in plog.segments:
         segment.close()

@@ -37,6 +37,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from broker_bench import CONSUMER_THROUGHPUT_CONFIG, PRODUCER_THROUGHPUT_CONFIG
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -45,24 +46,9 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 2
 FLOOR = 0.7
 
-PRODUCER_CONFIG: dict[str, Any] = {  # as bench/broker_bench.py
-    "acks": "all",
-    "enable.idempotence": False,
-    "linger.ms": 5,
-    "batch.size": 1_000_000,
-    "batch.num.messages": 10_000,
-    "queue.buffering.max.messages": 2_000_000,
-    "queue.buffering.max.kbytes": 1_048_576,
-    "compression.type": "none",
-}
-CONSUMER_CONFIG: dict[str, Any] = {  # as bench/broker_bench.py: prefetch freely
-    "enable.auto.commit": False,
-    "auto.offset.reset": "earliest",
-    "enable.partition.eof": False,
-    "queued.min.messages": 2_000_000,
-    "queued.max.messages.kbytes": 1_048_576,
-    "fetch.queue.backoff.ms": 10,
-}
+# The same client settings as bench/broker_bench.py, so numbers compare.
+PRODUCER_CONFIG = PRODUCER_THROUGHPUT_CONFIG
+CONSUMER_CONFIG = CONSUMER_THROUGHPUT_CONFIG
 
 
 def log(msg: str) -> None:

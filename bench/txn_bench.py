@@ -28,20 +28,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from broker_bench import MB, client_version, create_topic, describe_error, log
+from broker_bench import (
+    MB,
+    PRODUCER_THROUGHPUT_CONFIG,
+    client_version,
+    create_topic,
+    describe_error,
+    log,
+)
 from confluent_kafka import Consumer, Producer, TopicPartition
 from group_bench import start_broker
 
-PRODUCER_CONFIG: dict[str, Any] = {
-    "acks": "all",
-    "enable.idempotence": True,
-    "linger.ms": 5,
-    "batch.size": 1_000_000,
-    "batch.num.messages": 10_000,
-    "queue.buffering.max.messages": 2_000_000,
-    "queue.buffering.max.kbytes": 1_048_576,
-    "compression.type": "none",
-}
+PRODUCER_CONFIG: dict[str, Any] = {**PRODUCER_THROUGHPUT_CONFIG, "enable.idempotence": True}
 
 
 def produce_idempotent(bootstrap: str, topic: str, seconds: float, payload: bytes,

@@ -2,8 +2,8 @@
 
 Metadata is also where topics are auto-created (`auto.create.topics.enable`), as in
 Kafka: a client asking for an unknown topic with allow_auto_topic_creation gets it
-created with `num.partitions` partitions and LEADER_NOT_AVAILABLE... except we can
-answer with the new topic immediately, since creation is synchronous here.
+created with `num.partitions` partitions. Kafka answers LEADER_NOT_AVAILABLE until the
+leader is elected; creation is synchronous here, so the answer already has the topic.
 """
 
 from __future__ import annotations

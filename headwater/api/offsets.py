@@ -80,9 +80,6 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 if current > LEADER_EPOCH:
                     parts.append({"partition": p.partition,
                                   "error_code": E.unknown_leader_epoch})
-                elif 0 <= current < LEADER_EPOCH:
-                    parts.append({"partition": p.partition,
-                                  "error_code": E.fenced_leader_epoch})
                 elif p.leader_epoch > LEADER_EPOCH:
                     parts.append({"partition": p.partition, "error_code": 0,
                                   "leader_epoch": -1, "end_offset": -1})

@@ -42,6 +42,8 @@ SOURCE_OPTIONS = {k.lower(): k for k in (
     "fetchOffset.retryIntervalMs", "groupIdPrefix",
     # headwater extension: commit progress to kafka.group.id (default: when it is set)
     "commitOffsets",
+    # headwater extension: how executors read records, "native" (default) or "librdkafka"
+    "decoder",
     # Spark adds this one itself when load(path) is used; it means nothing to us.
     "path",
 )}
@@ -242,12 +244,24 @@ class SourceOptions:
     group_id: str | None = None
     commit_offsets: bool = False
     poll_timeout_ms: int = 120_000
+    decoder: str = "native"
     kafka: tuple[tuple[str, str], ...] = ()  # kafka.* pass-through (prefix removed)
 
     @property
     def client_config(self) -> dict[str, str]:
         """Pass-through client properties (``kafka.`` stripped), bootstrap included."""
         return {**dict(self.kafka), "bootstrap.servers": self.bootstrap}
+
+
+DECODERS = ("native", "librdkafka")
+
+
+def _decoder(opts: Mapping[str, str]) -> str:
+    value = opts.get("decoder", "native").strip().lower()
+    if value not in DECODERS:
+        raise _fail(f"Option 'decoder' must be one of {', '.join(DECODERS)}, "
+                    f"got '{opts['decoder']}'")
+    return value
 
 
 def _kafka_props(opts: Mapping[str, str]) -> dict[str, str]:
@@ -368,6 +382,7 @@ def parse_source_options(opts: Mapping[str, str], streaming: bool | None = None
         include_headers=parse_bool(opts, "includeheaders", False),
         isolation_level=isolation, group_id=group_id, commit_offsets=commit,
         poll_timeout_ms=parse_int(opts, "kafkaconsumer.polltimeoutms", 1) or 120_000,
+        decoder=_decoder(opts),
         kafka=tuple(sorted(kafka.items())),
     )
     for key in ("fetchoffset.numretries", "fetchoffset.retryintervalms"):

@@ -75,6 +75,10 @@ def test_batch_read_returns_exactly_the_produced_records(spark, broker, topic_na
     plain = _read(spark, broker.bootstrap, topic_name)
     assert "headers" not in plain.columns
     assert _rows(plain) == [e[:7] for e in expected]
+    # the librdkafka reader (TLS/SASL connections) yields the same rows
+    via_client = _read(spark, broker.bootstrap, topic_name, includeHeaders="true",
+                       decoder="librdkafka")
+    assert _rows(via_client) == expected
 
 
 def test_starting_and_ending_offsets(spark, broker, topic_name):
@@ -204,6 +208,7 @@ BAD_READS = [
     ({"subscribe": "a", "kafka.isolation.level": "sometimes"}, "kafka.isolation.level"),
     ({"assign": "[0]"}, "assign"),
     ({"subscribePattern": "("}, "subscribePattern"),
+    ({"subscribe": "a", "decoder": "fastest"}, "decoder"),
 ]
 
 

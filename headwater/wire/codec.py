@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import io
 import types
 import typing
 import uuid
@@ -145,7 +144,7 @@ def response_class(api_key: int, version: int) -> type:
 
 
 @cache
-def response_writer(api_key: int, version: int) -> Callable[[io.BytesIO, Any], None]:
+def response_writer(api_key: int, version: int) -> Callable[[Any, Any], None]:
     return entity_writer(response_class(api_key, version))
 
 
@@ -155,8 +154,9 @@ def decode_request(api_key: int, version: int, body: bytes, offset: int) -> Any:
     return result[0] if isinstance(result, tuple) else result
 
 
-def encode_response(api_key: int, version: int, response: Any, out: io.BytesIO) -> None:
-    """Write `response` (a kio object or a dict) as the body of `version`."""
+def encode_response(api_key: int, version: int, response: Any, out: Any) -> None:
+    """Write `response` (a kio object or a dict) as the body of `version` to `out`, any
+    object with a ``write(bytes)`` method."""
     if isinstance(response, Mapping):
         response = build(response_class(api_key, version), response)
     response_writer(api_key, version)(out, response)

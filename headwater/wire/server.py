@@ -10,7 +10,6 @@ own connection.
 from __future__ import annotations
 
 import asyncio
-import io
 import itertools
 import logging
 import struct
@@ -164,23 +163,18 @@ class Connection:
                 self._finish(result, ctx, resp_flexible))
         return self._encode(result, ctx, resp_flexible)
 
-    async def _finish(self, coro: Any, ctx: RequestContext, flexible: bool) -> bytes | None:
+    async def _finish(self, coro: Any, ctx: RequestContext, flexible: bool) -> Frame | None:
         return self._encode(await coro, ctx, flexible)
 
     @staticmethod
-    def _encode(result: Any, ctx: RequestContext, flexible: bool) -> bytes | None:
+    def _encode(result: Any, ctx: RequestContext, flexible: bool) -> Frame | None:
         if result is None:
             return None
         if isinstance(result, bytes):
             return _frame(ctx.correlation_id, flexible, result)
-        out = io.BytesIO()
-        out.write(b"\x00\x00\x00\x00")
-        out.write(response_header(ctx.correlation_id, flexible))
+        out = _FrameParts(response_header(ctx.correlation_id, flexible))
         encode_response(ctx.api_key, ctx.api_version, result, out)
-        buf = out.getbuffer()
-        _SIZE.pack_into(buf, 0, len(buf) - 4)
-        del buf
-        return out.getvalue()
+        return out.finish()
 
     def _unsupported_api_versions(self) -> bytes:
         """ApiVersions v0 body carrying UNSUPPORTED_VERSION and our version table."""
@@ -207,9 +201,45 @@ class Connection:
                 return
             if data is None:
                 continue
-            writer.write(data)
+            if isinstance(data, list):
+                writer.writelines(data)
+            else:
+                writer.write(data)
             if writer.transport.get_write_buffer_size() > 1 << 20:
                 await writer.drain()
+
+
+class _FrameParts:
+    """A response frame as a list of buffers. The serializer's small writes are joined;
+    a large value (the records of a fetch, read from a segment file) is kept by reference
+    and goes to the socket with ``writelines``, so it is never copied in Python."""
+
+    __slots__ = ("parts", "tail")
+
+    def __init__(self, header: bytes) -> None:
+        self.parts: list[bytes | bytearray] = []
+        self.tail = bytearray(4) + header  # 4: the size prefix, set by finish()
+
+    def write(self, data: bytes) -> int:
+        if len(data) >= _BY_REFERENCE:
+            self.parts.append(self.tail)
+            self.parts.append(data)
+            self.tail = bytearray()
+        else:
+            self.tail += data
+        return len(data)
+
+    def finish(self) -> bytearray | list[bytes | bytearray]:
+        if not self.parts:
+            _SIZE.pack_into(self.tail, 0, len(self.tail) - 4)
+            return self.tail
+        parts = self.parts + [self.tail] if self.tail else self.parts
+        _SIZE.pack_into(parts[0], 0, sum(map(len, parts)) - 4)
+        return parts
+
+
+_BY_REFERENCE = 32 * 1024
+Frame = bytes | bytearray | list[bytes | bytearray]  # a list goes out with writelines
 
 
 def _frame(correlation_id: int, flexible: bool, body: bytes) -> bytes:

@@ -42,6 +42,19 @@ def _varint(buf, pos, end):  # pragma: no cover - compiled
     return 0, -1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _copy_field(buf, pos, end, out, filled):  # pragma: no cover - compiled
+    """A length-prefixed field (length -1: null) copied to ``out`` at ``filled``:
+    (new fill level, next position or -1 if it overruns ``end``, 1 present / 0 null)."""
+    length, pos = _varint(buf, pos, end)
+    if pos < 0 or pos + max(length, 0) > end:
+        return filled, -1, 0
+    if length < 0:
+        return filled, pos, 0
+    out[filled:filled + length] = buf[pos:pos + length]
+    return filled + length, pos + length, 1
+
+
 @njit(cache=True, nogil=True)
 def _decode(buf, pos, end, count, base_offset, base_ts, log_append_ts, lo, hi, fill,
             offsets, stamps, key_ends, key_data, key_valid, value_ends, value_data,
@@ -74,59 +87,28 @@ def _decode(buf, pos, end, count, base_offset, base_ts, log_append_ts, lo, hi, f
         if offset < lo or offset >= hi:
             pos = record_end
             continue
-        klen, p = _varint(buf, p, record_end)
-        if p < 0 or p + max(klen, 0) > record_end:
-            fill[STATUS] = CORRUPT
-            break
-        if klen >= 0:
-            key_data[nk:nk + klen] = buf[p:p + klen]
-            nk += klen
-            p += klen
-            key_valid[n] = 1
-        else:
-            key_valid[n] = 0
-        vlen, p = _varint(buf, p, record_end)
-        if p < 0 or p + max(vlen, 0) > record_end:
-            fill[STATUS] = CORRUPT
-            break
-        if vlen >= 0:
-            value_data[nv:nv + vlen] = buf[p:p + vlen]
-            nv += vlen
-            p += vlen
-            value_valid[n] = 1
-        else:
-            value_valid[n] = 0
-        if with_headers:
+        nk, p, key_valid[n] = _copy_field(buf, p, record_end, key_data, nk)
+        if p >= 0:
+            nv, p, value_valid[n] = _copy_field(buf, p, record_end, value_data, nv)
+        if p >= 0 and with_headers:
             hcount, p = _varint(buf, p, record_end)
-            if p < 0 or hcount < 0:
-                fill[STATUS] = CORRUPT
-                break
+            if hcount < 0:
+                p = -1
             for _h in range(hcount):
-                hk, p = _varint(buf, p, record_end)
-                if p < 0 or hk < 0 or p + hk > record_end:
+                if p < 0:
+                    break
+                nhk, p, present = _copy_field(buf, p, record_end, hkey_data, nhk)
+                if present == 0:  # a header key is never null
                     p = -1
                     break
-                hkey_data[nhk:nhk + hk] = buf[p:p + hk]
-                nhk += hk
-                p += hk
                 hkey_ends[nh] = nhk
-                hv, p = _varint(buf, p, record_end)
-                if p < 0 or p + max(hv, 0) > record_end:
-                    p = -1
-                    break
-                if hv >= 0:
-                    hvalue_data[nhv:nhv + hv] = buf[p:p + hv]
-                    nhv += hv
-                    p += hv
-                    hvalue_valid[nh] = 1
-                else:
-                    hvalue_valid[nh] = 0
+                nhv, p, hvalue_valid[nh] = _copy_field(buf, p, record_end, hvalue_data, nhv)
                 hvalue_ends[nh] = nhv
                 nh += 1
-            if p < 0:
-                fill[STATUS] = CORRUPT
-                break
             header_ends[n] = nh
+        if p < 0:
+            fill[STATUS] = CORRUPT
+            break
         offsets[n] = offset
         stamps[n] = log_append_ts if log_append_ts >= 0 else base_ts + ts_delta
         key_ends[n] = nk
@@ -180,6 +162,16 @@ def _constant_string(value: str, n: int) -> pa.Array:
                                                   pa.py_buffer(raw * n)])
 
 
+# Per-row buffers; per-header buffers; key/value/header bytes are sized separately.
+_ROW_ARRAYS = (("offsets", np.int64), ("stamps", np.int64), ("types", np.int32),
+               ("key_ends", np.int32), ("key_valid", np.uint8), ("value_ends", np.int32),
+               ("value_valid", np.uint8))
+_HEADER_ROW_ARRAYS = (("header_ends", np.int32),)
+_HEADER_ARRAYS = (("hkey_ends", np.int32), ("hvalue_ends", np.int32),
+                  ("hvalue_valid", np.uint8), ("hkey_data", np.uint8),
+                  ("hvalue_data", np.uint8))
+
+
 class ColumnBuilder:
     """Accumulates decoded records of one topic-partition; :meth:`flush` emits an Arrow
     RecordBatch in the source schema (key, value, topic, partition, offset, timestamp,
@@ -193,22 +185,13 @@ class ColumnBuilder:
         self.with_headers = headers
         self._ts_type = schema.field("timestamp").type
         self.fill = np.zeros(7, dtype=np.int64)
-        self.offsets = np.empty(rows_hint, np.int64)
-        self.stamps = np.empty(rows_hint, np.int64)
-        self.types = np.empty(rows_hint, np.int32)
-        self.key_ends = np.empty(rows_hint, np.int32)
-        self.key_valid = np.empty(rows_hint, np.uint8)
-        self.value_ends = np.empty(rows_hint, np.int32)
-        self.value_valid = np.empty(rows_hint, np.uint8)
+        small = 1  # header buffers start tiny and grow only when headers are read
+        for name, dtype in _ROW_ARRAYS + (_HEADER_ROW_ARRAYS if headers else ()):
+            setattr(self, name, np.empty(rows_hint, dtype))
+        for name, dtype in _HEADER_ARRAYS + (() if headers else _HEADER_ROW_ARRAYS):
+            setattr(self, name, np.empty(small, dtype))
         self.key_data = np.empty(1 << 16, np.uint8)
         self.value_data = np.empty(bytes_hint, np.uint8)
-        small = 1 if not headers else rows_hint
-        self.header_ends = np.empty(small, np.int32)
-        self.hkey_ends = np.empty(small, np.int32)
-        self.hvalue_ends = np.empty(small, np.int32)
-        self.hvalue_valid = np.empty(small, np.uint8)
-        self.hkey_data = np.empty(small, np.uint8)
-        self.hvalue_data = np.empty(small, np.uint8)
 
     @property
     def rows(self) -> int:
@@ -225,34 +208,27 @@ class ColumnBuilder:
         n = int(fill[ROWS])
         rows = n + count
         size = len(section)
-        self.offsets = _grow(self.offsets, rows)
-        self.stamps = _grow(self.stamps, rows)
-        self.types = _grow(self.types, rows)
-        self.key_ends = _grow(self.key_ends, rows)
-        self.key_valid = _grow(self.key_valid, rows)
-        self.value_ends = _grow(self.value_ends, rows)
-        self.value_valid = _grow(self.value_valid, rows)
+        for name, _ in _ROW_ARRAYS + (_HEADER_ROW_ARRAYS if self.with_headers else ()):
+            setattr(self, name, _grow(getattr(self, name), rows))
         # A section's keys and values together are never longer than the section.
         self.key_data = _grow(self.key_data, int(fill[KEY_BYTES]) + size)
         self.value_data = _grow(self.value_data, int(fill[VALUE_BYTES]) + size)
         if self.with_headers:
-            self.header_ends = _grow(self.header_ends, rows)
             # Every header costs at least two bytes of the section.
             headers = int(fill[HEADERS]) + size // 2 + 1
-            self.hkey_ends = _grow(self.hkey_ends, headers)
-            self.hvalue_ends = _grow(self.hvalue_ends, headers)
-            self.hvalue_valid = _grow(self.hvalue_valid, headers)
+            for name, _ in _HEADER_ARRAYS:
+                setattr(self, name, _grow(getattr(self, name), headers))
             self.hkey_data = _grow(self.hkey_data, int(fill[HKEY_BYTES]) + size)
             self.hvalue_data = _grow(self.hvalue_data, int(fill[HVALUE_BYTES]) + size)
         log_append_ts = base_ts if log_append_time else -1
+        before = fill.copy()
         _decode(section, 0, size, count, base_offset, base_ts, log_append_ts, lo, hi, fill,
                 self.offsets, self.stamps, self.key_ends, self.key_data, self.key_valid,
                 self.value_ends, self.value_data, self.value_valid, self.with_headers,
                 self.header_ends, self.hkey_ends, self.hkey_data, self.hvalue_ends,
                 self.hvalue_data, self.hvalue_valid)
         if fill[STATUS] != OK:
-            fill[STATUS] = OK
-            fill[ROWS] = n  # the caller raises; nothing of a bad batch is kept
+            fill[:] = before  # nothing of a bad batch is kept
             raise CorruptRecordsError(
                 f"corrupt records in the batch at offset {base_offset} of "
                 f"{self.topic}-{self.partition}")

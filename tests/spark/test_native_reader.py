@@ -179,7 +179,12 @@ def test_decoder_rejects_a_truncated_section():
         bad.add_records(np.frombuffer(record[:-3], np.uint8), 1, 7, T0, False, 0, 100)
     with pytest.raises(CorruptRecordsError):  # more records announced than present
         bad.add_records(np.frombuffer(record, np.uint8), 2, 7, T0, False, 0, 100)
+    null_header_key = bytes([14, 0, 0, 0, 1, 0, 2, 1])  # one header whose key is null
+    with pytest.raises(CorruptRecordsError):
+        bad.add_records(np.frombuffer(null_header_key, np.uint8), 1, 7, T0, False, 0, 100)
     assert bad.rows == 0  # nothing of a bad batch is kept
+    bad.add_records(np.frombuffer(record, np.uint8), 1, 8, T0, False, 0, 100)
+    assert bad.flush().column("value").to_pylist() == [b"abc"]  # still usable
 
 
 def test_builder_grows_past_its_hints():

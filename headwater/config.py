@@ -223,6 +223,8 @@ class LogConfig:
     min_insync_replicas: int = 1
     delete_retention_ms: int = 86400000
     min_cleanable_dirty_ratio: float = 0.5
+    timestamp_before_max_ms: int = 9223372036854775807
+    timestamp_after_max_ms: int = 3600000
 
     @classmethod
     def resolve(cls, broker: BrokerConfig, topic_overrides: Mapping[str, str]) -> LogConfig:
@@ -245,4 +247,6 @@ class LogConfig:
             min_insync_replicas=int(value("min.insync.replicas")),
             delete_retention_ms=int(value("delete.retention.ms")),
             min_cleanable_dirty_ratio=float(value("min.cleanable.dirty.ratio")),
+            timestamp_before_max_ms=int(value("message.timestamp.before.max.ms")),
+            timestamp_after_max_ms=int(value("message.timestamp.after.max.ms")),
         )

@@ -22,6 +22,7 @@ from headwater.log.compression import compress, decompress
 from headwater.log.errors import (
     CORRUPT_MESSAGE,
     INVALID_RECORD,
+    INVALID_TIMESTAMP,
     MESSAGE_TOO_LARGE,
     UNSUPPORTED_FOR_MESSAGE_FORMAT,
     LogError,
@@ -187,6 +188,38 @@ def validate_produce_records(
         headers.append(h)
         pos += size
     return headers
+
+
+NO_LIMIT = 9223372036854775807
+NO_TIMESTAMP = -1
+
+
+def check_timestamps(data: Buffer, headers: list[BatchHeader], now_ms: int,
+                     before_max_ms: int, after_max_ms: int) -> None:
+    """Kafka's CreateTime bounds (message.timestamp.before/after.max.ms): INVALID_TIMESTAMP
+    when a record is further in the past or future than allowed.
+
+    The future bound needs only each batch's max timestamp. The past bound (off by
+    default) needs the smallest record timestamp, which the header does not carry: the
+    records are decoded, but only when that bound is set and the first record passes."""
+    pos = 0
+    for index, h in enumerate(headers):
+        if h.max_timestamp != NO_TIMESTAMP and h.max_timestamp - now_ms > after_max_ms:
+            raise LogError(INVALID_TIMESTAMP,
+                           f"timestamp {h.max_timestamp} of a record in batch {index} is more "
+                           f"than {after_max_ms} ms after the broker's time {now_ms} "
+                           "(message.timestamp.after.max.ms)")
+        if before_max_ms < NO_LIMIT:
+            stamps = [h.base_timestamp]
+            if now_ms - h.base_timestamp <= before_max_ms:
+                stamps = [r.timestamp for r in decode_records(memoryview(data)[pos:pos + h.size])]
+            oldest = min((t for t in stamps if t != NO_TIMESTAMP), default=now_ms)
+            if now_ms - oldest > before_max_ms:
+                raise LogError(INVALID_TIMESTAMP,
+                               f"timestamp {oldest} of a record in batch {index} is more than "
+                               f"{before_max_ms} ms before the broker's time {now_ms} "
+                               "(message.timestamp.before.max.ms)")
+        pos += h.size
 
 
 def iter_batches(buf: Buffer) -> Iterator[tuple[int, BatchHeader]]:

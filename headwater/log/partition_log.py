@@ -38,6 +38,7 @@ from headwater.log.batch import (
     INT32_MAX,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
+    check_timestamps,
     decode_records,
     has_null_key,
     parse_header,
@@ -281,6 +282,9 @@ class PartitionLog:
         markers = None if origin_client else parse_markers(data, headers)
         first_offset = self.log_end_offset
         append_time = config.message_timestamp_type == "LogAppendTime"
+        if origin_client and not append_time:
+            check_timestamps(data, headers, now_ms, config.timestamp_before_max_ms,
+                             config.timestamp_after_max_ms)
         duplicate = self._producers.check_all(headers, first_offset, markers)
         if duplicate is not None:
             return AppendResult(duplicate.base_offset, duplicate.last_offset,

@@ -162,3 +162,23 @@ def test_aiokafka_round_trip(broker, topic_name, codec):
     got = asyncio.run(run())
     assert normalise([(m.key, m.value, list(m.headers), m.timestamp) for m in got]) == \
         normalise(records)
+
+
+def test_timestamps_out_of_bounds_are_rejected(broker, topic_name):
+    """message.timestamp.after.max.ms (default 1 h) and .before.max.ms: INVALID_TIMESTAMP
+    reaches the producer's delivery report and nothing is written."""
+    from confluent_kafka import KafkaError
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, 1, config={
+        "message.timestamp.before.max.ms": "86400000"})])[topic_name].result(15)
+    now = int(time.time() * 1000)
+    reports: list = []
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for ts in (now + 2 * 3_600_000, now - 2 * 86_400_000, now):
+        p.produce(topic_name, b"v", timestamp=ts,
+                  on_delivery=lambda err, msg: reports.append((err, msg.offset())))
+        assert p.flush(15) == 0
+    codes = [err.code() if err else None for err, _ in reports]
+    assert codes == [KafkaError.INVALID_TIMESTAMP, KafkaError.INVALID_TIMESTAMP, None]
+    assert reports[2][1] == 0  # the only record written

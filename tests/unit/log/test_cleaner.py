@@ -33,7 +33,7 @@ def put(plog: PartitionLog, items: list[tuple[bytes, bytes | None]], ts: int = 1
         **kwargs) -> int:
     """Append one batch of (key, value) records; returns its base offset."""
     batch = build_batch([(k, v, [], ts + i) for i, (k, v) in enumerate(items)], **kwargs)
-    return plog.append(batch, 0).base_offset
+    return plog.append(batch, ts + len(items)).base_offset  # the broker's clock: now
 
 
 def fill(plog: PartitionLog, writes: int, keys: int, per_batch: int = 1, **kwargs) -> None:

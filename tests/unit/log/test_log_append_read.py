@@ -230,3 +230,29 @@ def test_flush_in_worker_thread_clears_needs_flush(open_log, batch, config) -> N
             pool.submit(plog.flush).result()
             assert not plog.needs_flush and plog.unflushed_messages == 0
     assert not any(s.dirty for s in plog.segments)
+
+
+def test_timestamps_too_far_in_the_future_are_rejected(open_log, batch, config) -> None:
+    hour = 3_600_000
+    plog = open_log()
+    now = 10 * hour
+    with pytest.raises(LogError) as exc:
+        plog.append(batch(3, ts=now + hour - 1), now)  # the last record: now + hour + 1
+    assert exc.value.code == errors.INVALID_TIMESTAMP
+    assert "message.timestamp.after.max.ms" in exc.value.message
+    assert plog.log_end_offset == 0
+    assert plog.append(batch(3, ts=now + hour - 2), now).base_offset == 0  # exactly at the bound
+    plog.close()  # the same partition, now with LogAppendTime: no bound applies
+    append_time = open_log(dataclasses.replace(config, message_timestamp_type="LogAppendTime"))
+    assert append_time.append(batch(1, ts=now + 5 * hour), now).base_offset == 3
+
+
+def test_past_bound_checks_every_record(open_log, batch, config) -> None:
+    plog = open_log(dataclasses.replace(config, timestamp_before_max_ms=60_000))
+    now = 1_000_000
+    records = [(b"k", b"v", [], now), (b"k", b"v", [], now - 60_001), (b"k", b"v", [], now)]
+    with pytest.raises(LogError) as exc:  # the header's base and max timestamps look fine
+        plog.append(build_batch(records), now)
+    assert exc.value.code == errors.INVALID_TIMESTAMP
+    assert "message.timestamp.before.max.ms" in exc.value.message
+    assert plog.append(batch(2, ts=now - 60_000), now).base_offset == 0

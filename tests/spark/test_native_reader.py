@@ -200,3 +200,17 @@ def test_builder_grows_past_its_hints():
     assert batch.column("value").to_pylist() == [value] * 50
     assert batch.column("key").to_pylist() == [None] * 50
     assert batch.column("offset").to_pylist() == list(range(50))
+
+
+def test_reconnects_when_a_cached_connection_died(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    produce(broker.bootstrap, topic_name, [{"value": b"%d" % i} for i in range(20)])
+    opts = _opts(broker.bootstrap, topic_name)
+    part = RangePartition(topic_name, 0, 0, 20)
+    assert _read("native", opts, part).num_rows == 20
+    session = fetcher.session_for(opts.bootstrap, 30.0)
+    assert session._conns  # cached for the next task of this worker process
+    for conn in session._conns.values():
+        conn.sock.close()  # as if the broker had restarted in between
+    again = _read("native", opts, part)
+    assert again.column("value").to_pylist() == [b"%d" % i for i in range(20)]

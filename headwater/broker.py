@@ -20,7 +20,7 @@ from .group.coordinator import GroupCoordinator
 from .log.manager import LogManager
 from .log.partition_log import PartitionLog
 from .metadata.controller import Controller
-from .metadata.image import TOPIC_RESOURCE, MetadataImage, TopicImage
+from .metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, TopicImage
 from .metrics import MetricsServer
 from .txn.coordinator import TransactionCoordinator
 from .wire.dispatch import Dispatcher
@@ -169,8 +169,11 @@ class Broker:
         return LogConfig.resolve(self.config, overrides)
 
     def _sync_logs(self, old: MetadataImage, new: MetadataImage) -> None:
-        """Create, update and delete partition logs so they match the new image."""
+        """Create, update and delete partition logs so they match the new image (dynamic
+        broker configs first: they are the defaults of every topic's configs)."""
         assert self.logs is not None
+        self.config.set_dynamic(new.resource_configs(BROKER_RESOURCE, ""),
+                                new.resource_configs(BROKER_RESOURCE, str(self.node_id)))
         for name, topic in old.topics_by_name.items():
             current = new.topics_by_name.get(name)
             if current is None or current.topic_id != topic.topic_id:

@@ -108,12 +108,41 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
+# Where a broker config value comes from, strongest first (Kafka's ConfigSource order).
+DYNAMIC_NODE, DYNAMIC_CLUSTER, STATIC, DEFAULT = "node", "cluster", "static", "default"
+
+
 class BrokerConfig:
-    """Static broker configuration: defaults overlaid by a properties file and overrides."""
+    """Broker configuration: defaults, overlaid by a properties file and overrides
+    (static), overlaid by dynamic configs from the metadata log (AlterConfigs on the
+    BROKER resource: "" for the cluster-wide default, the node id for this broker)."""
 
     def __init__(self, values: Mapping[str, str] | None = None) -> None:
         self._explicit: dict[str, str] = dict(values or {})
+        self._cluster: dict[str, str] = {}
+        self._node: dict[str, str] = {}
         self._values = {**BROKER_DEFAULTS, **self._explicit}
+
+    def set_dynamic(self, cluster: Mapping[str, str], node: Mapping[str, str]) -> bool:
+        """Install the dynamic layers; True when anything changed."""
+        if dict(cluster) == self._cluster and dict(node) == self._node:
+            return False
+        self._cluster, self._node = dict(cluster), dict(node)
+        self._values = {**BROKER_DEFAULTS, **self._explicit, **self._cluster, **self._node}
+        return True
+
+    def layers(self, key: str) -> list[tuple[str, str]]:
+        """(source, value) of every layer that sets `key`, strongest first."""
+        out = [(source, layer[key]) for source, layer in (
+            (DYNAMIC_NODE, self._node), (DYNAMIC_CLUSTER, self._cluster),
+            (STATIC, self._explicit)) if key in layer]
+        if key in BROKER_DEFAULTS:
+            out.append((DEFAULT, BROKER_DEFAULTS[key]))
+        return out
+
+    def source(self, key: str) -> str:
+        found = self.layers(key)
+        return found[0][0] if found else DEFAULT
 
     @classmethod
     def load(cls, path: str | Path | None, overrides: Mapping[str, str]) -> BrokerConfig:
@@ -162,6 +191,28 @@ class BrokerConfig:
         if topic_key == "flush.ms":
             return self.get("log.flush.interval.ms") or "9223372036854775807"
         return self.get(TOPIC_CONFIG_SYNONYMS[topic_key]) or ""
+
+
+# Broker keys AlterConfigs may change at runtime: the broker-wide defaults of topic
+# configs (Kafka's DynamicLogConfig), and their time-unit synonyms.
+DYNAMIC_BROKER_KEYS: dict[str, str] = {
+    **{broker_key: topic_key for topic_key, broker_key in TOPIC_CONFIG_SYNONYMS.items()},
+    "log.retention.minutes": "retention.ms", "log.retention.hours": "retention.ms",
+    "log.roll.hours": "segment.ms",
+}
+
+
+def validate_dynamic_broker_config(key: str, value: str | None) -> None:
+    """Raise ConfigError unless `key` may be changed dynamically to `value`."""
+    topic_key = DYNAMIC_BROKER_KEYS.get(key)
+    if topic_key is None:
+        raise ConfigError(f"Cannot update these configs dynamically: {key}")
+    if value is not None and key in ("log.retention.minutes", "log.retention.hours",
+                                     "log.roll.hours"):
+        if not value.strip().lstrip("-").isdigit():
+            raise ConfigError(f"Invalid value {value} for configuration {key}")
+        return
+    validate_topic_config(topic_key, value)
 
 
 def validate_topic_config(key: str, value: str | None) -> None:

@@ -1,8 +1,12 @@
 """DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
 
 Every config is described with its source, like Kafka: a topic override is
-DYNAMIC_TOPIC_CONFIG, a key set in server.properties STATIC_BROKER_CONFIG, the rest
-DEFAULT_CONFIG. Changes become ConfigRecords through the controller.
+DYNAMIC_TOPIC_CONFIG; a broker value set with AlterConfigs on this broker's id is
+DYNAMIC_BROKER_CONFIG, on the cluster default ("") DYNAMIC_DEFAULT_BROKER_CONFIG; a key
+set in server.properties is STATIC_BROKER_CONFIG, the rest DEFAULT_CONFIG. Changes become
+ConfigRecords through the controller. Dynamic broker configs are the broker-wide
+defaults of topic configs (`log.retention.ms`, `message.max.bytes`, ...), as Kafka's
+DynamicLogConfig; other broker keys are read-only.
 """
 
 from __future__ import annotations
@@ -13,10 +17,14 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode as E
 
 from ..config import (
-    BROKER_DEFAULTS,
+    DYNAMIC_BROKER_KEYS,
+    DYNAMIC_CLUSTER,
+    DYNAMIC_NODE,
+    STATIC,
     TOPIC_CONFIG_KEYS,
     TOPIC_CONFIG_SYNONYMS,
     ConfigError,
+    validate_dynamic_broker_config,
     validate_topic_config,
 )
 from ..metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
@@ -28,6 +36,7 @@ if TYPE_CHECKING:
 # ConfigSource ids.
 DYNAMIC_TOPIC_CONFIG = 1
 DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 GROUP_CONFIG = 8
@@ -57,6 +66,15 @@ GROUP_CONFIG_DEFAULTS: dict[str, str] = {
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
+_SOURCE_IDS = {DYNAMIC_NODE: DYNAMIC_BROKER_CONFIG, DYNAMIC_CLUSTER: DYNAMIC_DEFAULT_BROKER_CONFIG,
+               STATIC: STATIC_BROKER_CONFIG}
+
+
+def _broker_synonyms(broker: Broker, broker_key: str) -> list[dict]:
+    return [{"name": broker_key, "value": value, "source": _SOURCE_IDS.get(source, DEFAULT_CONFIG)}
+            for source, value in broker.config.layers(broker_key)]
+
+
 def describe_topic_configs(broker: Broker, topic: str, keys: set[str] | None,
                            overrides: Mapping[str, str | None] | None = None,
                            synonyms: bool = False) -> list[dict]:
@@ -75,13 +93,11 @@ def describe_topic_configs(broker: Broker, topic: str, keys: set[str] | None,
             syn.append({"name": key, "value": override, "source": DYNAMIC_TOPIC_CONFIG})
         else:
             value = broker.config.topic_default(key)
-            source = (STATIC_BROKER_CONFIG if broker.config.is_explicit(broker_key)
-                      else DEFAULT_CONFIG)
-        if broker.config.is_explicit(broker_key):
-            syn.append({"name": broker_key, "value": broker.config.get(broker_key),
-                        "source": STATIC_BROKER_CONFIG})
-        syn.append({"name": broker_key, "value": BROKER_DEFAULTS.get(broker_key) or value,
-                    "source": DEFAULT_CONFIG})
+            source = _SOURCE_IDS.get(broker.config.source(broker_key), DEFAULT_CONFIG)
+        syn += _broker_synonyms(broker, broker_key)
+        if not broker.config.layers(broker_key):  # derived (retention.ms from hours, ...)
+            syn.append({"name": broker_key, "value": broker.config.topic_default(key),
+                        "source": DEFAULT_CONFIG})
         out.append({"name": key, "value": value, "read_only": False,
                     "config_source": source, "is_sensitive": False,
                     "synonyms": syn if synonyms else (),
@@ -89,14 +105,24 @@ def describe_topic_configs(broker: Broker, topic: str, keys: set[str] | None,
     return out
 
 
-def describe_broker_configs(broker: Broker, keys: set[str] | None) -> list[dict]:
+def describe_broker_configs(broker: Broker, name: str, keys: set[str] | None,
+                            synonyms: bool = False) -> list[dict]:
+    """This broker's configs (name = its id), or only the cluster-wide dynamic defaults
+    (name = ""), as Kafka describes them."""
     out = []
-    for key, value in broker.config.items():
+    if name == "":
+        entries = sorted(broker.image.resource_configs(BROKER_RESOURCE, "").items())
+    else:
+        entries = broker.config.items()
+    for key, value in entries:
         if keys is not None and key not in keys:
             continue
-        source = STATIC_BROKER_CONFIG if broker.config.is_explicit(key) else DEFAULT_CONFIG
-        out.append({"name": key, "value": value or None, "read_only": True,
-                    "config_source": source, "is_sensitive": False, "synonyms": (),
+        source = (DYNAMIC_DEFAULT_BROKER_CONFIG if name == "" else
+                  _SOURCE_IDS.get(broker.config.source(key), DEFAULT_CONFIG))
+        out.append({"name": key, "value": value or None,
+                    "read_only": key not in DYNAMIC_BROKER_KEYS,
+                    "config_source": source, "is_sensitive": False,
+                    "synonyms": _broker_synonyms(broker, key) if synonyms else (),
                     "config_type": STRING, "documentation": None})
     return out
 
@@ -153,7 +179,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                                  synonyms=getattr(req, "include_synonyms",
                                                                   False))
             elif res.resource_type == BROKER_RESOURCE:
-                configs = describe_broker_configs(broker, keys)
+                configs = describe_broker_configs(broker, res.resource_name, keys,
+                                                  getattr(req, "include_synonyms", False))
             else:
                 configs = describe_group_configs(broker, res.resource_name, keys)
             results.append({**base, "error_code": 0, "error_message": None,
@@ -170,9 +197,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             if key not in GROUP_CONFIG_DEFAULTS:
                 raise _Invalid(E.invalid_config, f"Unknown group config name: {key}")
         else:
-            raise _Invalid(E.invalid_request,
-                           "Dynamic broker configs are not supported; set them in "
-                           "server.properties or with --override")
+            try:
+                validate_dynamic_broker_config(key, value)
+            except ConfigError as exc:
+                raise _Invalid(E.invalid_config, str(exc)) from None
 
     def alter(req: Any, incremental: bool) -> dict:
         assert broker.controller is not None

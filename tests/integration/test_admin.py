@@ -161,3 +161,61 @@ def test_auto_create_on_metadata(broker, topic_name):
     assert p.flush(15) == 0
     md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(topic_name, timeout=10)
     assert len(md.topics[topic_name].partitions) == 1
+
+
+def test_dynamic_broker_configs(broker_factory, tmp_path):
+    """AlterConfigs on the BROKER resource: the cluster default ("") and this broker ("1")
+    change the defaults of every topic at once, with Kafka's precedence and sources, and
+    survive a restart; keys Kafka cannot change at runtime are refused."""
+    from confluent_kafka import Producer
+
+    data = tmp_path / "dyn"
+    proc = broker_factory(data_dir=data)
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.create_topics([NewTopic("dyn", 1, 1)])["dyn"].result(15)
+    topic = ConfigResource(ConfigResource.Type.TOPIC, "dyn")
+
+    def alter(name: str, key: str, value: str) -> int:
+        """IncrementalAlterConfigs SET on BROKER `name` by raw request: confluent-kafka
+        refuses the empty name Kafka uses for the cluster-wide default."""
+        client = RawClient("127.0.0.1", proc.port)
+        try:
+            resp = client.request(44, 0, {"validate_only": False, "resources": [{
+                "resource_type": 4, "resource_name": name,
+                "configs": [{"name": key, "config_operation": 0, "value": value}]}]})
+        finally:
+            client.close()
+        return int(resp.responses[0].error_code)
+
+    assert alter("", "log.retention.ms", "7200000") == 0
+    assert alter("", "message.max.bytes", "2000") == 0
+    configs = admin.describe_configs([topic])[topic].result(15)
+    assert (configs["retention.ms"].value, configs["retention.ms"].source) == ("7200000", 3)
+    client = RawClient("127.0.0.1", proc.port)
+    described = client.request(32, 1, {"include_synonyms": False, "resources": [{
+        "resource_type": 4, "resource_name": "", "configuration_keys": None}]})
+    client.close()
+    assert {(c.name, c.value) for c in described.results[0].configs} == {
+        ("log.retention.ms", "7200000"), ("message.max.bytes", "2000")}
+
+    errors: list = []
+    p = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
+    for size in (3000, 100):  # one batch each
+        p.produce("dyn", b"x" * size, on_delivery=lambda err, msg: errors.append(err))
+        assert p.flush(15) == 0
+    assert [e.code() if e else None for e in errors] == [KafkaError.MSG_SIZE_TOO_LARGE, None]
+
+    node = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
+        ConfigEntry("log.retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([node])[node].result(15)  # this broker beats the default
+    configs = admin.describe_configs([topic])[topic].result(15)
+    assert (configs["retention.ms"].value, configs["retention.ms"].source) == ("3600000", 2)
+    assert alter("1", "num.network.threads", "8") == KafkaError.INVALID_CONFIG
+    assert alter("", "log.retention.ms", "soon") == KafkaError.INVALID_CONFIG
+
+    proc.stop()
+    again = broker_factory(data_dir=data)
+    admin = AdminClient({"bootstrap.servers": again.bootstrap})
+    configs = admin.describe_configs([topic])[topic].result(15)
+    assert (configs["retention.ms"].value, configs["retention.ms"].source) == ("3600000", 2)
+    assert configs["max.message.bytes"].value == "2000"

@@ -275,6 +275,11 @@ class PartitionLog:
         if len(data) > config.segment_bytes:
             raise LogError(RECORD_LIST_TOO_LARGE,
                            f"{len(data)} bytes exceed segment.bytes {config.segment_bytes}")
+        if origin_client and any(h.base_offset != 0 for h in headers):
+            # Kafka: a client's batches are numbered by the broker, so they carry 0.
+            first = next(h.base_offset for h in headers if h.base_offset != 0)
+            raise LogError(INVALID_RECORD, f"the base offset of a record batch from a client "
+                                           f"should be 0, but it is {first}")
         if origin_client and "compact" in config.cleanup_policy:
             _reject_null_keys(data, headers, self.topic, self.partition)
         # Clients cannot write control batches, so only the broker's own appends pay for

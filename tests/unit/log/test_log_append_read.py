@@ -256,3 +256,15 @@ def test_past_bound_checks_every_record(open_log, batch, config) -> None:
     assert exc.value.code == errors.INVALID_TIMESTAMP
     assert "message.timestamp.before.max.ms" in exc.value.message
     assert plog.append(batch(2, ts=now - 60_000), now).base_offset == 0
+
+
+def test_client_batches_must_carry_base_offset_zero(open_log, batch) -> None:
+    from headwater.log.batch import set_base_offset
+
+    plog = open_log()
+    bad = bytearray(batch(2))
+    set_base_offset(bad, 0, 42)  # outside the CRC: the batch is otherwise valid
+    with pytest.raises(LogError) as exc:
+        plog.append(bytes(bad), 0)
+    assert exc.value.code == errors.INVALID_RECORD and "should be 0" in exc.value.message
+    assert plog.log_end_offset == 0

@@ -18,10 +18,16 @@ What survives, and why:
   producer's next sequence.
 - Keyless records are dropped (Kafka's cleaner does the same); produce rejects them on
   compacted topics.
-- Transactional and control batches are copied untouched and stay out of the key map
-  (an aborted record must not hide a committed one; Kafka's removal of aborted data and
-  old markers is not done yet). Since offsets never change, the aborted-transaction
-  indexes of a merged run are simply concatenated into the cleaned segment's.
+- Transactions, as Kafka's cleaner treats them (`_Transactions`): records of committed
+  transactions are compacted like any others; batches of aborted transactions are
+  removed and never hide another record; a batch whose transaction has no marker in the
+  cleaned range (still open, or ended in the active segment) is copied untouched and
+  stays out of the key map. A marker goes once its segment is older than
+  delete.retention.ms and nothing of its transaction is left before it, unless it is
+  its producer's last batch (producer state rebuilt from the log needs it). Since
+  offsets never change, the aborted-transaction indexes of a merged run are concatenated
+  into the cleaned segment's, minus the entries whose ABORT marker went (an entry without
+  its marker would make consumers drop the producer's later committed batches).
 
 Threading: `clean` runs in a worker thread. It reads segment files through its own file
 descriptors (immutable once rolled) and hands each finished segment to
@@ -41,6 +47,7 @@ import hashlib
 import logging
 import os
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -55,6 +62,7 @@ from headwater.log.batch import (
     parse_header,
     rebuild_batch,
 )
+from headwater.log.control import parse_marker
 from headwater.log.errors import CORRUPT_MESSAGE, LogError
 from headwater.log.index import OffsetIndex, TimeIndex
 from headwater.log.segment import IndexBuilder, LogSegment
@@ -108,7 +116,7 @@ class LogCleaner:
         config = plog.config
         after = removed = done = 0  # done: bytes of the groups already cleaned
         try:
-            latest = _offset_map(plog, segments)
+            latest, txns = _offset_map(plog, segments)
             horizon = now - config.delete_retention_ms
             groups = _groups(segments, config.segment_bytes)
             carry: list[LogSegment] = []
@@ -118,7 +126,7 @@ class LogCleaner:
                 # empty, let it absorb the next group's survivors.
                 defer = (group[0] is segments[0] and i + 1 < len(groups)
                          and groups[i + 1][-1].next_offset - group[0].base_offset <= INT32_MAX)
-                size, dropped, deferred = _clean_group(plog, group, latest, horizon,
+                size, dropped, deferred = _clean_group(plog, group, latest, txns, horizon,
                                                        producer_last, defer, len(carry))
                 carry = group if deferred else []
                 after += size
@@ -151,22 +159,62 @@ def _map_key(key: bytes) -> bytes:
     return key if len(key) < _DIGEST_FROM else hashlib.blake2b(key, digest_size=16).digest()
 
 
-def _compactable(h: BatchHeader) -> bool:
-    return not (h.is_control or h.is_transactional)
+COMMITTED, ABORTED, OPEN = "committed", "aborted", "open"
 
 
-def _offset_map(plog: PartitionLog, segments: Sequence[LogSegment]) -> dict[bytes, int]:
-    """Key -> offset of its latest record over `segments` (later offsets overwrite)."""
+class _Transactions:
+    """How each producer's transactions ended in the cleaned range: the markers' offsets
+    and types, found by the key-map pass; then, during the rewrite, which transactions
+    still have a batch in the log (their markers must stay)."""
+
+    def __init__(self) -> None:
+        self.markers: dict[int, tuple[list[int], list[bool]]] = {}  # pid -> offsets, commit?
+        self.retained: set[int] = set()  # producers whose current transaction kept a batch
+        self.removed_markers: set[int] = set()  # their aborted-index entries go with them
+
+    def add_marker(self, producer_id: int, offset: int, commit: bool) -> None:
+        offsets, commits = self.markers.setdefault(producer_id, ([], []))
+        offsets.append(offset)
+        commits.append(commit)
+
+    def outcome(self, h: BatchHeader) -> str:
+        """COMMITTED, ABORTED or OPEN (no marker after the batch in the cleaned range)."""
+        offsets, commits = self.markers.get(h.producer_id, ((), ()))
+        i = bisect_right(offsets, h.last_offset)
+        if i == len(offsets):
+            return OPEN
+        return COMMITTED if commits[i] else ABORTED
+
+
+def _offset_map(plog: PartitionLog, segments: Sequence[LogSegment]
+                ) -> tuple[dict[bytes, int], _Transactions]:
+    """Key -> offset of its latest record over `segments`, counting committed
+    transactional records (known at their marker, later in the log) and never aborted or
+    open ones; and the transactions' outcomes."""
     latest: dict[bytes, int] = {}
+    txns = _Transactions()
+    pending: dict[int, list[tuple[bytes, int]]] = {}  # pid -> its open transaction's keys
     for segment in segments:
         if plog.closed:
             raise _Aborted
         for h, data in _read_batches(segment):
-            if _compactable(h):
-                for r in iter_raw_records(data):
-                    if r.key is not None:
-                        latest[_map_key(r.key)] = h.base_offset + r.offset_delta
-    return latest
+            if h.is_control:
+                marker = parse_marker(data) if h.producer_id >= 0 else None
+                if marker is None:
+                    continue
+                txns.add_marker(h.producer_id, h.base_offset, marker.commit)
+                for key, offset in pending.pop(h.producer_id, ()) if marker.commit else ():
+                    if latest.get(key, -1) < offset:
+                        latest[key] = offset
+                pending.pop(h.producer_id, None)
+                continue
+            keyed = [(_map_key(r.key), h.base_offset + r.offset_delta)
+                     for r in iter_raw_records(data) if r.key is not None]
+            if h.is_transactional:
+                pending.setdefault(h.producer_id, []).extend(keyed)
+            else:
+                latest.update(keyed)
+    return latest, txns
 
 
 def _groups(segments: Sequence[LogSegment], max_bytes: int) -> list[list[LogSegment]]:
@@ -186,7 +234,7 @@ def _groups(segments: Sequence[LogSegment], max_bytes: int) -> list[list[LogSegm
 
 
 def _clean_group(plog: PartitionLog, group: list[LogSegment], latest: dict[bytes, int],
-                 horizon_ms: int, producer_last: dict[int, int],
+                 txns: _Transactions, horizon_ms: int, producer_last: dict[int, int],
                  defer_empty: bool = False, known_empty: int = 0) -> tuple[int, int, bool]:
     """Write the group's survivors as `<base>.log.cleaned` + indexes and swap them in.
     Returns (bytes after, records removed, deferred); a group left as it was is not
@@ -210,7 +258,7 @@ def _clean_group(plog: PartitionLog, group: list[LogSegment], latest: dict[bytes
                     continue
                 drop_tombstones = seg_mtime_ns // 1_000_000 < horizon_ms
                 for h, data in _read_batches(segment):
-                    out, dropped = _filter_batch(h, data, latest, drop_tombstones,
+                    out, dropped = _filter_batch(h, data, latest, txns, drop_tombstones,
                                                  producer_last)
                     removed += dropped
                     if out is not data:
@@ -234,7 +282,10 @@ def _clean_group(plog: PartitionLog, group: list[LogSegment], latest: dict[bytes
                      builder.offsets, builder.positions)
         _write_index(TimeIndex(swap.cleaned_path(directory, base, ".timeindex")),
                      builder.times, builder.time_offsets)
-        aborted = [txn for segment in group for txn in segment.txn_index]
+        # An aborted transaction's entry lives as long as its marker: without the marker a
+        # consumer would never stop dropping the producer's later (committed) batches.
+        aborted = [txn for segment in group for txn in segment.txn_index
+                   if txn.last_offset not in txns.removed_markers]
         if aborted:
             write_index_file(swap.cleaned_path(directory, base, ".txnindex"), aborted)
         for segment in group:  # outside the log lock: its swap must not wait on fsyncs
@@ -248,11 +299,33 @@ def _clean_group(plog: PartitionLog, group: list[LogSegment], latest: dict[bytes
 
 
 def _filter_batch(h: BatchHeader, data: memoryview, latest: dict[bytes, int],
-                  drop_tombstones: bool,
+                  txns: _Transactions, drop_tombstones: bool,
                   producer_last: dict[int, int]) -> tuple[Buffer | None, int]:
     """(the batch to keep — `data` itself if unchanged — or None, records removed)."""
-    if not _compactable(h):
+    last_of_producer = h.producer_id >= 0 and producer_last.get(h.producer_id) == h.last_offset
+    if h.is_control:
+        if h.producer_id < 0 or parse_marker(data) is None:
+            return data, 0
+        ended = h.producer_id in txns.retained
+        txns.retained.discard(h.producer_id)
+        if drop_tombstones and not ended and not last_of_producer:
+            txns.removed_markers.add(h.base_offset)
+            return None, h.records_count
         return data, 0
+    outcome = txns.outcome(h) if h.is_transactional else COMMITTED
+    if outcome == OPEN:
+        txns.retained.add(h.producer_id)
+        return data, 0
+    if outcome == ABORTED and not last_of_producer:
+        return None, h.records_count
+    out, dropped = _filter_records(h, data, latest, drop_tombstones, last_of_producer)
+    if out is not None and h.is_transactional:
+        txns.retained.add(h.producer_id)
+    return out, dropped
+
+
+def _filter_records(h: BatchHeader, data: memoryview, latest: dict[bytes, int],
+                    drop_tombstones: bool, last_of_producer: bool) -> tuple[Buffer | None, int]:
     kept = []
     total = 0
     for r in iter_raw_records(data):
@@ -262,7 +335,7 @@ def _filter_batch(h: BatchHeader, data: memoryview, latest: dict[bytes, int],
                 and not (r.is_tombstone and drop_tombstones)):
             kept.append(r)
     if not kept:
-        if h.producer_id >= 0 and producer_last.get(h.producer_id) == h.last_offset:
+        if last_of_producer:
             return (data if total == 0 else rebuild_batch(h, [])), total
         return None, total
     if len(kept) == total:

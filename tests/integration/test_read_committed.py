@@ -224,3 +224,69 @@ def test_consumers_drop_aborted_records_after_kill_9_and_restart(broker_factory,
     assert got == [b"a", b"b", b"c", b"u1", b"d"] and position == 9
     got, position = consume_all(broker.bootstrap, topic_name, "read_uncommitted", 7)
     assert got == [b"a", b"b", b"t1", b"t2", b"c", b"u1", b"d"] and position == 9
+
+
+def test_compacted_transactional_topic_reads_the_same(broker_factory, topic_name):
+    """A compacted topic written by a transactional producer (commits, aborts, plain
+    writes): once the cleaner has removed superseded, aborted and old marker batches, a
+    read_committed librdkafka consumer still sees exactly the latest committed value of
+    every key, and the log shrank."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    proc = broker_factory("--override", "log.cleaner.backoff.ms=100")
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, 1, config={
+        "cleanup.policy": "compact", "segment.bytes": "2048", "delete.retention.ms": "0",
+        "min.cleanable.dirty.ratio": "0.01"})])[topic_name].result(15)
+    p = Producer({"bootstrap.servers": proc.bootstrap, "transactional.id": topic_name,
+                  "linger.ms": 0})
+    p.init_transactions(15)
+    expected: dict[bytes, bytes] = {}
+    for i in range(60):
+        p.begin_transaction()
+        key = b"k%d" % (i % 5)
+        p.produce(topic_name, b"v%d" % i, key=key)
+        assert p.flush(15) == 0
+        if i % 3:
+            p.commit_transaction(15)
+            expected[key] = b"v%d" % i
+        else:
+            p.abort_transaction(15)
+    plain = Producer({"bootstrap.servers": proc.bootstrap})
+    for i in range(40):  # plain writes of other keys roll the last transactions out
+        plain.produce(topic_name, b"x" * 100, key=b"plain")
+        plain.flush(15)
+    expected[b"plain"] = b"x" * 100
+
+    def committed_view() -> tuple[dict[bytes, bytes], int]:
+        c = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "v",
+                      "isolation.level": "read_committed", "enable.partition.eof": True})
+        c.assign([TopicPartition(topic_name, 0, 0)])
+        view: dict[bytes, bytes] = {}
+        count = 0
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is None:
+                    continue
+                if m.error():
+                    assert m.error().code() == KafkaError._PARTITION_EOF
+                    return view, count
+                view[m.key()] = m.value()
+                count += 1
+            raise AssertionError("no end of partition")
+        finally:
+            c.close()
+
+    before, records_before = committed_view()
+    assert before == expected
+    deadline = time.monotonic() + 30
+    while True:  # poll until the cleaner has been through the log
+        view, records = committed_view()
+        assert view == expected
+        if records < records_before // 3:
+            break
+        assert time.monotonic() < deadline, f"not compacted: {records} of {records_before}"
+        time.sleep(0.2)

@@ -361,21 +361,24 @@ def test_empty_producer_batch_goes_once_the_producer_writes_again(clog, cleaner)
     assert [h.base_offset for _, h in iter_batches(clog.read(0, 1 << 20))] == [1, 2, 3, 4]
 
 
-def test_transactional_and_control_batches_are_left_alone(clog, cleaner) -> None:
+def test_aborted_transaction_data_goes_and_its_last_marker_stays(clog, cleaner) -> None:
     txn = build_batch([(b"a", b"txn", [], 1)], producer_id=PID, producer_epoch=0,
                       base_sequence=0, is_transactional=True)
     clog.append(txn, 0)
     marker = build_batch([(b"\0\0\0\0", b"\0\0\0\0\0\0", [], 2)], producer_id=PID,
-                         producer_epoch=0, is_transactional=True, is_control=True)
+                         producer_epoch=0, is_transactional=True, is_control=True)  # ABORT
     clog.append(marker, 0, origin_client=False)
     put(clog, [(b"a", b"plain")])
     put(clog, [(b"a", b"later")])
     clog.roll(0)
     put(clog, [(b"z", b"z")])
+    age_segments(clog)
     cleaner.clean(clog)
     kept = clog.read(0, 1 << 20)
-    assert kept.startswith(txn[8:], 8) and [h.base_offset for _, h in iter_batches(kept)] == \
-        [0, 1, 3, 4]
+    # the aborted record is gone; its batch was the producer's last data batch, so it
+    # stays emptied, and its marker stays with it
+    assert [(h.base_offset, h.records_count) for _, h in iter_batches(kept)] == \
+        [(0, 0), (1, 1), (3, 1), (4, 1)]
 
 
 # ---- produce validation -------------------------------------------------------------

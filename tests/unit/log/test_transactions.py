@@ -476,26 +476,60 @@ def compacted_history(plog: PartitionLog) -> None:
     plain(plog)
 
 
-def test_cleaner_keeps_transactional_data_markers_and_index(open_log) -> None:
+def committed_view(plog: PartitionLog) -> dict[bytes | None, bytes | None]:
+    """Key -> latest value as a read_committed consumer sees the log (Kafka's rules)."""
+    data = plog.read(0, 1 << 30)
+    aborted = sorted(plog.aborted_transactions(0, plog.high_watermark), key=lambda a: a[1])
+    active: set[int] = set()
+    view: dict[bytes | None, bytes | None] = {}
+    for pos, h in iter_batches(data):
+        while aborted and aborted[0][1] <= h.last_offset:
+            active.add(aborted.pop(0)[0])
+        batch = data[pos:pos + h.size]
+        if h.is_control:
+            marker = parse_marker(batch)
+            if marker is not None and not marker.commit:
+                active.discard(h.producer_id)
+        elif not (h.is_transactional and h.producer_id in active):
+            view.update((r.key, r.value) for r in decode_records(batch))
+    return view
+
+
+def test_cleaner_compacts_committed_drops_aborted_then_old_markers(open_log) -> None:
     plog = open_log(COMPACT)
-    compacted_history(plog)
+    compacted_history(plog)  # 15 transactions: 5 committed, 10 aborted
     before = plog.read(0, 1 << 30)
-    txn_batches = [(h.base_offset, before[p:p + h.size]) for p, h in iter_batches(before)
-                   if h.is_transactional]
+    view = committed_view(plog)
+    markers = [h.base_offset for _, h in iter_batches(before) if h.is_control]
     entries = aborted_entries(plog)
-    aborted = plog.aborted_transactions(0, plog.high_watermark)
     segments = len(plog.segments)
-    LogCleaner(lambda: 0).clean(plog, 0)
+
+    LogCleaner(lambda: 0).clean(plog, 0)  # markers are younger than delete.retention.ms
     assert len(plog.segments) < segments  # runs were merged
     after = plog.read(0, 1 << 30)
-    kept = {h.base_offset: after[p:p + h.size] for p, h in iter_batches(after)}
-    assert all(kept.get(base, b"")[8:] == raw[8:] for base, raw in txn_batches)
-    assert len(kept) < len(list(iter_batches(before)))  # plain duplicates went
-    assert aborted_entries(plog) == entries
-    assert plog.aborted_transactions(0, plog.high_watermark) == aborted
+    assert committed_view(plog) == view
+    assert [h.base_offset for _, h in iter_batches(after) if h.is_control] == markers
+    txn_data = [h for _, h in iter_batches(after) if h.is_transactional and not h.is_control]
+    # the last committed transaction; of the aborted ones only the producer's last batch
+    # stays, emptied, for its producer state (so its marker must stay too)
+    assert [h.records_count for h in txn_data] == [2, 0]
+    assert aborted_entries(plog) == entries  # an entry whose data went filters nothing
+
+    later = int(time.time() * 1000) + 10**9  # past every segment's delete horizon
+    LogCleaner(lambda: later).clean(plog, later)
+    assert committed_view(plog) == view
+    left = [h.base_offset for _, h in iter_batches(plog.read(0, 1 << 30)) if h.is_control]
+    # the marker of the retained transaction, and the producer's last batch
+    assert left == [txn_data[0].last_offset + 1, markers[-1]]
+    # only the aborted transaction whose marker is left keeps its index entry
+    assert aborted_entries(plog) == [e for e in entries if e.last_offset == markers[-1]]
+    assert [h.records_count for _, h in iter_batches(plog.read(0, 1 << 30))
+            if h.is_transactional and not h.is_control] == [2, 0]
 
     again = PartitionLog.open(plog.path, COMPACT, "topic", 0, 0)  # files agree too
-    assert aborted_entries(again) == entries
+    assert aborted_entries(again) == aborted_entries(plog)
+    assert committed_view(again) == view
+    assert again.last_stable_offset == again.high_watermark  # no transaction looks open
     again.close()
 
 

@@ -5,12 +5,14 @@ Workloads (a fresh headwater broker is started unless --bootstrap is given):
 
 1. produce N x 100 B records (default 1,000,000) to a topic with 2 partitions, with a
    plain confluent-kafka producer (acks=all; its rate is printed for context)
-2. baseline: one plain confluent-kafka consumer reads all N records, touching each
-   record's key, value and timestamp (what the connector turns into columns); a
-   count-only variant (the consumer does nothing with the records) is also printed
+2. baseline: a plain confluent-kafka consumer reads all N records, touching each
+   record's key, value and timestamp (what the connector turns into columns), three
+   times (the median counts); a count-only variant (the consumer does nothing with the
+   records) is also printed
 3. Spark streaming read: readStream.format("headwater") -> writeStream.format("noop"),
    Trigger.AvailableNow, local[2]; run cold (first query of the session: Python worker
-   start-up included), then three times warm (the ratio uses their median)
+   start-up included), twice to warm up the JVM, then three times warm (the ratio uses
+   their median)
 4. Spark streaming write: the same N records read by the connector and written with
    writeStream.format("headwater") to a second topic (at-least-once, then exactlyOnce)
 
@@ -47,8 +49,10 @@ HOST = "127.0.0.1"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 2
 FLOOR = 0.7
-# The JVM keeps speeding up over the first queries of a session: the ratio uses the
-# median of these runs (after one cold run), the steady state of a long-running stream.
+# The JVM keeps speeding up over the first queries of a session (JIT): after one cold
+# run, two warm-up runs, then the measured ones, whose median the ratio uses: the steady
+# state of a long-running stream.
+WARM_UP_RUNS = ("warm-up", "warm-up2")
 WARM_RUNS = ("warm", "warm2", "warm3")
 
 # The same client settings as bench/broker_bench.py, so numbers compare.
@@ -299,14 +303,17 @@ def main() -> int:
         log(f"producing {n} x 100 B to {topic} ...")
         r["produce_rows_per_s"] = produce(bootstrap, topic, n)
         log("baseline consumer ...")
-        r["consumer_rows_per_s"] = consume(bootstrap, topic, n, touch=True)
+        # The median of three, like the Spark read's rate: both sides are noisy here.
+        baseline = sorted(consume(bootstrap, topic, n, touch=True) for _ in range(3))
+        r["consumer_rows_per_s"] = baseline[1]
+        r["consumer_runs_rows_per_s"] = baseline
         r["consumer_count_only_rows_per_s"] = consume(bootstrap, topic, n, touch=False)
         log("starting Spark (local[2]) ...")
         t0 = time.perf_counter()
         spark = spark_session()
         r["spark_session_start_s"] = time.perf_counter() - t0
         runs: dict[str, dict[str, float]] = {}
-        for name in ("cold", *WARM_RUNS):
+        for name in ("cold", *WARM_UP_RUNS, *WARM_RUNS):
             log(f"Spark streaming read -> noop ({name}) ...")
             runs[f"read {name}"] = spark_read(spark, bootstrap, topic, n,
                                               str(workdir / f"ck-read-{name}"),

@@ -52,6 +52,7 @@ LIST_OFFSETS_KEY, LIST_OFFSETS_VERSION = 2, 1
 EARLIEST, LATEST = -2, -1
 FETCH_MAX_WAIT = datetime.timedelta(milliseconds=500)
 RETRY_BACKOFF_S = 0.1
+_MAX_FETCH_BYTES = 1 << 30
 
 # RecordBatch v2 header: baseOffset, batchLength, partitionLeaderEpoch, magic, crc,
 # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch,
@@ -86,7 +87,6 @@ class _Connection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.correlation = 0
         self.pending: list[tuple[int, type]] = []
-        self._buf = bytearray(1 << 20)
 
     def send(self, api_key: int, version: int, body: Any, response_type: type) -> None:
         self.correlation += 1
@@ -108,7 +108,7 @@ class _Connection:
         result = entity_reader(response_type)(memoryview(frame).toreadonly(), 4)
         return result[0] if isinstance(result, tuple) else result
 
-    def _read(self, n: int) -> bytes:
+    def _read(self, n: int) -> bytearray:
         out = bytearray(n)
         view = memoryview(out)
         got = 0
@@ -117,7 +117,7 @@ class _Connection:
             if not k:
                 raise ConnectionError("connection closed by the broker")
             got += k
-        return bytes(out) if n <= 16 else out
+        return out
 
     def close(self) -> None:
         self.sock.close()
@@ -417,8 +417,9 @@ class _PartitionReader:
         if walked.next_offset > pos:
             self.deadline = time.monotonic() + self.timeout_s
             return data, walked
-        if data:  # one batch larger than the fetch size: ask for more
-            self.fetch_bytes = min(2 * self.fetch_bytes, 1 << 30)
+        if data and self.fetch_bytes < _MAX_FETCH_BYTES:
+            # only part of a batch larger than the fetch size (a broker without KIP-74)
+            self.fetch_bytes = min(2 * self.fetch_bytes, _MAX_FETCH_BYTES)
         elif time.monotonic() > self.deadline:
             report_data_loss(
                 self.fail_on_data_loss,

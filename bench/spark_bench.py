@@ -31,9 +31,6 @@ import argparse
 import json
 import os
 import platform
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,11 +38,10 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from broker_bench import CONSUMER_THROUGHPUT_CONFIG, PRODUCER_THROUGHPUT_CONFIG
+from broker_bench import CONSUMER_THROUGHPUT_CONFIG, PRODUCER_THROUGHPUT_CONFIG, create_topic
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from group_bench import start_broker
 
-HOST = "127.0.0.1"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 2
 FLOOR = 0.7
@@ -62,50 +58,6 @@ CONSUMER_CONFIG = CONSUMER_THROUGHPUT_CONFIG
 
 def log(msg: str) -> None:
     print(f"[spark-bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def start_broker(workdir: Path) -> tuple[str, subprocess.Popen]:
-    port = free_port()
-    bootstrap = f"{HOST}:{port}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    logfile = open(workdir / "broker.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "headwater.cli", "serve", "--listen",
-                             bootstrap, "--data-dir", str(workdir / "data")],
-                            env=env, stdout=logfile, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"broker exited: {(workdir / 'broker.log').read_text()[-2000:]}")
-        try:
-            AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=2)
-            return bootstrap, proc
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
-def stop_broker(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(15)
-
-
-def create_topic(bootstrap: str, name: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # referenced until the result
-    admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(30)
 
 
 def produce(bootstrap: str, topic: str, n: int) -> float:
@@ -290,16 +242,15 @@ def main() -> int:
     args = ap.parse_args()
     n = args.records
     workdir = Path(tempfile.mkdtemp(prefix="spark-bench-"))
-    proc = None
+    broker = None
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
-        bootstrap, proc = start_broker(workdir)
-        log(f"headwater started at {bootstrap} (data in {workdir})")
+        broker = start_broker(workdir, [], 60)
+        bootstrap = broker.bootstrap
     r: dict[str, Any] = {"records": n, "record_bytes": 100, "partitions": PARTITIONS}
     try:
-        topic = f"spark-bench-{time.time_ns()}"
-        create_topic(bootstrap, topic)
+        topic = create_topic(bootstrap, "spark", PARTITIONS)
         log(f"producing {n} x 100 B to {topic} ...")
         r["produce_rows_per_s"] = produce(bootstrap, topic, n)
         log("baseline consumer ...")
@@ -325,15 +276,14 @@ def main() -> int:
         if not args.no_write:
             for name, eos in (("write cold", False), ("write warm", False),
                               ("write exactlyOnce", True)):
-                out = f"{topic}-{name.replace(' ', '-')}"
-                create_topic(bootstrap, out)
+                out = create_topic(bootstrap, name.replace(" ", "-"), PARTITIONS)
                 log(f"Spark streaming read -> headwater sink ({name}) ...")
                 runs[name] = spark_write(spark, bootstrap, topic, out, n,
                                          str(workdir / f"ck-{name.replace(' ', '-')}"), eos)
         spark.stop()
     finally:
-        if proc is not None:
-            stop_broker(proc)
+        if broker is not None:
+            broker.stop()
     r["runs"] = runs
     warm = sorted((runs[f"read {name}"] for name in WARM_RUNS),
                   key=itemgetter("trigger_rows_per_s"))

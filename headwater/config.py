@@ -43,6 +43,15 @@ BROKER_DEFAULTS: dict[str, str] = {
     "log.cleaner.delete.retention.ms": "86400000",
     "log.cleaner.min.cleanable.ratio": "0.5",
     "log.cleaner.backoff.ms": "15000",
+    "log.cleaner.min.compaction.lag.ms": "0",
+    "log.cleaner.max.compaction.lag.ms": "9223372036854775807",
+    "log.roll.jitter.ms": "0",
+    "log.preallocate": "false",
+    "log.local.retention.ms": "-2",
+    "log.local.retention.bytes": "-2",
+    "compression.gzip.level": "-1",
+    "compression.lz4.level": "9",
+    "compression.zstd.level": "3",
     "log.message.timestamp.before.max.ms": "9223372036854775807",
     "log.message.timestamp.after.max.ms": "3600000",
     "min.insync.replicas": "1",
@@ -78,6 +87,17 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
     "segment.index.bytes": "log.index.size.max.bytes",
     "segment.ms": "log.roll.ms",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    # Accepted and described like Kafka, without effect here: no jitter on rolls, no
+    # preallocation, the broker never recompresses, no tiered storage.
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "preallocate": "log.preallocate",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "local.retention.ms": "log.local.retention.ms",
+    "local.retention.bytes": "log.local.retention.bytes",
 }
 
 TOPIC_CONFIG_KEYS = frozenset(TOPIC_CONFIG_SYNONYMS)
@@ -242,7 +262,7 @@ def validate_topic_config(key: str, value: str | None) -> None:
             raise ConfigError(f"Invalid value {value} for configuration {key}: "
                               "must be a number between 0 and 1")
         return
-    if key == "unclean.leader.election.enable":
+    if key in ("unclean.leader.election.enable", "preallocate"):
         if value.lower() not in ("true", "false"):
             raise ConfigError(f"Invalid value {value} for configuration {key}")
         return
@@ -250,10 +270,22 @@ def validate_topic_config(key: str, value: str | None) -> None:
         number = int(value)
     except ValueError:
         raise ConfigError(f"Invalid value {value} for configuration {key}: not a number") from None
-    minimum = {"segment.bytes": 14, "max.message.bytes": 0, "min.insync.replicas": 1,
-               "index.interval.bytes": 0, "segment.ms": 1, "flush.messages": 1}.get(key, -1)
+    minimum, maximum = _INT_RANGES.get(key, (-1, None))
     if number < minimum:
         raise ConfigError(f"Invalid value {value} for configuration {key}: must be >= {minimum}")
+    if maximum is not None and number > maximum:
+        raise ConfigError(f"Invalid value {value} for configuration {key}: must be <= {maximum}")
+
+
+_INT_RANGES: dict[str, tuple[int, int | None]] = {
+    "segment.bytes": (14, None), "max.message.bytes": (0, None),
+    "min.insync.replicas": (1, None), "index.interval.bytes": (0, None),
+    "segment.ms": (1, None), "flush.messages": (1, None),
+    "min.compaction.lag.ms": (0, None), "max.compaction.lag.ms": (1, None),
+    "segment.jitter.ms": (0, None), "local.retention.ms": (-2, None),
+    "local.retention.bytes": (-2, None), "compression.gzip.level": (-1, 9),
+    "compression.lz4.level": (1, 17), "compression.zstd.level": (-131072, 22),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +308,8 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     timestamp_before_max_ms: int = 9223372036854775807
     timestamp_after_max_ms: int = 3600000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = 9223372036854775807
 
     @classmethod
     def resolve(cls, broker: BrokerConfig, topic_overrides: Mapping[str, str]) -> LogConfig:
@@ -300,4 +334,6 @@ class LogConfig:
             min_cleanable_dirty_ratio=float(value("min.cleanable.dirty.ratio")),
             timestamp_before_max_ms=int(value("message.timestamp.before.max.ms")),
             timestamp_after_max_ms=int(value("message.timestamp.after.max.ms")),
+            min_compaction_lag_ms=int(value("min.compaction.lag.ms")),
+            max_compaction_lag_ms=int(value("max.compaction.lag.ms")),
         )

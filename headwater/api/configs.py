@@ -48,7 +48,9 @@ _TYPES = {
     "cleanup.policy": LIST, "compression.type": STRING, "message.timestamp.type": STRING,
     "unclean.leader.election.enable": BOOLEAN, "min.insync.replicas": INT,
     "max.message.bytes": INT, "segment.bytes": INT, "index.interval.bytes": INT,
-    "segment.index.bytes": INT, "min.cleanable.dirty.ratio": 6,
+    "segment.index.bytes": INT, "min.cleanable.dirty.ratio": 6, "preallocate": BOOLEAN,
+    "compression.gzip.level": INT, "compression.lz4.level": INT,
+    "compression.zstd.level": INT,
 }
 
 # Group-level configs (KIP-848 / KIP-932) and their defaults.

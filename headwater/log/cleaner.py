@@ -75,6 +75,7 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT = "cleaner-offset-checkpoint"  # first dirty offset: where the last clean ended
 _READ_CHUNK = 1 << 20
+NO_LAG_LIMIT = 9223372036854775807
 _DIGEST_FROM = 16
 
 Buffer = bytes | bytearray | memoryview
@@ -97,6 +98,19 @@ class LogCleaner:
     def __init__(self, now_ms_fn: Callable[[], int]) -> None:
         self._now_ms = now_ms_fn
 
+    def overdue(self, plog: PartitionLog, now_ms: int) -> bool:
+        """max.compaction.lag.ms: the oldest dirty inactive segment's first batch is older
+        than the lag, so the log must be cleaned whatever its dirty ratio."""
+        lag = plog.config.max_compaction_lag_ms
+        if lag >= NO_LAG_LIMIT:
+            return False
+        first_dirty = read_checkpoint(plog.path)
+        for segment in plog.segments[:-1]:
+            if segment.base_offset >= first_dirty and segment.size:
+                first = next(segment.iter_headers(), None)
+                return first is not None and 0 <= first[1].max_timestamp < now_ms - lag
+        return False
+
     def dirty_ratio(self, plog: PartitionLog) -> float:
         """Bytes of inactive segments rolled since the last clean / all inactive bytes."""
         inactive = plog.segments[:-1]
@@ -110,6 +124,9 @@ class LogCleaner:
         """Compact every inactive segment of `plog`; blocking (run it in a worker)."""
         now = self._now_ms() if now_ms is None else now_ms
         segments, first_uncleanable, producer_last = plog.cleanable_snapshot()
+        if plog.config.min_compaction_lag_ms > 0:
+            segments, first_uncleanable = _outside_min_lag(
+                segments, first_uncleanable, now - plog.config.min_compaction_lag_ms)
         before = sum(s.size for s in segments)
         if not segments:
             return CleanStats(0, 0, 0, 0)
@@ -139,6 +156,16 @@ class LogCleaner:
         log.info("cleaned %r: %d -> %d bytes, %d records removed, %d segments",
                  plog, before, after, removed, len(segments))
         return CleanStats(before, after, removed, len(segments))
+
+
+def _outside_min_lag(segments: tuple[LogSegment, ...], first_uncleanable: int,
+                     limit_ms: int) -> tuple[tuple[LogSegment, ...], int]:
+    """min.compaction.lag.ms: only the segments before the first one holding a record
+    newer than `limit_ms` may be cleaned."""
+    for i, segment in enumerate(segments):
+        if segment.largest_timestamp() > limit_ms:
+            return segments[:i], segment.base_offset
+    return segments, first_uncleanable
 
 
 def read_checkpoint(path: Path) -> int:

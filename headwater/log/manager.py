@@ -125,7 +125,8 @@ class LogManager:
 
     def run_cleaner(self, now_ms: int,
                     backoff_ms: int = 0) -> dict[tuple[str, int], CleanStats]:
-        """Compact every `compact` log whose dirty ratio reached min.cleanable.dirty.ratio;
+        """Compact every `compact` log whose dirty ratio reached min.cleanable.dirty.ratio
+        or whose oldest dirty record waited longer than max.compaction.lag.ms;
         returns the stats of those cleaned. A call less than `backoff_ms` after the
         previous pass does nothing (log.cleaner.backoff.ms), so the broker can offer a
         pass every tick. Blocking: call it from a worker thread, one pass at a time."""
@@ -139,7 +140,8 @@ class LogManager:
                 continue
             try:
                 ratio = self.cleaner.dirty_ratio(plog)
-                if ratio > 0 and ratio >= config.min_cleanable_dirty_ratio:
+                if ratio > 0 and (ratio >= config.min_cleanable_dirty_ratio
+                                  or self.cleaner.overdue(plog, now_ms)):
                     cleaned[(plog.topic, plog.partition)] = self.cleaner.clean(plog, now_ms)
             except Exception:
                 log.exception("log cleaner failed for %r", plog)

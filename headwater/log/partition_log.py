@@ -347,9 +347,11 @@ class PartitionLog:
         if active.size == 0:
             return active
         config = self.config
+        roll_ms = config.segment_ms
+        if "compact" in config.cleanup_policy:  # the active segment is never compacted
+            roll_ms = min(roll_ms, config.max_compaction_lag_ms)
         if (active.size + size > config.segment_bytes
-                or (active.created_ms is not None
-                    and now_ms - active.created_ms > config.segment_ms)
+                or (active.created_ms is not None and now_ms - active.created_ms > roll_ms)
                 or last_offset - active.base_offset > INT32_MAX):
             return self._roll(now_ms)
         return active

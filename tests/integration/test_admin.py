@@ -219,3 +219,21 @@ def test_dynamic_broker_configs(broker_factory, tmp_path):
     configs = admin.describe_configs([topic])[topic].result(15)
     assert (configs["retention.ms"].value, configs["retention.ms"].source) == ("3600000", 2)
     assert configs["max.message.bytes"].value == "2000"
+
+
+def test_every_kafka_topic_config_a_mirror_copies_is_accepted(admin, topic_name):
+    """Tools that copy a Kafka topic's configs (MirrorMaker, migrations) send keys that do
+    nothing on a single node (jitter, preallocate, compression levels, local retention):
+    they are accepted, validated and described like Kafka does."""
+    configs = {"min.compaction.lag.ms": "1000", "max.compaction.lag.ms": "600000",
+               "segment.jitter.ms": "5", "preallocate": "true",
+               "compression.gzip.level": "6", "compression.lz4.level": "12",
+               "compression.zstd.level": "-5", "local.retention.ms": "-2",
+               "local.retention.bytes": "-2", "cleanup.policy": "compact"}
+    admin.create_topics([NewTopic(topic_name, 1, 1, config=configs)])[topic_name].result(15)
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic_name)
+    described = admin.describe_configs([res])[res].result(15)
+    assert {k: described[k].value for k in configs} == configs
+    bad = admin.create_topics([NewTopic(topic_name + "-bad", 1, 1, config={
+        "compression.gzip.level": "12"})])[topic_name + "-bad"]
+    assert error_code(bad) == KafkaError.INVALID_CONFIG

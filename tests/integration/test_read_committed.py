@@ -254,7 +254,7 @@ def test_compacted_transactional_topic_reads_the_same(broker_factory, topic_name
         else:
             p.abort_transaction(15)
     plain = Producer({"bootstrap.servers": proc.bootstrap})
-    for i in range(40):  # plain writes of other keys roll the last transactions out
+    for _ in range(40):  # plain writes of other keys roll the last transactions out
         plain.produce(topic_name, b"x" * 100, key=b"plain")
         plain.flush(15)
     expected[b"plain"] = b"x" * 100

@@ -527,3 +527,42 @@ def test_log_changed_under_the_cleaner_stops_the_pass(clog, monkeypatch) -> None
     monkeypatch.undo()
     clog.close()
     assert LogCleaner(lambda: T0).clean(clog) == CleanStats(0, 0, 0, 0)
+
+
+# ---- compaction lag -------------------------------------------------------------------
+
+
+def test_min_compaction_lag_leaves_recent_records_alone(open_log) -> None:
+    plog = open_log(dataclasses.replace(COMPACT, min_compaction_lag_ms=60_000))
+    for i, ts in enumerate((T0, T0 + 100_000, T0 + 110_000)):
+        put(plog, [(b"a", b"%d" % i)], ts=ts)
+        plog.roll(0)
+    put(plog, [(b"z", b"z")], ts=T0 + 110_000)  # the active segment
+    LogCleaner(lambda: T0 + 120_000).clean(plog)  # only the first segment is old enough
+    assert [v for _, _, _, v in dump(plog)] == [b"0", b"1", b"2", b"z"]
+    LogCleaner(lambda: T0 + 10**6).clean(plog)  # later, all of them are
+    assert [v for _, _, _, v in dump(plog)] == [b"2", b"z"]
+
+
+def test_max_compaction_lag_cleans_below_the_dirty_ratio_and_rolls(tmp_path) -> None:
+    config = dataclasses.replace(COMPACT, min_cleanable_dirty_ratio=0.99,
+                                 max_compaction_lag_ms=60_000)
+    manager = LogManager(tmp_path, lambda: T0)
+    plog = manager.create("t", 0, config)
+    for i in range(6):
+        put(plog, [(b"k%d" % i, b"old")], ts=T0)
+        plog.roll(0)
+    assert manager.run_cleaner(T0)  # everything dirty: the ratio says clean
+    put(plog, [(b"k0", b"new")], ts=T0 + 1000)
+    plog.roll(0)
+    put(plog, [(b"z", b"z")], ts=T0 + 1000)
+    assert LogCleaner(lambda: T0).dirty_ratio(plog) < 0.99
+    assert not manager.run_cleaner(T0 + 2000)  # below the ratio, within the lag
+    assert (b"k0", b"old") in [(k, v) for _, _, k, v in dump(plog)]
+    assert manager.run_cleaner(T0 + 62_000)  # the dirty record waited longer than the lag
+    assert (b"k0", b"old") not in [(k, v) for _, _, k, v in dump(plog)]
+    # the active segment rolls once its first record is older than the lag
+    active = plog.segments[-1].base_offset
+    plog.append(build_batch([(b"y", b"y", [], T0 + 70_000)]), T0 + 70_000)
+    assert plog.segments[-1].base_offset > active
+    manager.close_all()

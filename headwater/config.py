@@ -62,6 +62,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "offsets.topic.num.partitions": "50",
     "offsets.topic.replication.factor": "1",
     "transaction.state.log.num.partitions": "50",
+    "transaction.partition.verification.enable": "true",
     # headwater's own durability switch: "always" fsyncs every acknowledged batch.
     "headwater.fsync": "never",
 }

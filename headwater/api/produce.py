@@ -10,6 +10,16 @@ or every partition fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing 
 written (Kafka's check, which reads one attribute byte per batch). A transactional id
 with plain batches is accepted, as in Kafka. Whether a transactional batch may open or
 continue a transaction is the partition log's decision (INVALID_TXN_STATE etc.).
+
+Verification (KIP-890 part 1): the first transactional batch of a producer on a
+partition, while no transaction of that producer is open there, is only written if the
+transaction coordinator confirms the partition belongs to the producer's ongoing
+transaction. Otherwise a late or retried batch arriving after its transaction ended would
+open a transaction nothing ever closes (a "hanging" transaction that pins the last
+stable offset). Not in the transaction: INVALID_TXN_STATE; a fenced epoch:
+INVALID_PRODUCER_EPOCH; coordinator busy or loading: NOT_ENOUGH_REPLICAS, which clients
+retry without a metadata refresh (Kafka's mapping for them). Kafka's broker config
+`transaction.partition.verification.enable` (default true) turns it off.
 """
 
 from __future__ import annotations
@@ -21,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
-from ..log.batch import has_transactional_batch
+from ..coordinator.runtime import NotReady
+from ..log.batch import has_transactional_batch, parse_header
 from ..log.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext
 
@@ -31,15 +42,46 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headwater.produce")
 ZERO_UUID = uuid.UUID(int=0)
+_RETRY_AS_NOT_ENOUGH_REPLICAS = {
+    E.coordinator_load_in_progress, E.coordinator_not_available, E.not_coordinator,
+    E.concurrent_transactions}
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     now_ms = broker.now_ms
+    verify = broker.config.get_bool("transaction.partition.verification.enable")
 
     def partition_error(index: int, code: int, message: str | None = None) -> dict:
         return {"index": index, "error_code": code, "base_offset": -1,
                 "log_append_time": None, "log_start_offset": -1, "record_errors": (),
                 "error_message": message}
+
+    def unverified(txn_id: str | None, topic: str, plog: PartitionLog,
+                   records: bytes) -> tuple[int, str] | None:
+        """Why a transactional record set may not be written (see the module docstring);
+        None when it may."""
+        if not verify or txn_id is None or not has_transactional_batch(records):
+            return None
+        h = parse_header(records)
+        if plog.in_transaction(h.producer_id, h.producer_epoch):
+            return None
+        if broker.transactions is None:
+            return E.not_enough_replicas, "the transaction coordinator is not available"
+        tp = (topic, plog.partition)
+        try:
+            code = broker.transactions.verify_partitions(txn_id, h.producer_id,
+                                                         h.producer_epoch, [tp])[tp]
+        except NotReady as exc:
+            code = exc.code
+        if code == E.none:
+            return None
+        if code in _RETRY_AS_NOT_ENOUGH_REPLICAS:
+            return E.not_enough_replicas, f"transaction verification: {E(code).name}"
+        if code in (E.producer_fenced, E.invalid_producer_epoch):
+            return E.invalid_producer_epoch, (f"producer {h.producer_id} epoch "
+                                              f"{h.producer_epoch} is fenced")
+        return code, (f"{topic}-{plog.partition} is not in the ongoing transaction of "
+                      f"{txn_id!r}")
 
     def reject_all(req: Any, code: int) -> dict:
         """The whole request fails with `code` (Kafka's request-level produce errors)."""
@@ -56,6 +98,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 has_transactional_batch(pd.records) for td in req.topic_data
                 for pd in td.partition_data if pd.records):
             return None if acks == 0 else reject_all(req, E.transactional_id_authorization_failed)
+        txn_id = getattr(req, "transactional_id", None)
         image = broker.image
         now = now_ms()
         to_flush: list[PartitionLog] = []
@@ -87,6 +130,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 if not records:
                     parts_out.append(partition_error(pd.index, E.corrupt_message,
                                                      "empty record set"))
+                    continue
+                refused = unverified(txn_id, topic.name, plog, records)
+                if refused is not None:
+                    log.info("produce to %s-%d refused: %s", topic.name, pd.index, refused[1])
+                    parts_out.append(partition_error(pd.index, *refused))
                     continue
                 try:
                     result = plog.append(records, now)

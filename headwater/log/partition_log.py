@@ -559,6 +559,13 @@ class PartitionLog:
 
     # ---- log cleaner --------------------------------------------------------------------
 
+    def in_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether this producer (at this epoch) has a transaction open on the partition."""
+        with self._lock:
+            entry = self._producers.producers.get(producer_id)
+            return (entry is not None and entry.epoch == producer_epoch
+                    and entry.current_txn_first_offset >= 0)
+
     def cleanable_snapshot(self) -> tuple[tuple[LogSegment, ...], int, dict[int, int]]:
         """Taken atomically for the cleaner: the segments it may rewrite (all but the
         active one), the first offset it may not touch (the active segment's base), and

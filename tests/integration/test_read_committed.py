@@ -66,18 +66,32 @@ def aborted(partition) -> list[tuple[int, int]]:
     return [(t.producer_id, t.first_offset) for t in partition.aborted_transactions]
 
 
-def open_transaction(raw: RawClient, name: str) -> tuple[int, int]:
-    """plain a, b (0-1); transactional t1, t2 (2-3), left open; plain c (4).
-    Returns (producer id, epoch)."""
-    create(raw, name)
-    init = raw.request(22, 4, {"transactional_id": None, "transaction_timeout": 60000,
+def begin(raw: RawClient, txn_id: str, topic: str) -> tuple[int, int]:
+    """A transaction through the coordinator: InitProducerId, then AddPartitionsToTxn for
+    partition 0 (produce verifies it, KIP-890). Returns (producer id, epoch)."""
+    init = raw.request(22, 4, {"transactional_id": txn_id, "transaction_timeout": 60000,
                                "producer_id": -1, "producer_epoch": -1})
-    pid, epoch = init.producer_id, init.producer_epoch
+    assert int(init.error_code) == 0
+    added = raw.request(24, 3, {
+        "v3_and_below_transactional_id": txn_id,
+        "v3_and_below_producer_id": init.producer_id,
+        "v3_and_below_producer_epoch": init.producer_epoch,
+        "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+    assert int(added.results_by_topic_v3_and_below[0].results_by_partition[0]
+               .partition_error_code) == 0
+    return init.producer_id, init.producer_epoch
+
+
+def open_transaction(raw: RawClient, name: str) -> tuple[int, int]:
+    """plain a, b (0-1); transactional t1, t2 (2-3) of "txn-<name>", left open; plain c
+    (4). Returns (producer id, epoch)."""
+    create(raw, name)
+    pid, epoch = begin(raw, f"txn-{name}", name)
     assert int(produce(raw, name, build_batch(
         [(None, v, [], 1000) for v in (b"a", b"b")])).error_code) == 0
     txn = build_batch([(None, v, [], 2000) for v in (b"t1", b"t2")], producer_id=pid,
                       producer_epoch=epoch, base_sequence=0, is_transactional=True)
-    ok = produce(raw, name, txn, transactional_id="txn-1")
+    ok = produce(raw, name, txn, transactional_id=f"txn-{name}")
     assert int(ok.error_code) == 0 and ok.base_offset == 2
     assert int(produce(raw, name, build_batch([(None, b"c", [], 3000)])).error_code) == 0
     return pid, epoch
@@ -139,9 +153,10 @@ def test_produce_transaction_rules(broker, topic_name):
         # A plain batch from a producer inside a transaction is INVALID_TXN_STATE.
         plain = build_batch([(None, b"p", [], 4000)], producer_id=pid, producer_epoch=epoch,
                             base_sequence=2)
-        assert int(produce(raw, topic_name, plain, "txn-1").error_code) == INVALID_TXN_STATE
+        assert int(produce(raw, topic_name, plain, f"txn-{topic_name}").error_code) == \
+            INVALID_TXN_STATE
         # The transaction goes on; the LSO stays at its first offset.
-        ok = produce(raw, topic_name, more, "txn-1")
+        ok = produce(raw, topic_name, more, f"txn-{topic_name}")
         assert int(ok.error_code) == 0 and ok.base_offset == 5
         assert fetch(raw, topic_name, 1).last_stable_offset == 2
         assert fetch(raw, topic_name, 0).high_watermark == 6
@@ -190,13 +205,10 @@ def test_consumers_drop_aborted_records_after_kill_9_and_restart(broker_factory,
     raw = RawClient("127.0.0.1", broker.port)
     try:
         pid_a, epoch = open_transaction(raw, topic_name)  # A: t1, t2 at 2-3, open
-        init = raw.request(22, 4, {"transactional_id": None, "transaction_timeout": 60000,
-                                   "producer_id": -1, "producer_epoch": -1})
-        pid_b = init.producer_id
+        pid_b, epoch_b = begin(raw, f"txn-b-{topic_name}", topic_name)
         u1 = build_batch([(None, b"u1", [], 4000)], producer_id=pid_b,
-                         producer_epoch=init.producer_epoch, base_sequence=0,
-                         is_transactional=True)
-        assert produce(raw, topic_name, u1, "txn-2").base_offset == 5  # B: u1 at 5, open
+                         producer_epoch=epoch_b, base_sequence=0, is_transactional=True)
+        assert produce(raw, topic_name, u1, f"txn-b-{topic_name}").base_offset == 5  # B
     finally:
         raw.close()
     broker.kill()  # kill -9: no snapshot at the log end, no clean-shutdown marker
@@ -205,7 +217,7 @@ def test_consumers_drop_aborted_records_after_kill_9_and_restart(broker_factory,
     plog = PartitionLog.open(path, LogConfig(), topic_name, 0, 0, clean_shutdown=False)
     assert (plog.last_stable_offset, plog.high_watermark) == (2, 6)  # rebuilt by replay
     assert plog.append_marker(pid_a, epoch, False, 0, 5000) == 6  # abort A
-    assert plog.append_marker(pid_b, init.producer_epoch, True, 0, 5000) == 7  # commit B
+    assert plog.append_marker(pid_b, epoch_b, True, 0, 5000) == 7  # commit B
     plog.append(build_batch([(None, b"d", [], 6000)]), 0)  # 8
     plog.close()
 

@@ -345,9 +345,11 @@ def test_transactions_cli_list_describe_and_abort_by_id(broker, topic_name):
     assert err.value.args[0].fatal()
 
 
-def test_hanging_transaction_aborted_with_a_marker(broker, topic_name):
+def test_hanging_transaction_aborted_with_a_marker(broker_factory, topic_name):
     """A transactional batch the coordinator never heard of holds the LSO back until an
-    operator writes an ABORT marker (WriteTxnMarkers) for it."""
+    operator writes an ABORT marker (WriteTxnMarkers) for it. Produce-side verification
+    (KIP-890) prevents that; a broker without it shows what the tool is for."""
+    broker = broker_factory("--override", "transaction.partition.verification.enable=false")
     create_topic(broker.bootstrap, topic_name)
     c = raw(broker.bootstrap)
     try:
@@ -371,6 +373,46 @@ def test_hanging_transaction_aborted_with_a_marker(broker, topic_name):
     assert lso_and_hw(broker.bootstrap, topic_name) == (2, 2)
     assert read_all(broker.bootstrap, topic_name, "read_committed") == []
     assert read_all(broker.bootstrap, topic_name, "read_uncommitted") == ["hanging"]
+
+
+def test_verification_refuses_batches_outside_the_transaction(broker, topic_name):
+    """KIP-890: a transactional batch for a partition the coordinator did not add to the
+    producer's ongoing transaction (a stray one, or a late retry after the transaction
+    ended) is refused, so no transaction is left hanging; the LSO stays at the HW."""
+    create_topic(broker.bootstrap, topic_name)
+    c = raw(broker.bootstrap)
+    txn_id = f"{topic_name}-verify"
+
+    def send(pid: int, epoch: int, seq: int, txn: str) -> int:
+        batch = build_batch([(None, b"v", [], 1000)], producer_id=pid, producer_epoch=epoch,
+                            base_sequence=seq, is_transactional=True)
+        resp = c.request(0, 9, {"transactional_id": txn, "acks": -1, "timeout": 5000,
+                                "topic_data": [{"name": topic_name, "partition_data": [
+                                    {"index": 0, "records": batch}]}]})
+        return int(resp.responses[0].partition_responses[0].error_code)
+
+    try:
+        init = c.request(22, 4, {"transactional_id": txn_id, "transaction_timeout": 60000,
+                                 "producer_id": -1, "producer_epoch": -1})
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert send(pid, epoch, 0, txn_id) == INVALID_TXN_STATE  # never added
+        assert send(pid, epoch, 0, "somebody-else") == INVALID_PRODUCER_ID_MAPPING
+        c.request(24, 3, {"v3_and_below_transactional_id": txn_id,
+                          "v3_and_below_producer_id": pid, "v3_and_below_producer_epoch": epoch,
+                          "v3_and_below_topics": [{"name": topic_name, "partitions": [0]}]})
+        assert send(pid, epoch, 0, txn_id) == 0
+        assert send(pid, epoch, 1, txn_id) == 0  # the transaction is open here: no check
+        ended = c.request(26, 3, {"transactional_id": txn_id, "producer_id": pid,
+                                  "producer_epoch": epoch, "committed": False})
+        assert int(ended.error_code) == 0
+        deadline = time.monotonic() + 10  # the ABORT marker is written asynchronously
+        while lso_and_hw(broker.bootstrap, topic_name) != (3, 3):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert send(pid, epoch, 2, txn_id) == INVALID_TXN_STATE  # late: refused
+        assert lso_and_hw(broker.bootstrap, topic_name) == (3, 3)  # nothing hangs
+    finally:
+        c.close()
 
 
 def test_transactional_id_expiration(broker_factory, topic_name):

@@ -214,3 +214,45 @@ def test_reconnects_when_a_cached_connection_died(broker, topic_name):
         conn.sock.close()  # as if the broker had restarted in between
     again = _read("native", opts, part)
     assert again.column("value").to_pylist() == [b"%d" % i for i in range(20)]
+
+
+@pytest.mark.parametrize(("client", "codec"), [("kafka-python", "gzip"),
+                                               ("kafka-python", "snappy"),
+                                               ("aiokafka", "lz4"), ("aiokafka", "zstd")])
+def test_batches_of_other_clients(broker, topic_name, client, codec):
+    """Each client lays out batches and records its own way (varint widths, batch sizes,
+    codec framing): the native reader decodes them like librdkafka does."""
+    create_topic(broker.bootstrap, topic_name, 1)
+    records = [(None if i % 5 == 0 else b"k%d" % i, bytes([i % 256]) * (i * 7 % 500),
+                [("h", b"%d" % i)] if i % 3 == 0 else [], T0 + i) for i in range(400)]
+    if client == "kafka-python":
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all",
+                                 compression_type=codec, linger_ms=20)
+        for k, v, h, ts in records:
+            producer.send(topic_name, value=v, key=k, headers=h, timestamp_ms=ts)
+        producer.flush(30)
+        producer.close()
+    else:
+        import asyncio
+
+        from aiokafka import AIOKafkaProducer
+
+        async def send() -> None:
+            producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all",
+                                        compression_type=codec, linger_ms=20)
+            await producer.start()
+            try:
+                for k, v, h, ts in records:
+                    await producer.send(topic_name, value=v, key=k, headers=h,
+                                        timestamp_ms=ts)
+            finally:
+                await producer.stop()
+
+        asyncio.run(send())
+    opts = _opts(broker.bootstrap, topic_name)
+    part = RangePartition(topic_name, 0, 0, 400)
+    native = _read("native", opts, part)
+    assert native.column("value").to_pylist() == [v for _, v, _, _ in records]
+    assert native.equals(_read("librdkafka", opts, part))

@@ -10,7 +10,7 @@ EDITABLE := --config-settings editable_mode=compat
 # Spark's Python workers must run the venv's interpreter (pyarrow, the connector).
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: run test lint bench bench-spark soak clean java
+.PHONY: run test lint bench bench-spark soak clean java kcat
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -31,10 +31,18 @@ java:
 	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	            openjdk-17-jre-headless >/dev/null; }
 
+# kcat (Debian's, on an older librdkafka than confluent-kafka's) for the client tests.
+kcat:
+	@command -v kcat >/dev/null \
+	  || { echo "installing kcat"; \
+	       SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	       $$SUDO apt-get update -qq \
+	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
+
 run: $(STAMP)
 	$(BIN)/headwater serve --listen 127.0.0.1:9092 --data-dir ./data
 
-test: $(STAMP) java
+test: $(STAMP) java kcat
 	$(SPARK_ENV) $(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)

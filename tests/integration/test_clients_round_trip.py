@@ -182,3 +182,29 @@ def test_timestamps_out_of_bounds_are_rejected(broker, topic_name):
     codes = [err.code() if err else None for err, _ in reports]
     assert codes == [KafkaError.INVALID_TIMESTAMP, KafkaError.INVALID_TIMESTAMP, None]
     assert reports[2][1] == 0  # the only record written
+
+
+def test_kcat_metadata_produce_consume_and_group(broker, topic_name):
+    """kcat (Debian's, built on librdkafka 2.0: older protocol versions than
+    confluent-kafka's) lists metadata, produces lz4 keyed records, reads them back and
+    consumes them in a group. `make test` installs it."""
+    import shutil
+    import subprocess
+
+    kcat = shutil.which("kcat")
+    assert kcat, "kcat is required for this test: run `make kcat` (apt-get install kcat)"
+
+    def run(*args: str, stdin: str | None = None) -> str:
+        out = subprocess.run([kcat, "-b", broker.bootstrap, *args], input=stdin,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    create_topic(broker.bootstrap, topic_name)
+    assert f'topic "{topic_name}" with 1 partitions' in run("-L")
+    run("-P", "-t", topic_name, "-K:", "-z", "lz4", stdin="k1:v1\nk2:v2\n:v3\n")
+    assert run("-C", "-t", topic_name, "-e", "-f", "%k=%s@%o\\n").splitlines() == \
+        ["k1=v1@0", "k2=v2@1", "=v3@2"]
+    grouped = run("-C", "-X", "auto.offset.reset=earliest", "-G", f"{topic_name}-g",
+                  topic_name, "-e", "-f", "%s\\n")
+    assert grouped.splitlines() == ["v1", "v2", "v3"]

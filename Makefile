@@ -43,7 +43,7 @@ run: $(STAMP)
 	$(BIN)/headwater serve --listen 127.0.0.1:9092 --data-dir ./data
 
 test: $(STAMP) java kcat
-	$(SPARK_ENV) $(BIN)/python -m pytest -q tests
+	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow" tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check headwater pyspark_headwater tests bench examples

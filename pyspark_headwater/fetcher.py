@@ -38,9 +38,8 @@ from kio.schema.metadata.v4 import request as metadata_request
 from kio.schema.metadata.v4.response import MetadataResponse
 from kio.serial import entity_reader, entity_writer
 
-from headwater.log.compression import decompress
-
 from .cluster import report_data_loss
+from .codecs import decompress
 from .decode import ColumnBuilder
 
 log = logging.getLogger("pyspark_headwater")

@@ -120,3 +120,55 @@ def test_repeated_kill_9_loses_and_duplicates_nothing(broker_factory, tmp_path):
         expected[b"k%d" % (int(value) % KEYS)] = value
     for key, value in expected.items():
         assert latest.get(key, b"") >= value, f"{key!r}: {latest.get(key)} < acked {value}"
+
+
+def test_exactly_once_pipeline_survives_repeated_broker_kills(broker_factory, tmp_path):
+    """A consume-transform-produce app (transactions with its input offsets) while the
+    broker is killed -9 again and again; after each crash the app is restarted too, as a
+    supervisor would. The output, read_committed, holds every input exactly once: the
+    coordinator's recovery, the aborts of open transactions and the transactional
+    offsets all survive the kills."""
+    import subprocess
+    import sys
+
+    from tests.integration.test_transactions import read_all as read_values
+    from tests.integration.test_transactions_crash import TRANSFORM
+
+    broker = broker_factory(data_dir=tmp_path / "eos")
+    n = 5000
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic("in", 1, 1), NewTopic("out", 1, 1)]).values():
+        f.result(15)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(n):
+        p.produce("in", b"%05d" % i)
+    assert p.flush(15) == 0
+    script = tmp_path / "transform.py"
+    script.write_text(TRANSFORM)
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, str(script), broker.bootstrap, "in", "out",
+                                 "eos-app", "eos-group", str(n), "-1"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+
+    rng = random.Random(11)
+    app = start()
+    try:
+        for _ in range(6):
+            time.sleep(rng.uniform(0.5, 1.5))
+            broker.kill()
+            app.kill()
+            app.wait(10)
+            broker.start()
+            app = start()
+        assert app.stdout is not None
+        for line in app.stdout:  # the last instance works until the input is drained
+            if line.startswith("idle") and len(
+                    read_values(broker.bootstrap, "out", "read_committed")) >= n:
+                break
+    finally:
+        app.kill()
+        app.wait(10)
+    out = read_values(broker.bootstrap, "out", "read_committed")
+    assert sorted(out) == [f"out-{i:05d}" for i in range(n)]  # each exactly once

@@ -107,7 +107,10 @@ class LogCleaner:
         first_dirty = read_checkpoint(plog.path)
         for segment in plog.segments[:-1]:
             if segment.base_offset >= first_dirty and segment.size:
-                first = next(segment.iter_headers(), None)
+                try:
+                    first = next(segment.iter_headers(), None)
+                except (OSError, ValueError):  # deleted meanwhile (retention): not now
+                    return False
                 return first is not None and 0 <= first[1].max_timestamp < now_ms - lag
         return False
 

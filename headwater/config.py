@@ -91,7 +91,7 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
     "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
     # Accepted and described like Kafka, without effect here: no jitter on rolls, no
-    # preallocation, the broker never recompresses, no tiered storage.
+    # preallocation, codecs at their default levels, no tiered storage.
     "segment.jitter.ms": "log.roll.jitter.ms",
     "preallocate": "log.preallocate",
     "compression.gzip.level": "compression.gzip.level",
@@ -311,6 +311,7 @@ class LogConfig:
     timestamp_after_max_ms: int = 3600000
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = 9223372036854775807
+    compression_type: str = "producer"
 
     @classmethod
     def resolve(cls, broker: BrokerConfig, topic_overrides: Mapping[str, str]) -> LogConfig:
@@ -337,4 +338,5 @@ class LogConfig:
             timestamp_after_max_ms=int(value("message.timestamp.after.max.ms")),
             min_compaction_lag_ms=int(value("min.compaction.lag.ms")),
             max_compaction_lag_ms=int(value("max.compaction.lag.ms")),
+            compression_type=value("compression.type"),
         )

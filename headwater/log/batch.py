@@ -455,6 +455,35 @@ def has_null_key(batch: Buffer) -> bool:
     return any(record.key is None for record in iter_raw_records(batch))
 
 
+# compression.type values (topic or broker) -> codec id; "producer" keeps the client's.
+TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def recompress(data: Buffer, headers: list[BatchHeader], codec: int
+               ) -> tuple[bytes, list[BatchHeader]] | None:
+    """The record set with every data batch in `codec` (Kafka's broker-side compression
+    for a topic whose compression.type is not "producer"); None when nothing changes.
+    Offsets, timestamps, producer fields and sequences stay as they are."""
+    if all(h.compression == codec or h.is_control for h in headers):
+        return None
+    view = memoryview(data)
+    parts: list[bytes] = []
+    out_headers: list[BatchHeader] = []
+    pos = 0
+    for h in headers:
+        batch = view[pos:pos + h.size]
+        pos += h.size
+        if h.compression == codec or h.is_control:
+            parts.append(bytes(batch))
+            out_headers.append(h)
+            continue
+        target = h._replace(attributes=(h.attributes & ~COMPRESSION_MASK) | codec)
+        rebuilt = rebuild_batch(target, list(iter_raw_records(batch)))
+        parts.append(rebuilt)
+        out_headers.append(parse_header(rebuilt))
+    return b"".join(parts), out_headers
+
+
 def rebuild_batch(h: BatchHeader, records: Sequence[RawRecord]) -> bytes:
     """`h`'s batch holding only `records`, recompressed with the same codec.
 

@@ -37,11 +37,13 @@ from headwater.log.batch import (
     HEADER_SIZE,
     INT32_MAX,
     TIMESTAMP_TYPE_BIT,
+    TOPIC_CODECS,
     BatchHeader,
     check_timestamps,
     decode_records,
     has_null_key,
     parse_header,
+    recompress,
     set_base_offset,
     set_log_append_time,
     validate_produce_records,
@@ -272,6 +274,11 @@ class PartitionLog:
         config = self.config
         headers = validate_produce_records(data, config.max_message_bytes,
                                            allow_control=not origin_client)
+        codec = TOPIC_CODECS.get(config.compression_type)
+        if origin_client and codec is not None:
+            recompressed = recompress(data, headers, codec)
+            if recompressed is not None:
+                data, headers = recompressed
         if len(data) > config.segment_bytes:
             raise LogError(RECORD_LIST_TOO_LARGE,
                            f"{len(data)} bytes exceed segment.bytes {config.segment_bytes}")

@@ -208,3 +208,35 @@ def test_kcat_metadata_produce_consume_and_group(broker, topic_name):
     grouped = run("-C", "-X", "auto.offset.reset=earliest", "-G", f"{topic_name}-g",
                   topic_name, "-e", "-f", "%s\\n")
     assert grouped.splitlines() == ["v1", "v2", "v3"]
+
+
+def test_topic_compression_type_is_applied_by_the_broker(broker, topic_name):
+    """compression.type=zstd on the topic: an lz4 producer's batches are stored as zstd
+    (Kafka recompresses on the broker) and read back byte-exact."""
+    from headwater.log.batch import iter_batches
+    from headwater.log.compression import ZSTD
+    from tests.support.wire import RawClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, 1, config={"compression.type": "zstd"})]
+                        )[topic_name].result(15)
+    records = expected_records()
+    p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "lz4",
+                  "linger.ms": 20})
+    for k, v, h, ts in records:
+        p.produce(topic_name, value=v, key=k, headers=h, timestamp=ts)
+    assert p.flush(15) == 0
+    raw = RawClient("127.0.0.1", broker.port)
+    try:
+        resp = raw.request(1, 12, {
+            "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic_name, "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": (), "rack_id": ""})
+    finally:
+        raw.close()
+    stored = resp.responses[0].partitions[0].records
+    assert {h.compression for _, h in iter_batches(stored)} == {ZSTD}
+    got = consume_confluent(broker.bootstrap, topic_name, len(records))
+    assert normalise(as_tuples_confluent(got)) == normalise(records)

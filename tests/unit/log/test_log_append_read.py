@@ -268,3 +268,22 @@ def test_client_batches_must_carry_base_offset_zero(open_log, batch) -> None:
         plog.append(bytes(bad), 0)
     assert exc.value.code == errors.INVALID_RECORD and "should be 0" in exc.value.message
     assert plog.log_end_offset == 0
+
+
+@pytest.mark.parametrize("target", ["zstd", "uncompressed", "gzip"])
+def test_topic_compression_type_recompresses_client_batches(open_log, config, target) -> None:
+    from headwater.log.batch import TOPIC_CODECS, validate_produce_records
+
+    plog = open_log(dataclasses.replace(config, compression_type=target,
+                                        segment_bytes=1 << 20))
+    sent = build_batch([(b"k%d" % i, b"v" * (i * 13), [("h", b"x")], 1000 + i)
+                        for i in range(20)], compression=1, producer_id=7,
+                       producer_epoch=0, base_sequence=0)  # gzip, idempotent
+    first = plog.append(sent, 0)
+    assert plog.append(sent, 0).duplicate  # a retry is still recognised (same sequences)
+    data = plog.read(0, 1 << 20)
+    [h] = validate_produce_records(data, 1 << 20)  # a valid batch, CRC recomputed
+    assert h.compression == TOPIC_CODECS[target]
+    assert (h.producer_id, h.base_sequence, first.base_offset) == (7, 0, 0)
+    assert [(r.key, r.value, r.headers, r.timestamp) for r in decode_records(data)] == \
+        [(r.key, r.value, r.headers, r.timestamp) for r in decode_records(sent)]

@@ -90,8 +90,9 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
     "unclean.leader.election.enable": "unclean.leader.election.enable",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
     "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
-    # Accepted and described like Kafka, without effect here: no jitter on rolls, no
-    # preallocation, codecs at their default levels, no tiered storage.
+    # Compression levels apply when the broker recompresses (compression.type). The rest
+    # is accepted and described like Kafka, without effect here: no jitter on rolls, no
+    # preallocation, no tiered storage.
     "segment.jitter.ms": "log.roll.jitter.ms",
     "preallocate": "log.preallocate",
     "compression.gzip.level": "compression.gzip.level",
@@ -312,6 +313,10 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = 9223372036854775807
     compression_type: str = "producer"
+    compression_levels: tuple[tuple[int, int], ...] = ()  # (codec id, level) pairs
+
+    def compression_level(self, codec: int) -> int | None:
+        return dict(self.compression_levels).get(codec)
 
     @classmethod
     def resolve(cls, broker: BrokerConfig, topic_overrides: Mapping[str, str]) -> LogConfig:
@@ -339,4 +344,7 @@ class LogConfig:
             min_compaction_lag_ms=int(value("min.compaction.lag.ms")),
             max_compaction_lag_ms=int(value("max.compaction.lag.ms")),
             compression_type=value("compression.type"),
+            compression_levels=((1, int(value("compression.gzip.level"))),
+                                (3, int(value("compression.lz4.level"))),
+                                (4, int(value("compression.zstd.level")))),
         )

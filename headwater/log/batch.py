@@ -459,7 +459,7 @@ def has_null_key(batch: Buffer) -> bool:
 TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
-def recompress(data: Buffer, headers: list[BatchHeader], codec: int
+def recompress(data: Buffer, headers: list[BatchHeader], codec: int, level: int | None = None
                ) -> tuple[bytes, list[BatchHeader]] | None:
     """The record set with every data batch in `codec` (Kafka's broker-side compression
     for a topic whose compression.type is not "producer"); None when nothing changes.
@@ -478,13 +478,14 @@ def recompress(data: Buffer, headers: list[BatchHeader], codec: int
             out_headers.append(h)
             continue
         target = h._replace(attributes=(h.attributes & ~COMPRESSION_MASK) | codec)
-        rebuilt = rebuild_batch(target, list(iter_raw_records(batch)))
+        rebuilt = rebuild_batch(target, list(iter_raw_records(batch)), level)
         parts.append(rebuilt)
         out_headers.append(parse_header(rebuilt))
     return b"".join(parts), out_headers
 
 
-def rebuild_batch(h: BatchHeader, records: Sequence[RawRecord]) -> bytes:
+def rebuild_batch(h: BatchHeader, records: Sequence[RawRecord],
+                  level: int | None = None) -> bytes:
     """`h`'s batch holding only `records`, recompressed with the same codec.
 
     Base offset, lastOffsetDelta, base timestamp, producer fields and attributes are kept,
@@ -495,7 +496,7 @@ def rebuild_batch(h: BatchHeader, records: Sequence[RawRecord]) -> bytes:
     """
     if records:
         body = b"".join(r.data for r in records)
-        payload = compress(h.compression, body) if h.compression else body
+        payload = compress(h.compression, body, level) if h.compression else body
         attributes, base_ts = h.attributes, h.base_timestamp
         if h.timestamp_type:  # LogAppendTime: the header's max timestamp is every record's
             max_ts = h.max_timestamp

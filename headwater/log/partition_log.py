@@ -276,7 +276,7 @@ class PartitionLog:
                                            allow_control=not origin_client)
         codec = TOPIC_CODECS.get(config.compression_type)
         if origin_client and codec is not None:
-            recompressed = recompress(data, headers, codec)
+            recompressed = recompress(data, headers, codec, config.compression_level(codec))
             if recompressed is not None:
                 data, headers = recompressed
         if len(data) > config.segment_bytes:

@@ -287,3 +287,20 @@ def test_topic_compression_type_recompresses_client_batches(open_log, config, ta
     assert (h.producer_id, h.base_sequence, first.base_offset) == (7, 0, 0)
     assert [(r.key, r.value, r.headers, r.timestamp) for r in decode_records(data)] == \
         [(r.key, r.value, r.headers, r.timestamp) for r in decode_records(sent)]
+
+
+def test_recompression_uses_the_topic_compression_level(open_log, config, tmp_path) -> None:
+    from headwater.log.partition_log import PartitionLog
+
+    text = [(None, b" ".join(b"word%d" % (i * j % 97) for j in range(200)), [], 1000 + i)
+            for i in range(50)]
+    sizes = {}
+    for level in (1, 9):
+        cfg = dataclasses.replace(config, compression_type="gzip", segment_bytes=1 << 20,
+                                  compression_levels=((1, level),))
+        plog = PartitionLog.open(tmp_path / f"level{level}", cfg, "t", 0, 0)
+        plog.append(build_batch(text), 0)  # uncompressed from the client
+        sizes[level] = len(plog.read(0, 1 << 20))
+        assert [r.value for r in decode_records(plog.read(0, 1 << 20))] == [r[1] for r in text]
+        plog.close()
+    assert sizes[9] < sizes[1]

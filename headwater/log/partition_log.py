@@ -274,34 +274,26 @@ class PartitionLog:
         config = self.config
         headers = validate_produce_records(data, config.max_message_bytes,
                                            allow_control=not origin_client)
+        append_time = config.message_timestamp_type == "LogAppendTime"
+        if origin_client:
+            self._check_client_records(data, headers, now_ms, append_time)
+        # Clients cannot write control batches, so only the broker's own appends pay for
+        # looking for markers.
+        markers = None if origin_client else parse_markers(data, headers)
+        first_offset = self.log_end_offset
+        duplicate = self._producers.check_all(headers, first_offset, markers)
+        if duplicate is not None:
+            return AppendResult(duplicate.base_offset, duplicate.last_offset,
+                                duplicate.timestamp if append_time else -1,
+                                self._log_start_offset, True)
         codec = TOPIC_CODECS.get(config.compression_type)
-        if origin_client and codec is not None:
+        if origin_client and codec is not None:  # after the duplicate check: retries skip it
             recompressed = recompress(data, headers, codec, config.compression_level(codec))
             if recompressed is not None:
                 data, headers = recompressed
         if len(data) > config.segment_bytes:
             raise LogError(RECORD_LIST_TOO_LARGE,
                            f"{len(data)} bytes exceed segment.bytes {config.segment_bytes}")
-        if origin_client and any(h.base_offset != 0 for h in headers):
-            # Kafka: a client's batches are numbered by the broker, so they carry 0.
-            first = next(h.base_offset for h in headers if h.base_offset != 0)
-            raise LogError(INVALID_RECORD, f"the base offset of a record batch from a client "
-                                           f"should be 0, but it is {first}")
-        if origin_client and "compact" in config.cleanup_policy:
-            _reject_null_keys(data, headers, self.topic, self.partition)
-        # Clients cannot write control batches, so only the broker's own appends pay for
-        # looking for markers.
-        markers = None if origin_client else parse_markers(data, headers)
-        first_offset = self.log_end_offset
-        append_time = config.message_timestamp_type == "LogAppendTime"
-        if origin_client and not append_time:
-            check_timestamps(data, headers, now_ms, config.timestamp_before_max_ms,
-                             config.timestamp_after_max_ms)
-        duplicate = self._producers.check_all(headers, first_offset, markers)
-        if duplicate is not None:
-            return AppendResult(duplicate.base_offset, duplicate.last_offset,
-                                duplicate.timestamp if append_time else -1,
-                                self._log_start_offset, True)
         count = sum(h.last_offset_delta + 1 for h in headers)
         segment = self._maybe_roll(len(data), first_offset + count - 1, now_ms)
 
@@ -328,6 +320,23 @@ class PartitionLog:
             self._update_with_markers(segment, stored, markers)
         return AppendResult(first_offset, offset - 1, now_ms if append_time else -1,
                             self._log_start_offset, False)
+
+    def _check_client_records(self, data: bytes | bytearray | memoryview,
+                              headers: list[BatchHeader], now_ms: int,
+                              append_time: bool) -> None:
+        """Kafka's checks on a client's record set: base offsets 0, keys on compacted
+        topics, CreateTime timestamps within message.timestamp.before/after.max.ms."""
+        config = self.config
+        for h in headers:
+            if h.base_offset != 0:
+                # Kafka: a client's batches are numbered by the broker, so they carry 0.
+                raise LogError(INVALID_RECORD, f"the base offset of a record batch from a "
+                                               f"client should be 0, but it is {h.base_offset}")
+        if "compact" in config.cleanup_policy:
+            _reject_null_keys(data, headers, self.topic, self.partition)
+        if not append_time:
+            check_timestamps(data, headers, now_ms, config.timestamp_before_max_ms,
+                             config.timestamp_after_max_ms)
 
     def _update_with_markers(self, segment: LogSegment, stored: list[BatchHeader],
                              markers: dict[int, EndTxnMarker | None]) -> None:

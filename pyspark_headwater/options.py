@@ -268,6 +268,21 @@ def _kafka_props(opts: Mapping[str, str]) -> dict[str, str]:
     return {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
 
 
+def _client_props(opts: Mapping[str, str], forbidden: Mapping[str, str],
+                  client: str) -> tuple[dict[str, str], str]:
+    """The kafka.* pass-through properties without bootstrap.servers, and the bootstrap
+    servers; Spark's errors for a refused property or a missing bootstrap."""
+    kafka = _kafka_props(opts)
+    for key, message in forbidden.items():
+        if key in kafka:
+            raise _fail(message)
+    bootstrap = kafka.pop("bootstrap.servers", "").strip()
+    if not bootstrap:
+        raise _fail("Option 'kafka.bootstrap.servers' must be specified for configuring the "
+                    f"Kafka {client}")
+    return kafka, bootstrap
+
+
 def _check_unknown(opts: Mapping[str, str], known: Mapping[str, str], what: str) -> None:
     for key in opts:
         if key.startswith("kafka."):
@@ -315,14 +330,7 @@ def parse_source_options(opts: Mapping[str, str], streaming: bool | None = None
     else:
         assigned = tuple(parse_assign(opts["assign"]))
 
-    kafka = _kafka_props(opts)
-    for key, message in _FORBIDDEN_SOURCE_KAFKA.items():
-        if key in kafka:
-            raise _fail(message)
-    bootstrap = kafka.pop("bootstrap.servers", "").strip()
-    if not bootstrap:
-        raise _fail("Option 'kafka.bootstrap.servers' must be specified for configuring the "
-                    "Kafka client")
+    kafka, bootstrap = _client_props(opts, _FORBIDDEN_SOURCE_KAFKA, "client")
     group_id = kafka.pop("group.id", None)
     isolation = kafka.pop("isolation.level", "read_uncommitted").strip().lower()
     if isolation not in ("read_committed", "read_uncommitted"):
@@ -464,14 +472,7 @@ def parse_sink_options(opts: Mapping[str, str]) -> SinkOptions:
     """Validate sink options (Spark's ``kafkaParamsForProducer`` plus our exactly-once)."""
     opts = {k.lower(): v for k, v in opts.items()}
     _check_unknown(opts, SINK_OPTIONS, "sink")
-    kafka = _kafka_props(opts)
-    for key, message in _FORBIDDEN_SINK_KAFKA.items():
-        if key in kafka:
-            raise _fail(message)
-    bootstrap = kafka.pop("bootstrap.servers", "").strip()
-    if not bootstrap:
-        raise _fail("Option 'kafka.bootstrap.servers' must be specified for configuring the "
-                    "Kafka producer")
+    kafka, bootstrap = _client_props(opts, _FORBIDDEN_SINK_KAFKA, "producer")
     exactly_once = parse_bool(opts, "exactlyonce", False)
     prefix = opts.get("transactionalidprefix")
     if prefix is not None and not exactly_once:

@@ -64,6 +64,14 @@ def start_broker(workdir: Path, overrides: list[str], timeout: float) -> Broker:
     return broker
 
 
+def add_broker_args(ap: argparse.ArgumentParser) -> None:
+    """--override, --bootstrap and --json, shared by the benches that start a broker."""
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="broker config override (repeatable)")
+    ap.add_argument("--bootstrap", metavar="HOST:PORT", help="use a running broker")
+    ap.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
+
+
 def settle_time(bootstrap: str, protocol: str, members: int, partitions: int,
                 timeout: float) -> dict[str, Any]:
     """Seconds until `members` consumers own all partitions, each member at least one."""
@@ -143,10 +151,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--commit-seconds", type=float, default=5.0)
     ap.add_argument("--timeout", type=float, default=120.0,
                     help="seconds allowed for a group to settle and for start-up")
-    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                    help="broker config override (repeatable)")
-    ap.add_argument("--bootstrap", metavar="HOST:PORT", help="use a running broker")
-    ap.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
+    add_broker_args(ap)
     return ap.parse_args(argv)
 
 

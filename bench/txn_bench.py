@@ -37,9 +37,22 @@ from broker_bench import (
     log,
 )
 from confluent_kafka import Consumer, Producer, TopicPartition
-from group_bench import start_broker
+from group_bench import add_broker_args, start_broker
 
 PRODUCER_CONFIG: dict[str, Any] = {**PRODUCER_THROUGHPUT_CONFIG, "enable.idempotence": True}
+
+
+def send_burst(p: Producer, topic: str, payload: bytes, partitions: int, sent: int,
+               n: int) -> int:
+    """Up to `n` produce() calls round-robin over the partitions; the new sent count."""
+    for _ in range(n):
+        try:
+            p.produce(topic, payload, partition=sent % partitions)
+            sent += 1
+        except BufferError:
+            p.poll(0.01)
+    p.poll(0)
+    return sent
 
 
 def produce_idempotent(bootstrap: str, topic: str, seconds: float, payload: bytes,
@@ -49,13 +62,7 @@ def produce_idempotent(bootstrap: str, topic: str, seconds: float, payload: byte
     t0 = time.perf_counter()
     end = t0 + seconds
     while time.perf_counter() < end:
-        for _ in range(1000):
-            try:
-                p.produce(topic, payload, partition=sent % partitions)
-                sent += 1
-            except BufferError:
-                p.poll(0.01)
-        p.poll(0)
+        sent = send_burst(p, topic, payload, partitions, sent, 1000)
     left = p.flush(60)
     elapsed = time.perf_counter() - t0
     if left:
@@ -78,13 +85,7 @@ def produce_transactional(bootstrap: str, topic: str, seconds: float, commit_ms:
         p.begin_transaction()
         txn_end = time.perf_counter() + commit_ms / 1000
         while time.perf_counter() < txn_end:
-            for _ in range(200):
-                try:
-                    p.produce(topic, payload, partition=sent % partitions)
-                    sent += 1
-                except BufferError:
-                    p.poll(0.01)
-            p.poll(0)
+            sent = send_burst(p, topic, payload, partitions, sent, 200)
         c0 = time.perf_counter()
         p.commit_transaction(60)
         commits.append((time.perf_counter() - c0) * 1000)
@@ -131,10 +132,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--verify", action="store_true",
                     help="check that read_committed sees exactly the committed records")
     ap.add_argument("--timeout", type=float, default=120.0)
-    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                    help="broker config override (repeatable)")
-    ap.add_argument("--bootstrap", metavar="HOST:PORT", help="use a running broker")
-    ap.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
+    add_broker_args(ap)
     return ap.parse_args(argv)
 
 

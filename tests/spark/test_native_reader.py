@@ -256,3 +256,13 @@ def test_batches_of_other_clients(broker, topic_name, client, codec):
     native = _read("native", opts, part)
     assert native.column("value").to_pylist() == [v for _, v, _, _ in records]
     assert native.equals(_read("librdkafka", opts, part))
+
+
+def test_undecompressable_records_are_a_clear_error():
+    from pyspark_headwater.codecs import GZIP, LZ4, SNAPPY, ZSTD, CodecError, decompress
+
+    for codec in (GZIP, LZ4, ZSTD, SNAPPY):
+        with pytest.raises(CodecError):
+            decompress(codec, b"\x82SNAPPY\x00" + b"\x00" * 8 + b"\x7f\xff\xff\xff garbage")
+    with pytest.raises(CodecError, match="unknown compression codec 7"):
+        decompress(7, b"x")

@@ -10,7 +10,7 @@ EDITABLE := --config-settings editable_mode=compat
 # Spark's Python workers must run the venv's interpreter (pyarrow, the connector).
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: run test lint bench bench-spark soak clean java kcat
+.PHONY: run test lint bench bench-spark soak clean java kcat kafka
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -39,10 +39,26 @@ kcat:
 	       $$SUDO apt-get update -qq \
 	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
 
+# Apache Kafka 4.3.1 (broker, tools, Java clients) into .kafka/lib/ and Spark's Kafka
+# connector into .kafka/spark/, as listed in kafka-ref/ (README: "Apache Kafka beside
+# headwater"). The stamp makes a second run a no-op that needs no network.
+KAFKA_STAMP := .kafka/.fetched
+$(KAFKA_STAMP): kafka-ref/pom.xml kafka-ref/kafka/pom.xml kafka-ref/spark/pom.xml
+	@command -v mvn >/dev/null \
+	  || { echo "installing maven"; \
+	       SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	       $$SUDO apt-get update -qq \
+	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; }
+	rm -rf .kafka/lib .kafka/spark
+	mvn -q -B -f kafka-ref/pom.xml dependency:copy-dependencies
+	touch $@
+
+kafka: java $(KAFKA_STAMP)
+
 run: $(STAMP)
 	$(BIN)/headwater serve --listen 127.0.0.1:9092 --data-dir ./data
 
-test: $(STAMP) java kcat
+test: $(STAMP) java kcat kafka
 	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow" tests
 
 lint: $(STAMP)
@@ -59,4 +75,4 @@ soak: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow tests
 
 clean:
-	rm -rf $(VENV) data
+	rm -rf $(VENV) data .kafka

@@ -22,6 +22,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from .guard import body_checker
+
 _ZERO_UUID = uuid.UUID(int=0)
 
 # Field kinds, resolved once per dataclass.
@@ -149,7 +151,9 @@ def response_writer(api_key: int, version: int) -> Callable[[Any, Any], None]:
 
 
 def decode_request(api_key: int, version: int, body: bytes, offset: int) -> Any:
-    """Decode a request body with kio; raises on any malformed input."""
+    """Decode a request body with kio; raises on any malformed input. The bounds
+    pre-pass (`guard.py`) runs first: kio must never see a length it cannot satisfy."""
+    body_checker(api_key, version)(body, offset)
     result = request_reader(api_key, version)(body, offset)
     return result[0] if isinstance(result, tuple) else result
 

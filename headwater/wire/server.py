@@ -157,14 +157,22 @@ class Connection:
         # ApiVersions responses always use header v0 so clients can parse them before
         # knowing which versions the broker speaks.
         resp_flexible = flexible and api_key != API_VERSIONS
-        result = entry.handler(ctx, request)
-        if asyncio.iscoroutine(result):
-            return asyncio.ensure_future(
-                self._finish(result, ctx, resp_flexible))
-        return self._encode(result, ctx, resp_flexible)
+        try:
+            result = entry.handler(ctx, request)
+            if asyncio.iscoroutine(result):
+                return asyncio.ensure_future(
+                    self._finish(result, ctx, resp_flexible))
+            return self._encode(result, ctx, resp_flexible)
+        except Exception as exc:
+            # The one place a handler's failure is contained: whatever a decoded request
+            # made it raise, only this connection ends (Kafka closes it too).
+            raise ProtocolViolation(_handler_failure(ctx, exc)) from None
 
     async def _finish(self, coro: Any, ctx: RequestContext, flexible: bool) -> Frame | None:
-        return self._encode(await coro, ctx, flexible)
+        try:
+            return self._encode(await coro, ctx, flexible)
+        except Exception as exc:
+            raise _HandlerFailed(_handler_failure(ctx, exc)) from exc
 
     @staticmethod
     def _encode(result: Any, ctx: RequestContext, flexible: bool) -> Frame | None:
@@ -194,9 +202,9 @@ class Connection:
                 data = await slot if isinstance(slot, asyncio.Future) else slot
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("handler failed on connection %s from %s; closing",
-                              self.id, self.peer)
+            except Exception as exc:
+                log.warning("closing connection %s from %s: %s", self.id, self.peer,
+                            _handler_failure(None, exc))
                 self.writer.close()
                 return
             if data is None:
@@ -240,6 +248,24 @@ class _FrameParts:
 
 _BY_REFERENCE = 32 * 1024
 Frame = bytes | bytearray | list[bytes | bytearray]  # a list goes out with writelines
+
+
+class _HandlerFailed(Exception):
+    """An asynchronous handler raised; carries the one-line description."""
+
+
+def _handler_failure(ctx: RequestContext | None, exc: BaseException) -> str:
+    """One log line for a request its handler could not serve. The traceback's last
+    frame names the place, so a bug found by fuzzing can be found in the code."""
+    if isinstance(exc, _HandlerFailed):
+        return str(exc)
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = (f" at {tb.tb_frame.f_code.co_filename.rsplit('/', 2)[-1]}:{tb.tb_lineno}"
+             if tb is not None else "")
+    what = f"api key {ctx.api_key} v{ctx.api_version}" if ctx else "a request"
+    return f"handler for {what} failed: {exc!r}{where}"
 
 
 def _frame(correlation_id: int, flexible: bool, body: bytes) -> bytes:

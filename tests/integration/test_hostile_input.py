@@ -131,3 +131,28 @@ def test_pipelined_requests_answered_in_order(broker, raw):
     raw.send_bytes(frames)
     cids = [struct.unpack_from(">i", raw.recv_frame(), 0)[0] for _ in range(50)]
     assert cids == list(range(1, 51))
+
+
+# Issue 16: this ListOffsets v7 frame (its topics array claims 2^32 - 2 entries) made
+# kio's native reader ask for ~100 GB and abort the whole broker process.
+LIST_OFFSETS_KILLER = bytes.fromhex(
+    "000000330002000700000005000772646b61666b6100ffffffff01ffffffff33363963"
+    "020000000000000000fffffffffffffffe000000")
+
+
+def test_array_length_past_the_frame_closes_only_that_connection(broker, raw):
+    raw.send_bytes(LIST_OFFSETS_KILLER)
+    assert raw.is_closed_by_peer()
+    assert broker.proc.poll() is None
+    healthy(broker)
+    assert "topics array past the end" in broker.logs()
+
+
+def test_null_where_schema_forbids_it_is_refused(broker, raw):
+    """OffsetFetch v1 with a null topics array (non-nullable before v2) used to reach the
+    handler and raise TypeError there."""
+    body = struct.pack(">hhih", 9, 1, 3, -1) + struct.pack(">h", 1) + b"g" + struct.pack(">i", -1)
+    raw.send_bytes(struct.pack(">i", len(body)) + body)
+    assert raw.is_closed_by_peer()
+    healthy(broker)
+    assert "Unhandled exception" not in broker.logs()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_reference import KafkaReference
 
 _names = itertools.count()
 
@@ -18,6 +19,15 @@ _names = itertools.count()
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker shared by the tests of a module (tests use distinct topic names)."""
     proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data").start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaReference]:
+    """One Apache Kafka 4.3.1 (KRaft, one node) per module, the reference beside
+    headwater; fails, never skips, when `make kafka` has not fetched its jars."""
+    proc = KafkaReference(tmp_path_factory.mktemp("kafka-ref") / "data").start()
     yield proc
     proc.stop()
 

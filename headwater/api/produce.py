@@ -5,6 +5,11 @@ except for the base offset (and LogAppendTime): no per-record Python work. All
 appends of a request happen before the first await, so pipelined produce requests
 on one connection append in order (idempotent sequences depend on it).
 
+A batch rejected for some of its records (null keys on a compacted topic, timestamps
+out of bounds) lists them in `record_errors` with Kafka's messages (KIP-467), so
+librdkafka fails exactly those records (INVALID_RECORD / INVALID_TIMESTAMP) and the
+rest of the batch with _INVALID_DIFFERENT_RECORD, which the application may resend.
+
 Transactions: a request carrying a transactional batch must name its transactional id,
 or every partition fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is
 written (Kafka's check, which reads one attribute byte per batch). A transactional id
@@ -27,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
@@ -51,9 +57,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     now_ms = broker.now_ms
     verify = broker.config.get_bool("transaction.partition.verification.enable")
 
-    def partition_error(index: int, code: int, message: str | None = None) -> dict:
+    def partition_error(index: int, code: int, message: str | None = None,
+                        record_errors: Sequence[tuple[int, str]] = ()) -> dict:
         return {"index": index, "error_code": code, "base_offset": -1,
-                "log_append_time": None, "log_start_offset": -1, "record_errors": (),
+                "log_append_time": None, "log_start_offset": -1,
+                "record_errors": [{"batch_index": i, "batch_index_error_message": m}
+                                  for i, m in record_errors],
                 "error_message": message}
 
     def unverified(txn_id: str | None, topic: str, plog: PartitionLog,
@@ -143,7 +152,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                         E.invalid_producer_epoch, E.invalid_txn_state):
                         log.info("produce to %s-%d rejected: %s", topic.name, pd.index,
                                  exc.message)
-                    parts_out.append(partition_error(pd.index, exc.code, exc.message))
+                    parts_out.append(partition_error(
+                        pd.index, exc.code, exc.message,
+                        getattr(exc, "record_errors", ())))
                     continue
                 if plog.needs_flush and not result.duplicate:
                     to_flush.append(plog)

@@ -26,6 +26,7 @@ from headwater.log.errors import (
     MESSAGE_TOO_LARGE,
     UNSUPPORTED_FOR_MESSAGE_FORMAT,
     LogError,
+    RecordValidationError,
 )
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -191,35 +192,119 @@ def validate_produce_records(
 
 
 NO_LIMIT = 9223372036854775807
-NO_TIMESTAMP = -1
+_U64 = 1 << 64
 
 
-def check_timestamps(data: Buffer, headers: list[BatchHeader], now_ms: int,
-                     before_max_ms: int, after_max_ms: int) -> None:
-    """Kafka's CreateTime bounds (message.timestamp.before/after.max.ms): INVALID_TIMESTAMP
-    when a record is further in the past or future than allowed.
+def _java_long(value: int) -> int:
+    """`value` wrapped to a signed 64-bit long, as Kafka's message arithmetic wraps."""
+    value %= _U64
+    return value - _U64 if value > NO_LIMIT else value
 
-    The future bound needs only each batch's max timestamp. The past bound (off by
-    default) needs the smallest record timestamp, which the header does not carry: the
-    records are decoded, but only when that bound is set and the first record passes."""
+
+def check_records(data: Buffer, headers: list[BatchHeader], now_ms: int, *, compacted: bool,
+                  log_append_time: bool, before_max_ms: int, after_max_ms: int,
+                  topic_partition: str, target_codec: int | None = None) -> None:
+    """Kafka's per-record produce checks (LogValidator.validateRecord): a key on compacted
+    topics; on CreateTime topics a timestamp within message.timestamp.before/after.max.ms
+    of `now_ms`; no LogAppendTime batch from a client on LogAppendTime topics (nor one
+    without a timestamp on CreateTime topics). The first batch with failing records
+    raises RecordValidationError listing every one of them.
+
+    Records are walked only when a check needs them: on compacted topics, when the
+    before bound is set (the header has no minimum timestamp) or when the header
+    already shows a failure. Otherwise this is a few comparisons per batch header.
+    `target_codec` is the topic's compression (None: the producer's), which decides how
+    Kafka prints a record in one of its messages."""
     pos = 0
-    for index, h in enumerate(headers):
-        if h.max_timestamp != NO_TIMESTAMP and h.max_timestamp - now_ms > after_max_ms:
-            raise LogError(INVALID_TIMESTAMP,
-                           f"timestamp {h.max_timestamp} of a record in batch {index} is more "
-                           f"than {after_max_ms} ms after the broker's time {now_ms} "
-                           "(message.timestamp.after.max.ms)")
-        if before_max_ms < NO_LIMIT:
-            stamps = [h.base_timestamp]
-            if now_ms - h.base_timestamp <= before_max_ms:
-                stamps = [r.timestamp for r in decode_records(memoryview(data)[pos:pos + h.size])]
-            oldest = min((t for t in stamps if t != NO_TIMESTAMP), default=now_ms)
-            if now_ms - oldest > before_max_ms:
-                raise LogError(INVALID_TIMESTAMP,
-                               f"timestamp {oldest} of a record in batch {index} is more than "
-                               f"{before_max_ms} ms before the broker's time {now_ms} "
-                               "(message.timestamp.before.max.ms)")
+    for h in headers:
+        stamped = h.attributes & TIMESTAMP_TYPE_BIT
+        if log_append_time:
+            check_time = bool(stamped)
+        elif stamped:  # every record's timestamp is the max timestamp
+            m = h.max_timestamp
+            check_time = (m == NO_TIMESTAMP or now_ms - m > before_max_ms
+                          or m - now_ms > after_max_ms)
+        else:
+            m = h.max_timestamp
+            check_time = before_max_ms < NO_LIMIT or (
+                m != NO_TIMESTAMP and m - now_ms > after_max_ms)
+        if compacted or check_time:
+            errors = _record_errors(
+                memoryview(data)[pos:pos + h.size], h, now_ms, compacted, check_time,
+                log_append_time, before_max_ms, after_max_ms, topic_partition,
+                h.compression != 0 and target_codec in (None, h.compression))
+            if errors:
+                raise _validation_error(errors)
         pos += h.size
+
+
+def _record_errors(batch: memoryview, h: BatchHeader, now_ms: int, compacted: bool,
+                   check_time: bool, log_append_time: bool, before_max_ms: int,
+                   after_max_ms: int, topic_partition: str, partial: bool
+                   ) -> list[tuple[int, int, str]]:
+    """(error code, batch index, Kafka's message) of each failing record of one batch.
+    A null key is reported before a timestamp problem, as in Kafka. `partial`: Kafka
+    reads this batch with its key/value-skipping iterator (compressed, kept in place),
+    which prints records as PartialDefaultRecord."""
+    body = decompress(h.compression, batch[HEADER_SIZE:])
+    stamped = bool(h.attributes & TIMESTAMP_TYPE_BIT)
+    no_key = f"Compacted topic cannot accept message without key in topic partition " \
+             f"{topic_partition}"
+    errors: list[tuple[int, int, str]] = []
+    pos = 0
+    try:
+        for index in range(h.records_count):
+            length, pos = _read_varint(body, pos)
+            end = pos + length
+            ts_delta, pos = _read_varint(body, pos + 1)  # skip record attributes
+            offset_delta, pos = _read_varint(body, pos)
+            key_length, pos = _read_varint(body, pos)
+            if end > len(body):
+                raise LogError(CORRUPT_MESSAGE, "record overruns the batch")
+            if compacted and key_length < 0:
+                errors.append((INVALID_RECORD, index, no_key))
+            elif check_time:
+                ts = h.max_timestamp if stamped else h.base_timestamp + ts_delta
+                offset = h.base_offset + offset_delta
+                if not log_append_time and ts != NO_TIMESTAMP:
+                    if now_ms - ts > before_max_ms or ts - now_ms > after_max_ms:
+                        errors.append((INVALID_TIMESTAMP, index,
+                                       f"Timestamp {ts} of message with offset {offset} is "
+                                       "out of range. The timestamp should be within "
+                                       f"[{_java_long(now_ms - before_max_ms)}, "
+                                       f"{_java_long(now_ms + after_max_ms)}]"))
+                elif stamped:
+                    value_length, _ = _read_varint(body, pos + max(key_length, 0))
+                    if partial:
+                        shown = (f"PartialDefaultRecord(offset={offset}, timestamp={ts}, "
+                                 f"key={key_length} bytes, value={value_length} bytes)")
+                    else:
+                        shown = (f"DefaultRecord(offset={offset}, timestamp={ts}, "
+                                 f"key={max(key_length, 0)} bytes, "
+                                 f"value={max(value_length, 0)} bytes)")
+                    errors.append((INVALID_TIMESTAMP, index,
+                                   f"Invalid timestamp type in message {shown}. Producer "
+                                   "should not set timestamp type to LogAppendTime."))
+            pos = end
+    except IndexError:
+        raise LogError(CORRUPT_MESSAGE, "truncated record") from None
+    return errors
+
+
+def _validation_error(errors: list[tuple[int, int, str]]) -> RecordValidationError:
+    """Kafka's processRecordErrors: INVALID_TIMESTAMP if any record has a timestamp error,
+    else INVALID_RECORD summarising the first three; every record error is listed."""
+    record_errors = [(index, message) for _, index, message in errors]
+    if any(code == INVALID_TIMESTAMP for code, _, _ in errors):
+        return RecordValidationError(
+            INVALID_TIMESTAMP, "One or more records have been rejected due to invalid "
+            "timestamp", record_errors)
+    shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')"
+                      for index, message in record_errors[:3])
+    return RecordValidationError(
+        INVALID_RECORD, f"One or more records have been rejected due to {len(errors)} "
+        "record errors in total, and only showing the first three errors at most: "
+        f"[{shown}]", record_errors)
 
 
 def iter_batches(buf: Buffer) -> Iterator[tuple[int, BatchHeader]]:
@@ -448,11 +533,6 @@ def iter_raw_records(batch: Buffer) -> Iterator[RawRecord]:
             pos = end
     except IndexError:
         raise LogError(CORRUPT_MESSAGE, "truncated record") from None
-
-
-def has_null_key(batch: Buffer) -> bool:
-    """True if any record of the batch has a null key (rejected on compacted topics)."""
-    return any(record.key is None for record in iter_raw_records(batch))
 
 
 # compression.type values (topic or broker) -> codec id; "producer" keeps the client's.

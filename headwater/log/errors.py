@@ -32,3 +32,13 @@ class LogError(Exception):
 
     def __repr__(self) -> str:
         return f"LogError({self.code}, {self.message!r})"
+
+
+class RecordValidationError(LogError):
+    """A batch rejected because of some of its records (Kafka's RecordValidationException,
+    KIP-467): `record_errors` holds (batch_index, message) for each offending record, which
+    Produce v8+ returns so a client fails exactly those records and may resend the rest."""
+
+    def __init__(self, code: int, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors

@@ -39,9 +39,8 @@ from headwater.log.batch import (
     TIMESTAMP_TYPE_BIT,
     TOPIC_CODECS,
     BatchHeader,
-    check_timestamps,
+    check_records,
     decode_records,
-    has_null_key,
     parse_header,
     recompress,
     set_base_offset,
@@ -83,6 +82,7 @@ class PartitionLog:
         self.config = config
         self.topic = topic
         self.partition = partition
+        self._name = f"{topic}-{partition}"  # Kafka's TopicPartition in messages
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._log_start_offset = log_start_offset
@@ -324,19 +324,21 @@ class PartitionLog:
     def _check_client_records(self, data: bytes | bytearray | memoryview,
                               headers: list[BatchHeader], now_ms: int,
                               append_time: bool) -> None:
-        """Kafka's checks on a client's record set: base offsets 0, keys on compacted
-        topics, CreateTime timestamps within message.timestamp.before/after.max.ms."""
+        """Kafka's checks on a client's record set: base offsets 0, then the per-record
+        ones (keys on compacted topics, timestamps; see `check_records`), which report
+        the offending records (RecordValidationError)."""
         config = self.config
         for h in headers:
             if h.base_offset != 0:
                 # Kafka: a client's batches are numbered by the broker, so they carry 0.
                 raise LogError(INVALID_RECORD, f"the base offset of a record batch from a "
                                                f"client should be 0, but it is {h.base_offset}")
-        if "compact" in config.cleanup_policy:
-            _reject_null_keys(data, headers, self.topic, self.partition)
-        if not append_time:
-            check_timestamps(data, headers, now_ms, config.timestamp_before_max_ms,
-                             config.timestamp_after_max_ms)
+        check_records(data, headers, now_ms, compacted="compact" in config.cleanup_policy,
+                      log_append_time=append_time,
+                      before_max_ms=config.timestamp_before_max_ms,
+                      after_max_ms=config.timestamp_after_max_ms,
+                      topic_partition=self._name,
+                      target_codec=TOPIC_CODECS.get(config.compression_type))
 
     def _update_with_markers(self, segment: LogSegment, stored: list[BatchHeader],
                              markers: dict[int, EndTxnMarker | None]) -> None:
@@ -692,19 +694,6 @@ class PartitionLog:
 def _deletable(segments: list[LogSegment], i: int) -> bool:
     """Retention may consider segment i: it holds data or is not the active one."""
     return segments[i].size > 0 or i + 1 < len(segments)
-
-
-def _reject_null_keys(data: bytes | bytearray | memoryview, headers: list[BatchHeader],
-                      topic: str, partition: int) -> None:
-    """Kafka's LogValidator rule for compacted topics; decodes records, so it runs only
-    for them (plain topics keep the record-free produce path)."""
-    view = memoryview(data)
-    pos = 0
-    for h in headers:
-        if has_null_key(view[pos:pos + h.size]):
-            raise LogError(INVALID_RECORD, "Compacted topic cannot accept message without key "
-                                           f"in topic partition {topic}-{partition}")
-        pos += h.size
 
 
 def _read_checkpoint(path: Path) -> int:

@@ -1,4 +1,5 @@
-"""ApiVersions (key 18): advertises exactly the dispatch table."""
+"""ApiVersions (key 18): advertises exactly the dispatch table, and (v3+) the feature
+levels headwater implements, as a KRaft broker does (`kafka-features describe`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,18 @@ if TYPE_CHECKING:
     from ..broker import Broker
 
 
+# Kafka's feature levels (MetadataVersion / GroupVersion / TransactionVersion of 4.3).
+# metadata.version 25 is 4.0-IV3; group.version 1 is KIP-848's consumer protocol;
+# transaction.version stays 0: the coordinator writes TransactionLog v0 records and has no
+# KIP-890 part 2 epoch bump, so a finalized TV 2 would switch Java producers (4.x) to a
+# protocol headwater does not speak. Level 0 features are supported but not finalized,
+# as Kafka reports them.
+SUPPORTED_FEATURES = {"metadata.version": (7, 25), "kraft.version": (0, 0),
+                      "group.version": (0, 1), "transaction.version": (0, 0)}
+FINALIZED_FEATURES = {"metadata.version": 25, "group.version": 1}
+FINALIZED_FEATURES_EPOCH = 1
+
+
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def handle(ctx: RequestContext, req: Any) -> dict:
         return {
@@ -17,6 +30,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             "api_keys": [{"api_key": e.api_key, "min_version": e.min_version,
                           "max_version": e.max_version} for e in dispatcher.entries()],
             "throttle_time": 0,
+            "supported_features": [{"name": k, "min_version": lo, "max_version": hi}
+                                   for k, (lo, hi) in SUPPORTED_FEATURES.items()],
+            "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+            "finalized_features": [{"name": k, "min_version_level": v,
+                                    "max_version_level": v}
+                                   for k, v in FINALIZED_FEATURES.items()],
         }
 
     dispatcher.register(18, 0, 4, handle)

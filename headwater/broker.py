@@ -17,6 +17,7 @@ from . import __version__
 from .api import register_all
 from .config import BrokerConfig, LogConfig
 from .group.coordinator import GroupCoordinator
+from .limits import partition_capacity, raise_nofile_limit
 from .log.manager import LogManager
 from .log.partition_log import PartitionLog
 from .metadata.controller import Controller
@@ -85,6 +86,8 @@ class Broker:
                     or self.logs.open_existing(METADATA_TOPIC, 0, meta_config)
                     or self.logs.create(METADATA_TOPIC, 0, meta_config))
         self.controller = Controller(meta_log, self.config, self.now_ms)
+        self.controller.max_partitions = self.config.get_int(
+            "headwater.max.partitions", partition_capacity(raise_nofile_limit()))
         self.controller.load()
         self._sync_logs(MetadataImage(), self.controller.image)
         self.controller.listeners.append(self._sync_logs)

@@ -33,11 +33,16 @@ INVALID_REPLICATION_FACTOR = 38
 INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_CONFIG = 40
 INVALID_REQUEST = 42
+POLICY_VIOLATION = 44
 UNKNOWN_TOPIC_ID = 100
 
 PRODUCER_ID_BLOCK = 1000
 RECORDS_PER_BATCH = 500
 MAX_PARTITIONS = 100_000
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: one admin request may not make more
+# metadata records than this (a CreateTopics of 10,000+ partitions is refused whole).
+MAX_RECORDS_PER_USER_OP = 10_000
+EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 
 Listener = Callable[[MetadataImage, MetadataImage], None]
 
@@ -69,6 +74,19 @@ class Controller:
         self.listeners: list[Listener] = []
         self._pid_next = 0
         self._pid_end = 0
+        # Partitions this broker can hold open (headwater/limits.py); set by the broker.
+        self.max_partitions = MAX_PARTITIONS
+
+    def partition_count(self) -> int:
+        return sum(len(t.partitions) for t in self.image.topics_by_name.values())
+
+    def _check_capacity(self, current: int, adding: int) -> None:
+        if current + adding > self.max_partitions:
+            raise ControllerError(
+                POLICY_VIOLATION,
+                f"Adding {adding} partitions would exceed this broker's limit of "
+                f"{self.max_partitions} partitions (it has {current}); the limit follows "
+                "from its open-file limit (RLIMIT_NOFILE), or headwater.max.partitions")
 
     # ---- loading -------------------------------------------------------------------
     def load(self) -> None:
@@ -201,16 +219,21 @@ class Controller:
         results: list[tuple[NewTopic, ControllerError | None, str | None]] = []
         records: list[object] = []
         pending: set[str] = set()
+        held = self.partition_count()
+        size = 0  # the records this request makes, counted even when only validating
         for t in topics:
             try:
                 partitions, _rf = self._validate_new_topic(t, pending, allow_internal)
+                self._check_capacity(held, partitions)
             except ControllerError as exc:
                 results.append((t, exc, None))
                 continue
+            held += partitions
             pending.add(t.name)
             topic_id = R.new_topic_id()
             results.append((t, None, topic_id))
-            if validate_only:
+            size += 1 + partitions + sum(v is not None for v in (t.configs or {}).values())
+            if validate_only or size > MAX_RECORDS_PER_USER_OP:
                 continue
             records.append(R.TopicRecord(t.name, topic_id))
             for p in range(partitions):
@@ -219,6 +242,9 @@ class Controller:
             for key_, value in (t.configs or {}).items():
                 if value is not None:
                     records.append(R.ConfigRecord(TOPIC_RESOURCE, t.name, key_, value))
+        if size > MAX_RECORDS_PER_USER_OP:  # Kafka refuses the whole request
+            too_large = ControllerError(POLICY_VIOLATION, EXCESSIVE_BATCH)
+            return [(t, err or too_large, None) for t, err, _ in results]
         self.commit(records)
         out = []
         for t, err, tid in results:
@@ -249,6 +275,9 @@ class Controller:
                                   f"Topic already has {current} partitions.")
         if count > MAX_PARTITIONS:
             raise ControllerError(INVALID_PARTITIONS, "Too many partitions")
+        if count - current > MAX_RECORDS_PER_USER_OP:
+            raise ControllerError(POLICY_VIOLATION, EXCESSIVE_BATCH)
+        self._check_capacity(self.partition_count(), count - current)
         if assignments is not None:
             if len(assignments) != count - current:
                 raise ControllerError(

@@ -11,9 +11,11 @@ from headwater.log.batch import build_batch
 from headwater.log.partition_log import PartitionLog
 from headwater.metadata import records as R
 from headwater.metadata.controller import (
+    EXCESSIVE_BATCH,
     INVALID_PARTITIONS,
     INVALID_REPLICATION_FACTOR,
     INVALID_TOPIC_EXCEPTION,
+    POLICY_VIOLATION,
     RECORDS_PER_BATCH,
     TOPIC_ALREADY_EXISTS,
     Controller,
@@ -103,3 +105,28 @@ def test_partial_transaction_at_startup_is_rolled_back(tmp_path):
     again.log.close()
     third = open_controller(tmp_path / "meta")
     assert set(third.image.topics_by_name) == {"kept", "after"}
+
+
+def test_a_request_of_more_than_ten_thousand_records_is_refused_whole(tmp_path):
+    """Kafka's MAX_RECORDS_PER_USER_OP: every topic of the request gets POLICY_VIOLATION."""
+    ctl = open_controller(tmp_path)
+    results = ctl.create_topics([NewTopic("small", 1), NewTopic("huge", 10_000)])
+    assert [(err.code, err.message) for _, err, _ in results] == [
+        (POLICY_VIOLATION, EXCESSIVE_BATCH)] * 2
+    assert ctl.image.topic("small") is None
+    ctl.create_topics([NewTopic("base", 1)])
+    with pytest.raises(ControllerError) as info:
+        ctl.create_partitions("base", 10_002, None)
+    assert info.value.code == POLICY_VIOLATION
+
+
+def test_partitions_beyond_the_brokers_capacity_are_refused(tmp_path):
+    ctl = open_controller(tmp_path)
+    ctl.max_partitions = 10
+    results = ctl.create_topics([NewTopic("a", 6), NewTopic("b", 5), NewTopic("c", 4)])
+    errors = {t.name: err for t, err, _ in results}
+    assert errors["a"] is None and errors["c"] is None
+    assert errors["b"].code == POLICY_VIOLATION and "limit of 10" in errors["b"].message
+    with pytest.raises(ControllerError, match="limit of 10"):
+        ctl.create_partitions("c", 5, None)
+    assert ctl.partition_count() == 10

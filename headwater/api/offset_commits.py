@@ -1,4 +1,13 @@
-"""OffsetCommit (8), OffsetFetch (9) and OffsetDelete (47) over the group coordinator."""
+"""OffsetCommit (8), OffsetFetch (9) and OffsetDelete (47) over the group coordinator.
+
+OffsetCommit checks topics against the metadata image before the coordinator sees them,
+as Kafka's KafkaApis does against its metadata cache: a partition of a topic that does
+not exist (or past its partition count) gets UNKNOWN_TOPIC_OR_PARTITION, an unknown
+topic id (v10) UNKNOWN_TOPIC_ID, and only the rest goes to the group. So nothing is
+written to `__consumer_offsets` for them, and when nothing is left the group is not
+consulted at all (no generation or member errors, no simple group created): the same
+for classic, consumer (KIP-848) and simple (generation -1) commits.
+"""
 
 from __future__ import annotations
 
@@ -34,27 +43,43 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def handle_commit(ctx: RequestContext, req: Any) -> dict:
         unknown: list[tuple[Any, list[int]]] = []
         topics: list[tuple[str, list[PartitionCommit]]] = []
+        missing: dict[str, dict[int, int]] = {}  # topic -> partition -> error
         ids: dict[str, Any] = {}
+        image = broker.image
         for t in req.topics:
             name, topic_id = topic_name(t)
             if name is None:
                 unknown.append((topic_id, [p.partition_index for p in t.partitions]))
                 continue
             ids[name] = topic_id
-            topics.append((name, [PartitionCommit(p.partition_index, p.committed_offset,
-                                                  getattr(p, "committed_leader_epoch", -1),
-                                                  p.committed_metadata)
-                                  for p in t.partitions]))
-        try:
-            codes = groups().write(req.group_id, lambda shard, now: shard.offsets.commit(
-                req.group_id, req.member_id, getattr(req, "group_instance_id", None),
-                req.generation_id_or_member_epoch, topics, ctx.api_version, now))
-        except NotReady as exc:
-            codes = {name: {p.partition: exc.code for p in parts} for name, parts in topics}
+            topic = image.topic(name)
+            count = len(topic.partitions) if topic is not None else 0
+            parts = []
+            for p in t.partitions:
+                if 0 <= p.partition_index < count:
+                    parts.append(PartitionCommit(p.partition_index, p.committed_offset,
+                                                 getattr(p, "committed_leader_epoch", -1),
+                                                 p.committed_metadata))
+                else:
+                    missing.setdefault(name, {})[p.partition_index] = \
+                        E.unknown_topic_or_partition
+            if parts:
+                topics.append((name, parts))
+        codes: dict[str, dict[int, int]] = {}
+        if topics:
+            try:
+                codes = groups().write(req.group_id, lambda shard, now: shard.offsets.commit(
+                    req.group_id, req.member_id, getattr(req, "group_instance_id", None),
+                    req.generation_id_or_member_epoch, topics, ctx.api_version, now))
+            except NotReady as exc:
+                codes = {name: {p.partition: exc.code for p in parts}
+                         for name, parts in topics}
+        for name, parts_missing in missing.items():
+            codes.setdefault(name, {}).update(parts_missing)
         out = [{"name": name, "topic_id": ids.get(name) or ZERO_UUID,
                 "partitions": [{"partition_index": p, "error_code": c}
-                               for p, c in codes.get(name, {}).items()]}
-               for name, _ in topics]
+                               for p, c in parts.items()]}
+               for name, parts in codes.items()]
         out += [{"name": "", "topic_id": tid,
                  "partitions": [{"partition_index": p, "error_code": E.unknown_topic_id}
                                 for p in parts]} for tid, parts in unknown]

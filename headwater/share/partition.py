@@ -116,6 +116,7 @@ class _Undo:
     batches: list[InFlightBatch]
     firsts: list[int]
     locks: list[tuple[int, int, int]]
+    changed: int = 0  # length of `_changed` when saved
     saved: dict[int, tuple[InFlightBatch, tuple]] = field(default_factory=dict)
 
 
@@ -153,6 +154,7 @@ class SharePartition:
         self._persisted_start = start_offset
         self._seq = 0
         self._undo: _Undo | None = None
+        self._saves: list[_Undo] = []  # the undo point and any savepoints of this operation
         self._changed: list[tuple[int, int]] = []  # ranges the current operation changed
         self._expired = 0  # records the current operation's lock expiry released
 
@@ -289,12 +291,12 @@ class SharePartition:
         window or a record not ACQUIRED by this member (not acquired, acquired by another,
         lock expired, already acknowledged). Any error undoes the whole call."""
         self._begin(now_ms)
+        savepoint = self._savepoint()  # after lock expiry, which stands either way
         errors = tuple(self._acknowledge_one(member_id, b, now_ms) for b in batches)
         error = next((e for e in errors if e != NONE), NONE)
         if error != NONE:
-            self._restore()
-            return AcknowledgeResult(None, self._seq, error, errors)
-        return AcknowledgeResult(self._finish(), self._seq, NONE, errors)
+            self._restore(savepoint)
+        return AcknowledgeResult(self._finish(), self._seq, error, errors)
 
     def release_member(self, member_id: str, now_ms: int) -> ReleaseResult:
         """A member left the group or closed its share session: its ACQUIRED records go
@@ -496,12 +498,19 @@ class SharePartition:
             return InFlightState(Q, count, owner, now_ms + self.config.record_lock_duration_ms)
         return InFlightState(found.state, count)
 
+    def _savepoint(self) -> _Undo:
+        save = _Undo(self._seq, self._start, self._end, self._persisted_start,
+                     list(self._batches), list(self._firsts), list(self._locks),
+                     changed=len(self._changed))
+        self._saves.append(save)
+        return save
+
     def _begin(self, now_ms: int) -> None:
         """Start an operation: save what `rollback` needs, then expire due locks."""
         self._seq += 1
-        self._undo = _Undo(self._seq, self._start, self._end, self._persisted_start,
-                           list(self._batches), list(self._firsts), list(self._locks))
+        self._saves = []
         self._changed = []
+        self._undo = self._savepoint()
         self._expired = 0
         while self._locks and self._locks[0][0] <= now_ms:
             _deadline, first, last = heapq.heappop(self._locks)
@@ -529,19 +538,24 @@ class SharePartition:
         return StateWrite(self.state_epoch, self.leader_epoch, start,
                           self.delivery_complete_count(), tuple(out))
 
-    def _restore(self) -> None:
-        undo = self._undo
+    def _restore(self, undo: _Undo | None = None) -> None:
+        """Back to the operation's start (`rollback`) or to a savepoint within it."""
+        undo = undo or self._undo
         assert undo is not None
         for batch, saved in undo.saved.values():
             batch.restore(saved)
         self._start, self._end, self._persisted_start = undo.start, undo.end, undo.persisted_start
-        self._batches, self._firsts, self._locks = undo.batches, undo.firsts, undo.locks
-        self._undo = None
+        self._batches, self._firsts = list(undo.batches), list(undo.firsts)
+        self._locks = list(undo.locks)
+        del self._changed[undo.changed:]
+        if undo is self._undo:
+            self._undo = None
 
     def _touch(self, batch: InFlightBatch) -> None:
-        assert self._undo is not None
-        if id(batch) not in self._undo.saved:
-            self._undo.saved[id(batch)] = (batch, batch.saved())
+        """Save `batch` before its first change in every open savepoint."""
+        for save in self._saves:
+            if id(batch) not in save.saved:
+                save.saved[id(batch)] = (batch, batch.saved())
 
     def _transition(self, batch: InFlightBatch, lo: int, hi: int,
                     fn: Callable[[InFlightState], InFlightState | None]) -> int:
@@ -560,9 +574,12 @@ class SharePartition:
             if new is not None:
                 batch.set(offset, new)
                 changed += 1
+                if self._changed and self._changed[-1][1] == offset - 1:
+                    self._changed[-1] = (self._changed[-1][0], offset)
+                else:
+                    self._changed.append((offset, offset))
         if changed:
             batch.maybe_merge()
-            self._changed.append((lo, hi))
         return changed
 
     def _transition_all(self, fn: Callable[[InFlightState], InFlightState | None]) -> int:

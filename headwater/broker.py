@@ -20,7 +20,7 @@ from .group.coordinator import GroupCoordinator
 from .limits import partition_capacity, raise_nofile_limit
 from .log.manager import LogManager
 from .log.partition_log import PartitionLog
-from .metadata.controller import Controller
+from .metadata.controller import METADATA_TOPIC, Controller
 from .metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, TopicImage
 from .metrics import MetricsServer
 from .txn.coordinator import TransactionCoordinator
@@ -29,7 +29,6 @@ from .wire.server import KafkaServer
 
 log = logging.getLogger("headwater.broker")
 
-METADATA_TOPIC = "__cluster_metadata"
 
 
 def now_ms() -> int:

@@ -41,6 +41,7 @@ from ..coordinator.runtime import NotReady
 from ..log.batch import has_transactional_batch, parse_header
 from ..log.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext
+from .cluster_metadata import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headwater.produce")
 ZERO_UUID = uuid.UUID(int=0)
+ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write internal topics
 _RETRY_AS_NOT_ENOUGH_REPLICAS = {
     E.coordinator_load_in_progress, E.coordinator_not_available, E.not_coordinator,
     E.concurrent_transactions}
@@ -128,6 +130,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 plog = broker.partition(topic.name, pd.index) if topic is not None else None
                 if plog is None:
                     parts_out.append(partition_error(pd.index, missing))
+                    continue
+                if topic.name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+                    # Kafka's rule: the coordinators' logs are theirs; a client's records
+                    # there would be replayed as group or transaction state.
+                    parts_out.append(partition_error(
+                        pd.index, E.invalid_topic_exception,
+                        f"Cannot append to internal topic {topic.name}"))
                     continue
                 if acks == -1 and plog.config.min_insync_replicas > 1:
                     parts_out.append(partition_error(

@@ -39,6 +39,7 @@ UNKNOWN_TOPIC_ID = 100
 PRODUCER_ID_BLOCK = 1000
 RECORDS_PER_BATCH = 500
 MAX_PARTITIONS = 100_000
+METADATA_TOPIC = "__cluster_metadata"
 # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: one admin request may not make more
 # metadata records than this (a CreateTopics of 10,000+ partitions is refused whole).
 MAX_RECORDS_PER_USER_OP = 10_000
@@ -160,8 +161,10 @@ class Controller:
         err = topic_name_error(t.name)
         if err:
             raise ControllerError(INVALID_TOPIC_EXCEPTION, err)
-        if t.name.startswith("__") and not allow_internal:
-            pass  # Kafka allows it, only its own internal topics are reserved
+        if t.name == METADATA_TOPIC:  # its log is the controller's; a client's
+            # records there would be replayed as metadata at the next start
+            raise ControllerError(INVALID_REQUEST,
+                                  f"Creation of internal topic {METADATA_TOPIC} is prohibited.")
         if t.name in self.image.topics_by_name or t.name in pending_names:
             raise ControllerError(TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
         key = collision_key(t.name)

@@ -1,0 +1,71 @@
+"""No client request may leave the broker unable to start again.
+
+Each test sends what a hostile or careless client could send, then restarts the broker
+and checks it serves. Found by the fuzzing campaign (tests/fuzz) and by reading what
+the requests can reach.
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+
+def create(bootstrap: str, *topics: NewTopic) -> dict[str, KafkaError | None]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    out = {}
+    for name, future in admin.create_topics(list(topics), operation_timeout=20).items():
+        try:
+            future.result(30)
+            out[name] = None
+        except Exception as exc:  # noqa: BLE001  KafkaException carries the error
+            out[name] = exc.args[0]
+    return out
+
+
+def produce_errors(bootstrap: str, topic: str, partitions: int) -> list[KafkaError | None]:
+    results: list[KafkaError | None] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "message.send.max.retries": 0})
+    for p in range(partitions):
+        producer.produce(topic, b"\x00\x09junk", key=b"\x00\x01\x00", partition=p,
+                         on_delivery=lambda err, msg: results.append(err))
+    assert producer.flush(20) == 0
+    return results
+
+
+@pytest.mark.timeout(120)
+def test_the_metadata_log_and_coordinator_logs_are_not_a_clients(broker_factory):
+    broker = broker_factory()
+    errors = create(broker.bootstrap, NewTopic("__cluster_metadata", 1, 1))
+    assert errors["__cluster_metadata"].code() == KafkaError.INVALID_REQUEST
+    assert "prohibited" in errors["__cluster_metadata"].str()
+    for internal in ("__consumer_offsets", "__transaction_state"):
+        errs = produce_errors(broker.bootstrap, internal, 3)
+        assert [e.code() for e in errs] == [KafkaError.TOPIC_EXCEPTION] * 3
+    broker.restart()
+    assert create(broker.bootstrap, NewTopic("after-restart", 1, 1)) == {"after-restart": None}
+
+
+@pytest.mark.timeout(120)
+def test_partitions_past_the_brokers_capacity_are_refused_and_it_restarts(broker_factory):
+    broker = broker_factory("--override", "headwater.max.partitions=130")
+    # 100 internal partitions (__consumer_offsets, __transaction_state) are held already.
+    errors = create(broker.bootstrap, NewTopic("fits", 20, 1), NewTopic("too-many", 20, 1))
+    assert errors["fits"] is None
+    assert errors["too-many"].code() == KafkaError.POLICY_VIOLATION
+    assert "limit of 130" in errors["too-many"].str()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    with pytest.raises(Exception, match="limit of 130"):
+        admin.create_partitions([NewPartitions("fits", 40)])["fits"].result(30)
+    broker.restart()
+    assert create(broker.bootstrap, NewTopic("small", 5, 1)) == {"small": None}
+
+
+@pytest.mark.timeout(120)
+def test_one_request_for_more_than_ten_thousand_partitions_is_refused_whole(broker_factory):
+    broker = broker_factory("--override", "headwater.max.partitions=50000")
+    errors = create(broker.bootstrap, NewTopic("huge-a", 10_000, 1), NewTopic("huge-b", 1, 1))
+    for name in ("huge-a", "huge-b"):
+        assert errors[name].code() == KafkaError.POLICY_VIOLATION
+        assert errors[name].str() == "Unable to perform excessively large batch operation."

@@ -11,14 +11,17 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_reference import KafkaReference, run_tool
+from tests.support.kafka_reference import KafkaReference, run_tool, tool_command
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -178,3 +181,176 @@ def test_kafka_features_describe(broker: BrokerProcess) -> None:
     assert features["metadata.version"] == ("3.3-IV3", "4.0-IV3", "4.0-IV3"), out
     assert features["group.version"] == ("0", "1", "1"), out
     assert features["transaction.version"] == ("0", "0", "0"), out
+
+
+# --- verifiable producer / consumers, kafka-consumer-groups ---------------------------
+
+
+class JsonTool:
+    """A long-running tool printing one JSON event per line (the verifiable clients);
+    a thread collects the events so the test can poll them with a deadline."""
+
+    def __init__(self, name: str, *args: str) -> None:
+        self.name = name
+        self.events: list[dict] = []
+        self.lock = threading.Lock()
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(tool_command(name, *args), stdout=subprocess.PIPE,
+                                     stderr=self.stderr, stdin=subprocess.DEVNULL,
+                                     text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                with self.lock:
+                    self.events.append(json.loads(line))
+
+    def of(self, kind: str) -> list[dict]:
+        with self.lock:
+            return [e for e in self.events if e.get("name") == kind]
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM: the tools' shutdown hooks close their clients (a consumer leaves its
+        group) and print shutdown_complete."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.reader.join(10)
+        return code
+
+    def diagnostics(self) -> str:
+        self.stderr.seek(0)
+        err = self.stderr.read().decode(errors="replace")[-3000:]
+        with self.lock:
+            tail = self.events[-5:]
+        return f"{self.name} exit={self.proc.poll()} last events={tail}\nstderr:\n{err}"
+
+
+def assignment(consumer: JsonTool) -> set[int]:
+    """The consumer's current partitions, from its assigned / revoked events (eager
+    rebalances revoke everything; cooperative and KIP-848 ones send deltas)."""
+    owned: set[int] = set()
+    with consumer.lock:
+        events = list(consumer.events)
+    for e in events:
+        if e["name"] == "partitions_assigned":
+            owned |= {p["partition"] for p in e["partitions"]}
+        elif e["name"] == "partitions_revoked":
+            owned -= {p["partition"] for p in e["partitions"]}
+    return owned
+
+
+def group_rows(out: str, group: str) -> dict[int, list[str]]:
+    """kafka-consumer-groups' table rows of `group`, by partition."""
+    rows = {}
+    for line in out.splitlines():
+        cols = line.split()
+        if len(cols) >= 4 and cols[0] == group and cols[2].isdigit():
+            rows[int(cols[2])] = cols
+    return rows
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_verifiable_clients_and_consumer_groups(broker: BrokerProcess, topic_name: str,
+                                                tmp_path: Path, protocol: str) -> None:
+    """Two VerifiableConsumers share a group (classic or KIP-848), then an idempotent
+    acks=all VerifiableProducer writes: every acked record is consumed exactly once and
+    the group's commits reach the end. Then kafka-consumer-groups describes the group
+    (lag 0), resets its offsets (dry run, then --execute) and deletes it."""
+    b = broker.bootstrap
+    partitions, count = 4, 2000
+    group = f"g-{topic_name}"
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic(topic_name, partitions, 1)])[topic_name].result(15)
+
+    consumers = [JsonTool("kafka-verifiable-consumer", "--bootstrap-server", b,
+                          "--topic", topic_name, "--group-id", group,
+                          "--group-protocol", protocol, "--verbose",
+                          "--reset-policy", "earliest") for _ in range(2)]
+    try:
+        def settled() -> bool:
+            owned = [assignment(c) for c in consumers]
+            return (all(owned) and not owned[0] & owned[1]
+                    and owned[0] | owned[1] == set(range(partitions)))
+        try:
+            poll_until(settled, 60, "both consumers assigned")
+        except AssertionError as exc:
+            raise AssertionError("\n".join(c.diagnostics() for c in consumers)) from exc
+
+        config = tmp_path / "producer.properties"
+        config.write_text("enable.idempotence=true\nacks=all\nretries=2147483647\n")
+        producer = run_tool("kafka-verifiable-producer", "--bootstrap-server", b,
+                            "--topic", topic_name, "--max-messages", str(count),
+                            "--acks", "-1", "--repeating-keys", "97",
+                            "--command-config", str(config), timeout=120)
+        events = [json.loads(line) for line in producer.stdout.splitlines()
+                  if line.startswith("{")]
+        acked = {(e["partition"], e["offset"]): e["value"] for e in events
+                 if e["name"] == "producer_send_success"}
+        assert len(acked) == count
+        assert not [e for e in events if e["name"] == "producer_send_error"]
+        assert sorted(acked.values(), key=int) == [str(i) for i in range(count)]
+        ends = {p: 0 for p in range(partitions)}
+        for p, o in acked:
+            ends[p] = max(ends[p], o + 1)
+        assert all(ends.values()), ends  # keyed records reach every partition
+
+        def records() -> list[tuple[int, int, str]]:
+            return [(r["partition"], r["offset"], r["value"])
+                    for c in consumers for r in c.of("record_data")]
+
+        def committed() -> dict[int, int]:
+            last: dict[int, int] = {}
+            for c in consumers:
+                for e in c.of("offsets_committed"):
+                    assert e["success"], e
+                    for o in e["offsets"]:
+                        last[o["partition"]] = max(last.get(o["partition"], 0), o["offset"])
+            return last
+
+        try:
+            poll_until(lambda: len(records()) >= count
+                       and all(committed().get(p, 0) == ends[p] for p in ends), 60,
+                       "all records consumed and committed")
+        except AssertionError as exc:
+            raise AssertionError("\n".join(c.diagnostics() for c in consumers)) from exc
+        seen = records()
+        assert len(seen) == count, "a record was consumed twice"
+        assert {(p, o): v for p, o, v in seen} == acked
+        assert all(c.of("records_consumed") for c in consumers), "one consumer idle"
+    finally:
+        codes = [c.stop() for c in consumers]
+    assert all(c.of("shutdown_complete") for c in consumers), codes
+
+    desc = tool("kafka-consumer-groups", b, "--describe", "--group", group).stdout
+    rows = group_rows(desc, group)
+    assert set(rows) == set(range(partitions)), desc
+    for p, cols in rows.items():
+        assert (int(cols[3]), int(cols[4]), cols[5]) == (ends[p], ends[p], "0"), desc
+
+    def committed_offsets() -> dict[int, int]:
+        req = ConsumerGroupTopicPartitions(group)
+        (res,) = admin.list_consumer_group_offsets([req]).values()
+        return {tp.partition: tp.offset for tp in res.result(15).topic_partitions}
+
+    reset = ("--reset-offsets", "--group", group, "--topic", topic_name, "--to-earliest")
+    dry = tool("kafka-consumer-groups", b, *reset, "--dry-run").stdout
+    assert {p: cols[3] for p, cols in group_rows(dry, group).items()} == {
+        p: "0" for p in range(partitions)}, dry
+    assert committed_offsets() == ends, "a dry run changed the offsets"
+    tool("kafka-consumer-groups", b, *reset, "--execute")
+    assert committed_offsets() == {p: 0 for p in range(partitions)}
+    desc = tool("kafka-consumer-groups", b, "--describe", "--group", group).stdout
+    assert {p: int(cols[5]) for p, cols in group_rows(desc, group).items()} == ends, desc
+
+    out = tool("kafka-consumer-groups", b, "--delete", "--group", group).stdout
+    assert f"Deletion of requested consumer groups ('{group}') was successful." in out, out
+    listed = admin.list_consumer_groups().result(15).valid
+    assert group not in {g.group_id for g in listed}

@@ -1,0 +1,65 @@
+"""The record-state transition table, exhaustively (Kafka's RecordState.validateTransition
+and InFlightState.tryUpdateState)."""
+
+from __future__ import annotations
+
+import pytest
+
+from headwater.share.record_state import (
+    ACK_EVENTS,
+    TRANSITIONS,
+    AcknowledgeType,
+    CountOp,
+    Event,
+    RecordState,
+    Step,
+    step,
+)
+
+S, E = RecordState, Event
+
+
+def test_ids_are_kafkas():
+    assert [int(s) for s in S] == [0, 1, 2, 4]
+    assert [int(t) for t in AcknowledgeType] == [0, 1, 2, 3, 4]
+    assert ACK_EVENTS[1] is E.ACCEPT and ACK_EVENTS[0] is E.GAP and ACK_EVENTS[4] is E.RENEW
+
+
+@pytest.mark.parametrize("state", list(S))
+@pytest.mark.parametrize("event", list(E))
+def test_every_pair(state: RecordState, event: Event):
+    got = step(state, event, 1, 5)
+    legal = {
+        S.AVAILABLE: {E.ACQUIRE, E.ARCHIVE},
+        S.ACQUIRED: set(E) - {E.ACQUIRE},
+        S.ACKNOWLEDGED: set(),
+        S.ARCHIVED: set(),
+    }[state]
+    assert (got is not None) == (event in legal)
+    if got is not None:
+        assert got.state is not S.ACQUIRED or got.arm_lock
+
+
+def test_acknowledgement_outcomes():
+    assert step(S.ACQUIRED, E.ACCEPT, 1, 5) == Step(S.ACKNOWLEDGED)
+    assert step(S.ACQUIRED, E.REJECT, 1, 5) == Step(S.ARCHIVED)
+    assert step(S.ACQUIRED, E.GAP, 1, 5) == Step(S.ARCHIVED)
+    assert step(S.ACQUIRED, E.RELEASE, 1, 5) == Step(S.AVAILABLE)
+    assert step(S.ACQUIRED, E.RENEW, 1, 5) == Step(S.ACQUIRED, arm_lock=True)
+    assert step(S.AVAILABLE, E.ACQUIRE, 0, 5) == Step(S.ACQUIRED, CountOp.INCREASE, True)
+
+
+@pytest.mark.parametrize("event", [E.RELEASE, E.LOCK_TIMEOUT])
+def test_delivery_count_limit_archives(event: Event):
+    assert step(S.ACQUIRED, event, 4, 5).state is S.AVAILABLE
+    assert step(S.ACQUIRED, event, 5, 5) == Step(S.ARCHIVED)
+
+
+def test_member_left_decreases_and_ignores_the_limit():
+    assert step(S.ACQUIRED, E.MEMBER_LEFT, 5, 5) == Step(S.AVAILABLE, CountOp.DECREASE)
+
+
+def test_terminal_states_have_no_way_out():
+    assert TRANSITIONS[S.ACKNOWLEDGED] == {} and TRANSITIONS[S.ARCHIVED] == {}
+    assert S.ACKNOWLEDGED.is_terminal and S.ARCHIVED.is_terminal
+    assert not S.AVAILABLE.is_terminal and not S.ACQUIRED.is_terminal

@@ -4,15 +4,15 @@ share coordinator's persisted-state records. Sans-IO; not yet wired into the API
 
 from .config import AcquireMode, OffsetReset, SharePartitionConfig, initial_start_offset
 from .inflight import InFlightState
-from .partition import (
+from .outcomes import (
     AcknowledgementBatch,
     AcknowledgeResult,
     AcquiredRecords,
     AcquireResult,
     Outcome,
     ReleaseResult,
-    SharePartition,
 )
+from .partition import SharePartition
 from .record_state import AcknowledgeType, Event, RecordState
 from .records import ShareSnapshot, ShareUpdate, StateBatch, StateWrite, apply_update
 

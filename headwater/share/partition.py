@@ -47,12 +47,19 @@ import heapq
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
 from .config import AcquireMode, SharePartitionConfig
 from .inflight import AVAILABLE_NEW, InFlightBatch, InFlightState
+from .outcomes import (
+    AcknowledgementBatch,
+    AcknowledgeResult,
+    AcquiredRecords,
+    AcquireResult,
+    Outcome,
+    ReleaseResult,
+)
 from .record_state import ACK_EVENTS, AcknowledgeType, Event, RecordState, step
 from .records import UNCHANGED, ShareSnapshot, StateBatch, StateWrite
 
@@ -62,49 +69,6 @@ INVALID_RECORD_STATE = int(ErrorCode.invalid_record_state)
 
 A = RecordState.AVAILABLE
 Q = RecordState.ACQUIRED
-
-
-class AcquiredRecords(NamedTuple):
-    """ShareFetch's AcquiredRecords entry."""
-
-    first_offset: int
-    last_offset: int
-    delivery_count: int
-
-
-class AcknowledgementBatch(NamedTuple):
-    """ShareFetch/ShareAcknowledge's AcknowledgementBatches entry: one type for the
-    whole range, or one per offset."""
-
-    first_offset: int
-    last_offset: int
-    acknowledge_types: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What an operation asks the caller to persist (`write`, None when nothing), and
-    the sequence number `rollback` checks."""
-
-    write: StateWrite | None
-    seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class AcquireResult(Outcome):
-    records: tuple[AcquiredRecords, ...]
-    count: int  # records acquired (what MaxRecords is measured against)
-
-
-@dataclass(frozen=True, slots=True)
-class AcknowledgeResult(Outcome):
-    error_code: int  # the partition's AcknowledgeErrorCode: first failing batch's, or NONE
-    batch_errors: tuple[int, ...]  # one per acknowledgement batch, in request order
-
-
-@dataclass(frozen=True, slots=True)
-class ReleaseResult(Outcome):
-    released: int  # records that changed state
 
 
 @dataclass(slots=True)

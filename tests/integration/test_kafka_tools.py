@@ -354,3 +354,46 @@ def test_verifiable_clients_and_consumer_groups(broker: BrokerProcess, topic_nam
     assert f"Deletion of requested consumer groups ('{group}') was successful." in out, out
     listed = admin.list_consumer_groups().result(15).valid
     assert group not in {g.group_id for g in listed}
+
+
+# --- transactions ---------------------------------------------------------------------
+
+
+def table(out: str) -> list[dict[str, str]]:
+    """kafka-transactions' tab-separated tables as dicts (header row first)."""
+    lines = [line.split("\t") for line in out.strip().splitlines() if line.strip()]
+    header = [h.strip() for h in lines[0]]
+    return [dict(zip(header, (c.strip() for c in row), strict=False)) for row in lines[1:]]
+
+
+def test_java_transactional_producer_and_kafka_transactions(broker: BrokerProcess,
+                                                            topic_name: str) -> None:
+    """Kafka's perf producer in transactions of ~100 ms (a Java transactional producer),
+    then kafka-transactions lists and describes its id, and a read_committed console
+    consumer sees every committed record exactly once."""
+    b = broker.bootstrap
+    count, txn_id = 3000, f"tx-{topic_name}"
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic(topic_name, 3, 1)])[topic_name].result(15)
+    perf = run_tool("kafka-producer-perf-test", "--bootstrap-server", b, "--topic", topic_name,
+                    "--num-records", str(count), "--payload-monotonic", "--throughput", "-1",
+                    "--transactional-id", txn_id, "--transaction-duration-ms", "100",
+                    timeout=120)
+    assert re.search(rf"^{count} records sent", perf.stdout, re.M), perf.stdout
+
+    listed = [r for r in table(tool("kafka-transactions", b, "list").stdout)
+              if r["TransactionalId"] == txn_id]
+    assert len(listed) == 1 and listed[0]["TransactionState"] == "CompleteCommit", listed
+    (desc,) = table(tool("kafka-transactions", b, "describe", "--transactional-id",
+                         txn_id).stdout)
+    assert desc["TransactionalId"] == txn_id
+    assert desc["TransactionState"] == "CompleteCommit"
+    assert desc["ProducerId"] == listed[0]["ProducerId"]
+    assert desc["CoordinatorId"] == "1"
+
+    consumed = tool("kafka-console-consumer", b, "--topic", topic_name, "--from-beginning",
+                    "--isolation-level", "read_committed", "--max-messages", str(count),
+                    "--timeout-ms", "30000", timeout=90)
+    values = consumed.stdout.split()
+    assert sorted(map(int, values)) == list(range(count)), consumed.stderr[-2000:]
+    assert f"Processed a total of {count} messages" in consumed.stderr

@@ -10,7 +10,7 @@ EDITABLE := --config-settings editable_mode=compat
 # Spark's Python workers must run the venv's interpreter (pyarrow, the connector).
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: run test lint bench bench-spark soak clean java kcat kafka
+.PHONY: run test lint bench bench-spark soak fuzz clean java kcat kafka
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -73,6 +73,14 @@ bench-spark: $(STAMP) java
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow tests
+
+# The long fuzzing campaign (make test runs a short one): FUZZ_REQUESTS mutated requests
+# from seed FUZZ_SEED against one broker, a canary client beside it (tests/fuzz).
+FUZZ_REQUESTS ?= 1000000
+FUZZ_SEED ?= 16
+fuzz: $(STAMP)
+	HEADWATER_FUZZ_REQUESTS=$(FUZZ_REQUESTS) HEADWATER_FUZZ_SEED=$(FUZZ_SEED) \
+	  $(BIN)/python -m pytest -q -s tests/fuzz
 
 clean:
 	rm -rf $(VENV) data .kafka

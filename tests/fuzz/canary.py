@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -94,3 +94,25 @@ class Canary:
         if not self.acked:
             out.append("nothing was acknowledged")
         return out
+
+
+def read_back(bootstrap: str, topic: str, timeout: float = 30.0) -> list[int]:
+    """Every record of the canary's topic, read from the start until the end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "canary-check",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    out: list[int] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    break
+                continue
+            out.append(int(msg.value()))
+    finally:
+        consumer.close()
+    return out

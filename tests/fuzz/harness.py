@@ -1,8 +1,9 @@
 """A mutation fuzzer for the Kafka wire protocol, run against a live broker.
 
 Seeds are real requests recorded from confluent-kafka, kafka-python and aiokafka
-(`seeds/*.jsonl`, made by `record_seeds.py`). Each request sent is one seed with one to
-three mutations: bit flips, interesting bytes, extreme 16/32/64-bit integers and 5-byte
+(`seeds/*.jsonl`, made by `record_seeds.py`). Half the requests sent are structured
+mutations (`structured.py`: decoded, one value changed, encoded again), so they reach the
+handlers; the other half are one seed with one to three byte-level mutations: bit flips, interesting bytes, extreme 16/32/64-bit integers and 5-byte
 varints written over any position (which is how length and count fields get changed),
 truncation, insertion, deletion and duplication of chunks, a splice of two seeds, and a
 change of api version under an unchanged body. The size prefix is then made to match,
@@ -25,6 +26,8 @@ import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.fuzz.structured import StructuredMutator, decode_seeds
 
 SEEDS_DIR = Path(__file__).parent / "seeds"
 _SIZE = struct.Struct(">i")
@@ -50,9 +53,12 @@ _VARINTS = [b"\xff\xff\xff\xff\x0f", b"\xff\xff\xff\xff\x07", b"\x80\x80\x80\x80
 class Mutator:
     """Deterministic for a given RNG: the same seed gives the same campaign."""
 
-    def __init__(self, seeds: list[bytes], rng: random.Random) -> None:
+    def __init__(self, seeds: list[bytes], rng: random.Random,
+                 structured: float = 0.5) -> None:
         self.seeds = [s[4:] for s in seeds]  # bodies without the size prefix
         self.rng = rng
+        self.structured = StructuredMutator(decode_seeds(seeds), rng)
+        self.structured_share = structured
         self.ops = [self.flip_bits, self.interesting_byte, self.extreme_int,
                     self.huge_varint, self.truncate, self.insert, self.delete,
                     self.duplicate, self.splice, self.other_version]
@@ -60,6 +66,11 @@ class Mutator:
 
     def frame(self) -> bytes:
         rng = self.rng
+        if rng.random() < self.structured_share:
+            frame = self.structured.frame()
+            if frame is not None:
+                self.used["structured"] += 1
+                return frame
         data = bytearray(rng.choice(self.seeds))
         for _ in range(rng.choice((1, 1, 1, 2, 3))):
             op = rng.choice(self.ops)

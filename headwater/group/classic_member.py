@@ -50,7 +50,9 @@ class ClassicMember:
         return self.sync_responder is not None
 
     def protocol_names(self) -> list[str]:
-        return [name for name, _ in self.protocols]
+        """Each name once, in preference order: a JoinGroup may repeat a protocol, and the
+        group's vote count must see one vote per member (else no protocol gets them all)."""
+        return list(dict.fromkeys(name for name, _ in self.protocols))
 
     def metadata(self, protocol: str | None) -> bytes:
         for name, data in self.protocols:

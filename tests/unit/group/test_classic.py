@@ -383,3 +383,15 @@ def test_join_converts_an_empty_consumer_group_but_not_a_busy_one():
     assert first.error == 79
     assert [r.key for r in ctx.last_records] == [{"group": "other-records-of-g"}]
     assert group_of(ctx).pending_join == {first.value["member_id"]}
+
+
+def test_a_member_listing_a_protocol_twice_still_completes_the_join():
+    """Found by fuzzing: a JoinGroup whose protocols repeat a name counted twice in the
+    group's votes, so no protocol had every member's vote and the join raised."""
+    ctx = GroupContext({"t": 2}, **NO_DELAY)
+    first = join(ctx, client="dup", protocols=RANGE * 3)
+    parked = join(ctx, first.value["member_id"], client="dup", protocols=RANGE * 3)
+    ctx.advance(0)  # the join phase completes on the timer
+    assert parked.done and parked.value["error_code"] == 0
+    assert parked.value["protocol_name"] == "range"
+    assert group_of(ctx).state is State.COMPLETING_REBALANCE

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker_process import BrokerProcess
@@ -397,3 +397,67 @@ def test_java_transactional_producer_and_kafka_transactions(broker: BrokerProces
     values = consumed.stdout.split()
     assert sorted(map(int, values)) == list(range(count)), consumed.stderr[-2000:]
     assert f"Processed a total of {count} messages" in consumed.stderr
+
+
+# --- kafka-dump-log over headwater's internal topics ------------------------------------
+
+
+def segment_files(data_dir: Path, topic: str) -> list[str]:
+    """The non-empty segment files of every partition of an internal topic."""
+    return sorted(str(f) for f in data_dir.glob(f"{topic}-*/*.log") if f.stat().st_size)
+
+
+def decoded(out: str) -> list[tuple[dict, dict | None]]:
+    """(key, payload) of every record kafka-dump-log decoded."""
+    pairs = []
+    for line in out.splitlines():
+        m = re.search(r" key: (\{.*\}) payload: (.*)$", line)
+        if m:
+            payload = m.group(2).strip()
+            pairs.append((json.loads(m.group(1)),
+                          None if payload in ("", "null", "<DELETE>") else json.loads(payload)))
+    return pairs
+
+
+def test_kafka_dump_log_decodes_headwater_internal_topics(broker: BrokerProcess,
+                                                          topic_name: str) -> None:
+    """Kafka's own decoders read headwater's `__consumer_offsets` (a group's committed
+    offsets, transactional ones included) and `__transaction_state` segment files."""
+    b = broker.bootstrap
+    group, txn_id = f"g-{topic_name}", f"tx-{topic_name}"
+    produce(b, topic_name, 5, partition=0)
+    consumer = Consumer({"bootstrap.servers": b, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic_name, 0, 3)], asynchronous=False)
+    finally:
+        consumer.close()
+    producer = Producer({"bootstrap.servers": b, "transactional.id": txn_id})
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    producer.produce(topic_name, b"in-txn", partition=0)
+    meta = Consumer({"bootstrap.servers": b, "group.id": group})
+    try:
+        producer.send_offsets_to_transaction([TopicPartition(topic_name, 0, 5)],
+                                             meta.consumer_group_metadata())
+    finally:
+        meta.close()
+    producer.commit_transaction(15)
+
+    offsets = run_tool("kafka-dump-log", "--offsets-decoder", "--files",
+                   ",".join(segment_files(broker.data_dir, "__consumer_offsets")))
+    ours = [(k, v) for k, v in decoded(offsets.stdout)
+            if k.get("type") == "1" and k["data"].get("group") == group]
+    assert [(k["data"]["topic"], k["data"]["partition"], v["data"]["offset"])
+            for k, v in ours] == [(topic_name, 0, 3), (topic_name, 0, 5)], offsets.stdout[-3000:]
+    assert "endTxnMarker: COMMIT" in offsets.stdout
+
+    txns = run_tool("kafka-dump-log", "--transaction-log-decoder", "--files",
+                ",".join(segment_files(broker.data_dir, "__transaction_state")))
+    ours = [v["data"] for k, v in decoded(txns.stdout)
+            if v is not None and k["data"].get("transactionalId") == txn_id]
+    # Kafka's TransactionState ids: Empty 0, Ongoing 1, PrepareCommit 2, CompleteCommit 4.
+    assert [v["transactionStatus"] for v in ours] == [0, 1, 1, 2, 4], txns.stdout[-3000:]
+    prepare = {p["topic"]: p["partitionIds"] for p in ours[3]["transactionPartitions"]}
+    assert set(prepare) == {"__consumer_offsets", topic_name} and prepare[topic_name] == [0]
+    assert ours[-1]["transactionPartitions"] == []

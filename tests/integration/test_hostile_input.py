@@ -156,3 +156,18 @@ def test_null_where_schema_forbids_it_is_refused(broker, raw):
     assert raw.is_closed_by_peer()
     healthy(broker)
     assert "Unhandled exception" not in broker.logs()
+
+
+def test_join_group_repeating_a_protocol_is_answered(broker, raw):
+    """Found by the fuzzer: a JoinGroup listing "range" twice counted two votes for its
+    one member, so completing the join raised in a timer and no answer ever came."""
+    body = {"group_id": "dup-protocols", "session_timeout": 10000, "rebalance_timeout": 10000,
+            "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"\x00\x01"}] * 2}
+    first = raw.request(11, 5, body)
+    assert int(first.error_code) == 79  # MEMBER_ID_REQUIRED
+    raw.sock.settimeout(30)
+    joined = raw.request(11, 5, {**body, "member_id": first.member_id}, correlation_id=2)
+    assert int(joined.error_code) == 0 and joined.protocol_name == "range"
+    healthy(broker)
+    assert "Traceback" not in broker.logs()

@@ -1,0 +1,239 @@
+"""ShareFetch (78) and ShareAcknowledge (79), v1-v2: share sessions, acknowledgements and
+acquisition of records from share-partitions (KIP-932).
+
+A ShareFetch first applies its acknowledgements, then acquires from the session's
+partitions in turn (the starting partition rotates, so one busy partition does not
+starve the others) until MaxRecords or MaxBytes; with nothing acquired it waits up to
+MaxWaitMs, woken by an append, an acknowledgement, a release or a lock expiry on one of
+them. Each acknowledgement is answered only after its state write was persisted.
+
+The responses name exactly the partitions of the request, plus, for a ShareFetch, those
+of its session that acquired records (librdkafka 2.16 crashes on any other partition).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..share.config import AcquireMode
+from ..share.manager import PartitionFetch, ShareError, SharePartitionManager
+from ..share.outcomes import AcknowledgementBatch
+from ..share.sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    ShareSession,
+    ShareSessionCache,
+    ShareSessionError,
+)
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger("headwater.share")
+RENEW = 4
+Key = tuple[uuid.UUID, int]
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    manager = SharePartitionManager(broker)
+    sessions = ShareSessionCache(broker.config.get_int("group.share.max.share.sessions", 2000))
+    broker.api_state["share_partitions"] = manager
+    broker.api_state["share_sessions"] = sessions
+    rotation = itertools.count()
+
+    listen = getattr(broker.groups, "add_share_member_listener", None)
+    if listen is not None:
+        def member_left(group_id: str, member_id: str) -> None:
+            sessions.close(group_id, member_id)
+            asyncio.ensure_future(manager.release_member(group_id, member_id))
+
+        listen(member_left)
+
+    def leader_entry(index: int) -> dict:
+        return {"partition_index": index, "current_leader": {
+            "leader_id": broker.node_id, "leader_epoch": 0}}
+
+    def top_error(code: E, message: str, lock_ms: int = 0) -> dict:
+        return {"throttle_time": 0, "error_code": code, "error_message": message,
+                "acquisition_lock_timeout": lock_ms, "responses": (), "node_endpoints": ()}
+
+    def requested(topics: Iterable[Any]) -> dict[Key, tuple[AcknowledgementBatch, ...]]:
+        out: dict[Key, tuple[AcknowledgementBatch, ...]] = {}
+        for t in topics:
+            for p in t.partitions:
+                out[(t.topic_id, p.partition_index)] = tuple(
+                    AcknowledgementBatch(b.first_offset, b.last_offset,
+                                         tuple(b.acknowledge_types))
+                    for b in p.acknowledgement_batches)
+        return out
+
+    async def acknowledge_all(group_id: str, member_id: str,
+                              acks: dict[Key, tuple[AcknowledgementBatch, ...]],
+                              renew_allowed: bool) -> dict[Key, E]:
+        results: dict[Key, E] = {}
+        for key, batches in acks.items():
+            if not batches:
+                continue
+            if not renew_allowed and any(RENEW in b.acknowledge_types for b in batches):
+                results[key] = E.invalid_request
+                continue
+            results[key] = await manager.acknowledge((group_id, *key), member_id, batches)
+        return results
+
+    def check_ids(req: Any) -> tuple[E, str] | None:
+        if not req.group_id:
+            return E.invalid_group_id, "The group id is empty"
+        if not req.member_id:
+            return E.unknown_member_id, "The member id is empty"
+        return None
+
+    # ---- ShareFetch ------------------------------------------------------------------
+    async def share_fetch(ctx: RequestContext, req: Any) -> dict:
+        group_id, member_id, epoch = req.group_id, req.member_id, req.share_session_epoch
+        bad = check_ids(req)
+        if bad is not None:
+            return top_error(*bad)
+        lock_ms = manager.lock_duration_ms(group_id)
+        wanted = requested(req.topics)
+        forgotten = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
+        has_acks = any(wanted.values())
+        renew = bool(getattr(req, "is_renew_ack", False))
+        try:
+            if epoch == INITIAL_EPOCH:
+                if has_acks:
+                    return top_error(E.invalid_request, "Acknowledgements are not allowed "
+                                     "when opening a share session", lock_ms)
+                session, old = sessions.open(group_id, member_id)
+                if old is not None:
+                    await manager.release_member(group_id, member_id, list(old.partitions))
+            else:
+                session = sessions.resolve(group_id, member_id, epoch)
+        except ShareSessionError as exc:
+            return top_error(exc.code, exc.message, lock_ms)
+        if epoch == FINAL_EPOCH:
+            if forgotten or any(k not in session.partitions for k in wanted):
+                return top_error(E.invalid_request, "A final share fetch cannot change the "
+                                 "session's partitions", lock_ms)
+            ack_errors = await acknowledge_all(group_id, member_id, wanted, False)
+            sessions.close(group_id, member_id)
+            await manager.release_member(group_id, member_id, list(session.partitions))
+            return respond(wanted, ack_errors, {}, {}, lock_ms)
+        for key in wanted:
+            session.partitions[key] = None
+        for key in forgotten:
+            session.partitions.pop(key, None)
+        ack_errors = await acknowledge_all(group_id, member_id, wanted, renew)
+        if epoch != INITIAL_EPOCH:
+            sessions.advance(session)
+        if renew:  # KIP-1222: a renewal is not a fetch
+            return respond(wanted, ack_errors, {}, {}, lock_ms)
+        fetched, errors = await acquire(session, req)
+        return respond(wanted, ack_errors, fetched, errors, lock_ms)
+
+    async def acquire(session: ShareSession, req: Any
+                      ) -> tuple[dict[Key, PartitionFetch], dict[Key, ShareError]]:
+        fetched: dict[Key, PartitionFetch] = {}
+        errors: dict[Key, ShareError] = {}
+        keys = list(session.partitions)
+        if not keys:
+            return fetched, errors
+        turn = next(rotation) % len(keys)
+        keys = keys[turn:] + keys[:turn]
+        mode = AcquireMode(getattr(req, "share_acquire_mode", 0) or 0)
+        max_records = req.max_records if req.max_records > 0 else 500
+        batch_size = req.batch_size if req.batch_size > 0 else None
+        wait_s = max(0.0, req.max_wait.total_seconds())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+            left = max_records
+            for key in keys:
+                if left <= 0 or budget <= 0:
+                    break
+                if key in errors or key in fetched:
+                    continue
+                try:
+                    got = await manager.fetch((session.group_id, *key), session.member_id,
+                                              left, budget, mode, batch_size)
+                except ShareError as exc:
+                    errors[key] = exc
+                    continue
+                if got.acquired:
+                    fetched[key] = got
+                    left -= sum(r.last_offset - r.first_offset + 1 for r in got.acquired)
+                    budget -= len(got.records)
+            if fetched or errors:
+                return fetched, errors
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return fetched, errors
+            await manager.wait(keys, remaining)
+
+    def respond(wanted: dict[Key, Any], ack_errors: dict[Key, E],
+                fetched: dict[Key, PartitionFetch], errors: dict[Key, ShareError],
+                lock_ms: int) -> dict:
+        by_topic: dict[uuid.UUID, list[dict]] = {}
+        for key in dict.fromkeys([*wanted, *fetched, *errors]):
+            entry = leader_entry(key[1])
+            err = errors.get(key)
+            got = fetched.get(key)
+            entry.update(
+                error_code=err.code if err else E.none,
+                error_message=(err.message or None) if err else None,
+                acknowledge_error_code=int(ack_errors.get(key, E.none)),
+                records=got.records if got else None,
+                acquired_records=[{"first_offset": r.first_offset,
+                                   "last_offset": r.last_offset,
+                                   "delivery_count": r.delivery_count}
+                                  for r in (got.acquired if got else ())])
+            by_topic.setdefault(key[0], []).append(entry)
+        return {"throttle_time": 0, "error_code": E.none, "error_message": None,
+                "acquisition_lock_timeout": lock_ms,
+                "responses": [{"topic_id": tid, "partitions": parts}
+                              for tid, parts in by_topic.items()],
+                "node_endpoints": ()}
+
+    # ---- ShareAcknowledge ------------------------------------------------------------
+    async def share_acknowledge(ctx: RequestContext, req: Any) -> dict:
+        group_id, member_id, epoch = req.group_id, req.member_id, req.share_session_epoch
+        bad = check_ids(req)
+        if bad is not None:
+            return top_error(*bad)
+        lock_ms = manager.lock_duration_ms(group_id)
+        if epoch == INITIAL_EPOCH:
+            return top_error(E.invalid_share_session_epoch,
+                             "ShareAcknowledge cannot open a share session", lock_ms)
+        try:
+            session = sessions.resolve(group_id, member_id, epoch)
+        except ShareSessionError as exc:
+            return top_error(exc.code, exc.message, lock_ms)
+        wanted = requested(req.topics)
+        ack_errors = await acknowledge_all(group_id, member_id, wanted,
+                                           bool(getattr(req, "is_renew_ack", False)))
+        if epoch == FINAL_EPOCH:
+            sessions.close(group_id, member_id)
+            await manager.release_member(group_id, member_id, list(session.partitions))
+        else:
+            sessions.advance(session)
+        by_topic: dict[uuid.UUID, list[dict]] = {}
+        for key in wanted:
+            entry = leader_entry(key[1])
+            entry["error_code"] = ack_errors.get(key, E.none)
+            by_topic.setdefault(key[0], []).append(entry)
+        return {"throttle_time": 0, "error_code": E.none, "error_message": None,
+                "acquisition_lock_timeout": lock_ms,
+                "responses": [{"topic_id": tid, "partitions": parts}
+                              for tid, parts in by_topic.items()],
+                "node_endpoints": ()}
+
+    dispatcher.register(78, 1, 2, share_fetch)
+    dispatcher.register(79, 1, 2, share_acknowledge)

@@ -1,0 +1,383 @@
+"""The share-partition leaders of this broker, with their I/O: the log they hand records
+from, the share coordinator that persists their state, timers for acquisition locks,
+and the wake-ups a waiting ShareFetch needs (Kafka's `SharePartitionManager`).
+
+A leader is created on the first fetch of its (group, topic, partition): its state is
+read from the share coordinator, or, for a share-partition nothing was persisted for,
+started where `share.auto.offset.reset` says and initialized there at once (so a
+restart does not move a `latest` start). Operations on one leader run one at a time
+(an asyncio lock): each asks the sans-IO `SharePartition` for the change, persists the
+state write it returns before anyone is told, and rolls the change back if the write
+fails. Idle leaders are dropped from memory and read back on their next fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from ..log.batch import iter_batches
+from ..log.errors import LogError
+from .config import AcquireMode, OffsetReset, SharePartitionConfig, initial_start_offset
+from .outcomes import AcknowledgementBatch, AcquiredRecords, Outcome
+from .partition import SharePartition
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger("headwater.share")
+
+LeaderKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
+READ_COMMITTED = "read_committed"
+_NOT_INITIALIZED = {int(ErrorCode.unknown_topic_or_partition), int(ErrorCode.invalid_request)}
+# What a failed state write means to the client (Kafka's SharePartition.fetchPersisterError).
+_WRITE_ERRORS = {
+    int(ErrorCode.fenced_state_epoch): ErrorCode.not_leader_or_follower,
+    int(ErrorCode.fenced_leader_epoch): ErrorCode.not_leader_or_follower,
+    int(ErrorCode.coordinator_not_available): ErrorCode.coordinator_not_available,
+    int(ErrorCode.coordinator_load_in_progress): ErrorCode.coordinator_not_available,
+    int(ErrorCode.not_coordinator): ErrorCode.coordinator_not_available,
+    int(ErrorCode.group_id_not_found): ErrorCode.group_id_not_found,
+    int(ErrorCode.unknown_topic_or_partition): ErrorCode.unknown_topic_or_partition,
+}
+
+
+class ShareError(Exception):
+    def __init__(self, code: ErrorCode, message: str = "") -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+@dataclass(slots=True)
+class PartitionFetch:
+    """What one share-partition gives a ShareFetch: batches and the acquired ranges."""
+
+    records: bytes = b""
+    acquired: tuple[AcquiredRecords, ...] = ()
+
+
+@dataclass(slots=True)
+class _Leader:
+    key: LeaderKey
+    part: SharePartition
+    topic: str
+    isolation: str
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    timer: asyncio.TimerHandle | None = None
+    timer_at: int = 0
+    last_used_ms: int = 0
+
+
+class SharePartitionManager:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._leaders: dict[LeaderKey, _Leader] = {}
+        self._loading: dict[LeaderKey, asyncio.Future[_Leader]] = {}
+        self._waiters: dict[tuple[uuid.UUID, int], set[asyncio.Future[None]]] = {}
+        self._hooked: set[int] = set()
+        self.idle_ms = 10 * 60_000
+
+    # ---- configuration -------------------------------------------------------------
+    def group_config(self, group_id: str) -> dict[str, str]:
+        groups = self.broker.groups
+        getter = getattr(groups, "share_group_config", None)
+        return dict(getter(group_id)) if getter is not None else {}
+
+    def partition_config(self, group_id: str) -> SharePartitionConfig:
+        cfg = self.group_config(group_id)
+        defaults = SharePartitionConfig()
+        return SharePartitionConfig(
+            record_lock_duration_ms=int(cfg.get("share.record.lock.duration.ms",
+                                                defaults.record_lock_duration_ms)),
+            delivery_count_limit=int(cfg.get("share.delivery.count.limit",
+                                             defaults.delivery_count_limit)),
+            max_record_locks=int(cfg.get("share.partition.max.record.locks",
+                                         defaults.max_record_locks)))
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return self.partition_config(group_id).record_lock_duration_ms
+
+    # ---- leaders -------------------------------------------------------------------
+    def _topic_name(self, topic_id: uuid.UUID) -> str:
+        topic = self.broker.image.topic_by_id(topic_id)
+        if topic is None:
+            raise ShareError(ErrorCode.unknown_topic_id)
+        return topic.name
+
+    def _plog(self, topic: str, partition: int) -> Any:
+        plog = self.broker.partition(topic, partition)
+        if plog is None:
+            raise ShareError(ErrorCode.unknown_topic_or_partition)
+        return plog
+
+    async def leader(self, key: LeaderKey) -> _Leader:
+        leader = self._leaders.get(key)
+        if leader is not None:
+            return leader
+        loading = self._loading.get(key)
+        if loading is not None:
+            return await asyncio.shield(loading)
+        fut: asyncio.Future[_Leader] = asyncio.get_running_loop().create_future()
+        self._loading[key] = fut
+        try:
+            leader = await self._load(key)
+            self._leaders[key] = leader
+            fut.set_result(leader)
+            return leader
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: later waiters get it through `await`
+            raise
+        finally:
+            self._loading.pop(key, None)
+
+    async def _load(self, key: LeaderKey) -> _Leader:
+        group_id, topic_id, partition = key
+        topic = self._topic_name(topic_id)
+        plog = self._plog(topic, partition)
+        coordinator = self.broker.share_coordinator
+        config = self.partition_config(group_id)
+        cfg = self.group_config(group_id)
+        code, snapshot = await coordinator.read(group_id, topic_id, partition, 0)
+        now = self.broker.now_ms()
+        if code == 0 and snapshot is not None and snapshot.start_offset >= 0:
+            part = SharePartition.from_persisted(snapshot, config)
+            if part.start_offset < plog.log_start_offset:
+                part.advance_log_start(plog.log_start_offset, now)  # persisted at next write
+        elif code == 0 or code in _NOT_INITIALIZED:
+            reset = OffsetReset.parse(cfg.get("share.auto.offset.reset", "latest"))
+
+            def by_time(ts: int) -> int | None:
+                found = plog.offset_for_timestamp(ts)
+                return None if found is None else found[0]
+
+            start = initial_start_offset(reset, plog.log_start_offset, plog.log_end_offset,
+                                         by_time, now)
+            epoch = snapshot.state_epoch if code == 0 and snapshot is not None else 0
+            err = await coordinator.initialize(group_id, topic_id, partition, epoch, start)
+            if err != 0:
+                raise ShareError(_WRITE_ERRORS.get(err, ErrorCode.unknown_server_error),
+                                 f"initializing share-partition state failed ({err})")
+            part = SharePartition(start, config, state_epoch=epoch)
+        else:
+            raise ShareError(_WRITE_ERRORS.get(code, ErrorCode.unknown_server_error),
+                             f"reading share-partition state failed ({code})")
+        self._hook(plog, topic_id, partition)
+        isolation = cfg.get("share.isolation.level", "read_uncommitted")
+        return _Leader(key, part, topic, isolation, last_used_ms=now)
+
+    async def _persist(self, leader: _Leader, outcome: Outcome) -> None:
+        """Persist `outcome`'s write; on failure undo the change and raise."""
+        if outcome.write is None:
+            return
+        group_id, topic_id, partition = leader.key
+        code = await self.broker.share_coordinator.write(
+            group_id, topic_id, partition, outcome.write, leader.part.leader_epoch)
+        if code != 0:
+            leader.part.rollback(outcome)
+            if code in (int(ErrorCode.fenced_state_epoch), int(ErrorCode.fenced_leader_epoch)):
+                self._drop(leader)  # someone reset the state: read it again next time
+            raise ShareError(_WRITE_ERRORS.get(code, ErrorCode.unknown_server_error),
+                             f"persisting share-partition state failed ({code})")
+
+    def _drop(self, leader: _Leader) -> None:
+        if self._leaders.get(leader.key) is leader:
+            del self._leaders[leader.key]
+        if leader.timer is not None:
+            leader.timer.cancel()
+
+    # ---- operations ----------------------------------------------------------------
+    async def fetch(self, key: LeaderKey, member_id: str, max_records: int, max_bytes: int,
+                    mode: AcquireMode, batch_size: int | None) -> PartitionFetch:
+        leader = await self.leader(key)
+        async with leader.lock:
+            part = leader.part
+            now = self.broker.now_ms()
+            leader.last_used_ms = now
+            plog = self._plog(leader.topic, key[2])
+            if plog.log_start_offset > part.start_offset:
+                await self._persist(leader, part.advance_log_start(plog.log_start_offset, now))
+            if not part.can_acquire():
+                return PartitionFetch()
+            offset = max(part.next_fetch_offset(), plog.log_start_offset)
+            committed = leader.isolation == READ_COMMITTED
+            upper = plog.last_stable_offset if committed else plog.high_watermark
+            try:
+                data = plog.read(offset, max_bytes, upper) if offset < upper else b""
+            except LogError:
+                return PartitionFetch()
+            if not data:
+                return PartitionFetch()
+            batches, skip = self._batches(data, plog, offset, upper, committed)
+            result = part.acquire(member_id, batches, max_records, now, mode=mode,
+                                  batch_size=batch_size, aborted=skip)
+            await self._persist(leader, result)
+            self._schedule(leader)
+            if not result.records:
+                return PartitionFetch()
+            return PartitionFetch(_trim(data, result.records), result.records)
+
+    @staticmethod
+    def _batches(data: bytes, plog: Any, offset: int, upper: int,
+                 committed: bool) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """The (first, last) offsets of the batches read, and the ranges no member may
+        get: control batches (transaction markers), and under read_committed the
+        batches of aborted transactions (Kafka's consumer-side logic, done here)."""
+        batches: list[tuple[int, int]] = []
+        skip: list[tuple[int, int]] = []
+        aborted: dict[int, list[int]] = {}
+        if committed:
+            for pid, first in plog.aborted_transactions(offset, upper):
+                aborted.setdefault(pid, []).append(first)
+            for firsts in aborted.values():
+                firsts.sort()
+        open_aborts: set[int] = set()
+        for _pos, h in iter_batches(data):
+            span = (h.base_offset, h.last_offset)
+            batches.append(span)
+            if h.is_control:
+                skip.append(span)
+                open_aborts.discard(h.producer_id)
+                continue
+            if committed and h.is_transactional:
+                firsts = aborted.get(h.producer_id)
+                while firsts and firsts[0] <= h.base_offset:
+                    open_aborts.add(h.producer_id)
+                    firsts.pop(0)
+                if h.producer_id in open_aborts:
+                    skip.append(span)
+        return batches, skip
+
+    async def acknowledge(self, key: LeaderKey, member_id: str,
+                          batches: Sequence[AcknowledgementBatch]) -> ErrorCode:
+        try:
+            leader = await self.leader(key)
+        except ShareError as exc:
+            return exc.code
+        async with leader.lock:
+            now = self.broker.now_ms()
+            leader.last_used_ms = now
+            result = leader.part.acknowledge(member_id, batches, now)
+            try:
+                await self._persist(leader, result)
+            except ShareError as exc:
+                return exc.code
+            self._schedule(leader)
+        self.wake(key[1], key[2])
+        return ErrorCode(result.error_code)
+
+    async def release_member(self, group_id: str, member_id: str,
+                             keys: Sequence[tuple[uuid.UUID, int]] | None = None) -> None:
+        """Return the member's acquired records (it left, was fenced, or closed its
+        session). Only loaded leaders can hold its records."""
+        targets = [leader for k, leader in list(self._leaders.items()) if k[0] == group_id
+                   and (keys is None or (k[1], k[2]) in keys)]
+        for leader in targets:
+            async with leader.lock:
+                result = leader.part.release_member(member_id, self.broker.now_ms())
+                try:
+                    await self._persist(leader, result)
+                except ShareError as exc:
+                    log.warning("releasing %s's records of %s failed: %s", member_id,
+                                leader.key, exc)
+                    continue
+                self._schedule(leader)
+            if result.released:
+                self.wake(leader.key[1], leader.key[2])
+
+    # ---- lock expiry ---------------------------------------------------------------
+    def _schedule(self, leader: _Leader) -> None:
+        deadline = leader.part.next_deadline_ms()
+        if deadline is None:
+            return
+        if leader.timer is not None and leader.timer_at <= deadline:
+            return
+        if leader.timer is not None:
+            leader.timer.cancel()
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, (deadline - self.broker.now_ms()) / 1000)
+        leader.timer_at = deadline
+        leader.timer = loop.call_later(
+            delay, lambda: asyncio.ensure_future(self._expire(leader)))
+
+    async def _expire(self, leader: _Leader) -> None:
+        leader.timer = None
+        async with leader.lock:
+            result = leader.part.expire_locks(self.broker.now_ms())
+            try:
+                await self._persist(leader, result)
+            except ShareError as exc:
+                log.warning("expiring locks of %s failed: %s", leader.key, exc)
+                return
+            self._schedule(leader)
+        if result.released:
+            self.wake(leader.key[1], leader.key[2])
+
+    # ---- waiting -------------------------------------------------------------------
+    def _hook(self, plog: Any, topic_id: uuid.UUID, partition: int) -> None:
+        if id(plog) in self._hooked:
+            return
+        self._hooked.add(id(plog))
+        plog.on_append.append(lambda: self.wake(topic_id, partition))
+
+    def wake(self, topic_id: uuid.UUID, partition: int) -> None:
+        """Something changed there (an append, an ack, a release, a lock expiry)."""
+        waiters = self._waiters.pop((topic_id, partition), None)
+        for fut in waiters or ():
+            if not fut.done():
+                fut.set_result(None)
+
+    async def wait(self, keys: Sequence[tuple[uuid.UUID, int]], timeout_s: float) -> None:
+        """Until one of `keys` changes, or `timeout_s` passes."""
+        if timeout_s <= 0 or not keys:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for k in keys:
+            self._waiters.setdefault(k, set()).add(fut)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            for k in keys:
+                waiters = self._waiters.get(k)
+                if waiters is not None:
+                    waiters.discard(fut)
+                    if not waiters:
+                        self._waiters.pop(k, None)
+
+    def unload_idle(self, now_ms: int) -> int:
+        """Drop leaders nobody used for a while and that hold no acquired records; their
+        state is persisted, so the next fetch reads it back."""
+        dropped = 0
+        for leader in list(self._leaders.values()):
+            if (now_ms - leader.last_used_ms >= self.idle_ms and not leader.lock.locked()
+                    and leader.part.next_deadline_ms() is None):
+                self._drop(leader)
+                dropped += 1
+        return dropped
+
+
+def _trim(data: bytes, acquired: Sequence[AcquiredRecords]) -> bytes:
+    """The batches of `data` that hold an acquired offset (the client filters records by
+    the acquired ranges; batches outside them need not travel)."""
+    lo, hi = acquired[0].first_offset, acquired[-1].last_offset
+    start = end = None
+    for pos, h in iter_batches(data):
+        if h.last_offset < lo:
+            continue
+        if h.base_offset > hi:
+            break
+        if start is None:
+            start = pos
+        end = pos + h.size
+    if start is None:
+        return b""
+    return data if start == 0 and end == len(data) else data[start:end]

@@ -23,6 +23,7 @@ from .log.partition_log import PartitionLog
 from .metadata.controller import METADATA_TOPIC, Controller
 from .metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, TopicImage
 from .metrics import MetricsServer
+from .share.coordinator import ShareCoordinator
 from .txn.coordinator import TransactionCoordinator
 from .wire.dispatch import Dispatcher
 from .wire.server import KafkaServer
@@ -55,6 +56,7 @@ class Broker:
         self.controller: Controller | None = None
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
+        self.share_coordinator: ShareCoordinator | None = None
         self.metrics: MetricsServer | None = None
         self.server: KafkaServer | None = None
         self.dispatcher = Dispatcher()
@@ -62,8 +64,8 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._log_configs: dict[str, LogConfig] = {}
         self.api_state: dict[str, object] = {}
-        # FindCoordinator key types served here (0 group; 1 transaction once its
-        # coordinator runs; 2 share later).
+        # FindCoordinator key types served here (0 group; 1 transaction and 2 share
+        # once their coordinators run).
         self.coordinator_key_types: set[int] = {0}
 
     # ---- lifecycle -----------------------------------------------------------------
@@ -92,6 +94,7 @@ class Broker:
         self.controller.listeners.append(self._sync_logs)
         self.groups = GroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
+        self.share_coordinator = ShareCoordinator(self)
         register_all(self.dispatcher, self)
 
     async def start(self) -> None:
@@ -102,6 +105,8 @@ class Broker:
         await self.groups.start()
         assert self.transactions is not None
         await self.transactions.start()
+        assert self.share_coordinator is not None
+        await self.share_coordinator.start()
         await self.server.start()
         self.listen_port = self.server.port
         metrics_listen = self.config.get("headwater.metrics.listen")
@@ -124,6 +129,8 @@ class Broker:
             await self.metrics.stop()
         if self.transactions is not None:
             await self.transactions.stop()
+        if self.share_coordinator is not None:
+            await self.share_coordinator.stop()
         if self.groups is not None:
             await self.groups.stop()
         if self.logs is not None:

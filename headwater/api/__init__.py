@@ -25,11 +25,12 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         offsets,
         produce,
         producers,
+        share_state,
         topics,
         transactions,
     )
 
     for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
                    offsets, producers, log_dirs, find_coordinator, offset_commits,
-                   group_admin, classic_groups, consumer_groups, transactions):
+                   group_admin, classic_groups, consumer_groups, transactions, share_state):
         module.register(dispatcher, broker)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from ..share.coordinator import parse_coordinator_key
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
@@ -30,6 +31,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if key_type == GROUP and not key:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": E.invalid_group_id, "error_message": "empty group id"}
+        if key_type == SHARE and parse_coordinator_key(key) is None:
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": E.invalid_request,
+                    "error_message": "expected a share key groupId:topicId:partition"}
         return {"key": key, "node_id": broker.node_id, "host": host, "port": port,
                 "error_code": 0, "error_message": None}
 

@@ -18,7 +18,7 @@ Schema = tuple[tuple[str, Any], ...]
 
 _FIXED = {"int8": struct.Struct(">b"), "int16": struct.Struct(">h"),
           "int32": struct.Struct(">i"), "int64": struct.Struct(">q"),
-          "bool": struct.Struct(">?")}
+          "uint16": struct.Struct(">H"), "bool": struct.Struct(">?")}
 _I16 = _FIXED["int16"]
 _I32 = _FIXED["int32"]
 

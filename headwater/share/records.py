@@ -1,24 +1,28 @@
 """Persisted share-partition state: the values the share coordinator writes to
 `__share_group_state`, and the replay that merges them.
 
-Kafka's share coordinator keeps one state per share-partition (key
-`group:topicId:partition`) as two record types:
+One state per share-partition (key `group:topicId:partition`), as seed 000 lays it out:
 
-* **ShareSnapshot** (type 0): the whole state. Written on InitializeShareGroupState, on
-  the first write, and every `share.coordinator.snapshot.update.records.per.snapshot`
-  (500) updates, with `snapshot_epoch` + 1. Seed 000 calls it ShareCheckpoint.
-* **ShareUpdate** (type 1): only the ranges one WriteShareGroupState changed, with the
-  snapshot epoch it applies to and start offset -1 when unchanged. Seed 000 calls it
-  ShareDelta.
+* **ShareSnapshot** (type 0; seed 000's ShareCheckpoint): the whole state. Written by
+  InitializeShareGroupState, and in place of a delta when deltas pile up
+  (`share.coordinator.snapshot.update.records.per.snapshot`), when the delta index
+  reaches the end of its range, or when the share-partition goes idle; each one has
+  `snapshot_epoch` (the seed's checkpoint epoch) + 1. Its tombstone deletes the state.
+* **ShareUpdate** (type 1; seed 000's ShareDelta): only the ranges one write changed,
+  with the state and snapshot epochs it applies to and start offset -1 when unchanged.
+  Its key adds a uint16 `delta_index` (not used to choose the partition) so that the
+  compacted topic keeps every delta since the last snapshot; the index counts on across
+  snapshots and rolls over.
 
 Field names are Kafka's (`ShareSnapshotValue.json`, `ShareUpdateValue.json`) in
-snake_case, as in `group/records.py`; the byte layout is `RecordCodec`'s (non-flexible,
-the tagged `DeliveryCompleteCount` written as a plain field), since only headwater reads
-this topic. `StateWrite` is what a share-partition leader asks to persist (one
-partition of a WriteShareGroupState request); `apply_write` / `apply_update` are the
-merge the coordinator replays (Kafka's `PersisterStateBatchCombiner`): newer batches
-override overlapping older ranges, ranges below the start offset are dropped, adjacent
-ranges with equal state and count are coalesced.
+snake_case, as in `group/records.py`; the byte layout is `RecordCodec`'s: the seed's
+fields first (state epoch, checkpoint epoch, start offset, states), then Kafka's extras
+(leader epoch, delivery-complete count, timestamps). `StateWrite` is what a
+share-partition leader asks to persist (one partition of a WriteShareGroupState
+request); `apply_update` / `combine` are the merge the coordinator replays (Kafka's
+`PersisterStateBatchCombiner`): newer batches override overlapping older ranges, ranges
+below the start offset are dropped, adjacent ranges with equal state and count are
+coalesced.
 """
 
 from __future__ import annotations
@@ -73,18 +77,29 @@ class ShareSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class ShareUpdate:
-    """ShareUpdateValue: the changed ranges of one write, for `snapshot_epoch`."""
+    """ShareUpdateValue: the changed ranges of one write, for `snapshot_epoch` (and
+    `state_epoch`, -1 when not recorded); `delta_index` is part of the record key."""
 
     snapshot_epoch: int
     leader_epoch: int
     start_offset: int
     delivery_complete_count: int
     state_batches: tuple[StateBatch, ...]
+    state_epoch: int = UNCHANGED
+    delta_index: int = 0
 
     @classmethod
-    def from_write(cls, write: StateWrite, snapshot_epoch: int) -> ShareUpdate:
+    def from_write(cls, write: StateWrite, snapshot_epoch: int,
+                   delta_index: int = 0) -> ShareUpdate:
         return cls(snapshot_epoch, write.leader_epoch, write.start_offset,
-                   write.delivery_complete_count, write.state_batches)
+                   write.delivery_complete_count, write.state_batches, write.state_epoch,
+                   delta_index)
+
+    def applies_to(self, state: ShareSnapshot) -> bool:
+        """A delta belongs to the snapshot with its snapshot (and state) epoch; any other
+        one was written before that snapshot and is already part of it."""
+        return (self.snapshot_epoch == state.snapshot_epoch
+                and self.state_epoch in (UNCHANGED, state.state_epoch))
 
 
 # ---- merging (what the share coordinator replays) ------------------------------------
@@ -150,17 +165,19 @@ def apply_update(snapshot: ShareSnapshot, update: ShareUpdate | StateWrite,
 
 def replay(records: Iterable[ShareSnapshot | ShareUpdate]) -> ShareSnapshot | None:
     """Replay one share-partition's records in log order: a snapshot replaces the state,
-    an update for the current snapshot epoch is merged, a stale update is skipped."""
+    an update for the current snapshot (and state) epoch is merged, a stale one skipped."""
     state: ShareSnapshot | None = None
     for value in records:
         if isinstance(value, ShareSnapshot):
             state = value
-        elif state is not None and value.snapshot_epoch == state.snapshot_epoch:
+        elif state is not None and value.applies_to(state):
             state = apply_update(state, value)
     return state
 
 
 # ---- coordinator records ---------------------------------------------------------------
+
+DELTA_INDEX_MAX = 0xFFFF  # the key's uint16
 
 _KEY = (("group_id", "string"), ("topic_id", "uuid"), ("partition", "int32"))
 _BATCHES = (("first_offset", "int64"), ("last_offset", "int64"),
@@ -168,14 +185,14 @@ _BATCHES = (("first_offset", "int64"), ("last_offset", "int64"),
 
 TYPES = [
     RecordType(SHARE_SNAPSHOT, "ShareSnapshot", _KEY, 0,
-               (("snapshot_epoch", "int32"), ("state_epoch", "int32"),
-                ("leader_epoch", "int32"), ("start_offset", "int64"),
-                ("delivery_complete_count", "int32"), ("create_timestamp", "int64"),
-                ("write_timestamp", "int64"), ("state_batches", _BATCHES))),
-    RecordType(SHARE_UPDATE, "ShareUpdate", _KEY, 0,
-               (("snapshot_epoch", "int32"), ("leader_epoch", "int32"),
-                ("start_offset", "int64"), ("delivery_complete_count", "int32"),
-                ("state_batches", _BATCHES))),
+               (("state_epoch", "int32"), ("snapshot_epoch", "int32"),
+                ("start_offset", "int64"), ("state_batches", _BATCHES),
+                ("leader_epoch", "int32"), ("delivery_complete_count", "int32"),
+                ("create_timestamp", "int64"), ("write_timestamp", "int64"))),
+    RecordType(SHARE_UPDATE, "ShareUpdate", _KEY + (("delta_index", "uint16"),), 0,
+               (("state_epoch", "int32"), ("snapshot_epoch", "int32"),
+                ("start_offset", "int64"), ("state_batches", _BATCHES),
+                ("leader_epoch", "int32"), ("delivery_complete_count", "int32"))),
 ]
 
 CODEC = RecordCodec(TYPES)
@@ -199,26 +216,38 @@ def _batches_in(rows: Iterable[dict[str, int]]) -> tuple[StateBatch, ...]:
 def snapshot_record(group_id: str, topic_id: uuid.UUID, partition: int,
                     value: ShareSnapshot) -> CoordinatorRecord:
     return CoordinatorRecord(SHARE_SNAPSHOT, _key(group_id, topic_id, partition), {
-        "snapshot_epoch": value.snapshot_epoch, "state_epoch": value.state_epoch,
-        "leader_epoch": value.leader_epoch, "start_offset": value.start_offset,
+        "state_epoch": value.state_epoch, "snapshot_epoch": value.snapshot_epoch,
+        "start_offset": value.start_offset,
+        "state_batches": _batches_out(value.state_batches),
+        "leader_epoch": value.leader_epoch,
         "delivery_complete_count": value.delivery_complete_count,
         "create_timestamp": value.create_timestamp,
-        "write_timestamp": value.write_timestamp,
-        "state_batches": _batches_out(value.state_batches)})
+        "write_timestamp": value.write_timestamp})
 
 
 def update_record(group_id: str, topic_id: uuid.UUID, partition: int,
                   value: ShareUpdate) -> CoordinatorRecord:
-    return CoordinatorRecord(SHARE_UPDATE, _key(group_id, topic_id, partition), {
-        "snapshot_epoch": value.snapshot_epoch, "leader_epoch": value.leader_epoch,
+    key = _key(group_id, topic_id, partition)
+    key["delta_index"] = value.delta_index
+    return CoordinatorRecord(SHARE_UPDATE, key, {
+        "state_epoch": value.state_epoch, "snapshot_epoch": value.snapshot_epoch,
         "start_offset": value.start_offset,
-        "delivery_complete_count": value.delivery_complete_count,
-        "state_batches": _batches_out(value.state_batches)})
+        "state_batches": _batches_out(value.state_batches),
+        "leader_epoch": value.leader_epoch,
+        "delivery_complete_count": value.delivery_complete_count})
 
 
 def tombstone(group_id: str, topic_id: uuid.UUID, partition: int) -> CoordinatorRecord:
-    """Deletes the share-partition's state (DeleteShareGroupState)."""
+    """Deletes the share-partition's snapshot (DeleteShareGroupState)."""
     return CoordinatorRecord(SHARE_SNAPSHOT, _key(group_id, topic_id, partition), None)
+
+
+def update_tombstone(group_id: str, topic_id: uuid.UUID, partition: int,
+                     delta_index: int) -> CoordinatorRecord:
+    """Deletes one delta key, so a deleted state leaves nothing behind after compaction."""
+    key = _key(group_id, topic_id, partition)
+    key["delta_index"] = delta_index
+    return CoordinatorRecord(SHARE_UPDATE, key, None)
 
 
 def value_of(record: CoordinatorRecord) -> ShareSnapshot | ShareUpdate | None:
@@ -233,5 +262,6 @@ def value_of(record: CoordinatorRecord) -> ShareSnapshot | ShareUpdate | None:
                              _batches_in(v["state_batches"]))
     if record.type_id == SHARE_UPDATE:
         return ShareUpdate(v["snapshot_epoch"], v["leader_epoch"], v["start_offset"],
-                           v["delivery_complete_count"], _batches_in(v["state_batches"]))
+                           v["delivery_complete_count"], _batches_in(v["state_batches"]),
+                           v["state_epoch"], record.key["delta_index"])
     raise ValueError(f"not a share state record type: {record.type_id}")

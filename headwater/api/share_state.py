@@ -1,0 +1,134 @@
+"""Kafka's inter-broker share-state APIs over the share coordinator (`headwater.share`):
+InitializeShareGroupState (83), ReadShareGroupState (84), WriteShareGroupState (85),
+DeleteShareGroupState (86) and ReadShareGroupStateSummary (87), in the versions kio has.
+
+On one node the share-partition leaders call the coordinator in-process; these handlers
+serve the same operations on the wire (Kafka's persister speaks them to the share
+coordinator), one coordinator operation per partition, answered per partition with
+Kafka's error codes and messages. As in Kafka's `ShareCoordinatorService`, a request
+with no topics, a topic with no partitions, or an empty group id gets an empty answer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..share.records import UNCHANGED, StateBatch, StateWrite
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..share.coordinator import ShareCoordinator
+
+MESSAGES = {
+    int(E.invalid_request): "The request was invalid for this share-partition (negative "
+                            "partition or epoch, or a read/write of an uninitialized "
+                            "share partition).",
+    int(E.fenced_state_epoch): "The state epoch in the request is older than the one "
+                               "recorded.",
+    int(E.fenced_leader_epoch): "The leader epoch in the request is older than the epoch "
+                                "on the broker.",
+    int(E.unknown_topic_or_partition): "This server does not host this topic-partition.",
+    int(E.coordinator_load_in_progress): "The coordinator is loading and hence can't "
+                                         "process requests.",
+    int(E.coordinator_not_available): "The coordinator is not available.",
+}
+
+PartitionOp = Callable[[uuid.UUID, Any], Awaitable[dict[str, Any]]]
+
+
+def _message(code: int) -> str | None:
+    return MESSAGES.get(code, E(code).name) if code else None
+
+
+def _row(partition: int, code: int, **fields: Any) -> dict[str, Any]:
+    return {"partition": partition, "error_code": code, "error_message": _message(code),
+            **fields}
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def coordinator() -> ShareCoordinator | None:
+        return broker.share_coordinator
+
+    async def each(req: Any, op: PartitionOp) -> dict[str, Any]:
+        """`op(topic_id, partition data)` for every partition, grouped as requested."""
+        topics = getattr(req, "topics", ())
+        if not req.group_id or not topics or any(not t.partitions for t in topics):
+            return {"results": []}
+        results = []
+        for t in topics:
+            rows = [await op(t.topic_id, p) for p in t.partitions]
+            results.append({"topic_id": t.topic_id, "partitions": rows})
+        return {"results": results}
+
+    def unavailable(partition: int, **fields: Any) -> dict[str, Any]:
+        return _row(partition, E.coordinator_not_available, **fields)
+
+    async def initialize(ctx: RequestContext, req: Any) -> dict:
+        async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
+            sc = coordinator()
+            if sc is None:
+                return unavailable(p.partition)
+            code = await sc.initialize(req.group_id, topic_id, p.partition, p.state_epoch,
+                                       p.start_offset)
+            return _row(p.partition, code)
+        return await each(req, op)
+
+    async def read(ctx: RequestContext, req: Any) -> dict:
+        async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
+            sc = coordinator()
+            if sc is None:
+                return unavailable(p.partition)
+            code, state = await sc.read(req.group_id, topic_id, p.partition, p.leader_epoch)
+            if code or state is None:
+                return _row(p.partition, code)
+            return _row(p.partition, 0, state_epoch=state.state_epoch,
+                        start_offset=state.start_offset, state_batches=[
+                            {"first_offset": b.first_offset, "last_offset": b.last_offset,
+                             "delivery_state": b.delivery_state,
+                             "delivery_count": b.delivery_count}
+                            for b in state.state_batches])
+        return await each(req, op)
+
+    async def write(ctx: RequestContext, req: Any) -> dict:
+        async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
+            sc = coordinator()
+            if sc is None:
+                return unavailable(p.partition)
+            state = StateWrite(
+                p.state_epoch, p.leader_epoch, p.start_offset,
+                getattr(p, "delivery_complete_count", UNCHANGED),
+                tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state,
+                                 b.delivery_count) for b in p.state_batches))
+            code = await sc.write(req.group_id, topic_id, p.partition, state, p.leader_epoch)
+            return _row(p.partition, code)
+        return await each(req, op)
+
+    async def delete(ctx: RequestContext, req: Any) -> dict:
+        async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
+            sc = coordinator()
+            if sc is None:
+                return unavailable(p.partition)
+            return _row(p.partition, await sc.delete(req.group_id, topic_id, p.partition))
+        return await each(req, op)
+
+    async def read_summary(ctx: RequestContext, req: Any) -> dict:
+        async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
+            sc = coordinator()
+            if sc is None:
+                return unavailable(p.partition)
+            s = await sc.read_summary(req.group_id, topic_id, p.partition, p.leader_epoch)
+            return _row(p.partition, s.error_code, state_epoch=s.state_epoch,
+                        leader_epoch=s.leader_epoch, start_offset=s.start_offset,
+                        delivery_complete_count=s.delivery_complete_count)
+        return await each(req, op)
+
+    dispatcher.register(83, 0, 0, initialize)
+    dispatcher.register(84, 0, 0, read)
+    dispatcher.register(85, 0, 1, write)
+    dispatcher.register(86, 0, 0, delete)
+    dispatcher.register(87, 0, 1, read_summary)

@@ -1,0 +1,197 @@
+"""The share coordinator service: `__share_group_state` shards on the coordinator runtime.
+
+Share-partition leaders (and the inter-broker state APIs in `api/share_state.py`) call
+the async methods below with a share-partition (group id, topic id, partition). The key
+picks the state partition by Kafka's rule (`ShareCoordinatorService.partitionFor`: Java
+`String.hashCode` of `group:topicId:partition`, the topic id in Kafka's base64 form) and
+so the shard. An operation's records are appended and replayed before the method
+returns — and fsynced first when the topic's flush policy asks for it — so a state
+change is persisted before the caller is told it happened. Errors are Kafka codes
+(COORDINATOR_LOAD_IN_PROGRESS while the shard loads).
+
+Deleted topics' share-partition state is tombstoned on the metadata change, as Kafka's
+`ShareCoordinatorService.onTopicsDeleted` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..coordinator.hashing import partition_for
+from ..coordinator.runtime import CoordinatorRuntime, NotReady, Result, Timer
+from .coordinator_shard import (
+    INVALID_REQUEST,
+    ReadResult,
+    ShareCoordinatorConfig,
+    ShareCoordinatorShard,
+    StateSummary,
+)
+from .records import CODEC, ShareSnapshot, StateWrite
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..metadata.image import MetadataImage
+
+log = logging.getLogger("headwater.share")
+
+TOPIC = "__share_group_state"
+SHARE_KEY_TYPE = 2  # FindCoordinator
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def kafka_uuid(topic_id: uuid.UUID) -> str:
+    """Kafka's `Uuid.toString()`: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def coordinator_key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
+    """`SharePartitionKey.asCoordinatorKey`: the FindCoordinator key of type 2."""
+    return f"{group_id}:{kafka_uuid(topic_id)}:{partition}"
+
+
+def parse_coordinator_key(key: str) -> tuple[str, uuid.UUID, int] | None:
+    """`SharePartitionKey.getInstance(String)`: parsed from the right (the group id may
+    hold colons); None when Kafka would refuse it (INVALID_REQUEST)."""
+    group_id, _, rest = key.rpartition(":")
+    group_id, _, topic = group_id.rpartition(":")
+    if not group_id.strip() or not topic or not rest:
+        return None
+    try:
+        raw = base64.b64decode(topic + "=" * (-len(topic) % 4), altchars=b"-_",
+                               validate=True)
+        partition = int(rest)
+    except ValueError:
+        return None
+    if len(raw) != 16:
+        return None
+    return group_id, uuid.UUID(bytes=raw), partition
+
+
+class ShareCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = ShareCoordinatorConfig.from_broker(broker.config)
+
+        def image() -> MetadataImage | None:
+            return broker.image if broker.controller is not None else None
+
+        def factory(partition: int, timer: Timer) -> ShareCoordinatorShard:
+            return ShareCoordinatorShard(partition, timer, self.config, image)
+
+        self.runtime = CoordinatorRuntime(
+            broker, TOPIC, self.config.num_partitions, CODEC, factory,
+            {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
+            load_delay_ms=self.config.load_delay_ms)
+        self.runtime.after_load = self._clean_deleted_topics
+
+    async def start(self) -> None:
+        await self.runtime.start()
+        assert self.broker.controller is not None
+        self.broker.controller.listeners.append(self._on_metadata)
+        self.broker.coordinator_key_types.add(SHARE_KEY_TYPE)
+
+    async def stop(self) -> None:
+        self.broker.coordinator_key_types.discard(SHARE_KEY_TYPE)
+        if self.broker.controller is not None and \
+                self._on_metadata in self.broker.controller.listeners:
+            self.broker.controller.listeners.remove(self._on_metadata)
+        await self.runtime.stop()
+
+    def partition_for(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
+        return partition_for(coordinator_key(group_id, topic_id, partition),
+                             self.runtime.num_partitions)
+
+    # ---- operations (one share-partition each) -------------------------------------
+    async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                         state_epoch: int, start_offset: int) -> int:
+        """InitializeShareGroupState; 0 or a Kafka error code."""
+        return await self._write(group_id, topic_id, partition, INVALID_REQUEST,
+                                 lambda s, now: s.initialize(group_id, topic_id, partition,
+                                                             state_epoch, start_offset, now))
+
+    async def read(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                   leader_epoch: int) -> tuple[int, ShareSnapshot | None]:
+        """ReadShareGroupState: (error code, state). A newer `leader_epoch` is recorded
+        first (-1: none), fencing the previous leader's writes."""
+        result: ReadResult = await self._write(
+            group_id, topic_id, partition, ReadResult(INVALID_REQUEST),
+            lambda s, now: s.read(group_id, topic_id, partition, leader_epoch, now))
+        return result.error_code, result.state
+
+    async def write(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                    write: StateWrite, leader_epoch: int) -> int:
+        """WriteShareGroupState; 0 once the change is in the log, or a Kafka error code
+        with nothing written (FENCED_STATE_EPOCH, FENCED_LEADER_EPOCH, ...)."""
+        return await self._write(group_id, topic_id, partition, INVALID_REQUEST,
+                                 lambda s, now: s.write(
+                                     group_id, topic_id, partition, write.state_epoch,
+                                     leader_epoch, write.start_offset,
+                                     write.delivery_complete_count, write.state_batches,
+                                     now))
+
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
+        """DeleteShareGroupState; 0 also when there was nothing to delete."""
+        return await self._write(group_id, topic_id, partition, INVALID_REQUEST,
+                                 lambda s, now: s.delete(group_id, topic_id, partition, now))
+
+    async def read_summary(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                           leader_epoch: int = -1) -> StateSummary:
+        """ReadShareGroupStateSummary: (error code, state epoch, start offset,
+        delivery-complete count, leader epoch); `leader_epoch` is not checked, as in
+        Kafka."""
+        if not self._valid(group_id, topic_id):
+            return StateSummary(INVALID_REQUEST)
+        try:
+            return self.runtime.read(self.partition_for(group_id, topic_id, partition),
+                                     lambda s: s.read_summary(group_id, topic_id, partition))
+        except NotReady as exc:
+            return StateSummary(exc.code)
+
+    # ---- plumbing ------------------------------------------------------------------
+    @staticmethod
+    def _valid(group_id: str, topic_id: uuid.UUID | None) -> bool:
+        return bool(group_id) and topic_id is not None and topic_id != ZERO_UUID
+
+    async def _write(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                     invalid: Any, op: Callable[[ShareCoordinatorShard, int], Result]) -> Any:
+        if not self._valid(group_id, topic_id):
+            return invalid
+        state_partition = self.partition_for(group_id, topic_id, partition)
+        try:
+            response = self.runtime.write(state_partition, op)
+        except NotReady as exc:
+            return _with_code(invalid, exc.code)
+        plog = self.broker.partition(TOPIC, state_partition)
+        if plog is not None and plog.needs_flush:
+            await asyncio.get_running_loop().run_in_executor(None, plog.flush)
+        return response
+
+    def _on_metadata(self, old: MetadataImage, new: MetadataImage) -> None:
+        if set(old.topics_by_id) <= set(new.topics_by_id):
+            return  # no topic deleted (partitions are never removed from a topic)
+        for shard in self.runtime.shards():
+            assert isinstance(shard, ShareCoordinatorShard)
+            self._clean_deleted_topics(shard.partition)
+
+    def _clean_deleted_topics(self, state_partition: int) -> None:
+        """Tombstones for the state of topics deleted (also while the shard loaded)."""
+        if self.broker.controller is None:
+            return
+        image = self.broker.image
+        try:
+            self.runtime.write(state_partition,
+                               lambda s, now: s.on_metadata_update(image, now))
+        except NotReady:
+            pass
+        except Exception:
+            log.exception("cleaning deleted topics failed on %s-%d", TOPIC, state_partition)
+
+
+def _with_code(invalid: Any, code: int) -> Any:
+    """The error answer of an operation's type (an int, or a ReadResult)."""
+    return ReadResult(code) if isinstance(invalid, ReadResult) else code

@@ -107,7 +107,8 @@ class ShareUpdate:
 def combine(old: Iterable[StateBatch], new: Iterable[StateBatch],
             start_offset: int) -> tuple[StateBatch, ...]:
     """`new` laid over `old`: overlaps take the new value, offsets below `start_offset`
-    are dropped, touching ranges with the same state and count become one."""
+    are dropped, touching ranges with the same state and count become one. (Batches are
+    built directly, not with `dataclasses.replace`: this is the replay's hot path.)"""
     new = sorted(new, key=lambda b: b.first_offset)
     pieces: list[StateBatch] = []
     for batch in old:
@@ -116,35 +117,41 @@ def combine(old: Iterable[StateBatch], new: Iterable[StateBatch],
     pieces.sort(key=lambda b: b.first_offset)
     out: list[StateBatch] = []
     for batch in pieces:
-        if batch.last_offset < start_offset:
+        first, last = batch.first_offset, batch.last_offset
+        if last < start_offset:
             continue
-        if batch.first_offset < start_offset:
-            batch = replace(batch, first_offset=start_offset)
-        if (out and out[-1].last_offset + 1 == batch.first_offset
-                and out[-1].delivery_state == batch.delivery_state
-                and out[-1].delivery_count == batch.delivery_count):
-            out[-1] = replace(out[-1], last_offset=batch.last_offset)
-        else:
-            out.append(batch)
+        first = max(first, start_offset)
+        if out:
+            prev = out[-1]
+            if (prev.last_offset + 1 == first and prev.delivery_state == batch.delivery_state
+                    and prev.delivery_count == batch.delivery_count):
+                out[-1] = StateBatch(prev.first_offset, last, prev.delivery_state,
+                                     prev.delivery_count)
+                continue
+        out.append(batch if first == batch.first_offset else
+                   StateBatch(first, last, batch.delivery_state, batch.delivery_count))
     return tuple(out)
 
 
 def _subtract(batch: StateBatch, cover: list[StateBatch]) -> list[StateBatch]:
     """The parts of `batch` no range of `cover` (sorted) overlaps."""
     parts: list[StateBatch] = []
-    first = batch.first_offset
+    first, last = batch.first_offset, batch.last_offset
     for c in cover:
         if c.last_offset < first:
             continue
-        if c.first_offset > batch.last_offset:
+        if c.first_offset > last:
             break
         if c.first_offset > first:
-            parts.append(replace(batch, first_offset=first, last_offset=c.first_offset - 1))
+            parts.append(StateBatch(first, c.first_offset - 1, batch.delivery_state,
+                                    batch.delivery_count))
         first = c.last_offset + 1
-        if first > batch.last_offset:
+        if first > last:
             return parts
-    if first <= batch.last_offset:
-        parts.append(replace(batch, first_offset=first))
+    if first == batch.first_offset:
+        parts.append(batch)
+    elif first <= last:
+        parts.append(StateBatch(first, last, batch.delivery_state, batch.delivery_count))
     return parts
 
 

@@ -61,6 +61,7 @@ DEFAULT_LEADER_EPOCH = 0
 UNINITIALIZED_START_OFFSET = -1
 
 COLD_TIMER = "cold-partition-snapshots"
+PERSISTED_STATES = frozenset({0, 2, 4})  # Available, Acknowledged, Archived
 
 Key = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 
@@ -252,8 +253,9 @@ class ShareCoordinatorShard:
         nothing written, for an uninitialized share-partition and for a leader or
         state epoch older than the recorded one (-1: not supplied, as in Kafka)."""
         if partition < 0 or start_offset < UNINITIALIZED_START_OFFSET or any(
-                b.first_offset > b.last_offset or b.first_offset < 0 for b in batches):
-            return Result([], INVALID_REQUEST)
+                not 0 <= b.first_offset <= b.last_offset or b.delivery_count < 0
+                or b.delivery_state not in PERSISTED_STATES for b in batches):
+            return Result([], INVALID_REQUEST)  # stricter than Kafka: nothing unreadable
         key = (group_id, topic_id, partition)
         entry = self.states.get(key)
         if entry is None:

@@ -263,6 +263,8 @@ def test_unknown_topics_partitions_and_bad_arguments():
     ctx.init()
     assert ctx.put((b(5, 4, 2),)) == INVALID_REQUEST  # last before first
     assert ctx.put((b(-3, 4, 2),)) == INVALID_REQUEST
+    assert ctx.put((b(3, 4, 1),)) == INVALID_REQUEST  # Acquired is never persisted
+    assert ctx.put((b(3, 4, 2, -1),)) == INVALID_REQUEST
     assert ctx.read(partition=-1) == ReadResult(INVALID_REQUEST)
     assert ctx.shard.read_summary(G, OTHER, 0).error_code == UNKNOWN_TOPIC_OR_PARTITION
     assert ctx.write(lambda s, now: s.delete(G, OTHER, 0, now)) == \

@@ -40,7 +40,7 @@ def test_the_metadata_log_and_coordinator_logs_are_not_a_clients(broker_factory)
     errors = create(broker.bootstrap, NewTopic("__cluster_metadata", 1, 1))
     assert errors["__cluster_metadata"].code() == KafkaError.INVALID_REQUEST
     assert "prohibited" in errors["__cluster_metadata"].str()
-    for internal in ("__consumer_offsets", "__transaction_state"):
+    for internal in ("__consumer_offsets", "__transaction_state", "__share_group_state"):
         errs = produce_errors(broker.bootstrap, internal, 3)
         assert [e.code() for e in errs] == [KafkaError.TOPIC_EXCEPTION] * 3
     broker.restart()
@@ -49,14 +49,15 @@ def test_the_metadata_log_and_coordinator_logs_are_not_a_clients(broker_factory)
 
 @pytest.mark.timeout(120)
 def test_partitions_past_the_brokers_capacity_are_refused_and_it_restarts(broker_factory):
-    broker = broker_factory("--override", "headwater.max.partitions=130")
-    # 100 internal partitions (__consumer_offsets, __transaction_state) are held already.
+    broker = broker_factory("--override", "headwater.max.partitions=180")
+    # 150 internal partitions (__consumer_offsets, __transaction_state,
+    # __share_group_state) are held already.
     errors = create(broker.bootstrap, NewTopic("fits", 20, 1), NewTopic("too-many", 20, 1))
     assert errors["fits"] is None
     assert errors["too-many"].code() == KafkaError.POLICY_VIOLATION
-    assert "limit of 130" in errors["too-many"].str()
+    assert "limit of 180" in errors["too-many"].str()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    with pytest.raises(Exception, match="limit of 130"):
+    with pytest.raises(Exception, match="limit of 180"):
         admin.create_partitions([NewPartitions("fits", 40)])["fits"].result(30)
     broker.restart()
     assert create(broker.bootstrap, NewTopic("small", 5, 1)) == {"small": None}

@@ -25,6 +25,7 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         offsets,
         produce,
         producers,
+        share_fetch,
         share_state,
         topics,
         transactions,
@@ -32,5 +33,6 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
 
     for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
                    offsets, producers, log_dirs, find_coordinator, offset_commits,
-                   group_admin, classic_groups, consumer_groups, transactions, share_state):
+                   group_admin, classic_groups, consumer_groups, transactions, share_state,
+                   share_fetch):
         module.register(dispatcher, broker)

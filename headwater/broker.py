@@ -164,6 +164,9 @@ class Broker:
                 if time.monotonic() - last_retention >= retention_every:
                     last_retention = time.monotonic()
                     self.logs.run_retention(self.now_ms())
+                    shares = self.api_state.get("share_partitions")
+                    if shares is not None:  # idle share-partitions: state stays persisted
+                        shares.unload_idle(self.now_ms())
             except Exception:
                 log.exception("background log chore failed")
 

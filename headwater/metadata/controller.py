@@ -227,7 +227,8 @@ class Controller:
         for t in topics:
             try:
                 partitions, _rf = self._validate_new_topic(t, pending, allow_internal)
-                self._check_capacity(held, partitions)
+                if not allow_internal:  # the broker's own topics must exist to start at all
+                    self._check_capacity(held, partitions)
             except ControllerError as exc:
                 results.append((t, exc, None))
                 continue

@@ -1,19 +1,23 @@
-"""Benchmark headwater against Tansu with confluent-kafka (librdkafka).
+"""Benchmark headwater against Apache Kafka 4.3.1 and Tansu with confluent-kafka (librdkafka).
 
 Workloads, run against each broker in turn (never concurrently), each on a fresh topic:
 
 1. produce 1,000,000 x 100 B records, acks=all  (msgs/s, MB/s)
 2. produce 200,000 x 1 KiB records, acks=all    (msgs/s, MB/s)
-3. consume the 1,000,000 records of workload 1   (msgs/s, MB/s)
+3. consume the 1,000,000 records of workload 1   (msgs/s, MB/s), twice: with
+   fetch.queue.backoff.ms=1 (the floor's row) and with librdkafka's defaults (1,000 ms)
 4. end-to-end latency at a fixed 2,000 msg/s     (p50, p99, max in ms)
 
-and a table with the ratio headwater/Tansu per metric is printed. The throughput workloads
-run in several rounds (default 5), the brokers alternating and each round on a freshly
-started broker; the table shows each workload's median round. See bench/README.md.
+Each throughput workload also records the broker process's CPU seconds (utime + stime
+from /proc/<pid>/stat) per GB produced or consumed. A table with the ratios
+headwater/Kafka (the main anchor) and headwater/Tansu per metric is printed. The
+throughput workloads run in several rounds (default 5), the brokers alternating and each
+round on a freshly started broker; the table shows each workload's median round. See
+bench/README.md.
 
-    python bench/broker_bench.py [--brokers headwater,tansu] [--quick] [--rounds N]
+    python bench/broker_bench.py [--brokers headwater,kafka,tansu] [--quick] [--rounds N]
                                  [--json out.json] [--headwater-bootstrap HOST:PORT]
-                                 [--tansu-bootstrap HOST:PORT]
+                                 [--kafka-bootstrap HOST:PORT] [--tansu-bootstrap HOST:PORT]
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,8 +56,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 HOST = "127.0.0.1"
 BENCH_DIR = Path(__file__).resolve().parent
 PROJECT_ROOT = BENCH_DIR.parent
-BROKERS = ("headwater", "tansu")
+BROKERS = ("headwater", "kafka", "tansu")
 MB = 1_000_000  # MB/s counts record values only, in decimal megabytes
+GB = 1_000_000_000
+# Apache Kafka's own start script (kafka-server-start.sh) runs the broker with a 1 GB
+# heap; everything else is KafkaReference's single-node set-up (tests/support).
+KAFKA_HEAP = "1g"
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # Partition counts: identical for both brokers.
 THROUGHPUT_PARTITIONS = 3
@@ -71,17 +81,19 @@ PRODUCER_THROUGHPUT_CONFIG: dict[str, Any] = {
     "queue.buffering.max.kbytes": 1_048_576,
     "compression.type": "none",
 }
-# librdkafka stops fetching once its local queue holds queued.min.messages (default
-# 100,000) and then backs off fetch.queue.backoff.ms (default 1,000 ms): with the defaults
-# a Python consumer that drains slower than the broker serves spends most of the run in
-# that client-side backoff. Let the client prefetch the whole data set instead.
-CONSUMER_THROUGHPUT_CONFIG: dict[str, Any] = {
+# librdkafka stops fetching a partition once its local queue holds queued.min.messages
+# (default 100,000) and then waits fetch.queue.backoff.ms (default 1,000 ms) before it
+# looks again: a broker that serves faster than the Python loop drains trips it and the
+# client then sits idle for a second. The consume workload runs twice: with librdkafka's
+# defaults, and with the backoff at 1 ms (everything else default), the row the floor uses.
+CONSUMER_DEFAULT_CONFIG: dict[str, Any] = {
     "enable.auto.commit": False,
     "auto.offset.reset": "earliest",
     "enable.partition.eof": False,
-    "queued.min.messages": 2_000_000,
-    "queued.max.messages.kbytes": 1_048_576,
-    "fetch.queue.backoff.ms": 10,
+}
+CONSUMER_THROUGHPUT_CONFIG: dict[str, Any] = {
+    **CONSUMER_DEFAULT_CONFIG,
+    "fetch.queue.backoff.ms": 1,
 }
 # End-to-end latency: one record per produce request, and the consumer's long poll may
 # wait up to 500 ms; a broker that answers a long poll as soon as data is appended keeps
@@ -202,6 +214,12 @@ class Broker:
         text = self.log_path.read_text(errors="replace").strip().splitlines()
         return " | ".join(text[-lines:]) or "(empty log)"
 
+    def cpu_seconds(self) -> float | None:
+        """The broker process's CPU time so far (all threads), None for an external one."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        return process_cpu_seconds(self.proc.pid)
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             # The broker runs in its own session (process group == its pid).
@@ -216,6 +234,54 @@ class Broker:
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (every thread, live or exited) from /proc/<pid>/stat,
+    in seconds: the broker's own CPU, whatever its language or thread model."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()  # fields[0] is field 3 (state)
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # fields 14 and 15
+
+
+@dataclass
+class KafkaBroker(Broker):
+    """Apache Kafka 4.3.1 in KRaft combined mode, started by the tests' `KafkaReference`
+    (kafka-storage format, then kafka.Kafka) with Kafka's defaults and a `heap` heap."""
+
+    heap: str = KAFKA_HEAP
+    ref: Any = field(default=None, repr=False)
+
+    def start(self, timeout: float) -> None:
+        if str(PROJECT_ROOT) not in sys.path:
+            sys.path.insert(0, str(PROJECT_ROOT))
+        from tests.support.kafka_reference import KafkaReference
+
+        assert self.workdir is not None
+        port = int(self.bootstrap.rpartition(":")[2])
+        self.ref = KafkaReference(self.workdir / "data", port=port, heap=self.heap)
+        log(f"kafka: starting Apache Kafka {self.version} (heap {self.heap}) on {self.bootstrap}")
+        t0 = time.monotonic()
+        self.ref.start(timeout)
+        self.proc = self.ref.proc
+        wait_ready(self.bootstrap, time.monotonic() + timeout, self.proc)
+        log(f"kafka: ready at {self.bootstrap} after {time.monotonic() - t0:.2f} s")
+
+    def log_tail(self, lines: int = 5) -> str:
+        if self.ref is None:
+            return "(no log)"
+        text = self.ref.logs(2000).strip().splitlines()
+        return " | ".join(text[-lines:]) or "(empty log)"
+
+    def stop(self) -> None:
+        if self.ref is not None:
+            self.ref.stop()
+
+
+def kafka_version() -> str:
+    """The Kafka version `make kafka` fetched (from the jar's name), or 'missing'."""
+    jars = sorted((PROJECT_ROOT / ".kafka" / "lib").glob("kafka_2.13-*.jar"))
+    return jars[-1].name.removeprefix("kafka_2.13-").removesuffix(".jar") if jars else "missing"
 
 
 def make_broker(name: str, external: str | None, workdir: Path) -> Broker:
@@ -241,6 +307,8 @@ def make_broker(name: str, external: str | None, workdir: Path) -> Broker:
             str(data_dir),
         ]
         return Broker(name, bootstrap, cmd, env, workdir, version=headwater_version())
+    if name == "kafka":
+        return KafkaBroker(name, bootstrap, None, None, workdir, version=kafka_version())
     if name == "tansu":
         binary = tansu.find_binary()
         version = tansu.describe(binary)
@@ -306,12 +374,31 @@ def percentile(sorted_values: list[float], q: float) -> float:
 # --------------------------------------------------------------------------- workloads
 
 
+def _no_cpu() -> float | None:
+    return None
+
+
+def cpu_fields(before: float | None, after: float | None, payload_bytes: int) -> dict:
+    """The broker's CPU seconds over a timed window, and per GB of record values."""
+    if before is None or after is None:
+        return {}
+    cpu = after - before
+    return {"broker_cpu_s": cpu, "cpu_s_per_gb": cpu / (payload_bytes / GB)}
+
+
 def run_produce(
-    bootstrap: str, topic: str, count: int, size: int, timeout: float, check=lambda: None
+    bootstrap: str,
+    topic: str,
+    count: int,
+    size: int,
+    timeout: float,
+    check: Callable[[], None] = lambda: None,
+    cpu: Callable[[], float | None] = _no_cpu,
 ) -> dict:
     """Produce `count` records of `size` bytes; time from first produce() to flush() done.
 
-    `check()` is called about once a second while flushing (raises if the broker died).
+    `check()` is called about once a second while flushing (raises if the broker died);
+    `cpu()` (the broker's CPU seconds) is read when the clock starts and stops.
     """
     errors: list[str] = []
 
@@ -334,6 +421,7 @@ def run_produce(
     produce = producer.produce
     remaining = count
     try:
+        cpu0 = cpu()
         t0 = time.perf_counter()
         for _ in range(count):
             while True:
@@ -346,6 +434,7 @@ def run_produce(
         while (remaining := producer.flush(1.0)) and time.perf_counter() < deadline:
             check()
         elapsed = time.perf_counter() - t0
+        cpu1 = cpu()
     finally:
         if remaining:
             producer.purge()
@@ -360,6 +449,7 @@ def run_produce(
         "seconds": elapsed,
         "msgs_per_s": count / elapsed,
         "mb_per_s": count * size / MB / elapsed,
+        **cpu_fields(cpu0, cpu1, count * size),
     }
 
 
@@ -370,14 +460,19 @@ def run_consume(
     count: int,
     size: int,
     stall_timeout: float,
-    check=lambda: None,
+    check: Callable[[], None] = lambda: None,
+    cpu: Callable[[], float | None] = _no_cpu,
+    config: dict[str, Any] | None = None,
 ) -> dict:
-    """Read `count` records from the beginning of every partition; first poll to last record."""
+    """Read `count` records from the beginning of every partition; first poll to last record.
+
+    `config` defaults to CONSUMER_THROUGHPUT_CONFIG; `cpu()` as in run_produce.
+    """
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"bench-consume-{uuid.uuid4().hex[:8]}",
-            **CONSUMER_THROUGHPUT_CONFIG,
+            **(CONSUMER_THROUGHPUT_CONFIG if config is None else config),
         }
     )
     try:
@@ -385,6 +480,7 @@ def run_consume(
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         received = 0
         byte_count = 0
+        cpu0 = cpu()
         t0 = time.perf_counter()
         t_last = t0
         last_progress = time.monotonic()
@@ -405,6 +501,7 @@ def run_consume(
                     f"stalled at {received}/{count} records (nothing for {stall_timeout:.0f} s)"
                 )
         elapsed = t_last - t0
+        cpu1 = cpu()
     finally:
         consumer.close()
     return {
@@ -413,6 +510,7 @@ def run_consume(
         "seconds": elapsed,
         "msgs_per_s": received / elapsed,
         "mb_per_s": byte_count / MB / elapsed,
+        **cpu_fields(cpu0, cpu1, byte_count),
     }
 
 
@@ -554,6 +652,7 @@ class Plan:
     latency_seconds: float
     latency_rate: int
     timeout: float
+    warmup_count: int = 0  # records produced and consumed, untimed, before the workloads
 
 
 def bench_broker(broker: Broker, plan: Plan, latency_too: bool = True) -> dict[str, dict]:
@@ -575,31 +674,55 @@ def bench_broker(broker: Broker, plan: Plan, latency_too: bool = True) -> dict[s
 
     bs = broker.bootstrap
     alive = broker.check_alive
+    cpu = broker.cpu_seconds
     p = THROUGHPUT_PARTITIONS
     small: dict[str, str] = {}
+
+    def warmup() -> dict:
+        # A freshly started JVM interprets, then compiles; every broker gets the same
+        # untimed traffic first, so the rounds measure a warm broker.
+        topic = create_topic(bs, "warmup", p)
+        n = plan.warmup_count
+        run_produce(bs, topic, n, plan.small_size, plan.timeout, alive)
+        run_consume(bs, topic, p, n, plan.small_size, 30.0, alive)
+        return {"records": n, "record_bytes": plan.small_size}
 
     def produce_small() -> dict:
         small["topic"] = create_topic(bs, "p100", p)
         return run_produce(
-            bs, small["topic"], plan.small_count, plan.small_size, plan.timeout, alive
+            bs, small["topic"], plan.small_count, plan.small_size, plan.timeout, alive, cpu
         )
 
     def produce_large() -> dict:
         topic = create_topic(bs, "p1k", p)
-        return run_produce(bs, topic, plan.large_count, plan.large_size, plan.timeout, alive)
+        return run_produce(
+            bs, topic, plan.large_count, plan.large_size, plan.timeout, alive, cpu
+        )
 
-    def consume_small() -> dict:
-        if "error" in out.get("produce_small", {"error": ""}):
-            raise RuntimeError("skipped: the produce 100 B workload failed")
-        return run_consume(bs, small["topic"], p, plan.small_count, plan.small_size, 30.0, alive)
+    def consume(config: dict[str, Any]) -> Callable[[], dict]:
+        def run() -> dict:
+            if "error" in out.get("produce_small", {"error": ""}):
+                raise RuntimeError("skipped: the produce 100 B workload failed")
+            return run_consume(
+                bs, small["topic"], p, plan.small_count, plan.small_size, 30.0, alive, cpu,
+                config,
+            )
+
+        return run
 
     def latency() -> dict:
         topic = create_topic(bs, "lat", LATENCY_PARTITIONS)
         return run_latency(bs, topic, plan.latency_rate, plan.latency_seconds)
 
+    if plan.warmup_count:
+        attempt("warmup", f"warm-up: {plan.warmup_count:,} x {plan.small_size} B", warmup)
     attempt("produce_small", f"produce {plan.small_count:,} x {plan.small_size} B", produce_small)
     attempt("produce_large", f"produce {plan.large_count:,} x {plan.large_size} B", produce_large)
-    attempt("consume_small", f"consume {plan.small_count:,} x {plan.small_size} B", consume_small)
+    cons = f"consume {plan.small_count:,} x {plan.small_size} B"
+    attempt("consume_small", f"{cons}, fetch.queue.backoff.ms=1",
+            consume(CONSUMER_THROUGHPUT_CONFIG))
+    attempt("consume_default", f"{cons}, librdkafka defaults",
+            consume(CONSUMER_DEFAULT_CONFIG))
     if latency_too:
         attempt(
             "latency",
@@ -609,26 +732,34 @@ def bench_broker(broker: Broker, plan: Plan, latency_too: bool = True) -> dict[s
     return out
 
 
-THROUGHPUT_WORKLOADS = ("produce_small", "produce_large", "consume_small")
+THROUGHPUT_WORKLOADS = ("produce_small", "produce_large", "consume_small", "consume_default")
 
 
 def median_of_rounds(rounds: list[dict[str, dict]]) -> dict[str, dict]:
     """One broker's results over several rounds: per throughput workload the round with
-    the median msgs/s (errors count as the lowest), the rest from the first round."""
+    the median msgs/s (errors count as the lowest), the rest from the first round. CPU
+    s/GB is the median over the rounds on its own (it need not move with msgs/s)."""
     merged = dict(rounds[0])
     for key in THROUGHPUT_WORKLOADS:
         runs = [r[key] for r in rounds if key in r]
         if not runs:
             continue
+        in_order = list(runs)
         runs.sort(key=lambda r: r.get("msgs_per_s", -1.0))
         chosen = dict(runs[(len(runs) - 1) // 2])
-        chosen["rounds_msgs_per_s"] = [r.get("msgs_per_s") for r in
-                                       (x[key] for x in rounds if key in x)]
+        chosen["rounds_msgs_per_s"] = [r.get("msgs_per_s") for r in in_order]
+        cpus = [r["cpu_s_per_gb"] for r in in_order if "cpu_s_per_gb" in r]
+        if cpus:
+            chosen["rounds_cpu_s_per_gb"] = cpus
+            chosen["cpu_s_per_gb"] = sorted(cpus)[(len(cpus) - 1) // 2]
         merged[key] = chosen
     return merged
 
 
 # --------------------------------------------------------------------------- report
+
+# Floors from the issue, on headwater / anchor: (anchor broker, ">=" | "<=", bound).
+Floor = tuple[str, str, float]
 
 
 @dataclass
@@ -637,7 +768,7 @@ class Row:
     field: str  # key inside that workload's result
     label: str
     unit: str
-    floor: tuple[str, float] | None = None  # (">=" | "<=", bound) on headwater/tansu
+    floors: tuple[Floor, ...] = ()
 
 
 def report_rows(plan: Plan) -> list[Row]:
@@ -645,15 +776,22 @@ def report_rows(plan: Plan) -> list[Row]:
     large = f"produce {plan.large_count:,} x {plan.large_size // 1024} KiB"
     cons = f"consume {plan.small_count:,} x {plan.small_size} B"
     lat = f"e2e latency @ {plan.latency_rate:,} msg/s"
+    faster = (("kafka", ">=", 1.0), ("tansu", ">=", 1.0))
     return [
-        Row("produce_small", "msgs_per_s", small, "msgs/s", (">=", 1.0)),
+        Row("produce_small", "msgs_per_s", small, "msgs/s", faster),
         Row("produce_small", "mb_per_s", small, "MB/s"),
-        Row("produce_large", "msgs_per_s", large, "msgs/s", (">=", 1.0)),
+        Row("produce_small", "cpu_s_per_gb", small, "CPU s/GB"),
+        Row("produce_large", "msgs_per_s", large, "msgs/s", faster),
         Row("produce_large", "mb_per_s", large, "MB/s"),
-        Row("consume_small", "msgs_per_s", cons, "msgs/s", (">=", 1.0)),
-        Row("consume_small", "mb_per_s", cons, "MB/s"),
+        Row("produce_large", "cpu_s_per_gb", large, "CPU s/GB"),
+        Row("consume_small", "msgs_per_s", f"{cons}, backoff 1 ms", "msgs/s", faster),
+        Row("consume_small", "mb_per_s", f"{cons}, backoff 1 ms", "MB/s"),
+        Row("consume_small", "cpu_s_per_gb", f"{cons}, backoff 1 ms", "CPU s/GB"),
+        Row("consume_default", "msgs_per_s", f"{cons}, librdkafka defaults", "msgs/s"),
+        Row("consume_default", "mb_per_s", f"{cons}, librdkafka defaults", "MB/s"),
+        Row("consume_default", "cpu_s_per_gb", f"{cons}, librdkafka defaults", "CPU s/GB"),
         Row("latency", "p50_ms", lat, "p50 ms"),
-        Row("latency", "p99_ms", lat, "p99 ms", ("<=", 0.1)),
+        Row("latency", "p99_ms", lat, "p99 ms", (("kafka", "<=", 1.0), ("tansu", "<=", 0.1))),
         Row("latency", "max_ms", lat, "max ms"),
     ]
 
@@ -667,7 +805,8 @@ def fmt_value(value: float, unit: str) -> str:
 
 
 def value_of(results: dict[str, dict], broker: str, row: Row) -> float | str | None:
-    """The metric, an error string, or None when the broker was not part of the run."""
+    """The metric, an error string, or None when the broker was not part of the run (or,
+    for CPU, when it was an external broker whose process we cannot see)."""
     if broker not in results:
         return None
     if "startup_error" in results[broker]:
@@ -677,43 +816,54 @@ def value_of(results: dict[str, dict], broker: str, row: Row) -> float | str | N
         return "not run"
     if "error" in entry:
         return entry["error"]
-    return entry[row.field]
+    return entry.get(row.field)
 
 
-def build_report(results: dict[str, dict], plan: Plan) -> tuple[list[dict], list[str]]:
-    """Rows of the table as dicts (also the JSON's "table") and the footnoted errors."""
+def build_report(
+    results: dict[str, dict], plan: Plan, brokers: tuple[str, ...] = BROKERS
+) -> tuple[list[dict], list[str]]:
+    """Rows of the table as dicts (also the JSON's "table") and the footnoted errors.
+
+    Each row has every broker's value, `ratio_<anchor>` = headwater / anchor for Kafka
+    and Tansu, and per floor whether it passed (None when not measured)."""
     table: list[dict] = []
     errors: list[str] = []
     seen: set[tuple[str, str]] = set()
-    for broker in BROKERS:
+    for broker in brokers:
         if "startup_error" in results.get(broker, {}):
             seen.add((broker, "broker did not start"))
             errors.append(f"{broker} did not start: {results[broker]['startup_error']}")
     for row in report_rows(plan):
         cells: dict[str, Any] = {"metric": row.label, "unit": row.unit}
         values = {}
-        for broker in BROKERS:
+        for broker in brokers:
             v = value_of(results, broker, row)
             values[broker] = v
             if isinstance(v, str) and (broker, v) not in seen:
                 seen.add((broker, v))  # a start-up error is shown once, not per row
                 errors.append(f"{broker} / {row.label}: {v}")
             cells[broker] = v
-        hw, ts = values["headwater"], values["tansu"]
-        ratio = hw / ts if isinstance(hw, float) and isinstance(ts, float) and ts else None
-        cells["ratio"] = ratio
-        if row.floor is not None:
-            op, bound = row.floor
-            cells["floor"] = f"{op} {bound:.1f}"
-            if ratio is not None:
-                cells["pass"] = ratio >= bound if op == ">=" else ratio <= bound
-            else:
-                cells["pass"] = None
+        hw = values.get("headwater")
+        for anchor in ("kafka", "tansu"):
+            other = values.get(anchor)
+            ok = isinstance(hw, float) and isinstance(other, float) and other
+            cells[f"ratio_{anchor}"] = hw / other if ok else None
+        floors = []
+        for anchor, op, bound in row.floors:
+            if anchor not in brokers:
+                continue
+            ratio = cells[f"ratio_{anchor}"]
+            passed = None if ratio is None else (ratio >= bound if op == ">=" else ratio <= bound)
+            floors.append({"anchor": anchor, "op": op, "bound": bound, "pass": passed})
+        if floors:
+            cells["floors"] = floors
         table.append(cells)
     return table, errors
 
 
-def print_table(table: list[dict], errors: list[str], header: list[str]) -> None:
+def print_table(
+    table: list[dict], errors: list[str], header: list[str], brokers: tuple[str, ...] = BROKERS
+) -> None:
     def cell(v: Any, unit: str) -> str:
         if v is None:
             return "-"
@@ -723,26 +873,28 @@ def print_table(table: list[dict], errors: list[str], header: list[str]) -> None
             return "ERR " + (text if len(text) <= 36 else text[:33] + "...")
         return fmt_value(v, unit)
 
+    anchors = [a for a in ("kafka", "tansu") if a in brokers and "headwater" in brokers]
     lines = []
     for r in table:
-        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3g}x"
-        floor = ""
-        if "floor" in r:
-            verdict = {True: "PASS", False: "FAIL", None: "n/a"}[r["pass"]]
-            floor = f"{r['floor']} {verdict}"
+        ratios = [
+            "-" if r[f"ratio_{a}"] is None else f"{r[f'ratio_{a}']:.3g}x" for a in anchors
+        ]
+        verdicts = []
+        for f in r.get("floors", []):
+            verdict = {True: "PASS", False: "FAIL", None: "n/a"}[f["pass"]]
+            verdicts.append(f"{f['anchor']} {f['op']} {f['bound']:g} {verdict}")
         lines.append(
             [
                 r["metric"],
                 r["unit"],
-                cell(r["headwater"], r["unit"]),
-                cell(r["tansu"], r["unit"]),
-                ratio,
-                floor,
+                *(cell(r[b], r["unit"]) for b in brokers),
+                *ratios,
+                "; ".join(verdicts),
             ]
         )
-    titles = ["metric", "unit", "headwater", "tansu", "ratio hw/tansu", "floor"]
+    titles = ["metric", "unit", *brokers, *(f"hw/{a}" for a in anchors), "floor (ratio)"]
     widths = [max(len(x[i]) for x in [titles, *lines]) for i in range(len(titles))]
-    align = ["<", "<", ">", ">", ">", "<"]
+    align = ["<", "<", *(">" for _ in brokers), *(">" for _ in anchors), "<"]
 
     def fmt(parts: list[str]) -> str:
         return "  ".join(f"{p:{a}{w}}" for p, a, w in zip(parts, align, widths, strict=True))
@@ -774,13 +926,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--brokers",
-        default="headwater,tansu",
-        help="comma-separated subset of: headwater,tansu (default: both)",
+        default=",".join(BROKERS),
+        help=f"comma-separated subset of: {','.join(BROKERS)} (default: all)",
     )
     ap.add_argument("--quick", action="store_true", help="10x fewer records, 3 s latency run")
+    ap.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="skip the untimed warm-up traffic each freshly started broker gets first",
+    )
+    ap.add_argument(
+        "--kafka-heap", default=KAFKA_HEAP, help=f"Apache Kafka's -Xmx/-Xms (default {KAFKA_HEAP})"
+    )
     ap.add_argument("--json", metavar="PATH", help="also write all results as JSON here")
     ap.add_argument(
         "--headwater-bootstrap", metavar="HOST:PORT", help="use a running headwater instead"
+    )
+    ap.add_argument(
+        "--kafka-bootstrap", metavar="HOST:PORT", help="use a running Apache Kafka instead"
     )
     ap.add_argument("--tansu-bootstrap", metavar="HOST:PORT", help="use a running Tansu instead")
     ap.add_argument(
@@ -808,7 +971,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = sorted(set(names) - set(BROKERS))
     if unknown or not names:
         ap.error(f"--brokers: unknown {unknown}; choose from {','.join(BROKERS)}")
-    args.broker_names = [b for b in BROKERS if b in names]  # headwater first, then tansu
+    args.broker_names = [b for b in BROKERS if b in names]  # headwater, kafka, tansu
     return args
 
 
@@ -823,14 +986,20 @@ def main(argv: list[str] | None = None) -> int:
         latency_seconds=3.0 if args.quick else 10.0,
         latency_rate=LATENCY_RATE,
         timeout=args.timeout,
+        warmup_count=0 if args.no_warmup else 100_000 // scale,
     )
-    externals = {"headwater": args.headwater_bootstrap, "tansu": args.tansu_bootstrap}
+    externals = {
+        "headwater": args.headwater_bootstrap,
+        "kafka": args.kafka_bootstrap,
+        "tansu": args.tansu_bootstrap,
+    }
     results: dict[str, dict] = {}  # broker -> workload -> result | {"error": str}
     versions: dict[str, str] = {}
     rounds: dict[str, list[dict]] = {name: [] for name in args.broker_names}
     for round_no in range(args.rounds):
-        # Alternate the order so neither broker always runs first (page cache, CPU clock).
-        order = args.broker_names if round_no % 2 == 0 else args.broker_names[::-1]
+        # Rotate the order so no broker always runs first (page cache, CPU clock).
+        k = round_no % len(args.broker_names)
+        order = args.broker_names[k:] + args.broker_names[:k]
         for name in order:
             if any("startup_error" in r for r in rounds[name]):
                 continue
@@ -839,8 +1008,12 @@ def main(argv: list[str] | None = None) -> int:
             broker = None
             try:
                 broker = make_broker(name, externals[name], workdir)
+                if isinstance(broker, KafkaBroker):
+                    broker.heap = args.kafka_heap
                 versions[name] = broker.version
-                broker.start(timeout=min(args.timeout, 60.0))
+                # Two JVMs start Kafka (storage format, then the server): allow more.
+                limit = 120.0 if name == "kafka" else 60.0
+                broker.start(timeout=min(args.timeout, limit))
                 rounds[name].append(bench_broker(broker, plan, latency_too=round_no == 0))
             except Exception as exc:
                 msg = describe_error(exc)
@@ -854,9 +1027,10 @@ def main(argv: list[str] | None = None) -> int:
         failed = [r for r in runs if "startup_error" in r]
         results[name] = failed[0] if failed else median_of_rounds(runs)
 
-    table, errors = build_report(results, plan)
+    brokers = tuple(args.broker_names)
+    table, errors = build_report(results, plan, brokers)
     header = [
-        "headwater vs Tansu, confluent-kafka "
+        f"{' vs '.join(brokers)}, confluent-kafka "
         f"{client_version()} / librdkafka {confluent_kafka.libversion()[0]}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}"
         + (" [--quick]" if args.quick else ""),
@@ -869,11 +1043,16 @@ def main(argv: list[str] | None = None) -> int:
         f"throughput topics: {THROUGHPUT_PARTITIONS} partitions, acks=all, linger.ms=5; "
         f"latency topic: {LATENCY_PARTITIONS} partition, linger.ms=0, acks=all, "
         f"fetch.wait.max.ms=500, {plan.latency_seconds:g} s",
-        "MB = 10^6 bytes of record values; ratio = headwater / tansu",
-        f"throughput rows: median of {args.rounds} rounds (brokers alternate, each round on "
-        "a freshly started broker); latency: first round",
+        "MB and GB = 10^6 and 10^9 bytes of record values; CPU s/GB = the broker process's "
+        "utime+stime (/proc/PID/stat) over the timed window per GB; hw/X = headwater / X",
+        f"throughput rows: median of {args.rounds} rounds (brokers rotate, each round on "
+        "a freshly started broker"
+        + ("" if args.no_warmup else f" warmed up with {plan.warmup_count:,} untimed records")
+        + "); latency: first round",
+        "consume: 'backoff 1 ms' = fetch.queue.backoff.ms=1 (the floor's row); "
+        "'librdkafka defaults' = fetch.queue.backoff.ms=1000, queued.min.messages=100000",
     ]
-    print_table(table, errors, header)
+    print_table(table, errors, header, brokers)
 
     if args.json:
         doc = {
@@ -882,6 +1061,8 @@ def main(argv: list[str] | None = None) -> int:
             "partitions": {"throughput": THROUGHPUT_PARTITIONS, "latency": LATENCY_PARTITIONS},
             "producer_config": PRODUCER_THROUGHPUT_CONFIG,
             "consumer_config": CONSUMER_THROUGHPUT_CONFIG,
+            "consumer_default_config": CONSUMER_DEFAULT_CONFIG,
+            "kafka_heap": args.kafka_heap,
             "latency_producer_config": PRODUCER_LATENCY_CONFIG,
             "latency_consumer_config": CONSUMER_LATENCY_CONFIG,
             "client": {
@@ -899,8 +1080,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"wrote {args.json}")
 
     if args.check:
-        floors = [r for r in table if "floor" in r]
-        return 0 if all(r["pass"] is True for r in floors) else 1
+        floors = [f for r in table for f in r.get("floors", [])]
+        return 0 if floors and all(f["pass"] is True for f in floors) else 1
     return 0
 
 

@@ -1,5 +1,6 @@
-"""Benchmark the PySpark connector (format "headwater") against a plain confluent-kafka
-client, in the same run, on the same records and the same broker.
+"""Benchmark the PySpark connector (format "headwater") against Spark's own Kafka
+connector (format "kafka") and a plain confluent-kafka client, in the same run, on the
+same records and the same broker.
 
 Workloads (a fresh headwater broker is started unless --bootstrap is given):
 
@@ -12,17 +13,20 @@ Workloads (a fresh headwater broker is started unless --bootstrap is given):
 3. Spark streaming read: readStream.format("headwater") -> writeStream.format("noop"),
    Trigger.AvailableNow, local[2]; run cold (first query of the session: Python worker
    start-up included), twice to warm up the JVM, then three times warm (the ratio uses
-   their median)
-4. Spark streaming write: the same N records read by the connector and written with
-   writeStream.format("headwater") to a second topic (at-least-once, then exactlyOnce)
+   their median); the same with Spark's readStream.format("kafka") (spark-sql-kafka-0-10
+   from .kafka/spark, `make kafka`), the two formats alternating in every phase
+4. Spark streaming write: the same N records read by format("headwater") and written to
+   a fresh topic with writeStream.format("headwater") and with format("kafka") (cold,
+   then three warm runs each, alternating; at-least-once), then headwater exactlyOnce
 
 Spark rows/s are given two ways: processed (N / the micro-batch's trigger time, Spark's
 processedRowsPerSecond) and wall (N / start() .. end of awaitTermination(), query start-up
 included). The ratio is the median warm processed rate / baseline consumer; the floor is
-0.7 (--check exits 1 below it).
+0.7. format("headwater") / format("kafka") (median warm processed rows/s) has the floor
+1.0 for the read and for the write. --check exits 1 below any floor.
 
     python bench/spark_bench.py [--records N] [--bootstrap HOST:PORT] [--json out.json]
-                                [--check]
+                                [--check] [--no-write] [--no-kafka]
 """
 
 from __future__ import annotations
@@ -43,8 +47,12 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from group_bench import start_broker
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SPARK_KAFKA_LIB = PROJECT_ROOT / ".kafka" / "spark"
 PARTITIONS = 2
 FLOOR = 0.7
+# format("headwater") against Spark's own format("kafka") on the same broker, for the
+# streaming read and the streaming writer: processed rows/s, warm, each >= this.
+KAFKA_FLOOR = 1.0
 # The JVM keeps speeding up over the first queries of a session (JIT): after one cold
 # run, two warm-up runs, then the measured ones, whose median the ratio uses: the steady
 # state of a long-running stream.
@@ -172,12 +180,25 @@ def spark_ceiling(spark: Any, n: int, ckpt: str) -> dict[str, float]:
     return _run(query, n - n % PARTITIONS, t0)
 
 
-def spark_session():
+def spark_kafka_jars() -> list[str]:
+    """Spark's own Kafka connector and what it needs, as `make kafka` fetched them."""
+    jars = sorted(str(p) for p in SPARK_KAFKA_LIB.glob("*.jar"))
+    if not any("spark-sql-kafka" in j for j in jars):
+        raise SystemExit(f"Spark's Kafka connector is missing in {SPARK_KAFKA_LIB}: run "
+                         "`make kafka` (or pass --no-kafka)")
+    return jars
+
+
+def spark_session(jars: list[str] | None = None) -> Any:
+    """local[2] with the UI off; `jars` (Spark's Kafka connector) on the classpath."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName("spark_bench")
+    builder = SparkSession.builder.master("local[2]").appName("spark_bench")
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    spark = (builder
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")
@@ -203,8 +224,11 @@ def _run(query: Any, n: int, t0: float) -> dict[str, float]:
 
 
 def spark_read(spark: Any, bootstrap: str, topic: str, n: int, ckpt: str,
-               max_per_trigger: int | None, **options: str) -> dict[str, float]:
-    reader = (spark.readStream.format("headwater").option("kafka.bootstrap.servers", bootstrap)
+               max_per_trigger: int | None, fmt: str = "headwater",
+               **options: str) -> dict[str, float]:
+    """A streaming read of the topic into `noop` with source `fmt` ("headwater" or
+    Spark's own "kafka": the same options, as the connector is a drop-in)."""
+    reader = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic).option("startingOffsets", "earliest")
               .options(**options))
     if max_per_trigger:
@@ -216,16 +240,24 @@ def spark_read(spark: Any, bootstrap: str, topic: str, n: int, ckpt: str,
 
 
 def spark_write(spark: Any, bootstrap: str, topic: str, out: str, n: int, ckpt: str,
-                exactly_once: bool) -> dict[str, float]:
+                exactly_once: bool, sink: str = "headwater") -> dict[str, float]:
+    """The topic read with format("headwater") and written to `out` with sink `sink`:
+    the same source for both sinks, so only the writer differs."""
     t0 = time.perf_counter()
-    query = (spark.readStream.format("headwater").option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", topic).option("startingOffsets", "earliest").load()
-             .select("key", "value").writeStream.format("headwater")
-             .option("kafka.bootstrap.servers", bootstrap).option("topic", out)
-             .option("exactlyOnce", str(exactly_once).lower())
-             .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
-    result = _run(query, n, t0)
-    return result
+    writer = (spark.readStream.format("headwater").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest").load()
+              .select("key", "value").writeStream.format(sink)
+              .option("kafka.bootstrap.servers", bootstrap).option("topic", out))
+    if sink == "headwater":
+        writer = writer.option("exactlyOnce", str(exactly_once).lower())
+    query = writer.option("checkpointLocation", ckpt).trigger(availableNow=True).start()
+    return _run(query, n, t0)
+
+
+def median_run(runs: dict[str, dict[str, float]], keys: list[str]) -> dict[str, float]:
+    """The run with the median processed rows/s among `keys` (the upper one of two)."""
+    ranked = sorted((runs[k] for k in keys), key=itemgetter("trigger_rows_per_s"))
+    return ranked[len(ranked) // 2]
 
 
 def main() -> int:
@@ -236,11 +268,16 @@ def main() -> int:
                     help="micro-batch size of the read (default: the whole backlog)")
     ap.add_argument("--json", help="write the results here as JSON")
     ap.add_argument("--check", action="store_true",
-                    help=f"exit 1 unless Spark read / plain consumer >= {FLOOR} "
+                    help=f"exit 1 unless Spark read / plain consumer >= {FLOOR} and "
+                         f"headwater / kafka >= {KAFKA_FLOOR} for the read and the write "
                          "(processed rows/s, warm)")
     ap.add_argument("--no-write", action="store_true", help="skip the writer workloads")
+    ap.add_argument("--no-kafka", action="store_true",
+                    help='skip Spark\'s format("kafka") (no .kafka/spark jars needed)')
     args = ap.parse_args()
     n = args.records
+    formats = ["headwater"] if args.no_kafka else ["headwater", "kafka"]
+    jars = [] if args.no_kafka else spark_kafka_jars()
     workdir = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     broker = None
     if args.bootstrap:
@@ -248,7 +285,8 @@ def main() -> int:
     else:
         broker = start_broker(workdir, [], 60)
         bootstrap = broker.bootstrap
-    r: dict[str, Any] = {"records": n, "record_bytes": 100, "partitions": PARTITIONS}
+    r: dict[str, Any] = {"records": n, "record_bytes": 100, "partitions": PARTITIONS,
+                         "spark_kafka_jars": [Path(j).name for j in jars]}
     try:
         topic = create_topic(bootstrap, "spark", PARTITIONS)
         log(f"producing {n} x 100 B to {topic} ...")
@@ -261,48 +299,72 @@ def main() -> int:
         r["consumer_count_only_rows_per_s"] = consume(bootstrap, topic, n, touch=False)
         log("starting Spark (local[2]) ...")
         t0 = time.perf_counter()
-        spark = spark_session()
+        spark = spark_session(jars)
         r["spark_session_start_s"] = time.perf_counter() - t0
+        r["spark_version"] = spark.version
         runs: dict[str, dict[str, float]] = {}
+        # The formats alternate within every phase, so both see the same JIT state.
         for name in ("cold", *WARM_UP_RUNS, *WARM_RUNS):
-            log(f"Spark streaming read -> noop ({name}) ...")
-            runs[f"read {name}"] = spark_read(spark, bootstrap, topic, n,
-                                              str(workdir / f"ck-read-{name}"),
-                                              args.max_offsets_per_trigger)
+            for fmt in formats:
+                log(f"Spark streaming read format({fmt!r}) -> noop ({name}) ...")
+                runs[f"read {fmt} {name}"] = spark_read(
+                    spark, bootstrap, topic, n, str(workdir / f"ck-read-{fmt}-{name}"),
+                    args.max_offsets_per_trigger, fmt)
         spark.dataSource.register(_ceiling_source(n))
         for name in ("cold", "warm"):
             log(f"Spark engine ceiling: pre-built Arrow -> noop ({name}) ...")
-            runs[f"ceiling {name}"] = spark_ceiling(spark, n, str(workdir / f"ck-c-{name}"))
+            runs[f"ceiling - {name}"] = spark_ceiling(spark, n, str(workdir / f"ck-c-{name}"))
         if not args.no_write:
-            for name, eos in (("write cold", False), ("write warm", False),
-                              ("write exactlyOnce", True)):
-                out = create_topic(bootstrap, name.replace(" ", "-"), PARTITIONS)
-                log(f"Spark streaming read -> headwater sink ({name}) ...")
-                runs[name] = spark_write(spark, bootstrap, topic, out, n,
-                                         str(workdir / f"ck-{name.replace(' ', '-')}"), eos)
+            plan = [(fmt, phase, False) for phase in ("cold", *WARM_RUNS) for fmt in formats]
+            plan.append(("headwater", "exactlyOnce", True))
+            for fmt, phase, eos in plan:
+                out = create_topic(bootstrap, f"write-{fmt}-{phase}", PARTITIONS)
+                log(f"Spark streaming read -> format({fmt!r}) sink ({phase}) ...")
+                runs[f"write {fmt} {phase}"] = spark_write(
+                    spark, bootstrap, topic, out, n, str(workdir / f"ck-w-{fmt}-{phase}"),
+                    eos, fmt)
         spark.stop()
     finally:
         if broker is not None:
             broker.stop()
     r["runs"] = runs
-    warm = sorted((runs[f"read {name}"] for name in WARM_RUNS),
-                  key=itemgetter("trigger_rows_per_s"))
-    median = warm[len(warm) // 2]
+    median = median_run(runs, [f"read headwater {name}" for name in WARM_RUNS])
+    best = max((runs[f"read headwater {name}"] for name in WARM_RUNS),
+               key=itemgetter("trigger_rows_per_s"))
     r["read_processed_rows_per_s"] = median["trigger_rows_per_s"]
-    r["read_processed_best_rows_per_s"] = warm[-1]["trigger_rows_per_s"]
+    r["read_processed_best_rows_per_s"] = best["trigger_rows_per_s"]
     r["read_wall_rows_per_s"] = median["rows_per_s"]
     r["ratio"] = median["trigger_rows_per_s"] / r["consumer_rows_per_s"]
-    r["ratio_best"] = warm[-1]["trigger_rows_per_s"] / r["consumer_rows_per_s"]
+    r["ratio_best"] = best["trigger_rows_per_s"] / r["consumer_rows_per_s"]
     r["ratio_wall"] = median["rows_per_s"] / r["consumer_rows_per_s"]
     r["ratio_vs_count_only"] = (median["trigger_rows_per_s"]
                                 / r["consumer_count_only_rows_per_s"])
+    if "kafka" in formats:
+        for kind in ("read",) + (() if args.no_write else ("write",)):
+            hw = median_run(runs, [f"{kind} headwater {name}" for name in WARM_RUNS])
+            kf = median_run(runs, [f"{kind} kafka {name}" for name in WARM_RUNS])
+            r[f"{kind}_vs_kafka"] = {
+                "headwater_rows_per_s": hw["trigger_rows_per_s"],
+                "kafka_rows_per_s": kf["trigger_rows_per_s"],
+                "ratio": hw["trigger_rows_per_s"] / kf["trigger_rows_per_s"],
+                "headwater_wall_rows_per_s": hw["rows_per_s"],
+                "kafka_wall_rows_per_s": kf["rows_per_s"],
+                "ratio_wall": hw["rows_per_s"] / kf["rows_per_s"],
+            }
     r["env"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
                 "machine": platform.machine()}
     print_table(r)
     if args.json:
         Path(args.json).write_text(json.dumps(r, indent=2))
-    if args.check and r["ratio"] < FLOOR:
-        log(f"FAIL: ratio {r['ratio']:.2f} < {FLOOR}")
+    failed = []
+    if r["ratio"] < FLOOR:
+        failed.append(f"read / plain consumer {r['ratio']:.2f} < {FLOOR}")
+    for kind in ("read", "write"):
+        vs = r.get(f"{kind}_vs_kafka")
+        if vs is not None and vs["ratio"] < KAFKA_FLOOR:
+            failed.append(f"{kind} headwater / kafka {vs['ratio']:.2f} < {KAFKA_FLOOR}")
+    if args.check and failed:
+        log("FAIL: " + "; ".join(failed))
         return 1
     return 0
 
@@ -312,25 +374,26 @@ def print_table(r: dict[str, Any]) -> None:
         return f"{x / 1000:>7,.0f} k"
 
     lines = [
-        f"{r['records']:,} records x 100 B, {r['partitions']} partitions, Spark local[2], "
-        f"{r['env']['cpus']} CPUs",
+        f"{r['records']:,} records x 100 B, {r['partitions']} partitions, Spark "
+        f"{r.get('spark_version', '?')} local[2], {r['env']['cpus']} CPUs; format(\"kafka\"): "
+        f"{', '.join(r['spark_kafka_jars']) or 'not run'}",
         "",
-        f"{'workload':44} {'rows/s':>9}",
-        f"{'plain producer (acks=all)':44} {k(r['produce_rows_per_s'])}",
-        f"{'plain consumer, key/value/timestamp read':44} {k(r['consumer_rows_per_s'])}",
-        f"{'plain consumer, count only':44} {k(r['consumer_count_only_rows_per_s'])}",
+        f"{'workload':56} {'rows/s':>9}",
+        f"{'plain producer (acks=all)':56} {k(r['produce_rows_per_s'])}",
+        f"{'plain consumer, key/value/timestamp read':56} {k(r['consumer_rows_per_s'])}",
+        f"{'plain consumer, count only':56} {k(r['consumer_count_only_rows_per_s'])}",
         "",
-        f"{'Spark query':44} {'processed':>9} {'wall':>9} {'batches':>8} {'seconds':>8}",
+        f"{'Spark query':56} {'processed':>9} {'wall':>9} {'batches':>8} {'seconds':>8}",
     ]
     labels = {
-        "read": "headwater -> noop",
+        "read": "format({}) -> noop",
         "ceiling": "pre-built Arrow -> noop (engine ceiling)",
-        "write": "headwater -> headwater sink",
+        "write": "format(headwater) -> format({}) sink",
     }
     for name, x in r["runs"].items():
-        kind, _, phase = name.partition(" ")
-        label = f"{labels[kind]}, {phase}"
-        lines.append(f"{label:44} {k(x['trigger_rows_per_s'])} {k(x['rows_per_s'])} "
+        kind, fmt, phase = name.split(" ", 2)
+        label = f"{labels[kind].format(fmt)}, {phase}"
+        lines.append(f"{label:56} {k(x['trigger_rows_per_s'])} {k(x['rows_per_s'])} "
                      f"{x['batches']:>8} {x['wall_s']:>8.2f}")
     lines += [
         "",
@@ -338,9 +401,19 @@ def print_table(r: dict[str, Any]) -> None:
         f"{r['ratio']:.2f} processed (best run {r['ratio_best']:.2f}), "
         f"{r['ratio_wall']:.2f} wall (floor {FLOOR}); vs count-only consumer "
         f"{r['ratio_vs_count_only']:.2f}",
-        "processed = rows / sum of trigger times (Spark's processedRowsPerSecond); "
-        "wall = rows / (start() .. end of awaitTermination())",
     ]
+    for kind in ("read", "write"):
+        vs = r.get(f"{kind}_vs_kafka")
+        if vs is None:
+            continue
+        verdict = "PASS" if vs["ratio"] >= KAFKA_FLOOR else "FAIL"
+        lines.append(
+            f"{kind}: format(\"headwater\") / format(\"kafka\") (median of the warm runs): "
+            f"{vs['ratio']:.2f}x processed ({k(vs['headwater_rows_per_s']).strip()} vs "
+            f"{k(vs['kafka_rows_per_s']).strip()}), {vs['ratio_wall']:.2f}x wall; "
+            f"floor >= {KAFKA_FLOOR}: {verdict}")
+    lines.append("processed = rows / sum of trigger times (Spark's processedRowsPerSecond); "
+                 "wall = rows / (start() .. end of awaitTermination())")
     print("\n".join(lines))
 
 

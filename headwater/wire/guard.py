@@ -34,6 +34,8 @@ from typing import Any
 
 from kio.index import load_request_schema
 
+from .header import read_uvarint
+
 _FIXED_SIZE = {
     "bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "error_code": 2,
     "int32": 4, "uint32": 4, "timedelta_i32": 4, "int64": 8, "uint64": 8,
@@ -50,31 +52,16 @@ def _fail(message: str) -> None:
     raise MalformedRequest(message)
 
 
-def _read_uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise MalformedRequest("varint runs past the end of the frame")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise MalformedRequest("varint longer than 5 bytes")
-
-
 def _tagged_fields(buf: bytes, pos: int, end: int,
                    checkers: dict[int, Callable[[bytes, int, int], int]]) -> int:
     """A tagged-field section: each field within the frame, a known one valid inside
     its own declared size (kio parses known tags with their field's reader)."""
-    count, pos = _read_uvarint(buf, pos, end)
+    count, pos = read_uvarint(buf, pos, end)
     if count > end - pos:
         raise MalformedRequest("tagged field count past the end")
     for _ in range(count):
-        tag, pos = _read_uvarint(buf, pos, end)
-        size, pos = _read_uvarint(buf, pos, end)
+        tag, pos = read_uvarint(buf, pos, end)
+        size, pos = read_uvarint(buf, pos, end)
         stop = pos + size
         if stop > end:
             raise MalformedRequest("tagged field past the end")
@@ -249,12 +236,12 @@ def _indent(lines: list[str], levels: int) -> list[str]:
 @cache
 def body_checker(api_key: int, version: int) -> Callable[[bytes, int], int]:
     """The pre-pass for one request schema: ``check(frame, pos)`` raises
-    MalformedRequest unless the body from `pos` to the frame's end is well-formed, and
+    MalformedRequest (HeaderError for a bad varint) unless the body from `pos` to the frame's end is well-formed, and
     returns where the body ended."""
     gen = _Generator()
     root = gen.function_for(load_request_schema(api_key, version), root=True)
     source = "\n\n".join(gen.sources)
-    namespace: dict[str, Any] = {"_fail": _fail, "_uv": _read_uvarint,
+    namespace: dict[str, Any] = {"_fail": _fail, "_uv": read_uvarint,
                                  "_tags": _tagged_fields, "_NO_TAGS": {},
                                  "_I16": struct.Struct(">h").unpack_from,
                                  "_I32": struct.Struct(">i").unpack_from}

@@ -56,10 +56,12 @@ def skip_tagged_fields(frame: bytes, pos: int) -> int:
     return pos
 
 
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
+    """An unsigned varint at `pos` that must end before `end` (default: the buffer's)."""
+    end = len(buf) if end is None else end
     result = shift = 0
     while True:
-        if pos >= len(buf):
+        if pos >= end:
             raise HeaderError("truncated varint")
         b = buf[pos]
         pos += 1

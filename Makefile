@@ -10,7 +10,7 @@ EDITABLE := --config-settings editable_mode=compat
 # Spark's Python workers must run the venv's interpreter (pyarrow, the connector).
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: run test lint bench bench-spark soak fuzz clean java kcat kafka
+.PHONY: run test lint bench bench-perf bench-spark soak fuzz clean java kcat kafka
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -64,11 +64,17 @@ test: $(STAMP) java kcat kafka
 lint: $(STAMP)
 	$(BIN)/ruff check headwater pyspark_headwater tests bench examples
 
-bench: $(STAMP)
+# headwater, Apache Kafka 4.3.1 and Tansu with librdkafka; Kafka's own perf tools against
+# headwater and Kafka; format("headwater") against Spark's format("kafka") (bench/README.md).
+bench: $(STAMP) kafka
 	$(BIN)/pip install -q $(EDITABLE) -e '.[bench]'
 	$(BIN)/python bench/broker_bench.py
 
-bench-spark: $(STAMP) java
+bench-perf: $(STAMP) kafka
+	$(BIN)/pip install -q $(EDITABLE) -e '.[bench]'
+	$(BIN)/python bench/perf_tools_bench.py
+
+bench-spark: $(STAMP) java kafka
 	$(SPARK_ENV) $(BIN)/python bench/spark_bench.py
 
 soak: $(STAMP)

@@ -26,6 +26,7 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         produce,
         producers,
         share_fetch,
+        share_groups,
         share_state,
         topics,
         transactions,
@@ -33,6 +34,6 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
 
     for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
                    offsets, producers, log_dirs, find_coordinator, offset_commits,
-                   group_admin, classic_groups, consumer_groups, transactions, share_state,
-                   share_fetch):
+                   group_admin, classic_groups, consumer_groups, share_groups, transactions,
+                   share_state, share_fetch):
         module.register(dispatcher, broker)

@@ -27,6 +27,7 @@ from ..config import (
     validate_dynamic_broker_config,
     validate_topic_config,
 )
+from ..group import group_configs
 from ..metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
 from ..wire.dispatch import Dispatcher, RequestContext
 
@@ -53,17 +54,8 @@ _TYPES = {
     "compression.zstd.level": INT,
 }
 
-# Group-level configs (KIP-848 / KIP-932) and their defaults.
-GROUP_CONFIG_DEFAULTS: dict[str, str] = {
-    "consumer.session.timeout.ms": "45000",
-    "consumer.heartbeat.interval.ms": "5000",
-    "share.session.timeout.ms": "45000",
-    "share.heartbeat.interval.ms": "5000",
-    "share.record.lock.duration.ms": "30000",
-    "share.auto.offset.reset": "latest",
-    "share.isolation.level": "read_uncommitted",
-    "share.delivery.count.limit": "5",
-}
+_GROUP_TYPES = {group_configs.INT: INT, group_configs.STRING: STRING,
+                group_configs.BOOLEAN: BOOLEAN}
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -129,18 +121,28 @@ def describe_broker_configs(broker: Broker, name: str, keys: set[str] | None,
     return out
 
 
-def describe_group_configs(broker: Broker, group: str, keys: set[str] | None) -> list[dict]:
+def describe_group_configs(broker: Broker, group: str, keys: set[str] | None,
+                           synonyms: bool = False) -> list[dict]:
+    """Kafka's group configs (KIP-848 / KIP-932): the group's override (GROUP_CONFIG),
+    else the broker default of its synonym (`group.share.*`, DEFAULT_CONFIG)."""
     stored = broker.image.resource_configs(GROUP_RESOURCE, group)
     out = []
-    for key, default in sorted(GROUP_CONFIG_DEFAULTS.items()):
-        if keys is not None and key not in keys:
+    for name, key in sorted(group_configs.KEYS.items()):
+        if keys is not None and name not in keys:
             continue
-        value = stored.get(key)
-        out.append({"name": key, "value": value if value is not None else default,
+        value = stored.get(name)
+        default = group_configs.default_value(key, broker.config)
+        syn: list[dict] = []
+        if value is not None:
+            syn.append({"name": name, "value": value, "source": GROUP_CONFIG})
+        if key.synonym is not None:
+            syn += _broker_synonyms(broker, key.synonym) or [
+                {"name": key.synonym, "value": default, "source": DEFAULT_CONFIG}]
+        out.append({"name": name, "value": value if value is not None else default,
                     "read_only": False,
                     "config_source": GROUP_CONFIG if value is not None else DEFAULT_CONFIG,
-                    "is_sensitive": False, "synonyms": (), "config_type": STRING,
-                    "documentation": None})
+                    "is_sensitive": False, "synonyms": syn if synonyms else (),
+                    "config_type": _GROUP_TYPES[key.kind], "documentation": None})
     return out
 
 
@@ -184,7 +186,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 configs = describe_broker_configs(broker, res.resource_name, keys,
                                                   getattr(req, "include_synonyms", False))
             else:
-                configs = describe_group_configs(broker, res.resource_name, keys)
+                configs = describe_group_configs(broker, res.resource_name, keys,
+                                                 getattr(req, "include_synonyms", False))
             results.append({**base, "error_code": 0, "error_message": None,
                             "configs": configs})
         return {"throttle_time": 0, "results": results}
@@ -196,8 +199,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             except ConfigError as exc:
                 raise _Invalid(E.invalid_config, str(exc)) from None
         elif rtype == GROUP_RESOURCE:
-            if key not in GROUP_CONFIG_DEFAULTS:
-                raise _Invalid(E.invalid_config, f"Unknown group config name: {key}")
+            pass  # the whole group config is checked at once (validate_group)
         else:
             try:
                 validate_dynamic_broker_config(key, value)
@@ -239,6 +241,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                             raise _Invalid(E.invalid_request, f"Unknown operation {op}")
                 else:
                     updated = {c.name: c.value for c in res.configs if c.value is not None}
+                if rtype == GROUP_RESOURCE:
+                    try:
+                        group_configs.validate(updated, broker.config)
+                    except group_configs.GroupConfigError as exc:
+                        raise _Invalid(E.invalid_config, str(exc)) from None
                 for key, value in updated.items():
                     validate(rtype, key, value)
                 for key in current.keys() - updated.keys():

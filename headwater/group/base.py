@@ -1,8 +1,8 @@
 """What the offset manager and the admin APIs need from any kind of group.
 
-Classic groups (JoinGroup/SyncGroup) and KIP-848 consumer groups live side by side
-in a shard's `groups` map; both implement this protocol so offsets, ListGroups,
-DescribeGroups and DeleteGroups treat them alike.
+Classic groups (JoinGroup/SyncGroup), KIP-848 consumer groups and KIP-932 share
+groups live side by side in a shard's `groups` map; all implement this protocol so
+offsets, ListGroups, DescribeGroups and DeleteGroups treat them alike.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ..coordinator.record_codec import CoordinatorRecord
 
 class Group(Protocol):
     group_id: str
-    group_type: str  # "classic" | "consumer"
+    group_type: str  # "classic" | "consumer" | "share"
 
     def state_name(self) -> str:
         """Kafka's state name as ListGroups/DescribeGroups report it (e.g. "Stable")."""

@@ -515,8 +515,9 @@ class ClassicGroupManager:
         records: list[CoordinatorRecord] = []
         existing = self.shard.groups.get(req.group_id)
         if existing is not None and not isinstance(existing, ClassicGroup):
-            if not existing.is_empty():
-                # A KIP-848 group with members: classic members cannot join it here.
+            if not existing.is_empty() or existing.group_type != "consumer":
+                # A KIP-848 group with members, or a share group: classic members
+                # cannot join it here (Kafka answers INCONSISTENT_GROUP_PROTOCOL).
                 respond(join_error("", INCONSISTENT_GROUP_PROTOCOL))
                 return Result([])
             # An Empty consumer group becomes a classic group (Kafka does the same).

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import BrokerConfig
+from . import group_configs
 
 DEFAULTS = {
     "offsets.topic.num.partitions": "50",
@@ -42,11 +43,17 @@ class GroupConfig:
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_regex_refresh_interval_ms: int = 600_000
     load_delay_ms: int = 0
+    share_session_timeout_ms: int = 45000
+    share_heartbeat_interval_ms: int = 5000
+    share_max_size: int = 200
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> GroupConfig:
         def get(key: str) -> str:
             return config.get(key) or DEFAULTS[key]
+
+        def share(key: str) -> str:
+            return group_configs.broker_value(config, key)
 
         return cls(
             num_partitions=int(get("offsets.topic.num.partitions")),
@@ -66,4 +73,7 @@ class GroupConfig:
             consumer_regex_refresh_interval_ms=int(
                 get("group.consumer.regex.refresh.interval.ms")),
             load_delay_ms=int(get("headwater.coordinator.load.delay.ms")),
+            share_session_timeout_ms=int(share("group.share.session.timeout.ms")),
+            share_heartbeat_interval_ms=int(share("group.share.heartbeat.interval.ms")),
+            share_max_size=int(share("group.share.max.size")),
         )

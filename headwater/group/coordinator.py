@@ -3,15 +3,22 @@
 Handlers call `write(group_id, op)` / `read(group_id, fn)`; the group id picks the
 partition (Kafka's hash) and so the shard. Metadata changes (topics created,
 deleted, grown) are fed to every loaded shard as operations.
+
+The share fetch path asks three things of share groups here: `share_assignment`,
+`share_group_config` and `add_share_member_listener` (told when a member leaves or is
+fenced, so its acquired records are released).
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..coordinator.runtime import CoordinatorRuntime, NotReady, Result, Timer
+from ..metadata.image import GROUP_RESOURCE
+from . import group_configs
 from . import records as R
 from .config import GroupConfig
 from .shard import GroupShard
@@ -30,8 +37,12 @@ class GroupCoordinator:
         self.broker = broker
         self.config = GroupConfig.from_broker(broker.config)
 
+        self._share_listeners: list[Callable[[str, str], None]] = []
+
         def factory(partition: int, timer: Timer) -> GroupShard:
-            return GroupShard(partition, timer, self.config, lambda: broker.image)
+            shard = GroupShard(partition, timer, self.config, lambda: broker.image)
+            shard.share.member_removed = self._share_member_removed
+            return shard
 
         self.runtime = CoordinatorRuntime(
             broker, TOPIC, self.config.num_partitions, R.CODEC, factory,
@@ -57,6 +68,36 @@ class GroupCoordinator:
 
     def loaded_shards(self) -> list[GroupShard]:
         return self.runtime.shards()  # type: ignore[return-value]
+
+    # ---- share groups: the interface of the share fetch path -----------------------
+    def share_assignment(self, group_id: str, member_id: str
+                         ) -> dict[uuid.UUID, list[int]] | None:
+        """Topic id -> partitions the member was last told it has; None when the member
+        is unknown or fenced (or the group's shard is still loading)."""
+        try:
+            assigned = self.read(group_id, lambda s: s.share.assignment(group_id, member_id))
+        except NotReady:
+            return None
+        if assigned is None:
+            return None
+        return {t: sorted(ps) for t, ps in assigned.items()}
+
+    def share_group_config(self, group_id: str) -> dict[str, str]:
+        """The effective `share.*` configs: the group's override, else the broker's."""
+        overrides = self.broker.image.resource_configs(GROUP_RESOURCE, group_id)
+        values = group_configs.effective(overrides, self.broker.config)
+        return {k: values[k] for k in group_configs.SHARE_KEYS}
+
+    def add_share_member_listener(self, callback: Callable[[str, str], None]) -> None:
+        """`callback(group_id, member_id)` when a share-group member leaves or is fenced."""
+        self._share_listeners.append(callback)
+
+    def _share_member_removed(self, group_id: str, member_id: str) -> None:
+        for callback in list(self._share_listeners):
+            try:
+                callback(group_id, member_id)
+            except Exception:
+                log.exception("share member listener failed for %s/%s", group_id, member_id)
 
     def _on_metadata(self, old: MetadataImage, new: MetadataImage) -> None:
         for shard in self.loaded_shards():

@@ -18,8 +18,19 @@ CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
 CONSUMER_GROUP_REGULAR_EXPRESSION = 16
+# KIP-932 share groups (type 9, ShareGroupPartitionMetadata, is gone since 4.1).
+SHARE_GROUP_MEMBER_METADATA = 10
+SHARE_GROUP_METADATA = 11
+SHARE_GROUP_TARGET_ASSIGNMENT_METADATA = 12
+SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = 13
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
+SHARE_GROUP_STATE_PARTITION_METADATA = 15
+SHARE_TYPES = frozenset(range(10, 16))
 
 TOPIC_PARTITIONS = (("topic_id", "uuid"), ("partitions", "[int32]"))
+TOPIC_INFO = (("topic_id", "uuid"), ("topic_name", "string"), ("partitions", "[int32]"))
+GROUP_KEY = (("group_id", "string"),)
+MEMBER_KEY = (("group_id", "string"), ("member_id", "string"))
 
 TYPES = [
     RecordType(OFFSET_COMMIT, "OffsetCommit",
@@ -56,6 +67,23 @@ TYPES = [
     RecordType(CONSUMER_GROUP_REGULAR_EXPRESSION, "ConsumerGroupRegularExpression",
                (("group_id", "string"), ("regular_expression", "string")),
                0, (("topics", "[string]"), ("version", "int64"), ("timestamp", "int64"))),
+    RecordType(SHARE_GROUP_MEMBER_METADATA, "ShareGroupMemberMetadata", MEMBER_KEY,
+               0, (("rack_id", "nstring"), ("client_id", "string"), ("client_host", "string"),
+                   ("subscribed_topic_names", "[string]"))),
+    RecordType(SHARE_GROUP_METADATA, "ShareGroupMetadata", GROUP_KEY,
+               0, (("epoch", "int32"), ("metadata_hash", "int64"))),
+    RecordType(SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, "ShareGroupTargetAssignmentMetadata",
+               GROUP_KEY, 0, (("assignment_epoch", "int32"),)),
+    RecordType(SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, "ShareGroupTargetAssignmentMember",
+               MEMBER_KEY, 0, (("topic_partitions", TOPIC_PARTITIONS),)),
+    RecordType(SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, "ShareGroupCurrentMemberAssignment",
+               MEMBER_KEY, 0, (("member_epoch", "int32"), ("previous_member_epoch", "int32"),
+                               ("state", "int8"), ("assigned_partitions", TOPIC_PARTITIONS))),
+    RecordType(SHARE_GROUP_STATE_PARTITION_METADATA, "ShareGroupStatePartitionMetadata",
+               GROUP_KEY, 0, (("initializing_topics", TOPIC_INFO),
+                              ("initialized_topics", TOPIC_INFO),
+                              ("deleting_topics", (("topic_id", "uuid"),
+                                                   ("topic_name", "string"))))),
 ]
 
 CODEC = RecordCodec(TYPES)

@@ -1,8 +1,8 @@
 """One group-coordinator shard: the state of the groups hashed to one partition of
 `__consumer_offsets`, rebuilt by replaying that partition.
 
-The shard composes three managers over one `groups` map: offsets (seed 004),
-classic groups (JoinGroup/SyncGroup) and KIP-848 consumer groups. `replay` is the
+The shard composes four managers over one `groups` map: offsets (seed 004),
+classic groups (JoinGroup/SyncGroup), KIP-848 consumer groups and KIP-932 share groups. `replay` is the
 only method that changes state; operations return records (see coordinator.runtime).
 """
 
@@ -33,6 +33,7 @@ class GroupShard:
                  image: Callable[[], MetadataImage]) -> None:
         from .classic import ClassicGroupManager
         from .consumer import ConsumerGroupManager
+        from .share import ShareGroupManager
 
         self.partition = partition
         self.timer = timer
@@ -44,6 +45,7 @@ class GroupShard:
         self.offsets = OffsetManager(self)
         self.classic = ClassicGroupManager(self)
         self.consumer = ConsumerGroupManager(self)
+        self.share = ShareGroupManager(self)
 
     # ---- replay (the only state change) --------------------------------------------
     def replay(self, offset: int, producer_id: int, producer_epoch: int,
@@ -53,6 +55,8 @@ class GroupShard:
             self.offsets.replay(record, offset, producer_id)
         elif t == R.GROUP_METADATA:
             self.classic.replay(record)
+        elif t in R.SHARE_TYPES:
+            self.share.replay(record)
         else:
             self.consumer.replay(record)
 
@@ -65,6 +69,7 @@ class GroupShard:
     def on_loaded(self, now_ms: int) -> None:
         self.classic.on_loaded(now_ms)
         self.consumer.on_loaded(now_ms)
+        self.share.on_loaded(now_ms)
         self._schedule_expiry()
 
     def on_metadata_update(self, image: MetadataImage, now_ms: int) -> Result:
@@ -75,6 +80,7 @@ class GroupShard:
         for topic in sorted(gone):
             records += self.offsets.tombstones_for_topic(topic)
         records += self.consumer.on_metadata_update(image, now_ms)
+        records += self.share.on_metadata_update(image, now_ms)
         return Result(records)
 
     # ---- groups --------------------------------------------------------------------

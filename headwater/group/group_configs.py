@@ -1,0 +1,175 @@
+"""Group-level configs (the GROUP config resource, type 32): Kafka 4.3's names, types,
+defaults, broker bounds and error messages (`GroupConfig`, `GroupCoordinatorConfig`,
+`ShareGroupConfig`).
+
+A group config overrides a broker default (its synonym, e.g. `share.session.timeout.ms`
+over `group.share.session.timeout.ms`). Overrides are ConfigRecords in the metadata log,
+so they survive restarts; `validate` checks a group's whole would-be config the way
+Kafka does (type, lower bound, broker min/max, session > heartbeat) and raises
+`GroupConfigError` with Kafka's message, which the API answers as INVALID_CONFIG.
+`effective` is what the coordinator and the share-partition leaders use.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..config import BrokerConfig
+
+# Broker keys (`group.share.*`, `group.consumer.*`) and Kafka 4.3's defaults.
+BROKER_DEFAULTS: dict[str, str] = {
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.min.session.timeout.ms": "45000",
+    "group.consumer.max.session.timeout.ms": "60000",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.min.heartbeat.interval.ms": "5000",
+    "group.consumer.max.heartbeat.interval.ms": "15000",
+    "group.share.session.timeout.ms": "45000",
+    "group.share.min.session.timeout.ms": "45000",
+    "group.share.max.session.timeout.ms": "60000",
+    "group.share.heartbeat.interval.ms": "5000",
+    "group.share.min.heartbeat.interval.ms": "5000",
+    "group.share.max.heartbeat.interval.ms": "15000",
+    "group.share.assignment.interval.ms": "1000",
+    "group.share.min.assignment.interval.ms": "0",
+    "group.share.max.assignment.interval.ms": "15000",
+    "group.share.max.size": "200",
+    "group.share.assignors": "simple",
+    "group.share.record.lock.duration.ms": "30000",
+    "group.share.min.record.lock.duration.ms": "15000",
+    "group.share.max.record.lock.duration.ms": "60000",
+    "group.share.delivery.count.limit": "5",
+    "group.share.min.delivery.count.limit": "2",
+    "group.share.max.delivery.count.limit": "10",
+    "group.share.partition.max.record.locks": "2000",
+    "group.share.min.partition.max.record.locks": "100",
+    "group.share.max.partition.max.record.locks": "4000",
+    "group.share.max.share.sessions": "2000",
+}
+
+INT, STRING, BOOLEAN = "INT", "STRING", "BOOLEAN"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfigKey:
+    name: str
+    kind: str
+    default: str  # when there is no broker synonym
+    synonym: str | None = None  # the broker key whose value is the default
+    at_least: int | None = None  # ConfigDef's Range.atLeast
+    bounds: tuple[str, str] | None = None  # broker (min, max) keys
+
+
+def _k(name: str, kind: str, default: str, at_least: int | None = None,
+       bounded: bool = True, synonym: bool = True) -> GroupConfigKey:
+    prefix, _, rest = name.partition(".")
+    broker = f"group.{prefix}.{rest}" if synonym else None
+    bounds = (f"group.{prefix}.min.{rest}", f"group.{prefix}.max.{rest}") if bounded else None
+    return GroupConfigKey(name, kind, default, broker, at_least, bounds)
+
+
+KEYS: dict[str, GroupConfigKey] = {k.name: k for k in (
+    _k("consumer.session.timeout.ms", INT, "45000", 1),
+    _k("consumer.heartbeat.interval.ms", INT, "5000", 1),
+    _k("share.session.timeout.ms", INT, "45000", 1),
+    _k("share.heartbeat.interval.ms", INT, "5000", 1),
+    _k("share.assignment.interval.ms", INT, "1000", 0),
+    _k("share.record.lock.duration.ms", INT, "30000", 1000),
+    _k("share.delivery.count.limit", INT, "5", 2),
+    _k("share.partition.max.record.locks", INT, "2000", 100),
+    _k("share.auto.offset.reset", STRING, "latest", bounded=False, synonym=False),
+    _k("share.isolation.level", STRING, "read_uncommitted", bounded=False, synonym=False),
+    _k("share.renew.acknowledge.enable", BOOLEAN, "true", bounded=False, synonym=False),
+)}
+
+SHARE_KEYS = tuple(k for k in KEYS if k.startswith("share."))
+_INT = re.compile(r"^[+-]?\d+$")
+_RESET_ERROR = ("Invalid value `{v}` for configuration share.auto.offset.reset. The value "
+                "must be either 'earliest', 'latest' or of the format "
+                "'by_duration:<PnDTnHnMn.nS>'.")
+_DURATION = re.compile(r"^P(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:[.,]\d{1,9})?S)?)?$",
+                       re.IGNORECASE)
+
+
+class GroupConfigError(ValueError):
+    """An invalid group config (INVALID_CONFIG), with Kafka's message."""
+
+
+def broker_value(config: BrokerConfig, key: str) -> str:
+    return config.get(key) or BROKER_DEFAULTS[key]
+
+
+def default_value(key: GroupConfigKey, config: BrokerConfig) -> str:
+    return broker_value(config, key.synonym) if key.synonym else key.default
+
+
+def effective(overrides: Mapping[str, str], config: BrokerConfig) -> dict[str, str]:
+    """Every group config's value: the group's override, else the broker default."""
+    return {name: overrides[name] if overrides.get(name) is not None
+            else default_value(key, config) for name, key in KEYS.items()}
+
+
+def _valid_reset(value: str) -> bool:
+    if value in ("latest", "earliest"):
+        return True
+    if not value.startswith("by_duration:"):
+        return False
+    duration = value[len("by_duration:"):]
+    # Java's Duration.parse, minus negative durations (Kafka refuses them).
+    return bool(_DURATION.match(duration)) and duration.upper() not in ("P", "PT") \
+        and not duration.upper().endswith("T")
+
+
+def _parse(key: GroupConfigKey, value: str) -> int | str | bool:
+    def invalid(reason: str) -> GroupConfigError:
+        return GroupConfigError(f"Invalid value {value} for configuration {key.name}: "
+                                f"{reason}")
+
+    v = value.strip()
+    if key.kind == INT:
+        if not _INT.match(v) or not -2**31 <= int(v) < 2**31:
+            raise invalid("Not a number of type INT")
+        n = int(v)
+        if key.at_least is not None and n < key.at_least:
+            raise invalid(f"Value must be at least {key.at_least}")
+        return n
+    if key.kind == BOOLEAN:
+        if v.lower() not in ("true", "false"):
+            raise invalid("Expected value to be either true or false")
+        return v.lower() == "true"
+    if key.name == "share.auto.offset.reset" and not _valid_reset(v):
+        raise invalid(_RESET_ERROR.format(v=v))
+    if key.name == "share.isolation.level" and v not in ("read_committed", "read_uncommitted"):
+        raise invalid("String must be one of: read_committed, read_uncommitted")
+    return v
+
+
+def validate(overrides: Mapping[str, str | None], config: BrokerConfig) -> None:
+    """Raise GroupConfigError unless `overrides` (a group's complete set) is valid."""
+    for name in overrides:
+        if name not in KEYS:
+            raise GroupConfigError(f"Unknown group config name: {name}")
+    values: dict[str, int | str | bool] = {}
+    for name, key in KEYS.items():
+        raw = overrides.get(name)
+        values[name] = _parse(key, raw if raw is not None else default_value(key, config))
+    given = {name for name, value in overrides.items() if value is not None}
+    for name, key in KEYS.items():
+        # Only the group's own values are bounded: the broker's defaults are its own
+        # business (Kafka refuses to start with a default outside its bounds).
+        if key.bounds is None or name not in given:
+            continue
+        low_key, high_key = key.bounds
+        value = values[name]
+        assert isinstance(value, int)
+        if value < int(broker_value(config, low_key)):
+            raise GroupConfigError(f"{name} must be greater than or equal to {low_key}")
+        if value > int(broker_value(config, high_key)):
+            raise GroupConfigError(f"{name} must be less than or equal to {high_key}")
+    for kind in ("consumer", "share"):
+        session, heartbeat = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"
+        if (session in given or heartbeat in given) \
+                and int(values[session]) <= int(values[heartbeat]):
+            raise GroupConfigError(f"{session} must be greater than {heartbeat}")

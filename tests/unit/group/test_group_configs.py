@@ -1,0 +1,84 @@
+"""Group config validation: Kafka 4.3.1's messages (taken from its GroupConfig.validate
+with default broker bounds) and the effective values."""
+
+from __future__ import annotations
+
+import pytest
+
+from headwater.config import BrokerConfig
+from headwater.group.group_configs import GroupConfigError, effective, validate
+
+BROKER = BrokerConfig({})
+
+KAFKA_ANSWERS = {
+    ("share.auto.offset.reset", "bogus"): "Invalid value bogus for configuration "
+    "share.auto.offset.reset: Invalid value `bogus` for configuration share.auto.offset.reset."
+    " The value must be either 'earliest', 'latest' or of the format "
+    "'by_duration:<PnDTnHnMn.nS>'.",
+    ("share.auto.offset.reset", "by_duration:PT1H"): None,
+    ("share.auto.offset.reset", "by_duration:-PT1H"): "Invalid value by_duration:-PT1H",
+    ("share.auto.offset.reset", "EARLIEST"): "Invalid value EARLIEST",
+    ("share.record.lock.duration.ms", "999"): "Invalid value 999 for configuration "
+    "share.record.lock.duration.ms: Value must be at least 1000",
+    ("share.record.lock.duration.ms", "1000"): "share.record.lock.duration.ms must be "
+    "greater than or equal to group.share.min.record.lock.duration.ms",
+    ("share.record.lock.duration.ms", "70000"): "share.record.lock.duration.ms must be less "
+    "than or equal to group.share.max.record.lock.duration.ms",
+    ("share.record.lock.duration.ms", "abc"): "Invalid value abc for configuration "
+    "share.record.lock.duration.ms: Not a number of type INT",
+    ("share.delivery.count.limit", "1"): "Invalid value 1 for configuration "
+    "share.delivery.count.limit: Value must be at least 2",
+    ("share.delivery.count.limit", "11"): "share.delivery.count.limit must be less than or "
+    "equal to group.share.max.delivery.count.limit",
+    ("share.delivery.count.limit", "10"): None,
+    ("share.partition.max.record.locks", "99"): "Invalid value 99 for configuration "
+    "share.partition.max.record.locks: Value must be at least 100",
+    ("share.partition.max.record.locks", "5000"): "share.partition.max.record.locks must be "
+    "less than or equal to group.share.max.partition.max.record.locks",
+    ("share.session.timeout.ms", "1000"): "share.session.timeout.ms must be greater than or "
+    "equal to group.share.min.session.timeout.ms",
+    ("share.session.timeout.ms", "50000"): None,
+    ("share.heartbeat.interval.ms", "4000"): "share.heartbeat.interval.ms must be greater "
+    "than or equal to group.share.min.heartbeat.interval.ms",
+    ("share.heartbeat.interval.ms", "16000"): "share.heartbeat.interval.ms must be less than "
+    "or equal to group.share.max.heartbeat.interval.ms",
+    ("share.isolation.level", "READ_COMMITTED"): "Invalid value READ_COMMITTED for "
+    "configuration share.isolation.level: String must be one of: read_committed, "
+    "read_uncommitted",
+    ("share.renew.acknowledge.enable", "maybe"): "Invalid value maybe for configuration "
+    "share.renew.acknowledge.enable: Expected value to be either true or false",
+    ("share.renew.acknowledge.enable", "TRUE"): None,
+    ("share.unknown", "1"): "Unknown group config name: share.unknown",
+    ("share.session.timeout.ms", ""): "Invalid value  for configuration "
+    "share.session.timeout.ms: Not a number of type INT",
+}
+
+
+@pytest.mark.parametrize("key,value", list(KAFKA_ANSWERS))
+def test_kafkas_answers(key: str, value: str) -> None:
+    expected = KAFKA_ANSWERS[(key, value)]
+    if expected is None:
+        validate({key: value}, BROKER)
+        return
+    with pytest.raises(GroupConfigError) as err:
+        validate({key: value}, BROKER)
+    assert str(err.value).startswith(expected)
+
+
+def test_session_must_exceed_heartbeat_and_broker_bounds_move() -> None:
+    with pytest.raises(GroupConfigError, match="share.session.timeout.ms must be greater "
+                       "than share.heartbeat.interval.ms"):
+        validate({"share.session.timeout.ms": "46000", "share.heartbeat.interval.ms": "50000"},
+                 BrokerConfig({"group.share.min.session.timeout.ms": "1000",
+                               "group.share.max.heartbeat.interval.ms": "60000"}))
+    validate({"share.delivery.count.limit": "20"},
+             BrokerConfig({"group.share.max.delivery.count.limit": "20"}))
+
+
+def test_effective_values_prefer_the_group_then_the_broker() -> None:
+    broker = BrokerConfig({"group.share.record.lock.duration.ms": "20000"})
+    values = effective({"share.auto.offset.reset": "earliest"}, broker)
+    assert values["share.auto.offset.reset"] == "earliest"
+    assert values["share.record.lock.duration.ms"] == "20000"
+    assert values["share.delivery.count.limit"] == "5"
+    assert values["share.isolation.level"] == "read_uncommitted"

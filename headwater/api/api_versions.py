@@ -17,9 +17,12 @@ if TYPE_CHECKING:
 # KIP-890 part 2 epoch bump, so a finalized TV 2 would switch Java producers (4.x) to a
 # protocol headwater does not speak. Level 0 features are supported but not finalized,
 # as Kafka reports them.
+# share.version 1 (KIP-932 share groups, finalized by default since Kafka 4.2): the Java
+# client and Kafka's tools look for it before using share groups.
 SUPPORTED_FEATURES = {"metadata.version": (7, 25), "kraft.version": (0, 0),
-                      "group.version": (0, 1), "transaction.version": (0, 0)}
-FINALIZED_FEATURES = {"metadata.version": 25, "group.version": 1}
+                      "group.version": (0, 1), "transaction.version": (0, 0),
+                      "share.version": (0, 1)}
+FINALIZED_FEATURES = {"metadata.version": 25, "group.version": 1, "share.version": 1}
 FINALIZED_FEATURES_EPOCH = 1
 
 

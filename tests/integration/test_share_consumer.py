@@ -215,3 +215,23 @@ def test_read_committed_never_delivers_aborted_records(broker, queue):
     poll_until(c, lambda: len(got) >= 2, on_message=lambda m: got.append(int(m.value())))
     poll_until(c, lambda: False, timeout=2, on_message=lambda m: got.append(int(m.value())))
     assert got == [0, 2]
+
+
+@pytest.mark.timeout(120)
+def test_kafkas_own_share_consumer_and_share_group_tool(broker, queue):
+    """Kafka 4.3.1's Java share consumer (kafka-console-share-consumer) reads the queue,
+    and kafka-share-groups lists the group and describes its state."""
+    from tests.support.kafka_reference import run_tool
+
+    topic, group, _open = queue
+    produce_batches(broker.bootstrap, topic, batches=5, per_batch=10)
+    out = run_tool("org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+                   "--bootstrap-server", broker.bootstrap, "--topic", topic, "--group", group,
+                   "--max-messages", "50", "--timeout-ms", "30000", timeout=90)
+    assert sorted(int(v) for v in out.stdout.split()) == list(range(50))
+    tool = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+    listed = run_tool(tool, "--bootstrap-server", broker.bootstrap, "--list")
+    assert group in listed.stdout.split()
+    state = run_tool(tool, "--bootstrap-server", broker.bootstrap, "--describe", "--group",
+                     group, "--state")
+    assert group in state.stdout and "Empty" in state.stdout

@@ -235,3 +235,66 @@ def test_kafkas_own_share_consumer_and_share_group_tool(broker, queue):
     state = run_tool(tool, "--bootstrap-server", broker.bootstrap, "--describe", "--group",
                      group, "--state")
     assert group in state.stdout and "Empty" in state.stdout
+
+
+@pytest.mark.timeout(150)
+def test_kill_9_under_three_consumers_loses_nothing_and_redelivers_nothing_acked(
+        broker_factory, topic_name):
+    """Explicit acknowledgements are persisted before they are answered: after a kill -9
+    and a restart no acknowledged record comes back, and every record is acknowledged in
+    the end."""
+    broker = broker_factory()
+    make_topic(broker, topic_name)
+    group = "survivors"
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    total = 400
+    produce_batches(broker.bootstrap, topic_name, batches=40, per_batch=10)
+    acked: set[int] = set()
+    redelivered_after_ack: list[int] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def run() -> None:
+        c = consumer(broker.bootstrap, group, topic_name,
+                     **{"share.acknowledgement.mode": "explicit", "max.poll.records": 20})
+        try:
+            while not stop.is_set():
+                try:
+                    batch = [m for m in c.poll(0.5) if m.error() is None]
+                except Exception:  # noqa: BLE001  the broker is down for a moment
+                    continue
+                values = [int(m.value()) for m in batch]
+                with lock:
+                    redelivered_after_ack.extend(v for v in values if v in acked)
+                for m in batch:
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                if not batch:
+                    continue
+                try:
+                    results = c.commit_sync(15)
+                except Exception:  # noqa: BLE001  not acknowledged: may come back
+                    continue
+                if all(err is None for err in results.values()):
+                    with lock:
+                        acked.update(values)
+                time.sleep(0.01)
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while len(acked) < total // 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert acked, "nothing acknowledged before the crash"
+    broker.kill()
+    broker.start()
+    deadline = time.monotonic() + 90
+    while len(acked) < total and time.monotonic() < deadline:
+        time.sleep(0.1)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert acked == set(range(total))
+    assert redelivered_after_ack == []

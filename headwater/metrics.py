@@ -29,6 +29,7 @@ class BrokerCollector:
     def collect(self) -> Iterator[Metric]:
         yield from self._logs()
         yield from self._groups()
+        yield from self._shares()
         server = self.broker.server
         queue = GaugeMetricFamily("headwater_request_queue_size",
                                   "Requests read but not yet answered, all connections")
@@ -96,6 +97,35 @@ class BrokerCollector:
         load_max.add_metric([], max(loads) if loads else 0)
         load_avg.add_metric([], sum(loads) / len(loads) if loads else 0)
         yield from (by_protocol, by_state, rebalances, lag, load_max, load_avg)
+
+
+    def _shares(self) -> Iterator[Metric]:
+        """Share groups: per loaded share-partition its in-flight records and lag (log
+        end - SPSO - finished records in the window, KIP-1226), and counters of records
+        acquired, redelivered, acknowledged by type and released by lock expiry."""
+        manager = self.broker.api_state.get("share_partitions")
+        if manager is None:
+            return
+        labels = ["group", "topic", "partition"]
+        in_flight = GaugeMetricFamily("headwater_share_partition_in_flight_records",
+                                      "Records between SPSO and SPEO not yet finished",
+                                      labels=labels)
+        lag = GaugeMetricFamily("headwater_share_group_lag",
+                                "Records not yet delivered-and-finished", labels=labels)
+        for (group, _tid, partition), topic, part in manager.loaded():
+            row = [group, topic, str(partition)]
+            finished = part.delivery_complete_count()
+            in_flight.add_metric(row, part.in_flight - finished)
+            plog = self.broker.partition(topic, partition)
+            if plog is not None:
+                lag.add_metric(row, max(plog.high_watermark - part.start_offset - finished, 0))
+        records = CounterMetricFamily("headwater_share_records",
+                                      "Share-group records by event (acquired, redelivered, "
+                                      "accept, release, reject, gap, renew, lock_expired)",
+                                      labels=["event"])
+        for event, count in sorted(manager.counts.items()):
+            records.add_metric([event], count)
+        yield from (in_flight, lag, records)
 
 
 class MetricsServer:

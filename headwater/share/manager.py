@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +84,14 @@ class SharePartitionManager:
         self._waiters: dict[tuple[uuid.UUID, int], set[asyncio.Future[None]]] = {}
         self._hooked: set[int] = set()
         self.idle_ms = 10 * 60_000
+        # Records acquired / redelivered / acknowledged by type / released by lock expiry,
+        # since start (the metrics endpoint reads them).
+        self.counts: Counter[str] = Counter()
+
+    def loaded(self) -> Iterator[tuple[LeaderKey, str, SharePartition]]:
+        """(key, topic name, state) of every share-partition held in memory."""
+        for key, leader in self._leaders.items():
+            yield key, leader.topic, leader.part
 
     # ---- configuration -------------------------------------------------------------
     def group_config(self, group_id: str) -> dict[str, str]:
@@ -222,6 +231,9 @@ class SharePartitionManager:
             self._schedule(leader)
             if not result.records:
                 return PartitionFetch()
+            self.counts["acquired"] += result.count
+            self.counts["redelivered"] += sum(r.last_offset - r.first_offset + 1
+                                              for r in result.records if r.delivery_count > 1)
             return PartitionFetch(_trim(data, result.records), result.records)
 
     @staticmethod
@@ -270,6 +282,10 @@ class SharePartitionManager:
             except ShareError as exc:
                 return exc.code
             self._schedule(leader)
+        if result.error_code == 0:
+            for b in batches:
+                for kind, n in _typed_counts(b):
+                    self.counts[kind] += n
         self.wake(key[1], key[2])
         return ErrorCode(result.error_code)
 
@@ -317,6 +333,7 @@ class SharePartitionManager:
                 log.warning("expiring locks of %s failed: %s", leader.key, exc)
                 return
             self._schedule(leader)
+            self.counts["lock_expired"] += result.released
         if result.released:
             self.wake(leader.key[1], leader.key[2])
 
@@ -363,6 +380,20 @@ class SharePartitionManager:
                 self._drop(leader)
                 dropped += 1
         return dropped
+
+
+_ACK_NAMES = {0: "gap", 1: "accept", 2: "release", 3: "reject", 4: "renew"}
+
+
+def _typed_counts(batch: AcknowledgementBatch) -> Iterator[tuple[str, int]]:
+    """(acknowledgement type name, records) of one batch: one type for the range, or
+    one per offset."""
+    types = batch.acknowledge_types
+    if len(types) == 1:
+        yield _ACK_NAMES.get(types[0], "unknown"), batch.last_offset - batch.first_offset + 1
+    else:
+        for t in types:
+            yield _ACK_NAMES.get(t, "unknown"), 1
 
 
 def _trim(data: bytes, acquired: Sequence[AcquiredRecords]) -> bytes:

@@ -298,3 +298,47 @@ def test_kill_9_under_three_consumers_loses_nothing_and_redelivers_nothing_acked
         t.join(30)
     assert acked == set(range(total))
     assert redelivered_after_ack == []
+
+
+@pytest.mark.timeout(90)
+def test_share_metrics(broker_factory, topic_name):
+    import re
+    import urllib.request
+
+    from tests.support.broker_process import free_port
+
+    port = free_port()
+    broker = broker_factory("--metrics-listen", f"127.0.0.1:{port}")
+    make_topic(broker, topic_name)
+    set_group_configs(broker.bootstrap, "metered", share_auto_offset_reset="earliest")
+    produce_batches(broker.bootstrap, topic_name, batches=1, per_batch=4)
+    c = consumer(broker.bootstrap, "metered", topic_name,
+                 **{"share.acknowledgement.mode": "explicit"})
+    try:
+        seen: list[int] = []
+
+        def ack(msg: object) -> None:
+            seen.append(int(msg.value()))
+            c.acknowledge(msg, AcknowledgeType.RELEASE if int(msg.value()) == 3 and
+                          msg.delivery_count() == 1 else AcknowledgeType.ACCEPT)
+
+        poll_until(c, lambda: len(seen) >= 4, on_message=ack)
+        c.commit_sync(15)
+        poll_until(c, lambda: len(seen) >= 5, on_message=ack)  # 3 again
+        c.commit_sync(15)
+    finally:
+        c.close()
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+
+    def value(name: str) -> float:
+        match = re.search(rf"^{re.escape(name)} (\S+)$", body, re.M)
+        assert match, name
+        return float(match.group(1))
+
+    assert value('headwater_share_records_total{event="acquired"}') == 5
+    assert value('headwater_share_records_total{event="redelivered"}') == 1
+    assert value('headwater_share_records_total{event="accept"}') == 4
+    assert value('headwater_share_records_total{event="release"}') == 1
+    labels = f'group="metered",partition="0",topic="{topic_name}"'
+    assert value(f"headwater_share_group_lag{{{labels}}}") == 0
+    assert value(f"headwater_share_partition_in_flight_records{{{labels}}}") == 0

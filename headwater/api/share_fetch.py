@@ -88,6 +88,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             results[key] = await manager.acknowledge((group_id, *key), member_id, batches)
         return results
 
+    def renew_enabled(group_id: str) -> bool:
+        """KIP-1222's group switch; RENEW acknowledgements are INVALID_REQUEST when off."""
+        config = manager.group_config(group_id)
+        return config.get("share.renew.acknowledge.enable", "true").lower() == "true"
+
     def check_ids(req: Any) -> tuple[E, str] | None:
         if not req.group_id:
             return E.invalid_group_id, "The group id is empty"
@@ -130,7 +135,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             session.partitions[key] = None
         for key in forgotten:
             session.partitions.pop(key, None)
-        ack_errors = await acknowledge_all(group_id, member_id, wanted, renew)
+        ack_errors = await acknowledge_all(group_id, member_id, wanted,
+                                           renew and renew_enabled(group_id))
         if epoch != INITIAL_EPOCH:
             sessions.advance(session)
         if renew:  # KIP-1222: a renewal is not a fetch
@@ -217,8 +223,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         except ShareSessionError as exc:
             return top_error(exc.code, exc.message, lock_ms)
         wanted = requested(req.topics)
-        ack_errors = await acknowledge_all(group_id, member_id, wanted,
-                                           bool(getattr(req, "is_renew_ack", False)))
+        ack_errors = await acknowledge_all(
+            group_id, member_id, wanted,
+            bool(getattr(req, "is_renew_ack", False)) and renew_enabled(group_id))
         if epoch == FINAL_EPOCH:
             sessions.close(group_id, member_id)
             await manager.release_member(group_id, member_id, list(session.partitions))

@@ -228,3 +228,38 @@ def test_state_survives_kill_9(broker_factory, topic_name):
         assert offsets == {3: 2, 4: 2, 6: 1, 7: 1, 8: 1, 9: 1}
     finally:
         b.close()
+
+
+@pytest.mark.timeout(60)
+def test_renew_keeps_a_slow_record_from_being_redelivered(broker_factory, topic_name):
+    """KIP-1222 (ShareAcknowledge v2, IsRenewAck, type 4): the lock restarts, so another
+    member does not get the record when the first lock would have run out."""
+    from tests.integration.test_share_consumer import set_group_configs
+
+    broker = broker_factory("--override", "group.share.min.record.lock.duration.ms=1000")
+    tid = make_topic(broker, topic_name)
+    set_group_configs(broker.bootstrap, "renewing", share_record_lock_duration_ms="3000")
+    a, b = (Member(broker.port, "renewing", m, tid) for m in ("a", "b"))
+    try:
+        a.fetch(wait_ms=0)
+        b.fetch(wait_ms=0)
+        produce(broker, topic_name, 1)
+        start = time.monotonic()
+        assert acquired(a.fetch()) == [(0, 0, 0, 1)]
+        time.sleep(1.5)  # the slow application at work, half way through its lock
+        a.cid += 1
+        renewed = a.client.request(79, 2, {
+            "group_id": "renewing", "member_id": "a", "share_session_epoch": a.epoch,
+            "is_renew_ack": True, "topics": [{"topic_id": tid, "partitions": [
+                {"partition_index": 0, "acknowledgement_batches": [
+                    {"first_offset": 0, "last_offset": 0, "acknowledge_types": [4]}]}]}]},
+            correlation_id=a.cid)
+        a.epoch += 1
+        assert partition_errors(renewed) == {0: (0, 0)}
+        # Without the renewal the record would be free 3 s after it was acquired.
+        assert acquired(b.fetch(wait_ms=int((3.8 - (time.monotonic() - start)) * 1000))) == []
+        assert time.monotonic() - start < 4.4  # still inside the renewed lock
+        assert acquired(b.fetch(wait_ms=5000)) == [(0, 0, 0, 2)]  # then it does expire
+    finally:
+        a.close()
+        b.close()

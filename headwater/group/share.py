@@ -394,11 +394,11 @@ def describe_error(group_id: str, code: int, message: str | None) -> dict[str, A
 
 
 def _validate(req: ShareHeartbeatRequest) -> None:
-    def invalid(message: str) -> HeartbeatError:
-        return HeartbeatError(INVALID_REQUEST, message)
+    def invalid(message: str | None) -> HeartbeatError:
+        return HeartbeatError(INVALID_REQUEST, message)  # type: ignore[arg-type]
 
     if not req.member_id.strip():
-        raise invalid("MemberId can't be empty.")
+        raise invalid(None)  # Kafka 4.3 answers an empty member id with no message
     if not req.group_id.strip():
         raise invalid("GroupId can't be empty.")
     if req.rack_id is not None and not req.rack_id.strip():

@@ -222,7 +222,7 @@ def test_bad_heartbeats_get_kafkas_codes_and_change_nothing(broker, raw):
     assert code("m1", 7)[1].startswith("The share group member has a greater member epoch")
     assert code("nobody", 1) == (25, f"Member nobody is not a member of group {group}.")
     assert code("nobody", -1)[0] == 25
-    assert code("", 0, [topic]) == (42, "MemberId can't be empty.")
+    assert code("", 0, [topic]) == (42, None)
     assert code("m2", 0) == (42, "SubscribedTopicNames must be set in first request.")
     assert code("m2", 0, []) == (42, "SubscribedTopicNames must be set in first request.")
     assert code("m1", -2) == (42, "MemberEpoch is invalid.")

@@ -219,7 +219,48 @@ def aiokafka_flows(bootstrap: str) -> None:
     asyncio.run(run())
 
 
-FLOWS = {"confluent-kafka": confluent_flows, "kafka-python": kafka_python_flows,
+def share_flows(bootstrap: str) -> None:
+    """confluent-kafka's ShareConsumer: heartbeats, fetches, explicit and implicit acks."""
+    from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic("seed-share", 2, 1)]).values():
+        f.result(15)
+    entry = ConfigEntry("share.auto.offset.reset", "earliest",
+                        incremental_operation=AlterConfigOpType.SET)
+    for f in admin.incremental_alter_configs(
+            [ConfigResource("group", "seed-share", incremental_configs=[entry])]).values():
+        f.result(15)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(60):
+        p.produce("seed-share", str(i).encode(), partition=i % 2)
+    p.flush(15)
+    for mode in ("explicit", "implicit"):
+        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "seed-share",
+                           "share.acknowledgement.mode": mode})
+        c.subscribe(["seed-share"])
+        got, deadline = 0, time.monotonic() + 15
+        while got < 20 and time.monotonic() < deadline:
+            batch = c.poll(0.5)
+            for m in batch:
+                if m.error() is None:
+                    got += 1
+                    if mode == "explicit":
+                        c.acknowledge(m, (AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE,
+                                          AcknowledgeType.REJECT)[got % 3])
+            if batch and mode == "explicit":
+                c.commit_sync(10)
+        c.close()
+
+
+FLOWS = {"confluent-kafka": confluent_flows, "confluent-kafka-share": share_flows, "kafka-python": kafka_python_flows,
          "aiokafka": aiokafka_flows}
 
 

@@ -65,7 +65,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 entry["aborted_transactions"] = aborted_in(plog, cached.fetch_offset, upper,
                                                            data)
         except LogError as exc:
-            return {**entry, "error_code": exc.code, "records": b""}, 0
+            # As Kafka: a partition that fails its read (OFFSET_OUT_OF_RANGE) reports no
+            # watermarks (-1), not the log's.
+            return {**entry, "error_code": exc.code, "high_watermark": -1,
+                    "last_stable_offset": -1, "log_start_offset": -1, "records": b""}, 0
         entry["records"] = data
         return entry, len(data)
 

@@ -61,8 +61,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 if (isolation == READ_COMMITTED and (ts >= 0 or ts == MAX_TIMESTAMP)
                         and offset >= plog.last_stable_offset):
                     offset, found_ts = -1, -1  # Kafka: nothing past what the client may read
+                # As Kafka: no offset found (by time, max timestamp of an empty log) has
+                # no leader epoch either.
                 parts.append({**base, "error_code": 0, "timestamp": found_ts,
-                              "offset": offset})
+                              "offset": offset,
+                              "leader_epoch": LEADER_EPOCH if offset >= 0 else -1})
             topics.append({"name": t.name, "partitions": parts})
         return {"throttle_time": 0, "topics": topics}
 

@@ -193,7 +193,10 @@ class Controller:
             partitions = t.num_partitions
             if partitions == -1:
                 partitions = self.config.get_int("num.partitions")
-            if partitions <= 0 or partitions > MAX_PARTITIONS:
+            if partitions <= 0:
+                raise ControllerError(INVALID_PARTITIONS, "Number of partitions was set to "
+                                      "an invalid non-positive value.")
+            if partitions > MAX_PARTITIONS:
                 raise ControllerError(INVALID_PARTITIONS,
                                       "Number of partitions must be larger than 0.")
             rf = t.replication_factor
@@ -207,7 +210,8 @@ class Controller:
                     INVALID_REPLICATION_FACTOR,
                     f"Unable to replicate the partition {rf} time(s): The target "
                     "replication factor of "
-                    f"{rf} cannot be reached because only 1 broker(s) are registered.")
+                    f"{rf} cannot be reached because only 1 broker(s) are registered or "
+                    "some brokers have all their log directories cordoned.")
         for key_, value in (t.configs or {}).items():
             try:
                 validate_topic_config(key_, value)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headwater.share")
 RENEW = 4
+LEAVE_GRACE_S = 5.0
 Key = tuple[uuid.UUID, int]
 
 
@@ -52,8 +53,21 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     listen = getattr(broker.groups, "add_share_member_listener", None)
     if listen is not None:
         def member_left(group_id: str, member_id: str) -> None:
-            sessions.close(group_id, member_id)
-            asyncio.ensure_future(manager.release_member(group_id, member_id))
+            """A member left the group or was fenced. A consumer that closes sends its
+            leave heartbeat first and its final acknowledgements (epoch -1) right after:
+            its session is given LEAVE_GRACE_S for them, then closed and its records
+            released. Without a session there is nothing to wait for."""
+            session = sessions.get(group_id, member_id)
+            if session is None:
+                asyncio.ensure_future(manager.release_member(group_id, member_id))
+                return
+
+            def expire() -> None:
+                if sessions.get(group_id, member_id) is session:  # no final request came
+                    sessions.close(group_id, member_id)
+                    asyncio.ensure_future(manager.release_member(group_id, member_id))
+
+            asyncio.get_running_loop().call_later(LEAVE_GRACE_S, expire)
 
         listen(member_left)
 

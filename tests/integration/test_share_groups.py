@@ -199,8 +199,12 @@ def test_session_timeout_fences_a_silent_member_and_tells_the_share_sessions(bro
     assert time.monotonic() - started >= SESSION_MS / 1000 - 0.5
     late = raw.heartbeat(group, "quiet", 1)
     assert int(late.error_code) == 25  # UNKNOWN_MEMBER_ID: fenced, must rejoin with 0
-    again = raw.request(78, 1, {**fetch, "share_session_epoch": 1, "topics": []})
-    assert int(again.error_code) == 122  # SHARE_SESSION_NOT_FOUND: closed by the fence
+    # The fence closes its share session once the grace left to a closing consumer's
+    # final acknowledgements is over (api/share_fetch.py, LEAVE_GRACE_S). A wrong epoch
+    # probes without changing the session: INVALID_SHARE_SESSION_EPOCH while it exists,
+    # SHARE_SESSION_NOT_FOUND (122) once closed.
+    probe = {**fetch, "share_session_epoch": 99, "topics": []}
+    wait_for(lambda: int(raw.request(78, 1, probe).error_code) == 122, timeout=15)
     rejoined = raw.heartbeat(group, "quiet", 0, [topic])
     assert int(rejoined.error_code) == 0 and rejoined.member_epoch > 1
 

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.kafka_reference import SPARK_KAFKA_LIB
+
 JAVA_HINT = ("Java 17 is required for the Spark connector tests: run `make java` or "
              "`apt-get install -y openjdk-17-jre-headless`")
 
@@ -54,11 +56,24 @@ def spark_env() -> dict[str, str]:
     return dict(os.environ)
 
 
+def spark_kafka_jars() -> list[str]:
+    """Spark's own Kafka connector (`make kafka` puts it in .kafka/spark/), for
+    format("kafka") beside format("headwater")."""
+    return sorted(str(p) for p in SPARK_KAFKA_LIB.glob("*.jar"))
+
+
 def build_session(app: str, master: str = "local[2]"):
+    """Every session gets Spark's Kafka connector jars: `spark.jars` only reaches the
+    driver's classpath when it launches the JVM, which the first module's session does
+    for the whole pytest process; adding them to a later session would be too late."""
     from pyspark.sql import SparkSession
 
     spark_env()
-    spark = (SparkSession.builder.master(master).appName(app)
+    builder = SparkSession.builder
+    jars = spark_kafka_jars()
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    spark = (builder.master(master).appName(app)
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")

@@ -107,7 +107,9 @@ class Connection:
                     self.slots.put_nowait(None)
                     # Let responses to requests read before the problem go out.
                     await asyncio.wait_for(writer_task, 5)
-                except (TimeoutError, asyncio.QueueFull, Exception):
+                except (TimeoutError, asyncio.QueueFull, asyncio.CancelledError, Exception):
+                    # CancelledError: the server is stopping while this connection waits
+                    # for its last responses; end quietly (the task is the top of it).
                     writer_task.cancel()
             while not self.slots.empty():
                 slot = self.slots.get_nowait()

@@ -102,6 +102,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             results[key] = await manager.acknowledge((group_id, *key), member_id, batches)
         return results
 
+    def is_member(group_id: str, member_id: str) -> bool:
+        """Only members of the share group get records: Kafka 4.3 answers a ShareFetch
+        from anyone else with nothing acquired (and no error), so do we."""
+        assignment = getattr(broker.groups, "share_assignment", None)
+        return assignment is None or assignment(group_id, member_id) is not None
+
     def renew_enabled(group_id: str) -> bool:
         """KIP-1222's group switch; RENEW acknowledgements are INVALID_REQUEST when off."""
         config = manager.group_config(group_id)
@@ -163,7 +169,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         fetched: dict[Key, PartitionFetch] = {}
         errors: dict[Key, ShareError] = {}
         keys = list(session.partitions)
-        if not keys:
+        if not keys or not is_member(session.group_id, session.member_id):
             return fetched, errors
         turn = next(rotation) % len(keys)
         keys = keys[turn:] + keys[:turn]

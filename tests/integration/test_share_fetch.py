@@ -26,12 +26,19 @@ class Member:
     """One share consumer speaking ShareFetch v1 / ShareAcknowledge v1 by hand."""
 
     def __init__(self, port: int, group: str, member: str, topic_id: uuid.UUID,
-                 partitions: tuple[int, ...] = (0,)) -> None:
+                 partitions: tuple[int, ...] = (0,), join: str | None = None) -> None:
+        """`join`: the topic name to subscribe to with ShareGroupHeartbeat first (only
+        members of the group get records)."""
         self.client = RawClient("127.0.0.1", port, timeout=15)
         self.group, self.member, self.topic_id, self.partitions = (group, member, topic_id,
                                                                    partitions)
         self.epoch = 0
         self.cid = 0
+        if join is not None:
+            joined = self._request(76, {"group_id": group, "member_id": member,
+                                        "member_epoch": 0, "rack_id": None,
+                                        "subscribed_topic_names": [join]})
+            assert joined.error_code == E.none, joined
 
     def close(self) -> None:
         self.client.close()
@@ -112,7 +119,7 @@ def queue(broker, topic_name):
     members: list[Member] = []
 
     def member(name: str, group: str = f"g-{topic_name}") -> Member:
-        m = Member(broker.port, group, name, topic_id)
+        m = Member(broker.port, group, name, topic_id, join=topic_name)
         members.append(m)
         return m
 
@@ -193,7 +200,7 @@ def test_session_epochs_and_bad_acknowledgements(broker, queue):
     assert partition_errors(resp)[0][0] == E.invalid_record_state
     assert partition_errors(a.acknowledge({0: [(0, 3, ACCEPT)]}))[0][0] == E.none
     # An unknown topic id is answered for that partition only.
-    other = Member(broker.port, a.group, "c", uuid.uuid4())
+    other = Member(broker.port, a.group, "c", uuid.uuid4(), join=topic)
     try:
         resp = other.fetch(wait_ms=0)
         assert resp.error_code == E.none
@@ -206,7 +213,7 @@ def test_session_epochs_and_bad_acknowledgements(broker, queue):
 def test_state_survives_kill_9(broker_factory, topic_name):
     broker = broker_factory()
     tid = make_topic(broker, topic_name)
-    a = Member(broker.port, "g", "a", tid)
+    a = Member(broker.port, "g", "a", tid, join=topic_name)
     a.fetch(wait_ms=0)
     produce(broker, topic_name, 10)
     assert acquired(a.fetch()) == [(0, 0, 9, 1)]
@@ -215,7 +222,7 @@ def test_state_survives_kill_9(broker_factory, topic_name):
     a.close()
     broker.kill()
     broker.start()
-    b = Member(broker.port, "g", "b", tid)
+    b = Member(broker.port, "g", "b", tid, join=topic_name)
     try:
         opened = b.fetch(wait_ms=0)
         got = acquired(opened) + acquired(b.fetch())
@@ -239,7 +246,7 @@ def test_renew_keeps_a_slow_record_from_being_redelivered(broker_factory, topic_
     broker = broker_factory("--override", "group.share.min.record.lock.duration.ms=1000")
     tid = make_topic(broker, topic_name)
     set_group_configs(broker.bootstrap, "renewing", share_record_lock_duration_ms="3000")
-    a, b = (Member(broker.port, "renewing", m, tid) for m in ("a", "b"))
+    a, b = (Member(broker.port, "renewing", m, tid, join=topic_name) for m in ("a", "b"))
     try:
         a.fetch(wait_ms=0)
         b.fetch(wait_ms=0)
@@ -263,3 +270,20 @@ def test_renew_keeps_a_slow_record_from_being_redelivered(broker_factory, topic_
     finally:
         a.close()
         b.close()
+
+
+@pytest.mark.timeout(60)
+def test_only_members_of_the_group_get_records(broker, queue):
+    """As Kafka 4.3.1 answers it (checked on the reference broker): a ShareFetch from a
+    member id that never joined acquires nothing, without an error."""
+    topic, tid, member = queue
+    a = member("a")
+    stranger = Member(broker.port, a.group, "stranger", tid)
+    try:
+        a.fetch(wait_ms=0)
+        assert stranger.fetch(wait_ms=0).error_code == E.none
+        produce(broker, topic, 3)
+        assert acquired(stranger.fetch(wait_ms=500)) == []
+        assert acquired(a.fetch()) == [(0, 0, 2, 1)]
+    finally:
+        stranger.close()

@@ -222,6 +222,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                    "delivery_count": r.delivery_count}
                                   for r in (got.acquired if got else ())])
             by_topic.setdefault(key[0], []).append(entry)
+        return answer(by_topic, lock_ms)
+
+    def answer(by_topic: dict[uuid.UUID, list[dict]], lock_ms: int) -> dict:
         return {"throttle_time": 0, "error_code": E.none, "error_message": None,
                 "acquisition_lock_timeout": lock_ms,
                 "responses": [{"topic_id": tid, "partitions": parts}
@@ -256,11 +259,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             entry = leader_entry(key[1])
             entry["error_code"] = ack_errors.get(key, E.none)
             by_topic.setdefault(key[0], []).append(entry)
-        return {"throttle_time": 0, "error_code": E.none, "error_message": None,
-                "acquisition_lock_timeout": lock_ms,
-                "responses": [{"topic_id": tid, "partitions": parts}
-                              for tid, parts in by_topic.items()],
-                "node_endpoints": ()}
+        return answer(by_topic, lock_ms)
 
     dispatcher.register(78, 1, 2, share_fetch)
     dispatcher.register(79, 1, 2, share_acknowledge)

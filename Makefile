@@ -10,7 +10,7 @@ EDITABLE := --config-settings editable_mode=compat
 # Spark's Python workers must run the venv's interpreter (pyarrow, the connector).
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: run test lint bench bench-perf bench-spark soak fuzz clean java kcat kafka
+.PHONY: run test lint bench bench-perf bench-spark bench-share soak fuzz clean java kcat kafka rabbitmq
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -38,6 +38,16 @@ kcat:
 	       SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	       $$SUDO apt-get update -qq \
 	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
+
+# RabbitMQ (Debian's rabbitmq-server 3.10) for bench/share_bench.py's queue comparison; the
+# bench starts its own private node, so the package's system service is never used.
+rabbitmq:
+	@test -x /usr/lib/rabbitmq/bin/rabbitmq-server \
+	  || { echo "installing rabbitmq-server"; \
+	       SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	       $$SUDO apt-get update -qq \
+	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	            rabbitmq-server >/dev/null; }
 
 # Apache Kafka 4.3.1 (broker, tools, Java clients) into .kafka/lib/ and Spark's Kafka
 # connector into .kafka/spark/, as listed in kafka-ref/ (README: "Apache Kafka beside
@@ -73,6 +83,11 @@ bench: $(STAMP) kafka
 bench-perf: $(STAMP) kafka
 	$(BIN)/pip install -q $(EDITABLE) -e '.[bench]'
 	$(BIN)/python bench/perf_tools_bench.py
+
+# Share groups: headwater, Kafka 4.3.1's share groups and RabbitMQ (bench/README.md).
+bench-share: $(STAMP) kafka rabbitmq
+	$(BIN)/pip install -q $(EDITABLE) -e '.[bench]'
+	$(BIN)/python bench/share_bench.py
 
 bench-spark: $(STAMP) java kafka
 	$(SPARK_ENV) $(BIN)/python bench/spark_bench.py

@@ -36,6 +36,7 @@ log = logging.getLogger("headwater.share")
 
 LeaderKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 READ_COMMITTED = "read_committed"
+_FIRST_READ = 1 << 20  # bytes a ShareFetch reads from a partition log first (see _read)
 _NOT_INITIALIZED = {int(ErrorCode.unknown_topic_or_partition), int(ErrorCode.invalid_request)}
 # What a failed state write means to the client (Kafka's SharePartition.fetchPersisterError).
 _WRITE_ERRORS = {
@@ -219,7 +220,7 @@ class SharePartitionManager:
             committed = leader.isolation == READ_COMMITTED
             upper = plog.last_stable_offset if committed else plog.high_watermark
             try:
-                data = plog.read(offset, max_bytes, upper) if offset < upper else b""
+                data = self._read(plog, offset, max_bytes, upper, max_records)
             except LogError:
                 return PartitionFetch()
             if not data:
@@ -235,6 +236,28 @@ class SharePartitionManager:
             self.counts["redelivered"] += sum(r.last_offset - r.first_offset + 1
                                               for r in result.records if r.delivery_count > 1)
             return PartitionFetch(_trim(data, result.records), result.records)
+
+    @staticmethod
+    def _read(plog: Any, offset: int, max_bytes: int, upper: int, max_records: int) -> bytes:
+        """Log data from `offset` covering at least `max_records` offsets where the log has
+        them, never more than `max_bytes`. A fetch acquires at most `max_records`, and
+        clients ask for far more bytes (librdkafka: 50 MB), so reading all of `max_bytes`
+        copied and parsed the whole backlog on every ShareFetch (quadratic in it)."""
+        if offset >= upper:
+            return b""
+        want = min(max_bytes, _FIRST_READ)
+        while True:
+            data = plog.read(offset, want, upper)
+            if want >= max_bytes or not data:
+                return data
+            last = offset
+            for _pos, h in iter_batches(data):
+                last = h.last_offset
+            span = last - offset + 1
+            if span >= max_records or last + 1 >= upper:
+                return data
+            # Too few offsets for max_records: read again, sized by the bytes per offset seen.
+            want = min(max_bytes, max(2 * want, len(data) * max_records // max(span, 1) + 1))
 
     @staticmethod
     def _batches(data: bytes, plog: Any, offset: int, upper: int,

@@ -3,7 +3,7 @@ transactions never become deliverable, and only batches with acquired offsets tr
 
 from __future__ import annotations
 
-from headwater.log.batch import build_batch
+from headwater.log.batch import build_batch, iter_batches
 from headwater.log.control import build_marker
 from headwater.share.manager import SharePartitionManager, _trim
 from headwater.share.outcomes import AcquiredRecords
@@ -47,3 +47,42 @@ def test_trim_keeps_the_batches_holding_acquired_offsets():
     assert _trim(data, [AcquiredRecords(3, 4, 1)]) == b
     assert _trim(data, [AcquiredRecords(1, 1, 2), AcquiredRecords(6, 6, 1)]) is data
     assert _trim(data, [AcquiredRecords(20, 21, 1)]) == b""
+
+
+class _Backlog:
+    """A partition log of `n` one-record batches of `size` bytes; records each read."""
+
+    def __init__(self, n: int, value_size: int) -> None:
+        self.batches = [build_batch([(b"k", b"v" * value_size, [], 1000)], base_offset=i)
+                        for i in range(n)]
+        self.reads: list[int] = []
+
+    def read(self, offset: int, max_bytes: int, upper: int) -> bytes:
+        self.reads.append(max_bytes)
+        out: list[bytes] = []
+        size = 0
+        for b in self.batches[offset:upper]:
+            if out and size + len(b) > max_bytes:
+                break
+            out.append(b)
+            size += len(b)
+        return b"".join(out)
+
+
+def test_a_share_fetch_reads_what_max_records_needs_not_the_whole_backlog():
+    # 100 B records, a 50 MB fetch: one 1 MiB read (not the 50 MB backlog) covers 500.
+    log = _Backlog(20_000, 100)
+    data = SharePartitionManager._read(log, 0, 50_000_000, 20_000, 500)
+    assert log.reads == [1 << 20]
+    assert sum(1 for _ in iter_batches(data)) >= 500
+    # 100 KiB records: the first read has too few, the second is sized for max_records.
+    log = _Backlog(100, 100 * 1024)
+    data = SharePartitionManager._read(log, 0, 50_000_000, 100, 50)
+    assert len(log.reads) == 2 and sum(1 for _ in iter_batches(data)) == 50
+    # The log end or max_bytes ends it; nothing is read at the upper bound.
+    log = _Backlog(10, 100 * 1024)
+    assert sum(1 for _ in iter_batches(SharePartitionManager._read(log, 0, 50_000_000, 10, 500))) == 10
+    assert SharePartitionManager._read(log, 10, 50_000_000, 10, 500) == b""
+    log = _Backlog(100, 100 * 1024)
+    SharePartitionManager._read(log, 0, 3 << 20, 100, 500)
+    assert log.reads[-1] == 3 << 20

@@ -7,7 +7,8 @@ Per round, each broker freshly started (brokers alternate, never two at once):
 1. 200,000 x 100 B pre-produced in producer batches of up to 500 records, to a 1- and a
    6-partition topic; then msgs/s with explicit acknowledgements (acknowledge() every
    record, commit_sync() after every poll) for 1, 3 and 6 ShareConsumers, each in its own
-   process (plus 3 consumers as threads of one process, to compare); a fresh group each.
+   thread (--workers process: its own process; 3 consumers are also measured the other
+   way, to compare); a fresh group each.
 2. one classic Consumer (a fresh group) reading the same 1-partition topic: the floor's
    baseline (3 share consumers on one partition >= 0.5x of it, on headwater).
 3. bytes appended to `__share_group_state` per acknowledged record (segment sizes).
@@ -18,7 +19,7 @@ never acknowledged records. RabbitMQ runs the same counts on a private node. See
 bench/README.md.
 
     python bench/share_bench.py [--quick] [--rounds N] [--brokers headwater,kafka,rabbitmq]
-                                [--json out.json]
+                                [--workers thread|process] [--json out.json]
 """
 
 from __future__ import annotations
@@ -280,8 +281,8 @@ def share_throughput(bootstrap: str, topic: str, total: int, consumers: int, thr
     return res
 
 
-def share_latency(bootstrap: str, seconds: float, timeout: float) -> dict:
-    """Produce at LATENCY_RATE to one partition; 3 ShareConsumer processes acknowledge;
+def share_latency(bootstrap: str, seconds: float, timeout: float, threads: bool) -> dict:
+    """Produce at LATENCY_RATE to one partition; 3 ShareConsumers acknowledge;
     latency = commit_sync returned - send time (both time.time_ns(), one machine)."""
     topic = bb.create_topic(bootstrap, "share-lat", 1)
     group = new_share_group(bootstrap, "share-lat")
@@ -289,7 +290,7 @@ def share_latency(bootstrap: str, seconds: float, timeout: float) -> dict:
     sh = Shared()
     workers, out = run_workers(share_worker, LATENCY_CONSUMERS,
                                (bootstrap, group, topic, n, time.time() + seconds + timeout,
-                                True, False), False, sh)
+                                True, False), threads, sh)
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
                   "enable.idempotence": False})
     warm_end = time.monotonic() + 20
@@ -535,12 +536,13 @@ def rabbit_worker(idx: int, node_port: int, queue: str, total: int, deadline: fl
     out.put({"idx": idx, "seqs": seqs.tobytes(), "last": state["last"]})
 
 
-def rabbit_throughput(node: RabbitNode, consumers: int, total: int, timeout: float) -> dict:
+def rabbit_throughput(node: RabbitNode, consumers: int, total: int, timeout: float,
+                      threads: bool) -> dict:
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     publish_s = rabbit_publish(node, queue, total)
     sh = Shared()
     workers, out = run_workers(rabbit_worker, consumers,
-                               (node.port, queue, total, time.time() + timeout), False, sh)
+                               (node.port, queue, total, time.time() + timeout), threads, sh)
     ready_deadline = time.monotonic() + 60
     while sum(sh.ready[:consumers]) < consumers and time.monotonic() < ready_deadline:
         time.sleep(0.005)
@@ -598,6 +600,7 @@ def broker_round(name: str, args: argparse.Namespace, first: bool) -> dict:
             if name == "kafka" and first:
                 res["share_version"] = kafka_share_version(bs)
                 log(f"  kafka features: {res['share_version']}")
+            threads = args.workers == "thread"
             topics = {}
             for parts in PARTITION_COUNTS:
                 topics[parts] = bb.create_topic(bs, f"share-{parts}p", parts)
@@ -608,14 +611,14 @@ def broker_round(name: str, args: argparse.Namespace, first: bool) -> dict:
             for parts in PARTITION_COUNTS:
                 for n in CONSUMER_COUNTS:
                     guarded(res, f"share {n}c {parts}p", lambda n=n, parts=parts:
-                            share_throughput(bs, topics[parts], args.records, n, False,
+                            share_throughput(bs, topics[parts], args.records, n, threads,
                                              args.timeout, data_dir, broker.cpu_seconds))
-            guarded(res, "share 3c 1p threads", lambda: share_throughput(
-                bs, topics[1], args.records, 3, True, args.timeout, data_dir,
+            guarded(res, "share 3c 1p alt", lambda: share_throughput(
+                bs, topics[1], args.records, 3, not threads, args.timeout, data_dir,
                 broker.cpu_seconds))
             if first:
                 guarded(res, "latency", lambda: share_latency(bs, args.latency_seconds,
-                                                              args.timeout))
+                                                              args.timeout, threads))
                 guarded(res, "memory", lambda: share_memory(broker, data_dir, args.timeout))
             broker.check_alive()
         except Exception as exc:  # noqa: BLE001
@@ -636,9 +639,12 @@ def rabbit_round(args: argparse.Namespace) -> dict:
             res["version"] = node.version
             log(f"rabbitmq {node.version}: ready on port {node.port} after "
                 f"{time.monotonic() - t0:.1f} s")
+            threads = args.workers == "thread"
             for n in CONSUMER_COUNTS:
                 guarded(res, f"rabbit {n}c", lambda n=n: rabbit_throughput(
-                    node, n, args.records, args.timeout))
+                    node, n, args.records, args.timeout, threads))
+            guarded(res, "rabbit 3c alt", lambda: rabbit_throughput(
+                node, 3, args.records, args.timeout, not threads))
         except Exception as exc:  # noqa: BLE001
             res["error"] = bb.describe_error(exc)
             log(f"rabbitmq: ERROR {res['error']}")
@@ -664,7 +670,7 @@ def fmt(v: Any, digits: int = 0) -> str:
     return f"{v:,.{digits}f}"
 
 
-def table(all_rounds: dict[str, list[dict]]) -> str:
+def table(all_rounds: dict[str, list[dict]], workers: str) -> str:
     hw, kf, rb = (all_rounds.get(b, []) for b in ("headwater", "kafka", "rabbitmq"))
     rows = ["| workload | headwater msgs/s | Kafka msgs/s | hw / Kafka | RabbitMQ msgs/s | "
             "hw / RabbitMQ |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
@@ -683,10 +689,11 @@ def table(all_rounds: dict[str, list[dict]]) -> str:
             rows.append(f"| share, {n} consumer{'s' if n > 1 else ''}, {parts} partition"
                         f"{'s' if parts > 1 else ''} | {fmt(h)} | {fmt(k)} | {ratio(h, k)} | "
                         f"{fmt(r) if parts == 1 else ''} | {ratio(h, r) if parts == 1 else ''} |")
-    key = "share 3c 1p threads"
-    h, k = median_rate(hw, key), median_rate(kf, key)
-    rows.append(f"| share, 3 consumers as threads of 1 process, 1 partition | {fmt(h)} | "
-                f"{fmt(k)} | {ratio(h, k)} | | |")
+    key = "share 3c 1p alt"
+    h, k, r = median_rate(hw, key), median_rate(kf, key), median_rate(rb, "rabbit 3c alt")
+    alt = "processes" if workers == "thread" else "threads of one process"
+    rows.append(f"| share, 3 consumers as {alt}, 1 partition (RabbitMQ: 3 consumers) | "
+                f"{fmt(h)} | {fmt(k)} | {ratio(h, k)} | {fmt(r)} | {ratio(h, r)} |")
     lines = ["\n".join(rows), ""]
     for name, rounds in (("headwater", hw), ("kafka", kf)):
         if not rounds:
@@ -751,6 +758,10 @@ def main() -> None:
     ap.add_argument("--latency-seconds", type=float, default=None)
     ap.add_argument("--timeout", type=float, default=180.0)
     ap.add_argument("--kafka-heap", default=bb.KAFKA_HEAP)
+    ap.add_argument("--workers", choices=("thread", "process"), default="thread",
+                    help="each consumer a thread of this process (default: measured faster "
+                         "on 2 cores, the clients release the GIL while they wait) or a "
+                         "process; the other way is measured once for 3 consumers")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args()
     mp.set_start_method("spawn")  # no fork of a process that runs librdkafka threads
@@ -768,9 +779,9 @@ def main() -> None:
         if "rabbitmq" in names:
             log(f"round {rnd + 1}/{args.rounds}: rabbitmq")
             all_rounds["rabbitmq"].append(rabbit_round(args))
-    out = table(all_rounds)
+    out = table(all_rounds, args.workers)
     print(f"share_bench: {args.records:,} x {RECORD_SIZE} B records, producer batches of up "
-          f"to {BATCH_RECORDS}, {args.rounds} round(s), medians; confluent-kafka "
+          f"to {BATCH_RECORDS}, consumers as {args.workers}s, {args.rounds} round(s), medians; confluent-kafka "
           f"{bb.client_version()}, Kafka {bb.kafka_version()}, Python "
           f"{platform.python_version()}, {os.cpu_count()} CPUs")
     print(out)

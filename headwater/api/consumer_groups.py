@@ -18,6 +18,7 @@ from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
+    from ..group.share import ShareHeartbeatResponse
 
 _MS = datetime.timedelta(milliseconds=1)
 
@@ -49,7 +50,8 @@ def to_request(ctx: RequestContext, req: Any) -> HeartbeatRequest:
         client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}")
 
 
-def to_response(resp: HeartbeatResponse) -> dict[str, Any]:
+def to_response(resp: HeartbeatResponse | ShareHeartbeatResponse) -> dict[str, Any]:
+    """A heartbeat answer (ConsumerGroupHeartbeat and ShareGroupHeartbeat share it)."""
     assignment = None
     if resp.assignment is not None:
         assignment = {"topic_partitions": [

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..coordinator.runtime import NotReady
 from ..group.share import ShareHeartbeatRequest, ShareHeartbeatResponse, describe_error
 from ..wire.dispatch import Dispatcher, RequestContext
+from .consumer_groups import to_response
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -23,18 +24,6 @@ def to_request(ctx: RequestContext, req: Any) -> ShareHeartbeatRequest:
         group_id=req.group_id, member_id=req.member_id, member_epoch=int(req.member_epoch),
         rack_id=req.rack_id, subscribed_topic_names=tuple(names) if names is not None else None,
         client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}")
-
-
-def to_response(resp: ShareHeartbeatResponse) -> dict[str, Any]:
-    assignment = None
-    if resp.assignment is not None:
-        assignment = {"topic_partitions": [
-            {"topic_id": t, "partitions": sorted(ps)}
-            for t, ps in sorted(resp.assignment.items(), key=lambda kv: str(kv[0]))]}
-    return {"throttle_time": 0, "error_code": resp.error_code,
-            "error_message": resp.error_message, "member_id": resp.member_id,
-            "member_epoch": resp.member_epoch, "heartbeat_interval": resp.heartbeat_interval_ms,
-            "assignment": assignment}
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
@@ -49,7 +38,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                   lambda shard, now: shard.share.heartbeat(request, now))
         except NotReady as exc:
             resp = ShareHeartbeatResponse(exc.code)
-        return to_response(resp)
+        return to_response(resp)  # the same shape as ConsumerGroupHeartbeat's answer
 
     def handle_describe(ctx: RequestContext, req: Any) -> dict:
         include = bool(getattr(req, "include_authorized_operations", False))

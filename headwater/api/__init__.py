@@ -25,6 +25,7 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         offsets,
         produce,
         producers,
+        share_admin,
         share_fetch,
         share_groups,
         share_state,
@@ -35,5 +36,5 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
     for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
                    offsets, producers, log_dirs, find_coordinator, offset_commits,
                    group_admin, classic_groups, consumer_groups, share_groups, transactions,
-                   share_state, share_fetch):
+                   share_state, share_fetch, share_admin):
         module.register(dispatcher, broker)

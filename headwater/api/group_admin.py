@@ -7,7 +7,6 @@ deletes its share-partition state from the share coordinator.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from ..coordinator.runtime import NotReady
@@ -18,7 +17,6 @@ if TYPE_CHECKING:
 
 COORDINATOR_LOAD_IN_PROGRESS = 14
 GROUP_ID_NOT_FOUND = 69
-log = logging.getLogger("headwater.group")
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
@@ -52,28 +50,20 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     async def handle_delete(ctx: RequestContext, req: Any) -> dict:
         results = []
+        share_admin = broker.api_state.get("share_admin")
         for group_id in req.groups_names:
             try:
-                state = groups().read(group_id,
-                                      lambda s, g=group_id: s.share.state_partitions(g))
-                code = groups().write(group_id, lambda s, now, g=group_id: s.delete_group(g))
+                # A share group: pending-deletion record, state tombstones, then the
+                # group's tombstones below (seed 000; api/share_admin.py).
+                code = await share_admin.delete_group(group_id) \
+                    if share_admin is not None and group_id else None  # type: ignore[attr-defined]
+                if not code:
+                    code = groups().write(group_id,
+                                          lambda s, now, g=group_id: s.delete_group(g))
             except NotReady as exc:
-                state, code = {}, exc.code
-            if code == 0 and state:
-                await delete_share_state(group_id, state)
+                code = exc.code
             results.append({"group_id": group_id, "error_code": code})
         return {"throttle_time": 0, "results": results}
-
-    async def delete_share_state(group_id: str, state: dict) -> None:
-        coordinator = broker.share_coordinator
-        if coordinator is None:
-            return
-        for topic_id, partitions in state.items():
-            for partition in partitions:
-                err = await coordinator.delete(group_id, topic_id, partition)
-                if err:
-                    log.warning("deleting share state of %s %s-%d failed: %d", group_id,
-                                topic_id, partition, err)
 
     dispatcher.register(16, 0, 5, handle_list)
     dispatcher.register(15, 0, 6, handle_describe)

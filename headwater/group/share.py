@@ -185,9 +185,11 @@ class ShareGroupManager:
                                                       new_hash))
             live = {t: ps for t, ps in group.initialized.items()
                     if image.topic_by_id(t) is not None}
-            if live != group.initialized:
+            deleting = {t: n for t, n in group.deleting.items()
+                        if image.topic_by_id(t) is not None}
+            if live != group.initialized or deleting != group.deleting:
                 records.append(state_partitions_record(group.group_id, live,
-                                                       group.topic_names))
+                                                       group.topic_names, deleting))
         return records
 
     # ---- ShareGroupHeartbeat -------------------------------------------------------
@@ -358,7 +360,7 @@ class ShareGroupManager:
             for t, ps in target.items():
                 handed[t] = handed.get(t, frozenset()) | ps
         if handed != group.initialized:
-            records.append(state_partitions_record(g, handed, names))
+            records.append(state_partitions_record(g, handed, names, group.deleting))
         records.append(target_metadata_record(g, epoch))
         return targets
 

@@ -105,9 +105,16 @@ def current_assignment_record(group_id: str, m: ShareGroupMember) -> Coordinator
 
 
 def state_partitions_record(group_id: str, initialized: Mapping[uuid.UUID, frozenset[int]],
-                            names: Mapping[uuid.UUID, str]) -> CoordinatorRecord:
+                            names: Mapping[uuid.UUID, str],
+                            deleting: Mapping[uuid.UUID, str] | None = None
+                            ) -> CoordinatorRecord:
+    """Record 15. `deleting`: topics whose share state is being deleted (seed 000's
+    pending-deletion record); they stay until the completing record drops them."""
     return R.record(R.SHARE_GROUP_STATE_PARTITION_METADATA, _key(group_id), {
-        "initializing_topics": [], "deleting_topics": [],
+        "initializing_topics": [],
+        "deleting_topics": [{"topic_id": t, "topic_name": name}
+                            for t, name in sorted((deleting or {}).items(),
+                                                  key=lambda kv: str(kv[0]))],
         "initialized_topics": [{"topic_id": t, "topic_name": names.get(t, ""),
                                 "partitions": sorted(ps)}
                                for t, ps in sorted(initialized.items(), key=lambda kv: str(kv[0]))
@@ -141,6 +148,9 @@ class ShareGroup:
         # their state in the share coordinator is deleted with the group.
         self.initialized: dict[uuid.UUID, frozenset[int]] = {}
         self.topic_names: dict[uuid.UUID, str] = {}
+        # Topics whose state deletion began but did not complete (record 15's deleting
+        # topics): finished on load (share_admin.py).
+        self.deleting: dict[uuid.UUID, str] = {}
 
     # ---- replay --------------------------------------------------------------------
     def replay(self, record: CoordinatorRecord) -> None:
@@ -178,10 +188,12 @@ class ShareGroup:
                 previous_member_epoch=value["previous_member_epoch"],
                 assigned=from_topic_partitions(value["assigned_partitions"]))
         elif t == R.SHARE_GROUP_STATE_PARTITION_METADATA:
-            self.initialized, self.topic_names = {}, {}
+            self.initialized, self.topic_names, self.deleting = {}, {}, {}
             for topic in (value or {}).get("initialized_topics", ()):
                 self.initialized[topic["topic_id"]] = frozenset(topic["partitions"])
                 self.topic_names[topic["topic_id"]] = topic["topic_name"]
+            for topic in (value or {}).get("deleting_topics", ()):
+                self.deleting[topic["topic_id"]] = topic["topic_name"]
 
     # ---- derived -------------------------------------------------------------------
     def state_name(self) -> str:
@@ -269,4 +281,5 @@ class ShareGroup:
         return (self.group_id, self.group_epoch, self.metadata_hash, self.assignment_epoch,
                 dict(sorted(self.members.items())),
                 {m: dict(a) for m, a in sorted(self.target.items())},
-                dict(sorted(self.initialized.items(), key=lambda kv: str(kv[0]))))
+                dict(sorted(self.initialized.items(), key=lambda kv: str(kv[0]))),
+                dict(sorted(self.deleting.items(), key=lambda kv: str(kv[0]))))

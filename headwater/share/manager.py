@@ -197,6 +197,13 @@ class SharePartitionManager:
             raise ShareError(_WRITE_ERRORS.get(code, ErrorCode.unknown_server_error),
                              f"persisting share-partition state failed ({code})")
 
+    def forget(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        """Drop the cached leader (an admin reset or deleted its state): the next fetch
+        reads the state again instead of writing under a fenced state epoch."""
+        leader = self._leaders.get((group_id, topic_id, partition))
+        if leader is not None:
+            self._drop(leader)
+
     def _drop(self, leader: _Leader) -> None:
         if self._leaders.get(leader.key) is leader:
             del self._leaders[leader.key]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,10 @@ class ShareAdmin:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        # A testing aid, off by default: exit (os._exit(1)) right after a pending-deletion
+        # record is written, before any state tombstone, to test recovery on load.
+        self.crash_after_pending = (broker.config.get(
+            "headwater.share.crash.after.pending.deletion") or "").lower() == "true"
 
     @property
     def groups(self) -> Any:
@@ -120,6 +125,10 @@ class ShareAdmin:
     async def _delete_state(self, group_id: str, plan: dict[uuid.UUID, list[int]]
                             ) -> dict[uuid.UUID, int]:
         """State tombstones per partition; topic -> first error (0: all deleted)."""
+        if self.crash_after_pending and plan:
+            log.critical("headwater.share.crash.after.pending.deletion: exiting")
+            logging.shutdown()
+            os._exit(1)
         coordinator = self.broker.share_coordinator
         errors: dict[uuid.UUID, int] = {}
         for t, ps in plan.items():

@@ -1,0 +1,63 @@
+"""Share-group administration on the group shard: seed 000's record order, and a
+deletion interrupted after its pending-deletion record is visible on replay."""
+
+from __future__ import annotations
+
+import pytest
+
+from headwater.group import records as R
+from headwater.group import share_admin as A
+from headwater.group.share import LEAVE_EPOCH
+from tests.unit.group.consumer_helpers import tid
+from tests.unit.group.test_share_heartbeat import ShareStory
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def emptied() -> ShareStory:
+    ctx = ShareStory({"foo": 2})
+    ctx.hb("m1", 0, ["foo"])
+    ctx.hb("m1", LEAVE_EPOCH)
+    assert ctx.group().initialized == {tid("foo"): frozenset({0, 1})}
+    return ctx
+
+
+def test_delete_offsets_pending_then_complete_and_replay_sees_the_pending_step() -> None:
+    ctx = emptied()
+    plan = ctx.write(lambda s, now: A.delete_offsets(s, "g", ["foo", "nope"]))
+    assert plan.delete == {tid("foo"): [0, 1]}
+    assert [(r.name, r.error_code) for r in plan.rows] == [("foo", 0), ("nope", 3)]
+    assert ctx.types() == [(R.SHARE_GROUP_STATE_PARTITION_METADATA, False)]
+    assert ctx.group().deleting == {tid("foo"): "foo"} and not ctx.group().initialized
+    # A crash here: the replayed shard names the deletion to finish.
+    assert A.pending_deletions(ctx.replayed()) == {"g": {tid("foo"): [0, 1]}}
+    ctx.assert_replay_matches()
+    ctx.write(lambda s, now: A.complete_deletion(s, "g", [tid("foo")]))
+    assert ctx.group().deleting == {} and A.pending_deletions(ctx.shard) == {}
+    ctx.assert_replay_matches()
+
+
+def test_alter_and_delete_need_an_empty_share_group() -> None:
+    ctx = ShareStory({"foo": 1})
+    ctx.hb("m1", 0, ["foo"])
+    for op in (lambda s, now: A.alter_offsets(s, "g", [("foo", [(0, 0)])]),
+               lambda s, now: A.delete_offsets(s, "g", ["foo"]),
+               lambda s, now: A.delete_group_state(s, "g")):
+        with pytest.raises(A.AdminError) as err:
+            ctx.write(op)
+        assert err.value.code == A.NON_EMPTY_GROUP
+    with pytest.raises(A.AdminError) as err:
+        ctx.write(lambda s, now: A.alter_offsets(s, "none", []))
+    assert err.value.code == A.GROUP_ID_NOT_FOUND
+
+
+def test_delete_group_moves_everything_to_deleting_first() -> None:
+    ctx = emptied()
+    plan = ctx.write(lambda s, now: A.delete_group_state(s, "g"))
+    assert plan.delete == {tid("foo"): [0, 1]}
+    assert ctx.group().deleting == {tid("foo"): "foo"}
+    tombstones = ctx.write(lambda s, now: s.delete_group("g"))
+    assert tombstones == 0
+    assert ctx.types()[-2:] == [(R.SHARE_GROUP_STATE_PARTITION_METADATA, True),
+                                (R.SHARE_GROUP_METADATA, True)]
+    assert "g" not in ctx.shard.groups

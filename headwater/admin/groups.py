@@ -133,15 +133,20 @@ def cmd_describe(args: argparse.Namespace) -> str:
 
 
 def cmd_delete(args: argparse.Namespace) -> str:
-    client = _client(args.bootstrap_server)
+    return delete_group(args.bootstrap_server, args.group, "group")
+
+
+def delete_group(bootstrap: str, group: str, kind: str) -> str:
+    """DeleteGroups for one group (any type); `kind` names it in the answer."""
+    client = _client(bootstrap)
     try:
-        resp = client.request(42, 2, {"groups_names": [args.group]})
+        resp = client.request(42, 2, {"groups_names": [group]})
     finally:
         client.close()
     code = resp.results[0].error_code
     if int(code):
-        raise AdminError(f"deleting group {args.group} failed: {code.name}")
-    return f"Deleted group {args.group}"
+        raise AdminError(f"deleting {kind} {group} failed: {code.name}")
+    return f"Deleted {kind} {group}"
 
 
 def _to_millis(text: str) -> int:

@@ -11,22 +11,19 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import re
 from typing import Any
 
-from .groups import AdminError, _client, _list_offsets, _partitions, _to_millis
+from ..share.config import parse_duration_ms
+from .groups import AdminError, _client, _list_offsets, _partitions, _to_millis, delete_group
 from .tables import emit
-
-_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 
 
 def _duration_ms(text: str) -> int:
     """ISO-8601 duration (Kafka's --by-duration), e.g. PT1H30M or P1DT2H."""
-    m = _DURATION.match(text.strip().upper())
-    if not m or text.strip().upper() in ("P", "PT"):
-        raise AdminError(f"invalid duration {text!r} (ISO-8601, e.g. PT1H)")
-    d, h, mi, s = (float(x) if x else 0.0 for x in m.groups())
-    return int(((d * 24 + h) * 60 + mi) * 60_000 + s * 1000)
+    try:
+        return parse_duration_ms(text)
+    except ValueError:
+        raise AdminError(f"invalid duration {text!r} (ISO-8601, e.g. PT1H)") from None
 
 
 def _describe_group(client: Any, group: str) -> Any:
@@ -140,15 +137,7 @@ def cmd_delete_offsets(args: argparse.Namespace) -> str:
 
 
 def cmd_delete(args: argparse.Namespace) -> str:
-    client = _client(args.bootstrap_server)
-    try:
-        resp = client.request(42, 2, {"groups_names": [args.group]})
-    finally:
-        client.close()
-    code = resp.results[0].error_code
-    if int(code):
-        raise AdminError(f"deleting share group {args.group} failed: {code.name}")
-    return f"Deleted share group {args.group}"
+    return delete_group(args.bootstrap_server, args.group, "share group")
 
 
 def add_parser(sub: Any) -> None:

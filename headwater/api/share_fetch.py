@@ -33,6 +33,7 @@ from ..share.sessions import (
     ShareSessionError,
 )
 from ..wire.dispatch import Dispatcher, RequestContext
+from .share_wire import PartitionEntry, share_acknowledge_response, share_fetch_response
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -70,10 +71,6 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             asyncio.get_running_loop().call_later(LEAVE_GRACE_S, expire)
 
         listen(member_left)
-
-    def leader_entry(index: int) -> dict:
-        return {"partition_index": index, "current_leader": {
-            "leader_id": broker.node_id, "leader_epoch": 0}}
 
     def top_error(code: E, message: str, lock_ms: int = 0) -> dict:
         return {"throttle_time": 0, "error_code": code, "error_message": message,
@@ -206,30 +203,22 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     def respond(wanted: dict[Key, Any], ack_errors: dict[Key, E],
                 fetched: dict[Key, PartitionFetch], errors: dict[Key, ShareError],
-                lock_ms: int) -> dict:
-        by_topic: dict[uuid.UUID, list[dict]] = {}
+                lock_ms: int) -> list[bytes | bytearray]:
+        by_topic: dict[uuid.UUID, list[PartitionEntry]] = {}
+        node = broker.node_id
         for key in dict.fromkeys([*wanted, *fetched, *errors]):
-            entry = leader_entry(key[1])
             err = errors.get(key)
             got = fetched.get(key)
-            entry.update(
-                error_code=err.code if err else E.none,
-                error_message=(err.message or None) if err else None,
-                acknowledge_error_code=int(ack_errors.get(key, E.none)),
-                records=got.records if got else None,
-                acquired_records=[{"first_offset": r.first_offset,
-                                   "last_offset": r.last_offset,
-                                   "delivery_count": r.delivery_count}
-                                  for r in (got.acquired if got else ())])
+            entry = PartitionEntry(key[1], leader_id=node,
+                                   acknowledge_error_code=int(ack_errors.get(key, E.none)))
+            if err is not None:
+                entry.error_code, entry.error_message = int(err.code), err.message or None
+            if got is not None:
+                entry.records = got.records
+                entry.acquired = [(r.first_offset, r.last_offset, r.delivery_count)
+                                  for r in got.acquired]
             by_topic.setdefault(key[0], []).append(entry)
-        return answer(by_topic, lock_ms)
-
-    def answer(by_topic: dict[uuid.UUID, list[dict]], lock_ms: int) -> dict:
-        return {"throttle_time": 0, "error_code": E.none, "error_message": None,
-                "acquisition_lock_timeout": lock_ms,
-                "responses": [{"topic_id": tid, "partitions": parts}
-                              for tid, parts in by_topic.items()],
-                "node_endpoints": ()}
+        return share_fetch_response(0, None, lock_ms, by_topic.items())
 
     # ---- ShareAcknowledge ------------------------------------------------------------
     async def share_acknowledge(ctx: RequestContext, req: Any) -> dict:
@@ -254,12 +243,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             await manager.release_member(group_id, member_id, list(session.partitions))
         else:
             sessions.advance(session)
-        by_topic: dict[uuid.UUID, list[dict]] = {}
+        by_topic: dict[uuid.UUID, list[tuple[int, int, int]]] = {}
         for key in wanted:
-            entry = leader_entry(key[1])
-            entry["error_code"] = ack_errors.get(key, E.none)
-            by_topic.setdefault(key[0], []).append(entry)
-        return answer(by_topic, lock_ms)
+            by_topic.setdefault(key[0], []).append(
+                (key[1], int(ack_errors.get(key, E.none)), broker.node_id))
+        return share_acknowledge_response(ctx.api_version, 0, None, lock_ms,
+                                          by_topic.items())
 
     dispatcher.register(78, 1, 2, share_fetch)
     dispatcher.register(79, 1, 2, share_acknowledge)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 
+
+@lru_cache(maxsize=65_536)  # share-partition keys are hashed on every state write
 def java_string_hash(text: str) -> int:
     """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
     h = 0

@@ -36,7 +36,7 @@ log = logging.getLogger("headwater.share")
 
 LeaderKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 READ_COMMITTED = "read_committed"
-_FIRST_READ = 1 << 20  # bytes a ShareFetch reads from a partition log first (see _read)
+_MIN_READ = 16 << 10  # bytes a ShareFetch reads from a partition log at least (see _read)
 _NOT_INITIALIZED = {int(ErrorCode.unknown_topic_or_partition), int(ErrorCode.invalid_request)}
 # What a failed state write means to the client (Kafka's SharePartition.fetchPersisterError).
 _WRITE_ERRORS = {
@@ -75,6 +75,7 @@ class _Leader:
     timer: asyncio.TimerHandle | None = None
     timer_at: int = 0
     last_used_ms: int = 0
+    bytes_per_offset: float = 1024.0  # in this partition's log, as last read (see _read)
 
 
 class SharePartitionManager:
@@ -85,6 +86,8 @@ class SharePartitionManager:
         self._waiters: dict[tuple[uuid.UUID, int], set[asyncio.Future[None]]] = {}
         self._hooked: set[int] = set()
         self.idle_ms = 10 * 60_000
+        self._config_image: object = None
+        self._config_cache: dict[str, tuple[dict[str, str], SharePartitionConfig]] = {}
         # Records acquired / redelivered / acknowledged by type / released by lock expiry,
         # since start (the metrics endpoint reads them).
         self.counts: Counter[str] = Counter()
@@ -96,20 +99,33 @@ class SharePartitionManager:
 
     # ---- configuration -------------------------------------------------------------
     def group_config(self, group_id: str) -> dict[str, str]:
-        groups = self.broker.groups
-        getter = getattr(groups, "share_group_config", None)
-        return dict(getter(group_id)) if getter is not None else {}
+        return self._configs(group_id)[0]
 
     def partition_config(self, group_id: str) -> SharePartitionConfig:
-        cfg = self.group_config(group_id)
+        return self._configs(group_id)[1]
+
+    def _configs(self, group_id: str) -> tuple[dict[str, str], SharePartitionConfig]:
+        """The group's effective `share.*` configs, computed once per metadata image (a
+        config change is a new image): every ShareFetch and ShareAcknowledge needs them."""
+        image = self.broker.image
+        if self._config_image is not image:
+            self._config_image = image
+            self._config_cache.clear()
+        hit = self._config_cache.get(group_id)
+        if hit is not None:
+            return hit
+        getter = getattr(self.broker.groups, "share_group_config", None)
+        cfg = dict(getter(group_id)) if getter is not None else {}
         defaults = SharePartitionConfig()
-        return SharePartitionConfig(
+        part = SharePartitionConfig(
             record_lock_duration_ms=int(cfg.get("share.record.lock.duration.ms",
                                                 defaults.record_lock_duration_ms)),
             delivery_count_limit=int(cfg.get("share.delivery.count.limit",
                                              defaults.delivery_count_limit)),
             max_record_locks=int(cfg.get("share.partition.max.record.locks",
                                          defaults.max_record_locks)))
+        self._config_cache[group_id] = cfg, part
+        return cfg, part
 
     def lock_duration_ms(self, group_id: str) -> int:
         return self.partition_config(group_id).record_lock_duration_ms
@@ -227,12 +243,13 @@ class SharePartitionManager:
             committed = leader.isolation == READ_COMMITTED
             upper = plog.last_stable_offset if committed else plog.high_watermark
             try:
-                data = self._read(plog, offset, max_bytes, upper, max_records)
+                data, headers = self._read(leader, plog, offset, max_bytes, upper,
+                                           max_records)
             except LogError:
                 return PartitionFetch()
             if not data:
                 return PartitionFetch()
-            batches, skip = self._batches(data, plog, offset, upper, committed)
+            batches, skip = self._batches(headers, plog, offset, upper, committed)
             result = part.acquire(member_id, batches, max_records, now, mode=mode,
                                   batch_size=batch_size, aborted=skip)
             await self._persist(leader, result)
@@ -242,32 +259,34 @@ class SharePartitionManager:
             self.counts["acquired"] += result.count
             self.counts["redelivered"] += sum(r.last_offset - r.first_offset + 1
                                               for r in result.records if r.delivery_count > 1)
-            return PartitionFetch(_trim(data, result.records), result.records)
+            return PartitionFetch(_trim(data, headers, result.records), result.records)
 
     @staticmethod
-    def _read(plog: Any, offset: int, max_bytes: int, upper: int, max_records: int) -> bytes:
+    def _read(leader: _Leader, plog: Any, offset: int, max_bytes: int, upper: int,
+              max_records: int) -> tuple[bytes, list[tuple[int, Any]]]:
         """Log data from `offset` covering at least `max_records` offsets where the log has
-        them, never more than `max_bytes`. A fetch acquires at most `max_records`, and
-        clients ask for far more bytes (librdkafka: 50 MB), so reading all of `max_bytes`
-        copied and parsed the whole backlog on every ShareFetch (quadratic in it)."""
+        them, never more than `max_bytes`, with its batch headers (parsed once here, for
+        the acquisition, the transaction filter and the trim). A fetch acquires at most
+        `max_records` while clients ask for far more bytes (librdkafka: 50 MB): the read
+        is sized by the bytes per offset seen on this partition, not by `max_bytes`."""
         if offset >= upper:
-            return b""
-        want = min(max_bytes, _FIRST_READ)
+            return b"", []
+        want = min(max_bytes, max(_MIN_READ, int(max_records * leader.bytes_per_offset * 1.1)))
         while True:
             data = plog.read(offset, want, upper)
-            if want >= max_bytes or not data:
-                return data
-            last = offset
-            for _pos, h in iter_batches(data):
-                last = h.last_offset
-            span = last - offset + 1
-            if span >= max_records or last + 1 >= upper:
-                return data
-            # Too few offsets for max_records: read again, sized by the bytes per offset seen.
-            want = min(max_bytes, max(2 * want, len(data) * max_records // max(span, 1) + 1))
+            if not data:
+                return data, []
+            headers = list(iter_batches(data))
+            first, last = headers[0][1].base_offset, headers[-1][1].last_offset
+            leader.bytes_per_offset = len(data) / max(last - first + 1, 1)
+            if (want >= max_bytes or last - offset + 1 >= max_records or last + 1 >= upper):
+                return data, headers
+            # Too few offsets for max_records: read again, sized by what was just seen.
+            want = min(max_bytes, max(2 * want,
+                                      int(max_records * leader.bytes_per_offset * 1.1)))
 
     @staticmethod
-    def _batches(data: bytes, plog: Any, offset: int, upper: int,
+    def _batches(headers: list[tuple[int, Any]], plog: Any, offset: int, upper: int,
                  committed: bool) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         """The (first, last) offsets of the batches read, and the ranges no member may
         get: control batches (transaction markers), and under read_committed the
@@ -281,7 +300,7 @@ class SharePartitionManager:
             for firsts in aborted.values():
                 firsts.sort()
         open_aborts: set[int] = set()
-        for _pos, h in iter_batches(data):
+        for _pos, h in headers:
             span = (h.base_offset, h.last_offset)
             batches.append(span)
             if h.is_control:
@@ -426,12 +445,13 @@ def _typed_counts(batch: AcknowledgementBatch) -> Iterator[tuple[str, int]]:
             yield _ACK_NAMES.get(t, "unknown"), 1
 
 
-def _trim(data: bytes, acquired: Sequence[AcquiredRecords]) -> bytes:
+def _trim(data: bytes, headers: list[tuple[int, Any]],
+          acquired: Sequence[AcquiredRecords]) -> bytes:
     """The batches of `data` that hold an acquired offset (the client filters records by
     the acquired ranges; batches outside them need not travel)."""
     lo, hi = acquired[0].first_offset, acquired[-1].last_offset
     start = end = None
-    for pos, h in iter_batches(data):
+    for pos, h in headers:
         if h.last_offset < lo:
             continue
         if h.base_offset > hi:

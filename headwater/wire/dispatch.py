@@ -10,6 +10,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+# A handler returns (or its coroutine resolves to) a dict tree or kio object (encoded by
+# `codec.encode_response`), the body as bytes, the body as a list of buffers (encoded by
+# hand, e.g. `api/share_wire.py`), or None for no response.
 Handler = Callable[["RequestContext", Any], "Awaitable[Any] | Any"]
 
 

@@ -182,6 +182,10 @@ class Connection:
             return None
         if isinstance(result, bytes):
             return _frame(ctx.correlation_id, flexible, result)
+        if isinstance(result, list):  # a body already encoded, as buffers (share_wire)
+            head = bytearray(4) + response_header(ctx.correlation_id, flexible)
+            _SIZE.pack_into(head, 0, len(head) - 4 + sum(map(len, result)))
+            return [head, *result]
         out = _FrameParts(response_header(ctx.correlation_id, flexible))
         encode_response(ctx.api_key, ctx.api_version, result, out)
         return out.finish()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from headwater.log.batch import build_batch, iter_batches
 from headwater.log.control import build_marker
-from headwater.share.manager import SharePartitionManager, _trim
+from headwater.share.manager import SharePartitionManager, _Leader, _trim
 from headwater.share.outcomes import AcquiredRecords
 
 
@@ -34,19 +34,21 @@ def test_markers_are_skipped_and_aborted_batches_only_under_read_committed():
     data = (batch(0, 3) + batch(3, 2, pid=7, txn=True) + batch(5, 2, pid=8, txn=True)
             + marker(7, 7, commit=False) + marker(8, 8, commit=True) + batch(9, 1))
     plog = _Log(aborted=[(7, 3)])
-    batches, skip = SharePartitionManager._batches(data, plog, 0, 10, committed=True)
+    headers = list(iter_batches(data))
+    batches, skip = SharePartitionManager._batches(headers, plog, 0, 10, committed=True)
     assert batches == [(0, 2), (3, 4), (5, 6), (7, 7), (8, 8), (9, 9)]
     assert skip == [(3, 4), (7, 7), (8, 8)]
-    _, skip = SharePartitionManager._batches(data, plog, 0, 10, committed=False)
+    _, skip = SharePartitionManager._batches(headers, plog, 0, 10, committed=False)
     assert skip == [(7, 7), (8, 8)]
 
 
 def test_trim_keeps_the_batches_holding_acquired_offsets():
     a, b, c = batch(0, 3), batch(3, 2), batch(5, 2)
     data = a + b + c
-    assert _trim(data, [AcquiredRecords(3, 4, 1)]) == b
-    assert _trim(data, [AcquiredRecords(1, 1, 2), AcquiredRecords(6, 6, 1)]) is data
-    assert _trim(data, [AcquiredRecords(20, 21, 1)]) == b""
+    h = list(iter_batches(data))
+    assert _trim(data, h, [AcquiredRecords(3, 4, 1)]) == b
+    assert _trim(data, h, [AcquiredRecords(1, 1, 2), AcquiredRecords(6, 6, 1)]) is data
+    assert _trim(data, h, [AcquiredRecords(20, 21, 1)]) == b""
 
 
 class _Backlog:
@@ -69,20 +71,37 @@ class _Backlog:
         return b"".join(out)
 
 
+def leader() -> _Leader:
+    return _Leader(("g", None, 0), None, "t", "read_uncommitted")  # type: ignore[arg-type]
+
+
+def read(ldr: _Leader, log: _Backlog, offset: int, max_bytes: int, upper: int,
+         max_records: int) -> bytes:
+    data, headers = SharePartitionManager._read(ldr, log, offset, max_bytes, upper,
+                                                max_records)
+    assert headers == list(iter_batches(data))
+    return data
+
+
 def test_a_share_fetch_reads_what_max_records_needs_not_the_whole_backlog():
-    # 100 B records, a 50 MB fetch: one 1 MiB read (not the 50 MB backlog) covers 500.
-    log = _Backlog(20_000, 100)
-    data = SharePartitionManager._read(log, 0, 50_000_000, 20_000, 500)
-    assert log.reads == [1 << 20]
+    # 100 B records, a 50 MB fetch: reads sized by max_records (not the 50 MB backlog),
+    # and once the partition's bytes per offset are known, one read is enough.
+    log, ldr = _Backlog(20_000, 100), leader()
+    data = read(ldr, log, 0, 50_000_000, 20_000, 500)
+    assert max(log.reads) < 1 << 20
     assert sum(1 for _ in iter_batches(data)) >= 500
-    # 100 KiB records: the first read has too few, the second is sized for max_records.
-    log = _Backlog(100, 100 * 1024)
-    data = SharePartitionManager._read(log, 0, 50_000_000, 100, 50)
-    assert len(log.reads) == 2 and sum(1 for _ in iter_batches(data)) == 50
+    log.reads.clear()
+    data = read(ldr, log, 500, 50_000_000, 20_000, 500)
+    assert len(log.reads) == 1 and log.reads[0] < 200_000
+    assert sum(1 for _ in iter_batches(data)) >= 500
+    # 100 KiB records: the first read has too few, the next is sized for max_records.
+    log, ldr = _Backlog(100, 100 * 1024), leader()
+    data = read(ldr, log, 0, 50_000_000, 100, 50)
+    assert len(log.reads) == 2 and 50 <= sum(1 for _ in iter_batches(data)) < 60
     # The log end or max_bytes ends it; nothing is read at the upper bound.
     log = _Backlog(10, 100 * 1024)
-    assert sum(1 for _ in iter_batches(SharePartitionManager._read(log, 0, 50_000_000, 10, 500))) == 10
-    assert SharePartitionManager._read(log, 10, 50_000_000, 10, 500) == b""
+    assert sum(1 for _ in iter_batches(read(leader(), log, 0, 50_000_000, 10, 500))) == 10
+    assert read(leader(), log, 10, 50_000_000, 10, 500) == b""
     log = _Backlog(100, 100 * 1024)
-    SharePartitionManager._read(log, 0, 3 << 20, 100, 500)
+    read(leader(), log, 0, 3 << 20, 100, 500)
     assert log.reads[-1] == 3 << 20

@@ -264,7 +264,7 @@ class SharePartition:
 
     def release_member(self, member_id: str, now_ms: int) -> ReleaseResult:
         """A member left the group or closed its share session: its ACQUIRED records go
-        back to AVAILABLE with the delivery count decreased (see `record_state.py`)."""
+        back to AVAILABLE with the delivery count kept (see `record_state.py`)."""
         self._begin(now_ms)
 
         def release(v: InFlightState) -> InFlightState | None:

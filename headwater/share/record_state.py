@@ -11,7 +11,7 @@ offset (SPSO) and end offset (SPEO), one of Kafka's `RecordState`s:
     ACQUIRED  --accept-----------------------> ACKNOWLEDGED          (terminal)
     ACQUIRED  --reject / gap / archive-------> ARCHIVED              (terminal)
     ACQUIRED  --release / lock timeout-------> AVAILABLE  (or ARCHIVED at the limit)
-    ACQUIRED  --member left (count-1)--------> AVAILABLE
+    ACQUIRED  --member left------------------> AVAILABLE  (or ARCHIVED at the limit)
     ACQUIRED  --renew (lock re-armed)--------> ACQUIRED
     AVAILABLE --archive----------------------> ARCHIVED
 
@@ -34,10 +34,11 @@ Why each transition exists:
   record that keeps failing stops being redelivered forever (Kafka has no DLQ before
   4.4; the record stays in the log).
 * **member left** (share session closed with epoch -1, member fenced or left): its
-  acquired records go back to AVAILABLE with the count *decreased*, as Kafka's
-  `releaseAcquiredRecords` does (`DeliveryCountOps.DECREASE`): they were prefetched but
-  the application never saw them, so that delivery does not count, and the limit does
-  not apply.
+  acquired records go back to AVAILABLE with the count kept, as a release: Kafka 4.3.1
+  does exactly this (measured: a record a closing consumer held comes back with count 2,
+  and one held at the limit is archived), although its trunk source has a
+  `DeliveryCountOps.DECREASE` on that path (KAFKA-17541). The reference broker is the
+  oracle (tests/integration/test_share_delivery_vs_kafka.py; docs/differences.md).
 * **renew** (4, KIP-1222, ShareFetch/ShareAcknowledge v2): the member needs more time;
   the record stays ACQUIRED and its lock restarts. The count is unchanged.
 * **archive**: the leader itself ends records that must never be delivered: aborted
@@ -101,7 +102,6 @@ class Event(Enum):
 class CountOp(IntEnum):
     """What a transition does to the delivery count."""
 
-    DECREASE = -1
     KEEP = 0
     INCREASE = 1
 
@@ -129,7 +129,7 @@ TRANSITIONS: dict[RecordState, dict[Event, Step]] = {
         E.GAP: Step(S.ARCHIVED),
         E.RELEASE: Step(S.AVAILABLE),
         E.LOCK_TIMEOUT: Step(S.AVAILABLE),
-        E.MEMBER_LEFT: Step(S.AVAILABLE, CountOp.DECREASE),
+        E.MEMBER_LEFT: Step(S.AVAILABLE),
         E.RENEW: Step(S.ACQUIRED, arm_lock=True),
         E.ARCHIVE: Step(S.ARCHIVED),
     },
@@ -156,7 +156,6 @@ def step(state: RecordState, event: Event, delivery_count: int, limit: int) -> S
     found = TRANSITIONS[state].get(event)
     if found is None:
         return None
-    if (found.state is S.AVAILABLE and found.count is not CountOp.DECREASE
-            and delivery_count >= limit):
+    if found.state is S.AVAILABLE and delivery_count >= limit:
         return Step(S.ARCHIVED)
     return found

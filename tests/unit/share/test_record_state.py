@@ -49,14 +49,14 @@ def test_acknowledgement_outcomes():
     assert step(S.AVAILABLE, E.ACQUIRE, 0, 5) == Step(S.ACQUIRED, CountOp.INCREASE, True)
 
 
-@pytest.mark.parametrize("event", [E.RELEASE, E.LOCK_TIMEOUT])
+@pytest.mark.parametrize("event", [E.RELEASE, E.LOCK_TIMEOUT, E.MEMBER_LEFT])
 def test_delivery_count_limit_archives(event: Event):
     assert step(S.ACQUIRED, event, 4, 5).state is S.AVAILABLE
     assert step(S.ACQUIRED, event, 5, 5) == Step(S.ARCHIVED)
 
 
-def test_member_left_decreases_and_ignores_the_limit():
-    assert step(S.ACQUIRED, E.MEMBER_LEFT, 5, 5) == Step(S.AVAILABLE, CountOp.DECREASE)
+def test_member_left_keeps_the_count_as_kafka_4_3_does():
+    assert step(S.ACQUIRED, E.MEMBER_LEFT, 1, 5) == Step(S.AVAILABLE)
 
 
 def test_terminal_states_have_no_way_out():

@@ -66,27 +66,33 @@ def run_member(broker: bb.Broker, topic: str, topic_id: uuid.UUID, total: int) -
     assert joined.error_code == 0, joined
     epoch, done, cycles = 0, 0, 0
     acks: list[tuple[int, int]] = []
+    fetch_s: list[float] = []
+    ack_s: list[float] = []
     cpu0, t0 = broker.cpu_seconds(), time.monotonic()
     deadline = t0 + 120
     while done < total and time.monotonic() < deadline:
         parts = [{"partition_index": 0, "acknowledgement_batches": []}] if epoch == 0 else []
+        t_req = time.perf_counter()
         resp = client.request(78, 1, {
             "group_id": group, "member_id": member, "share_session_epoch": epoch,
             "max_wait": 500, "min_bytes": 1, "max_bytes": 52_428_800, "max_records": 500,
             "batch_size": 500, "forgotten_topics_data": [],
             "topics": [{"topic_id": topic_id, "partitions": parts}] if parts else []})
+        fetch_s.append(time.perf_counter() - t_req)
         assert resp.error_code == 0, resp
         epoch += 1
         acks = [(r.first_offset, r.last_offset) for t in resp.responses
                 for p in t.partitions for r in p.acquired_records]
         if not acks:
             continue
+        t_req = time.perf_counter()
         ack = client.request(79, 1, {
             "group_id": group, "member_id": member, "share_session_epoch": epoch,
             "topics": [{"topic_id": topic_id, "partitions": [
                 {"partition_index": 0, "acknowledgement_batches": [
                     {"first_offset": f, "last_offset": last, "acknowledge_types": [ACCEPT]}
                     for f, last in acks]}]}]})
+        ack_s.append(time.perf_counter() - t_req)
         assert ack.error_code == 0, ack
         epoch += 1
         cycles += 1
@@ -98,7 +104,9 @@ def run_member(broker: bb.Broker, topic: str, topic_id: uuid.UUID, total: int) -
         raise RuntimeError(f"only {done:,} of {total:,} acknowledged")
     return {"records": done, "cycles": cycles, "seconds": elapsed,
             "cpu_us_per_record": cpu / done * 1e6, "cpu_us_per_cycle": cpu / cycles * 1e6,
-            "records_per_s": done / elapsed}
+            "records_per_s": done / elapsed,
+            "fetch_rtt_us": statistics.median(fetch_s) * 1e6,
+            "ack_rtt_us": statistics.median(ack_s) * 1e6}
 
 
 def main() -> None:
@@ -126,7 +134,9 @@ def main() -> None:
                 print(f"round {i + 1}: {row['cpu_us_per_record']:.3f} us broker CPU per "
                       f"record, {row['cpu_us_per_cycle']:.0f} us per fetch+ack cycle "
                       f"({row['cycles']} cycles), {row['records_per_s']:,.0f} records/s "
-                      "one member", flush=True)
+                      f"one member; median round trip ShareFetch {row['fetch_rtt_us']:.0f} us, "
+                      f"ShareAcknowledge {row['ack_rtt_us']:.0f} us (client decode included)",
+                      flush=True)
         finally:
             broker.stop()
     print(f"median: {statistics.median(r['cpu_us_per_record'] for r in rows):.3f} us broker "

@@ -22,7 +22,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from .guard import body_checker
+from .guard import UNKNOWN_TAGS, body_checker, strip_unknown_tags
 
 _ZERO_UUID = uuid.UUID(int=0)
 
@@ -153,7 +153,11 @@ def response_writer(api_key: int, version: int) -> Callable[[Any, Any], None]:
 def decode_request(api_key: int, version: int, body: bytes, offset: int) -> Any:
     """Decode a request body with kio; raises on any malformed input. The bounds
     pre-pass (`guard.py`) runs first: kio must never see a length it cannot satisfy."""
+    UNKNOWN_TAGS.clear()
     body_checker(api_key, version)(body, offset)
+    if UNKNOWN_TAGS:  # a newer client's tags: ignored, as KIP-482 asks
+        body, offset = strip_unknown_tags(body, offset), 0
+        UNKNOWN_TAGS.clear()
     result = request_reader(api_key, version)(body, offset)
     return result[0] if isinstance(result, tuple) else result
 

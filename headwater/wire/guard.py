@@ -52,24 +52,73 @@ def _fail(message: str) -> None:
     raise MalformedRequest(message)
 
 
+# Tagged fields the schema does not know, found by the last check: (start of the
+# section's count, end of the count, count without them, [(start, end) of each]).
+# KIP-482 says a receiver ignores them; kio raises KeyError, so `strip_unknown_tags`
+# removes them before kio decodes (a newer client may send tags this kio never heard of).
+UNKNOWN_TAGS: list[tuple[int, int, int, list[tuple[int, int]]]] = []
+_inside_known_tag = [0]
+
+
 def _tagged_fields(buf: bytes, pos: int, end: int,
                    checkers: dict[int, Callable[[bytes, int, int], int]]) -> int:
     """A tagged-field section: each field within the frame, a known one valid inside
-    its own declared size (kio parses known tags with their field's reader)."""
+    its own declared size (kio parses known tags with their field's reader); unknown
+    ones are noted in UNKNOWN_TAGS."""
+    start = pos
     count, pos = read_uvarint(buf, pos, end)
+    count_end = pos
     if count > end - pos:
         raise MalformedRequest("tagged field count past the end")
+    unknown: list[tuple[int, int]] = []
     for _ in range(count):
+        field_start = pos
         tag, pos = read_uvarint(buf, pos, end)
         size, pos = read_uvarint(buf, pos, end)
         stop = pos + size
         if stop > end:
             raise MalformedRequest("tagged field past the end")
         checker = checkers.get(tag)
-        if checker is not None and checker(buf, pos, stop) > stop:
-            raise MalformedRequest("tagged field overruns its size")
+        if checker is None:
+            if _inside_known_tag[0]:
+                raise MalformedRequest(f"unknown tagged field {tag} inside a tagged field")
+            unknown.append((field_start, stop))
+        else:
+            _inside_known_tag[0] += 1
+            try:
+                if checker(buf, pos, stop) > stop:
+                    raise MalformedRequest("tagged field overruns its size")
+            finally:
+                _inside_known_tag[0] -= 1
         pos = stop
+    if unknown:
+        UNKNOWN_TAGS.append((start, count_end, count - len(unknown), unknown))
     return pos
+
+
+def strip_unknown_tags(buf: bytes, pos: int) -> bytes:
+    """`buf[pos:]` without the tagged fields UNKNOWN_TAGS lists (their sections'
+    counts lowered to match); the other bytes are unchanged."""
+    out = bytearray()
+    at = pos
+    for count_start, count_end, kept, spans in sorted(UNKNOWN_TAGS):
+        out += buf[at:count_start]
+        out += _uvarint(kept)
+        at = count_end
+        for first, stop in spans:
+            out += buf[at:first]
+            at = stop
+    out += buf[at:]
+    return bytes(out)
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 # An unsigned varint into n: one byte inline (the common case), longer ones by call.

@@ -107,3 +107,35 @@ def test_known_tagged_field_is_checked_inside_its_own_size():
     bad = body[:-1] + b"\x01" + b"\x00\x02" + b"\x65a" + b"x" * 200
     with pytest.raises(MalformedRequest, match="cluster_id runs past the end"):
         body_checker(1, 12)(bad, pos)
+
+
+def _metadata_v12(topic_tags: bytes, top_tags: bytes) -> bytes:
+    """MetadataRequest v12, one topic named "a", with the given tagged sections."""
+    return (b"\x02" + bytes(16) + b"\x02a" + topic_tags  # topics: [topic id, name, tags]
+            + b"\x01\x00" + top_tags)  # allow auto creation, authorized operations, tags
+
+
+def test_unknown_tagged_fields_are_ignored_as_kip_482_asks():
+    # kio raises KeyError on a tag it does not know; the guard strips them first, at the
+    # top level and inside an array element, and decodes the rest unchanged.
+    plain = decode_request(3, 12, _metadata_v12(b"\x00", b"\x00"), 0)
+    unknown = bytes([2, 77, 3]) + b"xyz" + bytes([90, 0])  # tags 77 (3 bytes), 90 (empty)
+    assert decode_request(3, 12, _metadata_v12(unknown, unknown), 0) == plain
+    # ApiVersions v3: one unknown tag among none known.
+    body = b"\x04abc\x041.0" + bytes([1, 99, 2]) + b"hi"
+    assert decode_request(18, 3, body, 0).client_software_name == "abc"
+
+
+def test_unknown_tags_next_to_a_known_one_keep_the_known_one():
+    # Fetch v12's top-level tag 0 is cluster_id (known to kio); tags 5 and 200 are not.
+    frame = encode_request(1, 12, {"replica_id": -1, "max_wait": 0, "min_bytes": 1,
+                                   "max_bytes": 1, "isolation_level": 0, "session_id": 0,
+                                   "session_epoch": -1, "topics": [],
+                                   "forgotten_topics_data": [], "rack_id": ""})
+    _, _, body, pos = body_of(frame)
+    assert body.endswith(b"\x00")
+    section = (bytes([3]) + bytes([0, 3, 3]) + b"c1" + bytes([5, 1]) + b"!"
+               + bytes([0xC8, 0x01, 0]))
+    got = decode_request(1, 12, body[:-1] + section, pos)
+    assert got.cluster_id == "c1"
+    assert got == decode_request(1, 12, body[:-1] + bytes([1, 0, 3, 3]) + b"c1", pos)

@@ -18,6 +18,8 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ..wire.header import uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _ACQUIRED = struct.Struct(">qqhx")  # first, last, delivery count, empty tagged fields
@@ -25,15 +27,6 @@ _PARTITION_HEAD = struct.Struct(">ih")  # partition index, error code
 _LEADER = struct.Struct(">iix")  # leader id, leader epoch, empty tagged fields
 _TOP = struct.Struct(">ih")  # throttle time, error code
 _BY_REFERENCE = 32 * 1024  # records at least this large are not copied
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def compact_string(s: str | None) -> bytes:

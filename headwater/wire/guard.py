@@ -34,7 +34,7 @@ from typing import Any
 
 from kio.index import load_request_schema
 
-from .header import read_uvarint
+from .header import read_uvarint, uvarint
 
 _FIXED_SIZE = {
     "bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "error_code": 2,
@@ -103,21 +103,12 @@ def strip_unknown_tags(buf: bytes, pos: int) -> bytes:
     at = pos
     for count_start, count_end, kept, spans in sorted(UNKNOWN_TAGS):
         out += buf[at:count_start]
-        out += _uvarint(kept)
+        out += uvarint(kept)
         at = count_end
         for first, stop in spans:
             out += buf[at:first]
             at = stop
     out += buf[at:]
-    return bytes(out)
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
     return bytes(out)
 
 

@@ -56,6 +56,16 @@ def skip_tagged_fields(frame: bytes, pos: int) -> int:
     return pos
 
 
+def uvarint(n: int) -> bytes:
+    """An unsigned varint (the lengths and counts of flexible versions)."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def read_uvarint(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
     """An unsigned varint at `pos` that must end before `end` (default: the buffer's)."""
     end = len(buf) if end is None else end

@@ -95,15 +95,22 @@ def test_null_only_where_the_schema_allows_it():
         decode_request(3, 4, struct.pack(">i?", -2, True), 0)
 
 
-def test_known_tagged_field_is_checked_inside_its_own_size():
-    # Fetch v12's tag 0 is cluster_id (a compact string). Declared size 2, but the
-    # string inside claims 100 bytes.
+def fetch_v12_body() -> tuple[bytes, int]:
+    """An empty Fetch v12 request's frame and where its body starts; the body ends with
+    its (empty) top-level tagged-field section."""
     frame = encode_request(1, 12, {"replica_id": -1, "max_wait": 0, "min_bytes": 1,
                                    "max_bytes": 1, "isolation_level": 0, "session_id": 0,
                                    "session_epoch": -1, "topics": [],
                                    "forgotten_topics_data": [], "rack_id": ""})
     _, _, body, pos = body_of(frame)
     assert body.endswith(b"\x00")
+    return body, pos
+
+
+def test_known_tagged_field_is_checked_inside_its_own_size():
+    # Fetch v12's tag 0 is cluster_id (a compact string). Declared size 2, but the
+    # string inside claims 100 bytes.
+    body, pos = fetch_v12_body()
     bad = body[:-1] + b"\x01" + b"\x00\x02" + b"\x65a" + b"x" * 200
     with pytest.raises(MalformedRequest, match="cluster_id runs past the end"):
         body_checker(1, 12)(bad, pos)
@@ -128,12 +135,7 @@ def test_unknown_tagged_fields_are_ignored_as_kip_482_asks():
 
 def test_unknown_tags_next_to_a_known_one_keep_the_known_one():
     # Fetch v12's top-level tag 0 is cluster_id (known to kio); tags 5 and 200 are not.
-    frame = encode_request(1, 12, {"replica_id": -1, "max_wait": 0, "min_bytes": 1,
-                                   "max_bytes": 1, "isolation_level": 0, "session_id": 0,
-                                   "session_epoch": -1, "topics": [],
-                                   "forgotten_topics_data": [], "rack_id": ""})
-    _, _, body, pos = body_of(frame)
-    assert body.endswith(b"\x00")
+    body, pos = fetch_v12_body()
     section = (bytes([3]) + bytes([0, 3, 3]) + b"c1" + bytes([5, 1]) + b"!"
                + bytes([0xC8, 0x01, 0]))
     got = decode_request(1, 12, body[:-1] + section, pos)

@@ -42,6 +42,7 @@ from ..coordinator.record_codec import CoordinatorRecord
 from ..coordinator.runtime import Result
 from . import records as R
 from .assignors import ASSIGNORS, MemberSpec, TopicSpec
+from .base import GroupsOfType
 from .consumer_group import (
     ConsumerGroup,
     ConsumerGroupMember,
@@ -70,7 +71,6 @@ from .reconciliation import (
 
 if TYPE_CHECKING:
     from ..metadata.image import MetadataImage
-    from .shard import GroupShard
 
 log = logging.getLogger("headwater.group.consumer")
 
@@ -91,7 +91,6 @@ JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 MAX_STRING_BYTES = 32767  # record strings are int16-length prefixed
-GROUP_RESOURCE = 32
 
 
 class HeartbeatError(Exception):
@@ -162,33 +161,9 @@ def resolve_regex(pattern: Any, image: MetadataImage) -> frozenset[str]:
                      if not name.startswith("__") and pattern.fullmatch(name))
 
 
-class ConsumerGroupManager:
-    def __init__(self, shard: GroupShard) -> None:
-        self.shard = shard
-        self._loaded = False
-
-    # ---- lookups -------------------------------------------------------------------
-    def group(self, group_id: str) -> ConsumerGroup | None:
-        group = self.shard.groups.get(group_id)
-        return group if isinstance(group, ConsumerGroup) else None
-
-    def groups(self) -> list[ConsumerGroup]:
-        return [g for g in self.shard.groups.values() if isinstance(g, ConsumerGroup)]
-
-    def _group_config(self, group_id: str, key: str, default: int) -> int:
-        value = self.shard.image().resource_configs(GROUP_RESOURCE, group_id).get(key)
-        try:
-            return int(value) if value is not None else default
-        except ValueError:
-            return default
-
-    def session_timeout_ms(self, group_id: str) -> int:
-        return self._group_config(group_id, "consumer.session.timeout.ms",
-                                  self.shard.config.consumer_session_timeout_ms)
-
-    def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self._group_config(group_id, "consumer.heartbeat.interval.ms",
-                                  self.shard.config.consumer_heartbeat_interval_ms)
+class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
+    group_class = ConsumerGroup
+    config_prefix = "consumer"
 
     @property
     def default_assignor(self) -> str:

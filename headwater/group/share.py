@@ -40,7 +40,8 @@ from ..coordinator.record_codec import CoordinatorRecord
 from ..coordinator.runtime import Result
 from . import records as R
 from . import share_assignor
-from .consumer import GROUP_RESOURCE, MAX_STRING_BYTES, HeartbeatError
+from .base import GroupsOfType
+from .consumer import MAX_STRING_BYTES, HeartbeatError
 from .consumer_group import metadata_hash
 from .reconciliation import EMPTY, Assignment
 from .share_group import (
@@ -99,35 +100,14 @@ def session_key(group_id: str, member_id: str) -> str:
     return f"share-session\0{group_id}\0{member_id}"
 
 
-class ShareGroupManager:
+class ShareGroupManager(GroupsOfType[ShareGroup]):
+    group_class = ShareGroup
+    config_prefix = "share"
+
     def __init__(self, shard: GroupShard) -> None:
-        self.shard = shard
-        self._loaded = False
+        super().__init__(shard)
         # Told (group id, member id) when a member leaves or is fenced (after load).
         self.member_removed: Callable[[str, str], None] | None = None
-
-    # ---- lookups -------------------------------------------------------------------
-    def group(self, group_id: str) -> ShareGroup | None:
-        group = self.shard.groups.get(group_id)
-        return group if isinstance(group, ShareGroup) else None
-
-    def groups(self) -> list[ShareGroup]:
-        return [g for g in self.shard.groups.values() if isinstance(g, ShareGroup)]
-
-    def _group_config(self, group_id: str, key: str, default: int) -> int:
-        value = self.shard.image().resource_configs(GROUP_RESOURCE, group_id).get(key)
-        try:
-            return int(value) if value is not None else default
-        except ValueError:
-            return default
-
-    def session_timeout_ms(self, group_id: str) -> int:
-        return self._group_config(group_id, "share.session.timeout.ms",
-                                  self.shard.config.share_session_timeout_ms)
-
-    def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self._group_config(group_id, "share.heartbeat.interval.ms",
-                                  self.shard.config.share_heartbeat_interval_ms)
 
     def assignment(self, group_id: str, member_id: str) -> Assignment | None:
         group = self.group(group_id)

@@ -27,6 +27,7 @@ _PARTITION_HEAD = struct.Struct(">ih")  # partition index, error code
 _LEADER = struct.Struct(">iix")  # leader id, leader epoch, empty tagged fields
 _TOP = struct.Struct(">ih")  # throttle time, error code
 _BY_REFERENCE = 32 * 1024  # records at least this large are not copied
+_NULL_UUID = bytes(16)  # a request's null topic id is answered as kio writes it: zeros
 
 
 def compact_string(s: str | None) -> bytes:
@@ -83,7 +84,7 @@ def _top(body: Body, error_code: int, error_message: str | None, lock_ms: int | 
 
 
 def share_fetch_response(error_code: int, error_message: str | None, lock_ms: int,
-                         topics: Iterable[tuple[uuid.UUID, Sequence[PartitionEntry]]]
+                         topics: Iterable[tuple[uuid.UUID | None, Sequence[PartitionEntry]]]
                          ) -> list[bytes | bytearray]:
     """ShareFetchResponse v1/v2 (same layout), node endpoints always empty."""
     body = Body()
@@ -91,7 +92,7 @@ def share_fetch_response(error_code: int, error_message: str | None, lock_ms: in
     topics = list(topics)
     body.add(uvarint(len(topics) + 1))
     for topic_id, partitions in topics:
-        body.add(topic_id.bytes)
+        body.add(topic_id.bytes if topic_id is not None else _NULL_UUID)
         body.add(uvarint(len(partitions) + 1))
         for p in partitions:
             body.add(_PARTITION_HEAD.pack(p.index, p.error_code))
@@ -114,7 +115,7 @@ def share_fetch_response(error_code: int, error_message: str | None, lock_ms: in
 
 def share_acknowledge_response(version: int, error_code: int, error_message: str | None,
                                lock_ms: int,
-                               topics: Iterable[tuple[uuid.UUID,
+                               topics: Iterable[tuple[uuid.UUID | None,
                                                       Sequence[tuple[int, int, int]]]]
                                ) -> list[bytes | bytearray]:
     """ShareAcknowledgeResponse v1/v2 (v2 adds the acquisition lock timeout); partitions
@@ -124,7 +125,7 @@ def share_acknowledge_response(version: int, error_code: int, error_message: str
     topics = list(topics)
     body.add(uvarint(len(topics) + 1))
     for topic_id, partitions in topics:
-        body.add(topic_id.bytes)
+        body.add(topic_id.bytes if topic_id is not None else _NULL_UUID)
         body.add(uvarint(len(partitions) + 1))
         for index, code, leader_id in partitions:
             body.add(_PARTITION_HEAD.pack(index, code))

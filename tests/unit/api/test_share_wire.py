@@ -48,7 +48,7 @@ def fetch_dict(lock_ms: int, topics: list) -> dict:
 
 
 @pytest.mark.parametrize("version", [1, 2])
-@pytest.mark.parametrize("case", ["empty", "mixed", "big"])
+@pytest.mark.parametrize("case", ["empty", "mixed", "big", "null topic id"])
 def test_share_fetch_response_matches_kio(version: int, case: str) -> None:
     topics: list = {
         "empty": [],
@@ -59,6 +59,7 @@ def test_share_fetch_response_matches_kio(version: int, case: str) -> None:
                   (T2, [PartitionEntry(7, leader_id=1, records=b"")])],
         "big": [(T1, [PartitionEntry(2, leader_id=0, records=BIG,
                                      acquired=[(5, 5000, 2)])])],
+        "null topic id": [(None, [PartitionEntry(0, error_code=100)])],  # found by fuzzing
     }[case]
     ours = b"".join(share_fetch_response(0, None, 30_000, topics))
     assert ours == kio_bytes(78, version, fetch_dict(30_000, topics))
@@ -66,7 +67,7 @@ def test_share_fetch_response_matches_kio(version: int, case: str) -> None:
 
 @pytest.mark.parametrize("version", [1, 2])
 def test_share_acknowledge_response_matches_kio(version: int) -> None:
-    topics = [(T1, [(0, 0, 1), (4, 121, 1)]), (T2, [(1, 3, 1)])]
+    topics = [(T1, [(0, 0, 1), (4, 121, 1)]), (T2, [(1, 3, 1)]), (None, [(0, 100, 1)])]
     ours = b"".join(share_acknowledge_response(version, 0, None, 15_000, topics))
     expected = kio_bytes(79, version, {
         "throttle_time": 0, "error_code": 0, "error_message": None,

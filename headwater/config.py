@@ -63,6 +63,9 @@ BROKER_DEFAULTS: dict[str, str] = {
     "offsets.topic.replication.factor": "1",
     "transaction.state.log.num.partitions": "50",
     "transaction.partition.verification.enable": "true",
+    # KIP-1191 share-group dead-letter topics (dynamic cluster configs in Kafka 4.4).
+    "errors.deadletterqueue.auto.create.topics.enable": "false",
+    "errors.deadletterqueue.topic.name.prefix": "dlq.",
     # headwater's own durability switch: "always" fsyncs every acknowledged batch.
     "headwater.fsync": "never",
 }
@@ -102,7 +105,17 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
     "local.retention.bytes": "log.local.retention.bytes",
 }
 
-TOPIC_CONFIG_KEYS = frozenset(TOPIC_CONFIG_SYNONYMS)
+# Topic configs with no broker default, and their defaults.
+TOPIC_ONLY_DEFAULTS: dict[str, str] = {
+    # KIP-1191: a topic a share group may use as its dead-letter topic.
+    "errors.deadletterqueue.group.enable": "false",
+}
+
+TOPIC_CONFIG_KEYS = frozenset(TOPIC_CONFIG_SYNONYMS) | frozenset(TOPIC_ONLY_DEFAULTS)
+
+# Broker configs of KIP-1191 that AlterConfigs may change (cluster-wide or per broker).
+DLQ_BROKER_KEYS = frozenset({"errors.deadletterqueue.auto.create.topics.enable",
+                             "errors.deadletterqueue.topic.name.prefix"})
 
 VALID_CLEANUP = {"delete", "compact", "compact,delete", "delete,compact"}
 VALID_TIMESTAMP_TYPES = {"CreateTime", "LogAppendTime"}
@@ -212,6 +225,8 @@ class BrokerConfig:
             return str(int(self.get("log.roll.hours") or "168") * 3_600_000)
         if topic_key == "flush.ms":
             return self.get("log.flush.interval.ms") or "9223372036854775807"
+        if topic_key in TOPIC_ONLY_DEFAULTS:
+            return TOPIC_ONLY_DEFAULTS[topic_key]
         return self.get(TOPIC_CONFIG_SYNONYMS[topic_key]) or ""
 
 
@@ -226,6 +241,12 @@ DYNAMIC_BROKER_KEYS: dict[str, str] = {
 
 def validate_dynamic_broker_config(key: str, value: str | None) -> None:
     """Raise ConfigError unless `key` may be changed dynamically to `value`."""
+    if key in DLQ_BROKER_KEYS:
+        if (value is not None and key.endswith(".enable")
+                and value.lower() not in ("true", "false")):
+            raise ConfigError(f"Invalid value {value} for configuration {key}: "
+                              "Expected value to be either true or false")
+        return
     topic_key = DYNAMIC_BROKER_KEYS.get(key)
     if topic_key is None:
         raise ConfigError(f"Cannot update these configs dynamically: {key}")
@@ -267,7 +288,8 @@ def validate_topic_config(key: str, value: str | None) -> None:
             raise ConfigError(f"Invalid value {value} for configuration {key}: "
                               "must be a number between 0 and 1")
         return
-    if key in ("unclean.leader.election.enable", "preallocate"):
+    if key in ("unclean.leader.election.enable", "preallocate",
+               "errors.deadletterqueue.group.enable"):
         if value.lower() not in ("true", "false"):
             raise ConfigError(f"Invalid value {value} for configuration {key}: "
                               "Expected value to be either true or false")

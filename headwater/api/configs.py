@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode as E
 
 from ..config import (
+    DLQ_BROKER_KEYS,
     DYNAMIC_BROKER_KEYS,
     DYNAMIC_CLUSTER,
     DYNAMIC_NODE,
@@ -51,7 +52,7 @@ _TYPES = {
     "max.message.bytes": INT, "segment.bytes": INT, "index.interval.bytes": INT,
     "segment.index.bytes": INT, "min.cleanable.dirty.ratio": 6, "preallocate": BOOLEAN,
     "compression.gzip.level": INT, "compression.lz4.level": INT,
-    "compression.zstd.level": INT,
+    "compression.zstd.level": INT, "errors.deadletterqueue.group.enable": BOOLEAN,
 }
 
 _GROUP_TYPES = {group_configs.INT: INT, group_configs.STRING: STRING,
@@ -79,19 +80,21 @@ def describe_topic_configs(broker: Broker, topic: str, keys: set[str] | None,
     for key in sorted(TOPIC_CONFIG_KEYS):
         if keys is not None and key not in keys:
             continue
-        broker_key = TOPIC_CONFIG_SYNONYMS[key]
+        broker_key = TOPIC_CONFIG_SYNONYMS.get(key)
         syn: list[dict] = []
         override = overrides.get(key)
         if override is not None:
             value, source = override, DYNAMIC_TOPIC_CONFIG
             syn.append({"name": key, "value": override, "source": DYNAMIC_TOPIC_CONFIG})
+        elif broker_key is None:  # no broker default (errors.deadletterqueue.group.enable)
+            value, source = broker.config.topic_default(key), DEFAULT_CONFIG
         else:
             value = broker.config.topic_default(key)
             source = _SOURCE_IDS.get(broker.config.source(broker_key), DEFAULT_CONFIG)
-        syn += _broker_synonyms(broker, broker_key)
-        if not broker.config.layers(broker_key):  # derived (retention.ms from hours, ...)
-            syn.append({"name": broker_key, "value": broker.config.topic_default(key),
-                        "source": DEFAULT_CONFIG})
+        if broker_key is not None:  # no layer: derived (retention.ms from hours, ...)
+            syn += _broker_synonyms(broker, broker_key) or [
+                {"name": broker_key, "value": broker.config.topic_default(key),
+                 "source": DEFAULT_CONFIG}]
         out.append({"name": key, "value": value, "read_only": False,
                     "config_source": source, "is_sensitive": False,
                     "synonyms": syn if synonyms else (),
@@ -114,7 +117,7 @@ def describe_broker_configs(broker: Broker, name: str, keys: set[str] | None,
         source = (DYNAMIC_DEFAULT_BROKER_CONFIG if name == "" else
                   _SOURCE_IDS.get(broker.config.source(key), DEFAULT_CONFIG))
         out.append({"name": key, "value": value or None,
-                    "read_only": key not in DYNAMIC_BROKER_KEYS,
+                    "read_only": key not in DYNAMIC_BROKER_KEYS and key not in DLQ_BROKER_KEYS,
                     "config_source": source, "is_sensitive": False,
                     "synonyms": _broker_synonyms(broker, key) if synonyms else (),
                     "config_type": STRING, "documentation": None})

@@ -50,6 +50,8 @@ BROKER_DEFAULTS: dict[str, str] = {
 }
 
 INT, STRING, BOOLEAN = "INT", "STRING", "BOOLEAN"
+DLQ_TOPIC = "errors.deadletterqueue.topic.name"
+DLQ_COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +84,14 @@ KEYS: dict[str, GroupConfigKey] = {k.name: k for k in (
     _k("share.auto.offset.reset", STRING, "latest", bounded=False, synonym=False),
     _k("share.isolation.level", STRING, "read_uncommitted", bounded=False, synonym=False),
     _k("share.renew.acknowledge.enable", BOOLEAN, "true", bounded=False, synonym=False),
+    # KIP-1191 (Kafka 4.4): the group's dead-letter topic ("" = none), and whether a
+    # dead letter carries the record's key, value and headers or only the context headers.
+    GroupConfigKey(DLQ_TOPIC, STRING, ""),
+    GroupConfigKey(DLQ_COPY_RECORD, BOOLEAN, "false"),
 )}
 
-SHARE_KEYS = tuple(k for k in KEYS if k.startswith("share."))
+# What a share-partition leader needs of its group's configs.
+SHARE_KEYS = tuple(k for k in KEYS if k.startswith("share.")) + (DLQ_TOPIC, DLQ_COPY_RECORD)
 _INT = re.compile(r"^[+-]?\d+$")
 _RESET_ERROR = ("Invalid value `{v}` for configuration share.auto.offset.reset. The value "
                 "must be either 'earliest', 'latest' or of the format "
@@ -173,3 +180,6 @@ def validate(overrides: Mapping[str, str | None], config: BrokerConfig) -> None:
         if (session in given or heartbeat in given) \
                 and int(values[session]) <= int(values[heartbeat]):
             raise GroupConfigError(f"{session} must be greater than {heartbeat}")
+    dlq = str(values[DLQ_TOPIC]) if DLQ_TOPIC in given else ""
+    if dlq.startswith("__"):  # Kafka's GroupConfig.validateValues (KIP-1191)
+        raise GroupConfigError(f"{DLQ_TOPIC}: DLQ topic name must not start with '__'")

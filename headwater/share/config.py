@@ -28,6 +28,9 @@ class SharePartitionConfig:
     record_lock_duration_ms: int = 30_000  # share.record.lock.duration.ms
     delivery_count_limit: int = 5  # share.delivery.count.limit
     max_record_locks: int = 2000  # share.partition.max.record.locks
+    # errors.deadletterqueue.topic.name is set: rejected records and records at the
+    # delivery-count limit go through ARCHIVING to the dead-letter topic (KIP-1191).
+    dead_letter: bool = False
 
     @property
     def throttle_limit(self) -> int:

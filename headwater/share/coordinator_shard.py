@@ -61,7 +61,7 @@ DEFAULT_LEADER_EPOCH = 0
 UNINITIALIZED_START_OFFSET = -1
 
 COLD_TIMER = "cold-partition-snapshots"
-PERSISTED_STATES = frozenset({0, 2, 4})  # Available, Acknowledged, Archived
+PERSISTED_STATES = frozenset({0, 2, 3, 4})  # Available, Acknowledged, Archiving, Archived
 
 Key = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 

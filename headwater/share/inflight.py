@@ -17,17 +17,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .record_state import RecordState
+from .record_state import DeadLetterReason, RecordState
 
 
 class InFlightState(NamedTuple):
     """One record's (or a whole batch's) state. `member_id` and `deadline_ms` (the
-    acquisition lock's expiry) are set only while ACQUIRED."""
+    acquisition lock's expiry) are set only while ACQUIRED; `reason` only while
+    ARCHIVING, and only when known (it is not persisted)."""
 
     state: RecordState
     delivery_count: int
     member_id: str | None = None
     deadline_ms: int | None = None
+    reason: DeadLetterReason | None = None
 
 
 AVAILABLE_NEW = InFlightState(RecordState.AVAILABLE, 0)
@@ -93,7 +95,8 @@ class InFlightBatch:
         yield start, hi, current
 
     def first_not_terminal(self) -> int | None:
-        """The first offset whose state is not ACKNOWLEDGED/ARCHIVED, if any."""
+        """The first offset whose state is not ACKNOWLEDGED/ARCHIVED, if any (ARCHIVING
+        is not finished)."""
         for lo, _hi, value in self.runs():
             if not value.state.is_terminal:
                 return lo

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from .record_state import DeadLetterReason
 from .records import StateWrite
 
 
@@ -16,6 +17,16 @@ class AcquiredRecords(NamedTuple):
     first_offset: int
     last_offset: int
     delivery_count: int
+
+
+class DeadLetter(NamedTuple):
+    """ARCHIVING offsets of a share-partition that share one delivery count and reason:
+    what the dead-letter writer must write before they become ARCHIVED."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+    reason: DeadLetterReason
 
 
 class AcknowledgementBatch(NamedTuple):

@@ -24,6 +24,9 @@ Operations (all sans-IO: time is the `now_ms` argument, effects are return value
   AcquiredRecords), arming an acquisition lock per range.
 * `acknowledge` applies ACCEPT / RELEASE / REJECT / GAP / RENEW ranges of one member,
   all or nothing per call with Kafka's error codes.
+* `dead_letters` lists the ARCHIVING records (KIP-1191) the caller must write to the
+  group's dead-letter topic once the write that made them ARCHIVING is persisted;
+  `dead_lettered` then finishes them (ARCHIVED). See `record_state.py`.
 * `release_member` returns a leaving member's records; `expire_locks` returns records
   whose lock ran out (every operation also does this first, so the state is right at
   `now_ms` however late a timer fires); `advance_log_start` archives what retention or
@@ -57,10 +60,19 @@ from .outcomes import (
     AcknowledgeResult,
     AcquiredRecords,
     AcquireResult,
+    DeadLetter,
     Outcome,
     ReleaseResult,
 )
-from .record_state import ACK_EVENTS, AcknowledgeType, Event, RecordState, step
+from .record_state import (
+    ACK_EVENTS,
+    AcknowledgeType,
+    Event,
+    RecordState,
+    dead_letter_reason,
+    inferred_reason,
+    step,
+)
 from .records import UNCHANGED, ShareSnapshot, StateBatch, StateWrite
 
 NONE = int(ErrorCode.none)
@@ -69,6 +81,7 @@ INVALID_RECORD_STATE = int(ErrorCode.invalid_record_state)
 
 A = RecordState.AVAILABLE
 Q = RecordState.ACQUIRED
+ARCHIVING = RecordState.ARCHIVING
 
 
 @dataclass(slots=True)
@@ -290,13 +303,48 @@ class SharePartition:
             hi = min(log_start_offset, self._end) - 1
 
             def archive(v: InFlightState) -> InFlightState | None:
-                return self._next(v, Event.ARCHIVE, now_ms) if not v.state.is_terminal else None
+                # ARCHIVING stays: its dead letter is still due (headers only, the
+                # record's data being gone).
+                return self._next(v, Event.ARCHIVE, now_ms) if v.state in (A, Q) else None
             for batch in list(self._overlapping(self._start, hi)):
                 lo, top = max(self._start, batch.first_offset), min(hi, batch.last_offset)
                 archived += self._transition(batch, lo, top, archive)
             if log_start_offset >= self._end:
                 self._end = log_start_offset
         return ReleaseResult(self._finish(), self._seq, archived)
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """The ARCHIVING records of the window, as ranges of one delivery count and
+        reason (the reason of a record read back after a restart is inferred)."""
+        out: list[DeadLetter] = []
+        limit = self.config.delivery_count_limit
+        for first, last, v in self.runs():
+            if v.state is not ARCHIVING:
+                continue
+            reason = v.reason or inferred_reason(v.delivery_count, limit)
+            prev = out[-1] if out else None
+            if (prev is not None and prev.last_offset + 1 == first
+                    and prev[2:] == (v.delivery_count, reason)):
+                out[-1] = prev._replace(last_offset=last)
+            else:
+                out.append(DeadLetter(first, last, v.delivery_count, reason))
+        return out
+
+    def dead_lettered(self, letters: Sequence[DeadLetter], now_ms: int) -> ReleaseResult:
+        """The dead letters of `letters` (from `dead_letters`) are written: those
+        offsets, still ARCHIVING, become ARCHIVED, and the SPSO may move past them."""
+        self._begin(now_ms)
+
+        def done(v: InFlightState) -> InFlightState | None:
+            return self._next(v, Event.DEAD_LETTERED, now_ms) if v.state is ARCHIVING else None
+        finished = 0
+        for letter in letters:
+            for batch in list(self._overlapping(letter.first_offset, letter.last_offset)):
+                lo = max(letter.first_offset, batch.first_offset, self._start)
+                hi = min(letter.last_offset, batch.last_offset)
+                if lo <= hi:
+                    finished += self._transition(batch, lo, hi, done)
+        return ReleaseResult(self._finish(), self._seq, finished)
 
     def rollback(self, outcome: Outcome) -> None:
         """Undo the operation that returned `outcome`, whose write failed. Only the last
@@ -454,12 +502,15 @@ class SharePartition:
 
     def _next(self, v: InFlightState, event: Event, now_ms: int,
               member_id: str | None = None) -> InFlightState:
-        found = step(v.state, event, v.delivery_count, self.config.delivery_count_limit)
+        found = step(v.state, event, v.delivery_count, self.config.delivery_count_limit,
+                     self.config.dead_letter)
         assert found is not None, (v, event)  # callers check the state first
         count = max(v.delivery_count + found.count, 0)
         if found.state is Q:
             owner = member_id if event is Event.ACQUIRE else v.member_id
             return InFlightState(Q, count, owner, now_ms + self.config.record_lock_duration_ms)
+        if found.state is ARCHIVING:
+            return InFlightState(ARCHIVING, count, reason=dead_letter_reason(event))
         return InFlightState(found.state, count)
 
     def _savepoint(self) -> _Undo:

@@ -495,7 +495,7 @@ def test_rebuild_from_persisted_state():
         StateBatch(5, 10, 2, 1), StateBatch(15, 18, 0, 2)))
     p = SharePartition.from_persisted(snap)
     assert (p.start_offset, p.end_offset, p.state_epoch) == (11, 19, 3)
-    assert p.record(12) == (0, 0, None, None)  # the gap: never delivered
+    assert p.record(12) == (0, 0, None, None, None)  # the gap: never delivered
     assert p.record(16).delivery_count == 2
     assert p.next_fetch_offset() == 11
     r = p.acquire("m1", [(10, 20)], 500, 0)
@@ -519,7 +519,7 @@ def test_acquired_records_come_back_available_after_restart():
     c.ack("m1", (0, 4, RELEASE))
     c.acquire("m2", (0, 4))
     p = c.rebuilt()
-    assert p.record(0) == (0, 1, None, None) and p.end_offset == 5  # 5-9 were never written
+    assert p.record(0) == (0, 1, None, None, None) and p.end_offset == 5  # 5-9 were never written
     assert p.acquire("m3", [(0, 9)], 500, c.now).records == ((0, 4, 2), (5, 9, 1))
 
 

@@ -206,6 +206,9 @@ class Broker:
                             or self.logs.create(name, part.partition_id, config))
                 elif changed or part.partition_id >= known:
                     plog.update_config(config)
+        shares = self.api_state.get("share_partitions")
+        if shares is not None:  # group configs are dynamic: loaded leaders follow them
+            shares.refresh_configs()
 
     def partition(self, topic: str, partition: int) -> PartitionLog | None:
         assert self.logs is not None

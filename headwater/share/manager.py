@@ -8,7 +8,9 @@ started where `share.auto.offset.reset` says and initialized there at once (so a
 restart does not move a `latest` start). Operations on one leader run one at a time
 (an asyncio lock): each asks the sans-IO `SharePartition` for the change, persists the
 state write it returns before anyone is told, and rolls the change back if the write
-fails. Idle leaders are dropped from memory and read back on their next fetch.
+fails. A write that leaves records ARCHIVING (KIP-1191) is followed by their dead letters
+(`dead_letter.py`) and the write that finishes them. Idle leaders are dropped from
+memory and read back on their next fetch.
 """
 
 from __future__ import annotations
@@ -23,11 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from ..group.group_configs import DLQ_TOPIC
 from ..log.batch import iter_batches
 from ..log.errors import LogError
 from .config import AcquireMode, OffsetReset, SharePartitionConfig, initial_start_offset
+from .dead_letter import DeadLetterWriter
 from .outcomes import AcknowledgementBatch, AcquiredRecords, Outcome
 from .partition import SharePartition
+from .record_state import RecordState
+from .records import StateWrite
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -76,6 +82,7 @@ class _Leader:
     timer_at: int = 0
     last_used_ms: int = 0
     bytes_per_offset: float = 1024.0  # in this partition's log, as last read (see _read)
+    dead_letters_due: bool = False  # ARCHIVING records whose finishing failed: retry
 
 
 class SharePartitionManager:
@@ -91,6 +98,7 @@ class SharePartitionManager:
         # Records acquired / redelivered / acknowledged by type / released by lock expiry,
         # since start (the metrics endpoint reads them).
         self.counts: Counter[str] = Counter()
+        self.dead_letters = DeadLetterWriter(broker)
 
     def loaded(self) -> Iterator[tuple[LeaderKey, str, SharePartition]]:
         """(key, topic name, state) of every share-partition held in memory."""
@@ -123,9 +131,16 @@ class SharePartitionManager:
             delivery_count_limit=int(cfg.get("share.delivery.count.limit",
                                              defaults.delivery_count_limit)),
             max_record_locks=int(cfg.get("share.partition.max.record.locks",
-                                         defaults.max_record_locks)))
+                                         defaults.max_record_locks)),
+            dead_letter=bool((cfg.get(DLQ_TOPIC) or "").strip()))
         self._config_cache[group_id] = cfg, part
         return cfg, part
+
+    def refresh_configs(self) -> None:
+        """Group or broker configs changed: loaded leaders take the new values, as Kafka
+        re-reads dynamic group configs."""
+        for (group_id, _tid, _p), leader in self._leaders.items():
+            leader.part.config = self.partition_config(group_id)
 
     def lock_duration_ms(self, group_id: str) -> int:
         return self.partition_config(group_id).record_lock_duration_ms
@@ -197,7 +212,10 @@ class SharePartitionManager:
                              f"reading share-partition state failed ({code})")
         self._hook(plog, topic_id, partition)
         isolation = cfg.get("share.isolation.level", "read_uncommitted")
-        return _Leader(key, part, topic, isolation, last_used_ms=now)
+        leader = _Leader(key, part, topic, isolation, last_used_ms=now)
+        if part.dead_letters():  # a restart came between ARCHIVING and ARCHIVED
+            await self._dead_letter(leader, recovering=True)
+        return leader
 
     async def _persist(self, leader: _Leader, outcome: Outcome) -> None:
         """Persist `outcome`'s write; on failure undo the change and raise."""
@@ -212,6 +230,33 @@ class SharePartitionManager:
                 self._drop(leader)  # someone reset the state: read it again next time
             raise ShareError(_WRITE_ERRORS.get(code, ErrorCode.unknown_server_error),
                              f"persisting share-partition state failed ({code})")
+        if leader.dead_letters_due or _archives(outcome.write):
+            await self._dead_letter(leader)
+
+    async def _dead_letter(self, leader: _Leader, recovering: bool = False) -> None:
+        """KIP-1191: the ARCHIVING records are persisted; write their dead letters, then
+        finish them (ARCHIVED). A failure leaves them ARCHIVING, retried after the
+        leader's next state write; the dead letters already written are not written
+        again (see `dead_letter.py`)."""
+        part = leader.part
+        letters = part.dead_letters()
+        if not letters:
+            leader.dead_letters_due = False
+            return
+        leader.dead_letters_due = False
+        try:
+            await self.dead_letters.write(leader.key, leader.topic, letters,
+                                          self.group_config(leader.key[0]),
+                                          recovering=recovering)
+            result = part.dead_lettered(letters, self.broker.now_ms())
+            await self._persist(leader, result)
+        except Exception as exc:
+            leader.dead_letters_due = True
+            log.warning("dead letters of %s not finished (retried later): %s", leader.key, exc)
+            return
+        self.dead_letters.finished(leader.key, letters)
+        self.counts["dead_lettered"] += result.released
+        self.wake(leader.key[1], leader.key[2])  # the window shrank
 
     def forget(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
         """Drop the cached leader (an admin reset or deleted its state): the next fetch
@@ -443,6 +488,12 @@ def _typed_counts(batch: AcknowledgementBatch) -> Iterator[tuple[str, int]]:
     else:
         for t in types:
             yield _ACK_NAMES.get(t, "unknown"), 1
+
+
+def _archives(write: StateWrite | None) -> bool:
+    """Whether a state write leaves records ARCHIVING (their dead letters are due)."""
+    return write is not None and any(
+        b.delivery_state == RecordState.ARCHIVING for b in write.state_batches)
 
 
 def _trim(data: bytes, headers: list[tuple[int, Any]],

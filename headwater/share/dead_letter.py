@@ -1,0 +1,316 @@
+"""Writes a share group's dead letters (KIP-1191, Kafka 4.4) to its dead-letter topic.
+
+Theory of operation
+-------------------
+A share-partition whose group names a dead-letter topic (`errors.deadletterqueue.topic.name`)
+sends rejected records, and records that reach the delivery-count limit, to ARCHIVING
+instead of ARCHIVED (`record_state.py`). The manager persists that state first, then hands
+the ARCHIVING ranges (`SharePartition.dead_letters`) to `DeadLetterWriter.write`, and only
+when it returns marks them ARCHIVED (`SharePartition.dead_lettered`) and persists that.
+
+**What a dead letter is** (Kafka's `ShareGroupDLQRecordHelper`): one record per source
+offset in partition `source partition % partitions of the DLQ topic`, timestamped with the
+write time, with the headers `__dlq.errors.topic`, `.partition`, `.offset`, `.group`,
+`.delivery.count` and `.message` (the reason). With
+`errors.deadletterqueue.copy.record.enable` it also carries the source record's key, value
+and headers (the context headers after them); without, key and value are null.
+
+**Which topic may take them** (Kafka's `ShareGroupDLQValidator` and
+`ShareGroupDLQStateManager.validateDlqTopic`, checked at each write because every input is
+a dynamic config): a name is configured; it does not start with `__`; an existing topic has
+`errors.deadletterqueue.group.enable=true`; the name starts with the broker's
+`errors.deadletterqueue.topic.name.prefix` (default `dlq.`, empty: no rule); a missing
+topic is created only with `errors.deadletterqueue.auto.create.topics.enable`, with
+`errors.deadletterqueue.group.enable=true` and CreateTime. When a rule fails the records
+are archived without a dead letter, as in Kafka (the write is best effort; an ARCHIVING
+record must not hold the SPSO back forever), logged and counted.
+
+**Exactly once.** Kafka's write is at-least-once (it re-sends ARCHIVING records after a
+restart). Here the order is: ARCHIVING persisted -> dead letters appended to the local
+log (flushed when the log's durability settings ask) -> ARCHIVED persisted. A crash before
+the append finds ARCHIVING on load and writes; a crash after it finds ARCHIVING too, so
+on load (`recovering=True`) the writer first reads the destination partition for dead
+letters already there for this share-partition (the headers name group, topic, partition
+and offset) and writes only the others. Between the append and the ARCHIVED write, a
+failed state write leaves the records ARCHIVING in memory; the offsets written are
+remembered per share-partition until `finished`, so the retry writes nothing again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..group.group_configs import DLQ_COPY_RECORD, DLQ_TOPIC
+from ..log.batch import build_batch, decode_records, iter_batches
+from ..log.errors import LogError
+from ..metadata.controller import NewTopic
+from ..metadata.image import TOPIC_RESOURCE
+from .outcomes import DeadLetter
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger("headwater.share.dlq")
+
+HEADER_TOPIC = "__dlq.errors.topic"
+HEADER_PARTITION = "__dlq.errors.partition"
+HEADER_OFFSET = "__dlq.errors.offset"
+HEADER_GROUP = "__dlq.errors.group"
+HEADER_DELIVERY_COUNT = "__dlq.errors.delivery.count"
+HEADER_MESSAGE = "__dlq.errors.message"
+
+AUTO_CREATE = "errors.deadletterqueue.auto.create.topics.enable"
+PREFIX = "errors.deadletterqueue.topic.name.prefix"
+TOPIC_ENABLE = "errors.deadletterqueue.group.enable"
+_BATCH_OVERHEAD = 61  # a v2 batch header
+_READ_BYTES = 1 << 20  # one read of the source or the dead-letter log (Kafka: 1 MB)
+
+# Test-only: `headwater.share.crash.dead.letter` = "before-write" exits the process once
+# ARCHIVING is persisted, "after-write" once the dead letters are appended.
+CRASH_HOOK = "headwater.share.crash.dead.letter"
+
+ShareKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
+
+
+class DeadLetterConfigError(Exception):
+    """The group's dead-letter topic cannot take a write (Kafka's ConfigException)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    topic: str
+    copy_record: bool
+    exists: bool
+
+
+def validate(group_id: str, group_config: Mapping[str, str], broker: Broker) -> Target:
+    """The group's dead-letter topic, checked in Kafka's order; raises
+    DeadLetterConfigError with Kafka's message."""
+    topic = (group_config.get(DLQ_TOPIC) or "").strip()
+    if not topic:
+        raise DeadLetterConfigError(
+            f"Configured DLQ topic name in share group: {group_id} is empty.")
+    if topic.startswith("__"):
+        raise DeadLetterConfigError(f"Configured DLQ topic name in share group: {group_id} "
+                                    f"cannot start with __, topic: {topic}.")
+    exists = broker.image.topic(topic) is not None
+    if exists and (broker.image.resource_configs(TOPIC_RESOURCE, topic).get(TOPIC_ENABLE)
+                   or "").strip().lower() != "true":
+        raise DeadLetterConfigError("DLQ is not enabled on configured DLQ topic for share "
+                                    f"group: {group_id}, topic: {topic}")
+    prefix = broker_setting(broker, PREFIX)
+    if prefix and not topic.startswith(prefix):
+        raise DeadLetterConfigError(
+            "Configured DLQ topic name does not comply with the DLQ topic prefix in share "
+            f"group: {group_id}, topic: {topic}, prefix: {prefix}")
+    if not exists and broker_setting(broker, AUTO_CREATE).lower() != "true":
+        raise DeadLetterConfigError("DLQ topic does not exist and auto create is disabled "
+                                    f"on cluster for share group: {group_id}, topic: {topic}.")
+    copy = (group_config.get(DLQ_COPY_RECORD) or "").strip().lower() == "true"
+    return Target(topic, copy, exists)
+
+
+def broker_setting(broker: Broker, key: str) -> str:
+    """A DLQ broker config, where an explicit "" (no prefix rule) is a value."""
+    layers = broker.config.layers(key)
+    return layers[0][1].strip() if layers else ""
+
+
+def dead_letter_records(group_id: str, source_topic: str, partition: int,
+                        letters: Iterable[DeadLetter], sources: Mapping[int, Any],
+                        now_ms: int) -> Iterator[tuple[int, tuple]]:
+    """(source offset, (key, value, headers, timestamp)) of every dead letter; `sources`
+    holds the decoded source records of the offsets to copy."""
+    for letter in letters:
+        context = [(HEADER_TOPIC, source_topic.encode()),
+                   (HEADER_PARTITION, str(partition).encode()),
+                   None,
+                   (HEADER_GROUP, group_id.encode()),
+                   (HEADER_DELIVERY_COUNT, str(letter.delivery_count).encode()),
+                   (HEADER_MESSAGE, letter.reason.value.encode())]
+        for offset in range(letter.first_offset, letter.last_offset + 1):
+            context[2] = (HEADER_OFFSET, str(offset).encode())
+            source = sources.get(offset)
+            if source is None:
+                yield offset, (None, None, list(context), now_ms)
+            else:
+                yield offset, (source.key, source.value, [*source.headers, *context], now_ms)
+
+
+def batches(records: Sequence[tuple], max_bytes: int) -> Iterator[bytes]:
+    """Encoded batches of `records` each within `max_bytes` where a record allows it
+    (one record over the limit goes alone and the log reports it, as in Kafka)."""
+    start = 0
+    while start < len(records):
+        end, size = start, _BATCH_OVERHEAD
+        while end < len(records):
+            key, value, headers, _ts = records[end]
+            size += 20 + len(key or b"") + len(value or b"") + sum(
+                len(k) + len(v or b"") + 4 for k, v in headers)
+            if size > max_bytes and end > start:
+                break
+            end += 1
+        yield build_batch(records[start:end])
+        start = end
+
+
+class DeadLetterWriter:
+    """Writes dead letters for this broker's share-partition leaders. See the module
+    docstring."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._written: dict[ShareKey, set[int]] = {}
+        # (group, "written" | "failed") -> records, since start (the metrics endpoint).
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.crash_point = (broker.config.get(CRASH_HOOK) or "").strip().lower()
+
+    async def write(self, key: ShareKey, source_topic: str, letters: Sequence[DeadLetter],
+                    group_config: Mapping[str, str], *, recovering: bool = False) -> None:
+        """Write the dead letters of `letters` (ARCHIVING ranges of share-partition
+        `key`, their state persisted) that are not written yet. Returns when they are in
+        the log, or when the topic refuses them (logged and counted: the caller archives
+        them either way)."""
+        self._crash("before-write")
+        group_id, _topic_id, partition = key
+        done = self._written.setdefault(key, set())
+        total = sum(x.last_offset - x.first_offset + 1 for x in letters)
+        try:
+            target = validate(group_id, group_config, self.broker)
+            plog, dest = self._destination(target, partition)
+            if recovering:
+                done |= self._already_written(plog, key, source_topic, letters)
+            todo = list(_minus(letters, done)) if done else list(letters)
+            if not todo:
+                return
+            sources = self._read_sources(source_topic, partition, todo) \
+                if target.copy_record else {}
+            records = list(dead_letter_records(group_id, source_topic, partition, todo,
+                                               sources, self.broker.now_ms()))
+            max_bytes = self.broker.log_config(target.topic).max_message_bytes
+            for batch in batches([r for _o, r in records], max_bytes):
+                plog.append(batch, self.broker.now_ms())
+            if plog.needs_flush:
+                await asyncio.get_running_loop().run_in_executor(None, plog.flush)
+            done.update(o for o, _r in records)
+            self.counts[(group_id, "written")] += len(records)
+            log.debug("%d dead letters of %s-%d (group %s) written to %s-%d", len(records),
+                      source_topic, partition, group_id, target.topic, dest)
+        except (DeadLetterConfigError, LogError) as exc:
+            message = getattr(exc, "message", None) or str(exc)
+            log.warning("archiving %d records of %s-%d (group %s) without a dead letter: %s",
+                        total, source_topic, partition, group_id, message)
+            self.counts[(group_id, "failed")] += total
+            return
+        self._crash("after-write")
+
+    def finished(self, key: ShareKey, letters: Iterable[DeadLetter]) -> None:
+        """The ARCHIVED state of `letters` is persisted: forget their offsets."""
+        done = self._written.get(key)
+        if done is None:
+            return
+        for x in letters:
+            done.difference_update(range(x.first_offset, x.last_offset + 1))
+        if not done:
+            del self._written[key]
+
+    # ---- helpers -------------------------------------------------------------------
+    def _destination(self, target: Target, partition: int) -> tuple[Any, int]:
+        if not target.exists:
+            self._create(target.topic)
+        topic = self.broker.image.topic(target.topic)
+        if topic is None or not topic.partitions:
+            raise DeadLetterConfigError(f"DLQ topic {target.topic} could not be found.")
+        dest = partition % len(topic.partitions)
+        plog = self.broker.partition(target.topic, dest)
+        if plog is None:
+            raise DeadLetterConfigError(
+                f"DLQ topic partition {target.topic}-{dest} could not be found.")
+        return plog, dest
+
+    def _create(self, name: str) -> None:
+        controller = self.broker.controller
+        assert controller is not None
+        configs = {TOPIC_ENABLE: "true", "message.timestamp.type": "CreateTime"}
+        ((_t, err, _img),) = controller.create_topics([NewTopic(name, configs=configs)])
+        if err is not None and self.broker.image.topic(name) is None:
+            raise DeadLetterConfigError(f"Unable to create DLQ topic {name}: {err}")
+        log.info("created dead-letter topic %s", name)
+
+    def _already_written(self, plog: Any, key: ShareKey, source_topic: str,
+                         letters: Sequence[DeadLetter]) -> set[int]:
+        """Offsets of `letters` that the dead-letter partition already holds a dead
+        letter of (a crash came between the append and the ARCHIVED state write)."""
+        group_id, _tid, partition = key
+        want = {o for x in letters for o in range(x.first_offset, x.last_offset + 1)}
+        mine = {HEADER_GROUP: group_id.encode(), HEADER_TOPIC: source_topic.encode(),
+                HEADER_PARTITION: str(partition).encode()}
+        found: set[int] = set()
+        offset, end = plog.log_start_offset, plog.high_watermark
+        while offset < end:
+            data = plog.read(offset, _READ_BYTES, end)
+            if not data:
+                break
+            for pos, h in iter_batches(data):
+                offset = h.last_offset + 1
+                for record in decode_records(memoryview(data)[pos:pos + h.size]):
+                    headers = dict(record.headers)
+                    if all(headers.get(k) == v for k, v in mine.items()):
+                        try:
+                            source = int(headers.get(HEADER_OFFSET) or b"-1")
+                        except ValueError:
+                            continue
+                        if source in want:
+                            found.add(source)
+        return found
+
+    def _read_sources(self, topic: str, partition: int,
+                      letters: Sequence[DeadLetter]) -> dict[int, Any]:
+        """The source records to copy, best effort: what the log still has."""
+        plog = self.broker.partition(topic, partition)
+        if plog is None:
+            return {}
+        want = {o for x in letters for o in range(x.first_offset, x.last_offset + 1)}
+        out: dict[int, Any] = {}
+        offset, last = max(min(want), plog.log_start_offset), max(want)
+        while offset <= last:
+            try:
+                data = plog.read(offset, _READ_BYTES, plog.high_watermark)
+            except LogError:
+                break
+            if not data:
+                break
+            for pos, h in iter_batches(data):
+                offset = h.last_offset + 1
+                if h.is_control:
+                    continue
+                for record in decode_records(memoryview(data)[pos:pos + h.size]):
+                    if record.offset in want:
+                        out[record.offset] = record
+        return out
+
+    def _crash(self, point: str) -> None:
+        if self.crash_point == point:
+            log.critical("%s=%s: exiting", CRASH_HOOK, point)
+            logging.shutdown()
+            os._exit(1)
+
+
+def _minus(letters: Iterable[DeadLetter], done: set[int]) -> Iterator[DeadLetter]:
+    """`letters` without the offsets in `done`."""
+    for x in letters:
+        first = None
+        for offset in range(x.first_offset, x.last_offset + 2):
+            keep = offset <= x.last_offset and offset not in done
+            if keep and first is None:
+                first = offset
+            elif not keep and first is not None:
+                yield x._replace(first_offset=first, last_offset=offset - 1)
+                first = None

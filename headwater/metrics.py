@@ -102,7 +102,8 @@ class BrokerCollector:
     def _shares(self) -> Iterator[Metric]:
         """Share groups: per loaded share-partition its in-flight records and lag (log
         end - SPSO - finished records in the window, KIP-1226), and counters of records
-        acquired, redelivered, acknowledged by type and released by lock expiry."""
+        acquired, redelivered, acknowledged by type, released by lock expiry and
+        dead-lettered, and dead letters per group."""
         manager = self.broker.api_state.get("share_partitions")
         if manager is None:
             return
@@ -114,18 +115,35 @@ class BrokerCollector:
                                 "Records not yet delivered-and-finished", labels=labels)
         for (group, _tid, partition), topic, part in manager.loaded():
             row = [group, topic, str(partition)]
-            finished = part.delivery_complete_count()
-            in_flight.add_metric(row, part.in_flight - finished)
-            plog = self.broker.partition(topic, partition)
-            if plog is not None:
-                lag.add_metric(row, max(plog.high_watermark - part.start_offset - finished, 0))
+            in_flight.add_metric(row, part.in_flight - part.delivery_complete_count())
+        # Lag of every share-partition this broker's share coordinator holds, loaded by a
+        # leader or not: the persisted state is the truth for it (acquisitions, the only
+        # unpersisted changes, do not move it), as DescribeShareGroupOffsets v1 computes.
+        image, coordinator = self.broker.image, self.broker.share_coordinator
+        for shard in coordinator.runtime.shards() if coordinator is not None else ():
+            for (group, tid, partition), entry in list(shard.states.items()):
+                state, topic_image = entry.state, image.topic_by_id(tid)
+                if (topic_image is None or state.start_offset < 0
+                        or state.delivery_complete_count < 0):
+                    continue
+                plog = self.broker.partition(topic_image.name, partition)
+                if plog is not None:
+                    lag.add_metric([group, topic_image.name, str(partition)], max(
+                        plog.high_watermark - state.start_offset
+                        - state.delivery_complete_count, 0))
         records = CounterMetricFamily("headwater_share_records",
                                       "Share-group records by event (acquired, redelivered, "
                                       "accept, release, reject, gap, renew, lock_expired)",
                                       labels=["event"])
         for event, count in sorted(manager.counts.items()):
             records.add_metric([event], count)
-        yield from (in_flight, lag, records)
+        dead = CounterMetricFamily("headwater_share_dead_letter_records",
+                                   "Records archived with a dead letter written (written) or "
+                                   "refused by the dead-letter topic's rules (failed), KIP-1191",
+                                   labels=["group", "result"])
+        for (group, result), count in sorted(manager.dead_letters.counts.items()):
+            dead.add_metric([group, result], count)
+        yield from (in_flight, lag, records, dead)
 
 
 class MetricsServer:

@@ -9,6 +9,7 @@ trunk's behaviour (ShareGroupDLQRecordHelper, ShareGroupDLQValidator, GroupConfi
 from __future__ import annotations
 
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -27,6 +28,7 @@ from tests.integration.test_share_consumer import (
     set_group_configs,
 )
 from tests.integration.test_share_fetch import make_topic
+from tests.support.broker_process import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -211,16 +213,26 @@ def test_bad_dead_letter_topic_names(broker, topic_name):
     assert dead_letters(broker.bootstrap, plain, expect=0) == []
 
 
-def test_auto_create_makes_an_enabled_topic(broker_factory, topic_name):
-    b = broker_factory("--override", "errors.deadletterqueue.auto.create.topics.enable=true")
+def test_auto_create_makes_an_enabled_topic_and_metrics_count(broker_factory, topic_name):
+    port = free_port()
+    b = broker_factory("--override", "errors.deadletterqueue.auto.create.topics.enable=true",
+                       "--metrics-listen", f"127.0.0.1:{port}")
     group = "autodlq"
     make_topic(b, topic_name)
     set_group_configs(b.bootstrap, group, share_auto_offset_reset="earliest",
                       **{"errors.deadletterqueue.topic.name": "dlq.auto"})
-    produce_batches(b.bootstrap, topic_name, batches=1, per_batch=2)
+    produce_batches(b.bootstrap, topic_name, batches=1, per_batch=3)
     run_consumer(b.bootstrap, group, topic_name,
-                 lambda v, _c: AcknowledgeType.REJECT if v == 1 else AcknowledgeType.ACCEPT,
-                 deliveries=2)
+                 lambda v, _c: AcknowledgeType.REJECT if v == 1 else
+                 AcknowledgeType.ACCEPT if v == 0 else AcknowledgeType.RELEASE,
+                 deliveries=3)
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    assert 'headwater_share_dead_letter_records_total{group="autodlq",result="written"} 1.0' \
+        in body
+    assert 'headwater_share_records_total{event="dead_lettered"} 1.0' in body
+    # lag: 3 produced, 0 accepted and 1 dead-lettered are finished, 2 was released
+    assert (f'headwater_share_group_lag{{group="autodlq",partition="0",topic="{topic_name}"}}'
+            " 1.0") in body
     (letter,) = dead_letters(b.bootstrap, "dlq.auto", expect=1)
     assert context(letter)["__dlq.errors.offset"] == "1"
     admin = AdminClient({"bootstrap.servers": b.bootstrap})

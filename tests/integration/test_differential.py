@@ -386,6 +386,8 @@ DEFAULT_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, DYNAMIC_TOPIC_CONFIG = 5, 3, 1
 KAFKA_ONLY_TOPIC_KEYS = {"leader.replication.throttled.replicas",
                          "follower.replication.throttled.replicas", "remote.storage.enable",
                          "remote.log.copy.disable", "remote.log.delete.on.disable"}
+# Kafka 4.4's (KIP-1191: a topic share groups may use as their dead-letter topic).
+HEADWATER_ONLY_TOPIC_KEYS = {"errors.deadletterqueue.group.enable"}
 
 
 def describe_new_topic(bootstrap: str) -> dict[str, tuple[str | None, int, bool, bool]]:
@@ -403,16 +405,18 @@ def test_describe_configs_of_a_new_topic(both: dict[str, Target]) -> None:
     """Every key, value and source as Kafka's, but for the documented differences: Kafka's
     storage format writes a cluster-wide min.insync.replicas (for ELR, KIP-966), so its
     source there is DYNAMIC_DEFAULT_BROKER_CONFIG; and headwater lacks the throttle and
-    tiered-storage keys."""
+    tiered-storage keys, and Kafka 4.3.1 lacks 4.4's errors.deadletterqueue.group.enable."""
     seen = observe(both, describe_new_topic)
     hw, kafka = seen["headwater"], seen["kafka"]
     assert kafka["retention.ms"] == hw["retention.ms"] == (
         "3600000", DYNAMIC_TOPIC_CONFIG, False, False)
     assert kafka["min.insync.replicas"] == ("1", DYNAMIC_DEFAULT_BROKER_CONFIG, False, False)
     assert hw["min.insync.replicas"] == ("1", DEFAULT_CONFIG, False, False)
-    assert set(kafka) - set(hw) == KAFKA_ONLY_TOPIC_KEYS and set(hw) <= set(kafka)
+    assert set(kafka) - set(hw) == KAFKA_ONLY_TOPIC_KEYS
+    assert set(hw) - set(kafka) == HEADWATER_ONLY_TOPIC_KEYS
     assert all(kafka[k][1] == DEFAULT_CONFIG for k in KAFKA_ONLY_TOPIC_KEYS)
-    same = set(hw) - {"min.insync.replicas"}
+    assert hw["errors.deadletterqueue.group.enable"] == ("false", DEFAULT_CONFIG, False, False)
+    same = set(hw) - {"min.insync.replicas"} - HEADWATER_ONLY_TOPIC_KEYS
     assert len(same) >= 25
     assert {k: hw[k] for k in same} == {k: kafka[k] for k in same}
 

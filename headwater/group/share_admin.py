@@ -84,7 +84,7 @@ def empty_share_group(shard: GroupShard, group_id: str) -> ShareGroup:
     if not isinstance(group, ShareGroup):
         raise AdminError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
     if group.members:
-        raise AdminError(NON_EMPTY_GROUP, f"Share group {group_id} is not empty.")
+        raise AdminError(NON_EMPTY_GROUP, "The group is not empty.")  # as Kafka answers
     return group
 
 

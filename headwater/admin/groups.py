@@ -150,7 +150,11 @@ def delete_group(bootstrap: str, group: str, kind: str) -> str:
 
 
 def _to_millis(text: str) -> int:
-    dt = datetime.datetime.fromisoformat(text)
+    try:
+        dt = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise AdminError(f"invalid datetime {text!r} (ISO-8601, e.g. 2026-01-01T00:00:00)"
+                         ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=datetime.UTC)
     return int(dt.timestamp() * 1000)

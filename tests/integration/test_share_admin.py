@@ -259,3 +259,49 @@ def test_crash_between_deletion_steps_is_finished_on_load(broker_factory, tmp_pa
     finally:
         c.close()
     assert sorted(seen) == [0, 1, 2]
+
+
+def test_headwater_cli_resets_to_latest_datetime_and_duration(broker, queue, capsys):  # noqa: F811
+    topic, group, _ = queue
+    produce_batches(broker.bootstrap, topic, batches=1, per_batch=5)
+    mid_ms = int(time.time() * 1000)
+    while int(time.time() * 1000) <= mid_ms + 5:
+        time.sleep(0.005)  # the second batch's timestamps come after `mid`
+    mid = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(mid_ms / 1000)) + \
+        f".{mid_ms % 1000:03d}+00:00"
+    produce_batches(broker.bootstrap, topic, batches=1, per_batch=5, start=5)
+    consume_accepting(broker.bootstrap, group, topic, total=10, accept=10)
+    assert offsets(broker.bootstrap, group) == {(topic, 0): (10, 0)}
+    b = ["share-groups", "--bootstrap-server", broker.bootstrap]
+
+    def reset(*how: str) -> tuple[int, str, str]:
+        code = cli_main([*b, "reset-offsets", group, "--topic", topic, *how])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, out, _ = reset("--to-datetime", mid)
+    assert code == 0 and table(out, group) == [[group, topic, "0", "5"]] and "dry run" in out
+    assert offsets(broker.bootstrap, group) == {(topic, 0): (10, 0)}
+    assert reset("--to-datetime", mid, "--execute")[0] == 0
+    assert offsets(broker.bootstrap, group) == {(topic, 0): (5, 5)}
+    assert reset("--by-duration", "P1D", "--execute")[0] == 0
+    assert offsets(broker.bootstrap, group) == {(topic, 0): (0, 10)}
+    assert reset("--to-latest", "--execute")[0] == 0
+    assert offsets(broker.bootstrap, group) == {(topic, 0): (10, 0)}
+    # A duration reaching no record: the log end, as Kafka's tool does.
+    code, out, _ = reset("--by-duration", "PT0S")
+    assert code == 0 and table(out, group) == [[group, topic, "0", "10"]]
+
+    # Bad input: a clear error, exit 1, nothing changed.
+    for how, message in ((("--by-duration", "an hour"), "invalid duration"),
+                         (("--to-datetime", "yesterday"), "invalid datetime"),
+                         (("--to-offset", "-3"), "invalid offset")):
+        code, _out, err = reset(*how, "--execute")
+        assert code == 1 and message in err, (how, err)
+    code = cli_main([*b, "reset-offsets", group, "--topic", "no-such-topic", "--to-earliest",
+                     "--execute"])
+    assert code == 1 and "unknown_topic_or_partition" in capsys.readouterr().err
+    code = cli_main([*b, "reset-offsets", "no-such-group", "--topic", topic, "--to-earliest",
+                     "--execute"])
+    assert code == 1 and "group_id_not_found" in capsys.readouterr().err
+    assert offsets(broker.bootstrap, group) == {(topic, 0): (10, 0)}

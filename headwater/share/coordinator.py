@@ -31,6 +31,7 @@ from .coordinator_shard import (
     ShareCoordinatorShard,
     StateSummary,
 )
+from .record_state import RecordState
 from .records import CODEC, ShareSnapshot, StateWrite
 
 if TYPE_CHECKING:
@@ -87,7 +88,9 @@ class ShareCoordinator:
             broker, TOPIC, self.config.num_partitions, CODEC, factory,
             {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
             load_delay_ms=self.config.load_delay_ms)
-        self.runtime.after_load = self._clean_deleted_topics
+        self.runtime.after_load = self._after_load
+        # Called with a __share_group_state partition once it is loaded.
+        self.load_listeners: list[Callable[[int], None]] = []
 
     async def start(self) -> None:
         await self.runtime.start()
@@ -177,6 +180,22 @@ class ShareCoordinator:
         for shard in self.runtime.shards():
             assert isinstance(shard, ShareCoordinatorShard)
             self._clean_deleted_topics(shard.partition)
+
+    def _after_load(self, state_partition: int) -> None:
+        self._clean_deleted_topics(state_partition)
+        for listener in self.load_listeners:
+            listener(state_partition)
+
+    def archiving(self, state_partition: int) -> list[tuple[str, uuid.UUID, int]]:
+        """Share-partitions of a loaded state partition with ARCHIVING records (KIP-1191):
+        their dead letters were due when the broker stopped."""
+        def find(shard: ShareCoordinatorShard) -> list[tuple[str, uuid.UUID, int]]:
+            return [key for key, entry in shard.states.items()
+                    if any(b.delivery_state == RecordState.ARCHIVING for b in entry.state.state_batches)]
+        try:
+            return self.runtime.read(state_partition, find)
+        except NotReady:
+            return []
 
     def _clean_deleted_topics(self, state_partition: int) -> None:
         """Tombstones for the state of topics deleted (also while the shard loaded)."""

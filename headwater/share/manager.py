@@ -99,6 +99,10 @@ class SharePartitionManager:
         # since start (the metrics endpoint reads them).
         self.counts: Counter[str] = Counter()
         self.dead_letters = DeadLetterWriter(broker)
+        self._recovering: set[asyncio.Task[Any]] = set()
+        coordinator = getattr(broker, "share_coordinator", None)
+        if coordinator is not None:
+            coordinator.load_listeners.append(self._recover_dead_letters)
 
     def loaded(self) -> Iterator[tuple[LeaderKey, str, SharePartition]]:
         """(key, topic name, state) of every share-partition held in memory."""
@@ -144,6 +148,21 @@ class SharePartitionManager:
 
     def lock_duration_ms(self, group_id: str) -> int:
         return self.partition_config(group_id).record_lock_duration_ms
+
+    def _recover_dead_letters(self, state_partition: int) -> None:
+        """A __share_group_state partition loaded: share-partitions left with ARCHIVING
+        records are loaded now (which writes their dead letters), not at their next
+        fetch, so a restart finishes them even if no consumer comes back."""
+        for key in self.broker.share_coordinator.archiving(state_partition):
+            task = asyncio.get_running_loop().create_task(self._load_quietly(key))
+            self._recovering.add(task)
+            task.add_done_callback(self._recovering.discard)
+
+    async def _load_quietly(self, key: LeaderKey) -> None:
+        try:
+            await self.leader(key)
+        except Exception as exc:  # the next fetch tries again
+            log.warning("loading %s for its dead letters failed: %s", key, exc)
 
     # ---- leaders -------------------------------------------------------------------
     def _topic_name(self, topic_id: uuid.UUID) -> str:

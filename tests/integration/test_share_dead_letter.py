@@ -273,13 +273,19 @@ def test_kill_9_between_archive_and_write_leaves_exactly_one_copy(broker_factory
     assert b.proc.poll() == 1
 
     b2 = broker_factory(data_dir=data)
-    # Leaders load on their first fetch: a consumer of the group brings the
-    # share-partition back, which finishes the ARCHIVING record.
+    # No consumer needed: the share-partition with an ARCHIVING record is loaded once
+    # the share coordinator's state is, and its dead letter written (or found).
+    (letter,) = dead_letters(b2.bootstrap, "dlq.crash", expect=1)
+    assert context(letter)["__dlq.errors.offset"] == "1"
+    assert context(letter)["__dlq.errors.message"] == REJECTED
+    deadline = time.monotonic() + 20
+    while offsets(b2.bootstrap, group) != {(topic_name, 0): (3, 0)} \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert offsets(b2.bootstrap, group) == {(topic_name, 0): (3, 0)}  # ARCHIVED now
     produce_batches(b2.bootstrap, topic_name, batches=1, per_batch=1, start=3)
     again = run_consumer(b2.bootstrap, group, topic_name,
                          lambda _v, _c: AcknowledgeType.ACCEPT, deliveries=1)
     assert again == [(3, 1)]
-    (letter,) = dead_letters(b2.bootstrap, "dlq.crash", expect=1)
-    assert context(letter)["__dlq.errors.offset"] == "1"
-    assert context(letter)["__dlq.errors.message"] == REJECTED
+    assert len(dead_letters(b2.bootstrap, "dlq.crash", expect=1)) == 1
     c.close()  # its broker is gone: only its leave fails

@@ -1,0 +1,115 @@
+"""The dead-letter writer's pure parts (KIP-1191): the topic rules in Kafka's order and
+with its messages, the records and their headers, batching, and what is left to write."""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from headwater.config import BrokerConfig
+from headwater.log.batch import Record, decode_records, iter_batches
+from headwater.metadata.image import TOPIC_RESOURCE, TopicImage
+from headwater.share.dead_letter import (
+    DeadLetterConfigError,
+    _minus,
+    batches,
+    dead_letter_records,
+    validate,
+)
+from headwater.share.outcomes import DeadLetter
+from headwater.share.record_state import DeadLetterReason
+
+REJECTED, LIMIT = DeadLetterReason.REJECTED, DeadLetterReason.DELIVERY_LIMIT
+
+
+class FakeImage:
+    def __init__(self, topics: dict[str, dict[str, str]]) -> None:
+        self.topics = topics
+
+    def topic(self, name: str) -> TopicImage | None:
+        return TopicImage(name, uuid.uuid4()) if name in self.topics else None
+
+    def resource_configs(self, rtype: int, name: str) -> dict[str, str]:
+        assert rtype == TOPIC_RESOURCE
+        return self.topics.get(name, {})
+
+
+def broker(topics: dict[str, dict[str, str]] | None = None, **config: str) -> SimpleNamespace:
+    return SimpleNamespace(image=FakeImage(topics or {}),
+                           config=BrokerConfig({k.replace("_", "."): v
+                                                for k, v in config.items()}))
+
+
+def check(name: str, b: SimpleNamespace) -> str:
+    try:
+        target = validate("g", {"errors.deadletterqueue.topic.name": name}, b)
+    except DeadLetterConfigError as exc:
+        return str(exc)
+    return f"ok exists={target.exists}"
+
+
+ENABLED = {"errors.deadletterqueue.group.enable": "true"}
+
+
+def test_topic_rules_in_kafkas_order_with_its_messages():
+    b = broker({"dlq.ok": ENABLED, "dlq.off": {}, "__x": ENABLED})
+    assert check("", b) == "Configured DLQ topic name in share group: g is empty."
+    assert check("  ", b) == "Configured DLQ topic name in share group: g is empty."
+    # `__` first, even for a topic that exists and is enabled
+    assert check("__x", b) == ("Configured DLQ topic name in share group: g cannot start "
+                               "with __, topic: __x.")
+    assert check("dlq.off", b) == ("DLQ is not enabled on configured DLQ topic for share "
+                                   "group: g, topic: dlq.off")
+    assert check("orders.dead", b) == (
+        "Configured DLQ topic name does not comply with the DLQ topic prefix in share "
+        "group: g, topic: orders.dead, prefix: dlq.")
+    assert check("dlq.missing", b) == (
+        "DLQ topic does not exist and auto create is disabled on cluster for share group: "
+        "g, topic: dlq.missing.")
+    assert check("dlq.ok", b) == "ok exists=True"
+
+
+def test_prefix_and_auto_create_are_broker_settings():
+    b = broker(**{"errors_deadletterqueue_topic_name_prefix": "",
+                  "errors_deadletterqueue_auto_create_topics_enable": "true"})
+    assert check("anything", b) == "ok exists=False"  # empty prefix: no rule
+    b = broker(**{"errors_deadletterqueue_topic_name_prefix": "dead."})
+    assert "prefix: dead." in check("dlq.x", b)
+
+
+def test_records_carry_kafkas_six_headers_and_copy_when_asked():
+    source = Record(11, 5, b"k", b"v", [("trace", b"t")])
+    got = list(dead_letter_records("g", "orders", 3, [DeadLetter(10, 11, 2, LIMIT)],
+                                   {11: source}, 1234))
+    assert [o for o, _r in got] == [10, 11]
+    key, value, headers, ts = got[0][1]
+    assert (key, value, ts) == (None, None, 1234)
+    assert headers == [("__dlq.errors.topic", b"orders"), ("__dlq.errors.partition", b"3"),
+                       ("__dlq.errors.offset", b"10"), ("__dlq.errors.group", b"g"),
+                       ("__dlq.errors.delivery.count", b"2"),
+                       ("__dlq.errors.message",
+                        b"Offset delivery count exceeded the threshold.")]
+    key, value, headers, _ts = got[1][1]
+    assert (key, value) == (b"k", b"v")
+    assert headers[0] == ("trace", b"t") and headers[3] == ("__dlq.errors.offset", b"11")
+
+
+@pytest.mark.parametrize("max_bytes", [1, 300, 1 << 20])
+def test_batches_stay_within_max_message_bytes_where_a_record_allows(max_bytes: int):
+    records = [r for _o, r in dead_letter_records(
+        "g", "t", 0, [DeadLetter(0, 19, 1, REJECTED)], {}, 0)]
+    out = list(batches(records, max_bytes))
+    decoded = [rec for b in out for _pos, _h in iter_batches(b) for rec in decode_records(b)]
+    assert [dict(r.headers)["__dlq.errors.offset"] for r in decoded] == [
+        str(i).encode() for i in range(20)]
+    assert all(len(b) <= max_bytes or len(decode_records(b)) == 1 for b in out)
+    assert (len(out) == 1) == (max_bytes == 1 << 20)
+
+
+def test_minus_leaves_what_is_not_written():
+    letters = [DeadLetter(0, 5, 1, REJECTED), DeadLetter(8, 8, 2, LIMIT)]
+    assert list(_minus(letters, {0, 3, 8})) == [
+        DeadLetter(1, 2, 1, REJECTED), DeadLetter(4, 5, 1, REJECTED)]
+    assert list(_minus(letters, set(range(10)))) == []

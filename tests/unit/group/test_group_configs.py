@@ -82,3 +82,31 @@ def test_effective_values_prefer_the_group_then_the_broker() -> None:
     assert values["share.record.lock.duration.ms"] == "20000"
     assert values["share.delivery.count.limit"] == "5"
     assert values["share.isolation.level"] == "read_uncommitted"
+
+
+# Kafka 4.4 (trunk GroupConfig, KIP-1191): only `__` is refused when set; the other topic
+# rules apply when a dead letter is written (headwater/share/dead_letter.py).
+DLQ_ANSWERS = {
+    ("errors.deadletterqueue.topic.name", "__consumer_offsets"):
+        "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'",
+    ("errors.deadletterqueue.topic.name", "orders.dead"): None,
+    ("errors.deadletterqueue.topic.name", ""): None,
+    ("errors.deadletterqueue.copy.record.enable", "yes"): "Invalid value yes for "
+    "configuration errors.deadletterqueue.copy.record.enable: Expected value to be either "
+    "true or false",
+    ("errors.deadletterqueue.copy.record.enable", "true"): None,
+}
+
+
+@pytest.mark.parametrize("key,value", list(DLQ_ANSWERS))
+def test_dead_letter_configs(key: str, value: str) -> None:
+    expected = DLQ_ANSWERS[(key, value)]
+    if expected is None:
+        validate({key: value}, BROKER)
+    else:
+        with pytest.raises(GroupConfigError) as err:
+            validate({key: value}, BROKER)
+        assert str(err.value) == expected
+    values = effective({}, BROKER)
+    assert values["errors.deadletterqueue.topic.name"] == ""
+    assert values["errors.deadletterqueue.copy.record.enable"] == "false"

@@ -80,7 +80,7 @@ def test_a_dead_letter_topic_changes_only_reject_and_the_limit(state: RecordStat
     for count in (1, 5):
         plain, dlq = step(state, event, count, 5), step(state, event, count, 5, True)
         dead = state is S.ACQUIRED and (event is E.REJECT or (
-            count >= 5 and event in (E.RELEASE, E.LOCK_TIMEOUT)))
+            count >= 5 and event in (E.RELEASE, E.LOCK_TIMEOUT, E.MEMBER_LEFT)))
         assert dlq == (Step(S.ARCHIVING) if dead else plain), (state, event, count)
         if dead:
             assert plain == Step(S.ARCHIVED)
@@ -94,7 +94,7 @@ def test_archiving_is_neither_available_nor_finished():
 
 def test_dead_letter_reasons_are_kafkas_messages():
     assert dead_letter_reason(E.REJECT).value == "Offset rejected by client."
-    for e in (E.RELEASE, E.LOCK_TIMEOUT):
+    for e in (E.RELEASE, E.LOCK_TIMEOUT, E.MEMBER_LEFT):
         assert dead_letter_reason(e) is DeadLetterReason.DELIVERY_LIMIT
     assert DeadLetterReason.DELIVERY_LIMIT.value == (
         "Offset delivery count exceeded the threshold.")

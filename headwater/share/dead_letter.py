@@ -34,6 +34,9 @@ letters already there for this share-partition (the headers name group, topic, p
 and offset) and writes only the others. Between the append and the ARCHIVED write, a
 failed state write leaves the records ARCHIVING in memory; the offsets written are
 remembered per share-partition until `finished`, so the retry writes nothing again.
+The dedup key is (group, topic, partition, offset): after an admin reset or a deleted and
+recreated group, an offset dead-lettered before and again in the new history, with a crash
+in that window, is found as written (the old dead letter) and not written a second time.
 """
 
 from __future__ import annotations
@@ -220,6 +223,10 @@ class DeadLetterWriter:
             done.difference_update(range(x.first_offset, x.last_offset + 1))
         if not done:
             del self._written[key]
+
+    def forget(self, key: ShareKey) -> None:
+        """The share-partition's state was reset or deleted: its offsets start over."""
+        self._written.pop(key, None)
 
     # ---- helpers -------------------------------------------------------------------
     def _destination(self, target: Target, partition: int) -> tuple[Any, int]:

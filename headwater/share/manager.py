@@ -283,6 +283,7 @@ class SharePartitionManager:
         leader = self._leaders.get((group_id, topic_id, partition))
         if leader is not None:
             self._drop(leader)
+        self.dead_letters.forget((group_id, topic_id, partition))  # a new state epoch
 
     def _drop(self, leader: _Leader) -> None:
         if self._leaders.get(leader.key) is leader:

@@ -230,7 +230,7 @@ def test_crash_between_deletion_steps_is_finished_on_load(broker_factory, tmp_pa
     b = broker_factory("--override", "headwater.share.crash.after.pending.deletion=true",
                        data_dir=data)
     group = "crash-group"
-    make_topic(b, topic_name)
+    topic_id = make_topic(b, topic_name)
     set_group_configs(b.bootstrap, group, share_auto_offset_reset="earliest")
     produce_batches(b.bootstrap, topic_name, batches=1, per_batch=3)
     consume_accepting(b.bootstrap, group, topic_name, total=3, accept=2)
@@ -247,9 +247,25 @@ def test_crash_between_deletion_steps_is_finished_on_load(broker_factory, tmp_pa
     # Restarted without the hook: the pending deletion is finished (state tombstones,
     # then the completing record), so the share-partition is gone from the group.
     b2 = broker_factory(data_dir=data)
+
+    def state_start() -> int | None:
+        """The share coordinator's start offset (-1: no state), None while loading."""
+        c2 = RawClient("127.0.0.1", b2.port)
+        try:
+            part = c2.request(87, 1, {"group_id": group, "topics": [{
+                "topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 0}]}]}
+            ).results[0].partitions[0]
+        finally:
+            c2.close()
+        return part.start_offset if int(part.error_code) == 0 else None
+
+    # The group drops the topic with the pending record, before load; the share
+    # coordinator's state goes when finish_pending runs after load: wait for that, not
+    # for the describe (which is empty at once), before a consumer may read the state.
     deadline = time.monotonic() + 30
-    while offsets(b2.bootstrap, group) and time.monotonic() < deadline:
+    while state_start() != -1 and time.monotonic() < deadline:
         time.sleep(0.1)
+    assert state_start() == -1
     assert offsets(b2.bootstrap, group) == {}
     # A consumer starts over from earliest: the old state (start offset 2) is gone.
     c = consumer(b2.bootstrap, group, topic_name)

@@ -108,8 +108,14 @@ def test_librdkafka_fails_exactly_the_keyless_records(target: Target, topic_name
     reports = librdkafka_reports(target.bootstrap, topic_name, 100, lambda i: {
         "value": b"v%d" % i, "key": None if i in keyless else b"k%d" % i})
     codes = {i: err.code() if err else None for i, err in reports.items()}
-    assert codes == {i: KafkaError.INVALID_RECORD if i in keyless
-                     else KafkaError._INVALID_DIFFERENT_RECORD for i in range(100)}
+    exact = {i: KafkaError.INVALID_RECORD if i in keyless
+             else KafkaError._INVALID_DIFFERENT_RECORD for i in range(100)}
+    if isinstance(target, KafkaReference) and codes != exact:
+        # Seen once from Kafka 4.3.1 on a loaded machine: the whole batch failed with
+        # INVALID_RECORD and no per-record errors. headwater must always be exact.
+        assert codes == {i: KafkaError.INVALID_RECORD for i in range(100)}, codes
+    else:
+        assert codes == exact, codes
     assert end_offset(target.bootstrap, topic_name) == 0
 
 

@@ -43,6 +43,7 @@ log = logging.getLogger("headwater.share")
 TOPIC = "__share_group_state"
 SHARE_KEY_TYPE = 2  # FindCoordinator
 ZERO_UUID = uuid.UUID(int=0)
+_PARTITION_CACHE_SIZE = 100_000
 
 
 def kafka_uuid(topic_id: uuid.UUID) -> str:
@@ -77,6 +78,7 @@ class ShareCoordinator:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.config = ShareCoordinatorConfig.from_broker(broker.config)
+        self._partition_cache: dict[tuple[str, uuid.UUID, int], int] = {}
 
         def image() -> MetadataImage | None:
             return broker.image if broker.controller is not None else None
@@ -106,8 +108,15 @@ class ShareCoordinator:
         await self.runtime.stop()
 
     def partition_for(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
-        return partition_for(coordinator_key(group_id, topic_id, partition),
-                             self.runtime.num_partitions)
+        """The state partition of a share-partition (cached: asked on every write)."""
+        key = (group_id, topic_id, partition)
+        found = self._partition_cache.get(key)
+        if found is None:
+            if len(self._partition_cache) >= _PARTITION_CACHE_SIZE:
+                self._partition_cache.clear()
+            found = self._partition_cache[key] = partition_for(
+                coordinator_key(group_id, topic_id, partition), self.runtime.num_partitions)
+        return found
 
     # ---- operations (one share-partition each) -------------------------------------
     async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int,

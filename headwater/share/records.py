@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..coordinator.record_codec import CoordinatorRecord, RecordCodec, RecordType
@@ -162,12 +162,14 @@ def apply_update(snapshot: ShareSnapshot, update: ShareUpdate | StateWrite,
     complete = (snapshot.delivery_complete_count
                 if update.delivery_complete_count == UNCHANGED
                 else update.delivery_complete_count)
-    leader_epoch = max(snapshot.leader_epoch, update.leader_epoch)
-    return replace(
-        snapshot, start_offset=start, delivery_complete_count=complete,
-        leader_epoch=leader_epoch,
-        write_timestamp=snapshot.write_timestamp if write_timestamp is None else write_timestamp,
-        state_batches=combine(snapshot.state_batches, update.state_batches, start))
+    # Built directly, not with `dataclasses.replace` (several times slower): every
+    # acknowledgement's state write is replayed through here.
+    return ShareSnapshot(
+        snapshot.snapshot_epoch, snapshot.state_epoch,
+        max(snapshot.leader_epoch, update.leader_epoch), start, complete,
+        snapshot.create_timestamp,
+        snapshot.write_timestamp if write_timestamp is None else write_timestamp,
+        combine(snapshot.state_batches, update.state_batches, start))
 
 
 def replay(records: Iterable[ShareSnapshot | ShareUpdate]) -> ShareSnapshot | None:

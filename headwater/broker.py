@@ -21,6 +21,7 @@ from .limits import partition_capacity, raise_nofile_limit
 from .log.manager import LogManager
 from .log.partition_log import PartitionLog
 from .metadata.controller import METADATA_TOPIC, Controller
+from .metadata.convert import convert_json_log
 from .metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, TopicImage
 from .metrics import MetricsServer
 from .share.coordinator import ShareCoordinator
@@ -83,6 +84,7 @@ class Broker:
         self.logs = LogManager(self.data_dir, self.now_ms)
         meta_config = LogConfig.resolve(self.config, {"segment.bytes": str(64 << 20),
                                                       "retention.ms": "-1"})
+        convert_json_log(self.logs.path_for(METADATA_TOPIC, 0))
         meta_log = (self.logs.get(METADATA_TOPIC, 0)
                     or self.logs.open_existing(METADATA_TOPIC, 0, meta_config)
                     or self.logs.create(METADATA_TOPIC, 0, meta_config))

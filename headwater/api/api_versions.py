@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..metadata.records import METADATA_VERSION
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
@@ -19,10 +20,10 @@ if TYPE_CHECKING:
 # as Kafka reports them.
 # share.version 1 (KIP-932 share groups, finalized by default since Kafka 4.2): the Java
 # client and Kafka's tools look for it before using share groups.
-SUPPORTED_FEATURES = {"metadata.version": (7, 25), "kraft.version": (0, 0),
+SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION), "kraft.version": (0, 0),
                       "group.version": (0, 1), "transaction.version": (0, 0),
                       "share.version": (0, 1)}
-FINALIZED_FEATURES = {"metadata.version": 25, "group.version": 1, "share.version": 1}
+FINALIZED_FEATURES = {"metadata.version": METADATA_VERSION, "group.version": 1, "share.version": 1}
 FINALIZED_FEATURES_EPOCH = 1
 
 

@@ -119,6 +119,8 @@ class Controller:
                         committed.append(item)
                 offset = header.base_offset + header.last_offset_delta + 1
         self.image = MetadataImage().apply(committed, last)
+        if last < 0 and end == 0:  # a new log begins with metadata.version, as Kafka's
+            self._write([R.FeatureLevelRecord("metadata.version", R.METADATA_VERSION)])
         if pending is not None:
             log.warning("rolling back a metadata transaction left open (%d records)",
                         len(pending))

@@ -1,9 +1,11 @@
 """Metadata record types, named after KRaft's, and their on-log encoding.
 
-Each record is one Kafka record in the `__cluster_metadata` log: the key is the
-record type name, the value a versioned JSON object. Nothing outside the broker
-reads this log, so a readable encoding beats KRaft's binary one for operators and
-tests; the record *types and meanings* follow KRaft's metadata records.
+Each record is one Kafka record in the `__cluster_metadata` log laid out as KRaft lays
+it out (no key; the value framed and encoded as Kafka's MetadataRecordSerde does, see
+`kraft.py`), so Kafka's `kafka-dump-log --cluster-metadata-decoder` and
+`kafka-metadata-shell` read it. Logs written before that (key = the type name, value
+= versioned JSON) are still read, and converted in place on start
+(`convert.py`). A record type without a KRaft codec yet is written the JSON way.
 """
 
 from __future__ import annotations
@@ -82,24 +84,49 @@ class AbortTransactionRecord:
     reason: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class FeatureLevelRecord:
+    """A finalized feature level (Kafka starts every metadata log with metadata.version)."""
+
+    TYPE: ClassVar[str] = "FeatureLevelRecord"
+    name: str
+    feature_level: int
+
+
 MetadataRecord = (TopicRecord | PartitionRecord | ConfigRecord | RemoveTopicRecord
                   | ProducerIdsRecord | BeginTransactionRecord | EndTransactionRecord
-                  | AbortTransactionRecord)
+                  | AbortTransactionRecord | FeatureLevelRecord)
 
 _TYPES: dict[str, type] = {cls.TYPE: cls for cls in (
     TopicRecord, PartitionRecord, ConfigRecord, RemoveTopicRecord, ProducerIdsRecord,
-    BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord)}
+    BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord, FeatureLevelRecord)}
 
 VERSION = 0
+# metadata.version 25 (4.0-IV3): the level headwater finalizes (api/api_versions.py) and
+# writes first in a new metadata log, as Kafka's bootstrap does; Kafka's metadata loader
+# (kafka-metadata-shell) refuses a log that does not say it.
+METADATA_VERSION = 25
 
 
-def encode(record: Any) -> tuple[bytes, bytes]:
-    """(key, value) bytes for one metadata record."""
+def encode(record: Any) -> tuple[bytes | None, bytes]:
+    """(key, value) bytes for one metadata record: KRaft's layout (no key) where
+    `kraft.py` has the type, the JSON one otherwise."""
+    from . import kraft
+    if kraft.has_codec(record):
+        return None, kraft.encode(record)
+    return record.TYPE.encode(), encode_json(record)
+
+
+def encode_json(record: Any) -> bytes:
     value = {"v": VERSION, "data": asdict(record)}
-    return record.TYPE.encode(), json.dumps(value, separators=(",", ":")).encode()
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
-def decode(key: bytes, value: bytes) -> Any:
+def decode(key: bytes | None, value: bytes) -> Any:
+    """A record of either layout: a key names a JSON record, no key means KRaft's."""
+    if not key:
+        from . import kraft
+        return kraft.decode(value)
     cls = _TYPES[key.decode()]
     data = json.loads(value)["data"]
     names = {f.name for f in fields(cls)}

@@ -78,13 +78,15 @@ def test_validation_errors_change_nothing(tmp_path):
 def test_large_change_is_one_metadata_transaction(tmp_path):
     c = open_controller(tmp_path / "meta")
     c.create_topics([NewTopic("wide", RECORDS_PER_BATCH * 2)])
-    keys = []
+    items = []
     from headwater.log.batch import decode_records, iter_batches
 
     data = c.log.read(0, 1 << 24)
     for pos, h in iter_batches(data):
-        keys += [r.key for r in decode_records(data[pos:pos + h.size])]
-    assert keys[0] == b"BeginTransactionRecord" and keys[-1] == b"EndTransactionRecord"
+        items += [R.decode(r.key, r.value) for r in decode_records(data[pos:pos + h.size])]
+    assert items[0] == R.FeatureLevelRecord("metadata.version", R.METADATA_VERSION)
+    assert isinstance(items[1], R.BeginTransactionRecord)
+    assert isinstance(items[-1], R.EndTransactionRecord)
     assert len(c.image.topic("wide").partitions) == RECORDS_PER_BATCH * 2
 
 

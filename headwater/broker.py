@@ -24,6 +24,7 @@ from .metadata.controller import METADATA_TOPIC, Controller
 from .metadata.convert import convert_json_log
 from .metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, TopicImage
 from .metrics import MetricsServer
+from .quota.enforce import ClientQuotas
 from .share.coordinator import ShareCoordinator
 from .txn.coordinator import TransactionCoordinator
 from .wire.dispatch import Dispatcher
@@ -97,6 +98,7 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
         self.share_coordinator = ShareCoordinator(self)
+        self.quotas = ClientQuotas(self)
         register_all(self.dispatcher, self)
 
     async def start(self) -> None:

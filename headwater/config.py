@@ -23,6 +23,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     "auto.create.topics.enable": "true",
     "delete.topic.enable": "true",
     "socket.request.max.bytes": "104857600",
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
     "message.max.bytes": "1048588",
     "log.segment.bytes": "1073741824",
     "log.roll.ms": "",

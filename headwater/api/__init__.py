@@ -14,6 +14,7 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
     from . import (
         api_versions,
         classic_groups,
+        client_quotas,
         cluster_metadata,
         configs,
         consumer_groups,
@@ -36,5 +37,5 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
     for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
                    offsets, producers, log_dirs, find_coordinator, offset_commits,
                    group_admin, classic_groups, consumer_groups, share_groups, transactions,
-                   share_state, share_fetch, share_admin):
+                   share_state, share_fetch, share_admin, client_quotas):
         module.register(dispatcher, broker)

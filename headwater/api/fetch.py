@@ -115,11 +115,14 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             for index in t.partitions:
                 wanted.pop((name, index), None)
 
+        quota_cap = broker.quotas.fetch_limit(ctx)
         max_wait_s = req.max_wait.total_seconds()
         min_bytes = req.min_bytes
         deadline = None
         while True:
             budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+            if quota_cap is not None:
+                budget = min(budget, quota_cap)
             total = 0
             results: list[tuple[tuple[str, int], CachedPartition, dict]] = []
             errors = False
@@ -146,6 +149,15 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 break
             await waiters.wait(plogs, remaining)
 
+        throttle = broker.quotas.throttle(broker.quotas.fetch, ctx, total)
+        if throttle > 0:
+            # As Kafka: a throttled fetch is answered with no partitions, its bytes taken
+            # back from the quota, and a new session not established (the client's next
+            # fetch is a full one).
+            broker.quotas.unrecord(broker.quotas.fetch, ctx, total)
+            return {"throttle_time": throttle, "error_code": 0,
+                    "session_id": session.session_id if session is not None and not full
+                    else 0, "responses": ()}
         by_topic: dict[str, dict] = {}
         for (name, _index), cached, entry in results:
             if session is not None and not full:

@@ -177,9 +177,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                                                       else ""),
                                "topic_id": topic_id or ZERO_UUID,
                                "partition_responses": parts_out})
+        throttle = broker.quotas.throttle(
+            broker.quotas.produce, ctx,
+            sum(len(pd.records) for td in req.topic_data for pd in td.partition_data
+                if pd.records)) if broker.image.client_quotas else 0
         if acks == 0:
             return None
-        response = {"responses": topics_out, "throttle_time": 0}
+        response = {"responses": topics_out, "throttle_time": throttle}
         if to_flush:
             return _flush_then(response, to_flush)
         return response

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from .records import (
+    ClientQuotaRecord,
     ConfigRecord,
     PartitionRecord,
     ProducerIdsRecord,
@@ -54,6 +55,9 @@ class MetadataImage:
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
     offset: int = -1
+    # Client quotas (headwater/quota/): entity -> {key: value}; see ClientQuotaRecord.
+    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(
+        default_factory=lambda: _EMPTY)
 
     def topic(self, name: str) -> TopicImage | None:
         return self.topics_by_name.get(name)
@@ -70,6 +74,7 @@ class MetadataImage:
         by_id = dict(self.topics_by_id)
         configs = {k: dict(v) for k, v in self.configs.items()}
         next_pid = self.next_producer_id
+        quotas: dict | None = None
         for rec in records:
             if isinstance(rec, TopicRecord):
                 tid = uuid.UUID(rec.topic_id)
@@ -105,7 +110,23 @@ class MetadataImage:
                     configs.pop((TOPIC_RESOURCE, topic.name), None)
             elif isinstance(rec, ProducerIdsRecord):
                 next_pid = max(next_pid, rec.next_producer_id)
+            elif isinstance(rec, ClientQuotaRecord):
+                if quotas is None:
+                    quotas = {k: dict(v) for k, v in self.client_quotas.items()}
+                _apply_quota(quotas, rec)
         return MetadataImage(
             MappingProxyType(by_name), MappingProxyType(by_id),
             MappingProxyType({k: MappingProxyType(v) for k, v in configs.items()}),
-            next_pid, offset)
+            next_pid, offset,
+            client_quotas=self.client_quotas if quotas is None else MappingProxyType(
+                {k: MappingProxyType(v) for k, v in quotas.items()}))
+
+
+def _apply_quota(quotas: dict, rec: ClientQuotaRecord) -> None:
+    values = quotas.setdefault(rec.entity, {})
+    if rec.remove:
+        values.pop(rec.key, None)
+        if not values:
+            del quotas[rec.entity]
+    else:
+        values[rec.key] = rec.value

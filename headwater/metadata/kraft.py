@@ -28,6 +28,7 @@ _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_F64 = struct.Struct(">d")
 
 
 class KraftDecodeError(ValueError):
@@ -97,6 +98,9 @@ class _Reader:
 
     def int64(self) -> int:
         return _I64.unpack(self._take(8))[0]
+
+    def float64(self) -> float:
+        return _F64.unpack(self._take(8))[0]
 
     def uuid(self) -> str:
         return str(uuid.UUID(bytes=self._take(16)))
@@ -207,6 +211,25 @@ def _dec_feature(rd: _Reader, _v: int) -> R.FeatureLevelRecord:
     return R.FeatureLevelRecord(name, level)
 
 
+def _enc_quota(r: R.ClientQuotaRecord) -> bytes:
+    # Entity ([]EntityData: EntityType, EntityName nullable), Key, Value (float64), Remove
+    entity = uvarint(len(r.entity) + 1) + b"".join(
+        _string(kind) + _string(name) + _tags() for kind, name in r.entity)
+    return (entity + _string(r.key) + _F64.pack(r.value) + (b"\x01" if r.remove else b"\x00")
+            + _tags())
+
+
+def _dec_quota(rd: _Reader, _v: int) -> R.ClientQuotaRecord:
+    entity = []
+    for _ in range(max(rd.uvarint() - 1, 0)):
+        kind, name = rd.string() or "", rd.string()
+        rd.tags()
+        entity.append((kind, name))
+    key, value, remove = rd.string() or "", rd.float64(), rd.int8() != 0
+    rd.tags()
+    return R.ClientQuotaRecord(tuple(sorted(entity, key=lambda e: e[0])), key, value, remove)
+
+
 def _enc_begin(r: R.BeginTransactionRecord) -> bytes:
     return _tags({0: _string(r.name)} if r.name else None)  # Name: tag 0, default null
 
@@ -238,6 +261,7 @@ _CODECS: dict[int, tuple[type, Callable[[Any], bytes], Callable[[_Reader, int], 
     4: (R.ConfigRecord, _enc_config, _dec_config),
     9: (R.RemoveTopicRecord, _enc_remove_topic, _dec_remove_topic),
     12: (R.FeatureLevelRecord, _enc_feature, _dec_feature),
+    14: (R.ClientQuotaRecord, _enc_quota, _dec_quota),
     15: (R.ProducerIdsRecord, _enc_producer_ids, _dec_producer_ids),
     23: (R.BeginTransactionRecord, _enc_begin, _dec_begin),
     24: (R.EndTransactionRecord, _enc_end, _dec_end),

@@ -85,6 +85,19 @@ class AbortTransactionRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """Set (or with `remove`, delete) one quota of an entity: `entity` is its (type,
+    name) pairs sorted by type, a None name meaning the type's default (Kafka's
+    `<default>`); types are user, client-id and ip (`headwater/quota/`)."""
+
+    TYPE: ClassVar[str] = "ClientQuotaRecord"
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class FeatureLevelRecord:
     """A finalized feature level (Kafka starts every metadata log with metadata.version)."""
 
@@ -95,11 +108,12 @@ class FeatureLevelRecord:
 
 MetadataRecord = (TopicRecord | PartitionRecord | ConfigRecord | RemoveTopicRecord
                   | ProducerIdsRecord | BeginTransactionRecord | EndTransactionRecord
-                  | AbortTransactionRecord | FeatureLevelRecord)
+                  | AbortTransactionRecord | FeatureLevelRecord | ClientQuotaRecord)
 
 _TYPES: dict[str, type] = {cls.TYPE: cls for cls in (
     TopicRecord, PartitionRecord, ConfigRecord, RemoveTopicRecord, ProducerIdsRecord,
-    BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord, FeatureLevelRecord)}
+    BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord, FeatureLevelRecord,
+    ClientQuotaRecord)}
 
 VERSION = 0
 # metadata.version 25 (4.0-IV3): the level headwater finalizes (api/api_versions.py) and

@@ -16,6 +16,11 @@ from typing import Any
 Handler = Callable[["RequestContext", Any], "Awaitable[Any] | Any"]
 
 
+# RequestContext.attrs key: a handler that sets it to a time.monotonic() deadline makes
+# the server read nothing more from the connection until then (quota throttling, KIP-219).
+MUTE_UNTIL = "mute_until"
+
+
 @dataclass(slots=True)
 class RequestContext:
     api_key: int

@@ -13,10 +13,11 @@ import asyncio
 import itertools
 import logging
 import struct
+import time
 from typing import Any
 
 from .codec import decode_request, encode_response, request_is_flexible
-from .dispatch import Dispatcher, RequestContext
+from .dispatch import MUTE_UNTIL, Dispatcher, RequestContext
 from .header import HeaderError, parse_request_header, response_header, skip_tagged_fields
 
 log = logging.getLogger("headwater.wire")
@@ -127,6 +128,10 @@ class Connection:
                     f"frame size {size} outside 0..{limit} (socket.request.max.bytes)")
             frame = await read(size)
             await self.slots.put(self._dispatch(frame))
+            if MUTE_UNTIL in self.attrs:  # a quota throttled this connection (KIP-219)
+                delay = self.attrs.pop(MUTE_UNTIL) - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
 
     def _dispatch(self, frame: bytes) -> Any:
         """Start handling one frame; returns bytes, None (no response) or a Task."""

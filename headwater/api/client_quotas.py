@@ -1,0 +1,43 @@
+"""DescribeClientQuotas (48) and AlterClientQuotas (49): client quotas as metadata
+records (`kafka-configs --entity-type users|clients|ips`); see headwater/quota/."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..quota.entities import Alteration, QuotaError, alter, describe
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def handle_describe(ctx: RequestContext, req: Any) -> dict:
+        try:
+            found = describe(broker.image.client_quotas,
+                             [(c.entity_type, c.match_type, c.match) for c in req.components],
+                             req.strict)
+        except QuotaError as exc:
+            return {"throttle_time": 0, "error_code": exc.code, "error_message": exc.message,
+                    "entries": None}
+        return {"throttle_time": 0, "error_code": 0, "error_message": None, "entries": [
+            {"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+             "values": [{"key": k, "value": v} for k, v in sorted(values.items())]}
+            for entity, values in found]}
+
+    def handle_alter(ctx: RequestContext, req: Any) -> dict:
+        alterations = [Alteration(tuple((e.entity_type, e.entity_name) for e in entry.entity),
+                                  tuple((op.key, None if op.remove else op.value)
+                                        for op in entry.ops))
+                       for entry in req.entries]
+        records, results = alter(broker.image.client_quotas, alterations)
+        if not req.validate_only:
+            broker.controller.commit(records)
+        return {"throttle_time": 0, "entries": [
+            {"error_code": code, "error_message": message,
+             "entity": [{"entity_type": t, "entity_name": n} for t, n in alt.entity]}
+            for alt, (code, message) in zip(alterations, results, strict=True)]}
+
+    dispatcher.register(48, 0, 1, handle_describe)
+    dispatcher.register(49, 0, 1, handle_alter)

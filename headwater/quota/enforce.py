@@ -1,0 +1,59 @@
+"""The broker's side of byte-rate quotas: which connection pays, and the mute.
+
+Produce pays the bytes of its records, fetch the bytes of its response's records, as
+Kafka measures them; the principal is the authenticated user (`ANONYMOUS` without
+authentication, which a `<default>` user quota then covers, as in Kafka). A throttled
+connection gets its answer at once with `throttle_time_ms` and is not read again until
+the time is over (the server honours `MUTE_UNTIL`, KIP-219).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ..wire.dispatch import MUTE_UNTIL, RequestContext
+from .entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from .throttle import QuotaManager
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+ANONYMOUS = "ANONYMOUS"
+PRINCIPAL = "principal"  # RequestContext.attrs key set by authentication, if any
+
+
+class ClientQuotas:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        window_ms = broker.config.get_int("quota.window.size.seconds") * 1000
+        samples = broker.config.get_int("quota.window.num")
+        self.produce = QuotaManager(PRODUCER_BYTE_RATE, window_ms, samples)
+        self.fetch = QuotaManager(CONSUMER_BYTE_RATE, window_ms, samples)
+
+    def fetch_limit(self, ctx: RequestContext) -> int | None:
+        """The byte cap of a fetch response under the connection's fetch quota."""
+        quotas = self.broker.image.client_quotas
+        if not quotas:
+            return None
+        return self.fetch.max_in_window(quotas, str(ctx.attrs.get(PRINCIPAL) or ANONYMOUS),
+                                        ctx.client_id or "")
+
+    def unrecord(self, manager: QuotaManager, ctx: RequestContext, size: int) -> None:
+        manager.unrecord(self.broker.image.client_quotas,
+                         str(ctx.attrs.get(PRINCIPAL) or ANONYMOUS), ctx.client_id or "",
+                         size, self.broker.now_ms())
+
+    def throttle(self, manager: QuotaManager, ctx: RequestContext, size: int) -> int:
+        """Record `size` bytes for the connection; its throttle time in ms (0: none),
+        with the connection muted for that long."""
+        quotas = self.broker.image.client_quotas
+        if not quotas:
+            return 0
+        user = str(ctx.attrs.get(PRINCIPAL) or ANONYMOUS)
+        throttle = manager.record(quotas, user, ctx.client_id or "", size,
+                                  self.broker.now_ms())
+        if throttle > 0:
+            until = time.monotonic() + throttle / 1000
+            ctx.attrs[MUTE_UNTIL] = max(until, ctx.attrs.get(MUTE_UNTIL, 0.0))
+        return throttle

@@ -1,0 +1,171 @@
+"""Client quotas: `kafka-configs` against headwater and the Kafka 4.3.1 reference gives the
+same answers; byte-rate quotas throttle producers and consumers as Kafka does (the
+client is told `throttle_time_ms` and the connection is muted); quotas survive a
+restart."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_reference import KafkaReference, run_tool
+from tests.support.wire import RawClient
+
+pytestmark = pytest.mark.timeout(240)
+
+# Each a kafka-configs invocation (after --bootstrap-server); run in order on both.
+SCENARIO = [
+    ["--alter", "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048",
+     "--entity-type", "clients", "--entity-name", "c1"],
+    ["--alter", "--add-config", "producer_byte_rate=4096", "--entity-type", "users",
+     "--entity-default"],
+    ["--alter", "--add-config", "request_percentage=12.5", "--entity-type", "users",
+     "--entity-name", "alice", "--entity-type", "clients", "--entity-name", "c1"],
+    ["--alter", "--add-config", "connection_creation_rate=10", "--entity-type", "ips",
+     "--entity-name", "127.0.0.1"],
+    ["--describe", "--entity-type", "clients", "--entity-name", "c1"],
+    ["--describe", "--entity-type", "users", "--entity-default"],
+    ["--describe", "--entity-type", "users", "--entity-name", "alice", "--entity-type",
+     "clients"],
+    ["--describe", "--entity-type", "clients"],
+    ["--describe", "--entity-type", "ips"],
+    ["--alter", "--add-config", "producer_byte_rate=1.5", "--entity-type", "clients",
+     "--entity-name", "c2"],
+    ["--alter", "--add-config", "connection_creation_rate=1.5", "--entity-type", "ips",
+     "--entity-name", "127.0.0.1"],
+    ["--alter", "--delete-config", "consumer_byte_rate", "--entity-type", "clients",
+     "--entity-name", "c1"],
+    ["--describe", "--entity-type", "clients", "--entity-name", "c1"],
+    ["--alter", "--delete-config", "consumer_byte_rate", "--entity-type", "clients",
+     "--entity-name", "nobody"],
+]
+
+
+def configs(bootstrap: str, *args: str) -> tuple[int, str]:
+    out = run_tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args,
+                   check=False)
+    text = out.stdout + out.stderr
+    # The first line names the error; the rest is the tool's stack trace and the port.
+    first = [line for line in text.splitlines() if line and not line.startswith("\tat ")]
+    return out.returncode, "\n".join(first).replace(bootstrap, "BOOTSTRAP")
+
+
+def test_kafka_configs_quotas_answer_as_kafka(broker: BrokerProcess,
+                                              kafka_ref: KafkaReference) -> None:
+    for args in SCENARIO:
+        ours, theirs = configs(broker.bootstrap, *args), configs(kafka_ref.bootstrap, *args)
+        assert ours == theirs, args
+    assert configs(broker.bootstrap, "--describe", "--entity-type", "clients",
+                   "--entity-name", "c1") == (
+        0, "Quota configs for client-id 'c1' are producer_byte_rate=1024.0")
+
+
+def alter(port: int, entries: list[dict], validate_only: bool = False) -> list:
+    client = RawClient("127.0.0.1", port)
+    try:
+        resp = client.request(49, 1, {"entries": entries, "validate_only": validate_only})
+    finally:
+        client.close()
+    return [(int(e.error_code), e.error_message) for e in resp.entries]
+
+
+def entity(*pairs: tuple[str, str | None]) -> list[dict]:
+    return [{"entity_type": t, "entity_name": n} for t, n in pairs]
+
+
+def op(key: str, value: float = 0.0, remove: bool = False) -> dict:
+    return {"key": key, "value": value, "remove": remove}
+
+
+def test_bad_quota_alterations_get_kafkas_errors(broker: BrokerProcess,
+                                                 kafka_ref: KafkaReference) -> None:
+    """What kafka-configs checks before sending, sent anyway: both brokers answer alike."""
+    name = f"bad-{uuid.uuid4().hex[:6]}"
+    entries = [
+        {"entity": entity(("client-id", name)), "ops": [op("bogus_rate", 5)]},
+        {"entity": entity(("client-id", name), ("ip", "127.0.0.1")),
+         "ops": [op("producer_byte_rate", 5)]},
+        {"entity": [], "ops": [op("producer_byte_rate", 5)]},
+        {"entity": entity(("group", name)), "ops": [op("producer_byte_rate", 5)]},
+        {"entity": entity(("user", "")), "ops": [op("producer_byte_rate", 5)]},
+        {"entity": entity(("user", name + "-dup")),
+         "ops": [op("producer_byte_rate", 5), op("producer_byte_rate", 6)]},
+        {"entity": entity(("ip", "not a host name")), "ops": [op("connection_creation_rate", 5)]},
+    ]
+    ours = alter(broker.port, entries)
+    theirs = alter(kafka_ref.port, entries)
+    assert [code for code, _ in ours] == [code for code, _ in theirs]
+    assert [code for code, _ in ours[1:]] == [42] * 6
+    # Nothing of the refused entries was stored.
+    code, text = configs(broker.bootstrap, "--describe", "--entity-type", "clients",
+                         "--entity-name", name)
+    assert code == 0 and "are" not in text
+
+
+def throttled_produce(bootstrap: str, client_id: str, topic: str, records: int,
+                      size: int) -> tuple[float, list[int]]:
+    throttles: list[int] = []
+    # Batches of at most 64 kB: a fetch returns at least one whole batch (KIP-74), and
+    # a batch larger than the quota times the window could never be read.
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
+                  "batch.size": 65_536,
+                  "throttle_cb": lambda ev: throttles.append(int(ev.throttle_time * 1000))})
+    payload = b"q" * size
+    start = time.monotonic()
+    for _ in range(records):
+        while True:
+            try:
+                p.produce(topic, payload)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    assert p.flush(60) == 0
+    elapsed = time.monotonic() - start
+    p.poll(0.5)  # throttle callbacks still queued
+    return elapsed, throttles
+
+
+def test_byte_rate_quotas_throttle_producer_and_consumer(broker_factory) -> None:
+    # Short quota windows (2 x 1 s) so the test sees throttling within seconds.
+    broker = broker_factory("--override", "quota.window.num=2", "--override",
+                            "quota.window.size.seconds=1")
+    assert configs(broker.bootstrap, "--alter", "--add-config",
+                   "producer_byte_rate=400000,consumer_byte_rate=400000",
+                   "--entity-type", "clients", "--entity-name", "slow")[0] == 0
+    records, size = 2_000, 1_000  # 2 MB: five seconds' worth of the quota
+    elapsed, throttles = throttled_produce(broker.bootstrap, "slow", "quota-topic",
+                                           records, size)
+    assert throttles and max(throttles) > 0, "the producer was never told to slow down"
+    assert records * size / elapsed < 2 * 400_000, f"{records * size / elapsed:,.0f} B/s"
+    # A client without a quota is never throttled.
+    _, others = throttled_produce(broker.bootstrap, "fast", "quota-topic", 500, size)
+    assert not any(others)
+
+    throttles: list[int] = []
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": "slow",
+                  "group.id": "quota-readers", "auto.offset.reset": "earliest",
+                  "throttle_cb": lambda ev: throttles.append(int(ev.throttle_time * 1000))})
+    c.subscribe(["quota-topic"])
+    got = 0
+    start = time.monotonic()
+    deadline = start + 60
+    while got < records + 500 and time.monotonic() < deadline:
+        for m in c.consume(500, 0.5):
+            if m.error() is None:
+                got += 1
+    elapsed = time.monotonic() - start
+    c.close()
+    assert got == records + 500  # throttled, never lost
+    assert throttles and max(throttles) > 0
+    assert got * size / elapsed < 2 * 400_000, f"{got * size / elapsed:,.0f} B/s"
+
+    broker.restart()
+    assert configs(broker.bootstrap, "--describe", "--entity-type", "clients",
+                   "--entity-name", "slow") == (
+        0, "Quota configs for client-id 'slow' are consumer_byte_rate=400000.0, "
+           "producer_byte_rate=400000.0")

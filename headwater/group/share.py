@@ -323,7 +323,10 @@ class ShareGroupManager(GroupsOfType[ShareGroup]):
             ids = set()
             for name in m.subscribed_topic_names:
                 topic = image.topic(name)
-                if topic is not None:
+                # A topic whose share state is still being deleted (a deletion a crash
+                # interrupted) is assigned once the deletion completes, so no member
+                # reads the old state first (completion bumps the group epoch).
+                if topic is not None and topic.topic_id not in group.deleting:
                     ids.add(topic.topic_id)
                     counts[topic.topic_id] = len(topic.partitions)
                     names[topic.topic_id] = name

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..coordinator.runtime import Result
-from .share_group import ShareGroup, state_partitions_record
+from .share_group import ShareGroup, group_epoch_record, state_partitions_record
 
 if TYPE_CHECKING:
     from .shard import GroupShard
@@ -179,7 +179,12 @@ def complete_deletion(shard: GroupShard, group_id: str, done: Iterable[uuid.UUID
     if not isinstance(group, ShareGroup):
         return Result([], None)
     deleting = {t: n for t, n in group.deleting.items() if t not in set(done)}
-    return Result(_record(group, dict(group.initialized), dict(group.topic_names), deleting))
+    records = _record(group, dict(group.initialized), dict(group.topic_names), deleting)
+    if group.members and deleting != group.deleting:
+        # Members joined meanwhile without these topics: a new epoch assigns them.
+        records.append(group_epoch_record(group_id, group.group_epoch + 1,
+                                          group.metadata_hash))
+    return Result(records)
 
 
 def pending_deletions(shard: GroupShard) -> dict[str, dict[uuid.UUID, list[int]]]:

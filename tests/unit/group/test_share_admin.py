@@ -61,3 +61,20 @@ def test_delete_group_moves_everything_to_deleting_first() -> None:
     assert ctx.types()[-2:] == [(R.SHARE_GROUP_STATE_PARTITION_METADATA, True),
                                 (R.SHARE_GROUP_METADATA, True)]
     assert "g" not in ctx.shard.groups
+
+
+def test_a_member_joining_during_an_interrupted_deletion_waits_for_its_completion() -> None:
+    """After a crash between the pending-deletion record and the state tombstones, a new
+    member is not given the deleting topic (it would read the old state); the completing
+    record bumps the group epoch and the next heartbeat assigns it."""
+    ctx = emptied()
+    ctx.write(lambda s, now: A.delete_offsets(s, "g", ["foo"]))
+    joined = ctx.hb("m2", 0, ["foo"])
+    assert joined.error_code == 0 and not joined.assignment.get(tid("foo"))
+    assert tid("foo") not in ctx.group().initialized
+    epoch = ctx.group().group_epoch
+    ctx.write(lambda s, now: A.complete_deletion(s, "g", [tid("foo")]))
+    assert ctx.group().group_epoch == epoch + 1
+    again = ctx.hb("m2", joined.member_epoch)
+    assert sorted(again.assignment[tid("foo")]) == [0, 1]
+    ctx.assert_replay_matches()

@@ -215,7 +215,12 @@ class Broker:
             shares.refresh_configs()
 
     def partition(self, topic: str, partition: int) -> PartitionLog | None:
+        """A topic partition's log. Never the metadata log: it is the controller's alone
+        (a client's DeleteRecords, Fetch or transaction marker naming
+        `__cluster_metadata` once reached it; found by the grammar-based fuzzer)."""
         assert self.logs is not None
+        if topic == METADATA_TOPIC:
+            return None
         return self.logs.get(topic, partition)
 
     def topic(self, name: str) -> TopicImage | None:

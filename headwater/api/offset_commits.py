@@ -34,9 +34,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def topic_name(t: Any) -> tuple[str | None, Any]:
         """(name, topic_id) of a request topic; name None when an id is unknown."""
         topic_id = getattr(t, "topic_id", None)
-        if topic_id is not None:
-            topic = broker.image.topic_by_id(topic_id)
-            return (topic.name if topic else None), topic_id
+        if topic_id is not None or not hasattr(t, "name"):
+            # v10 names topics by id only; a zero id (kio's None) is an unknown id.
+            topic = broker.image.topic_by_id(topic_id) if topic_id is not None else None
+            return (topic.name if topic else None), topic_id or ZERO_UUID
         return t.name, None
 
     # ---- OffsetCommit --------------------------------------------------------------

@@ -116,8 +116,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         topics_out = []
         for td in req.topic_data:
             topic_id = getattr(td, "topic_id", None)
-            if topic_id is not None:
-                topic = image.topic_by_id(topic_id)
+            if topic_id is not None or not hasattr(td, "name"):
+                # v13 names topics by id only; a zero id (kio's None) is an unknown id.
+                topic = image.topic_by_id(topic_id) if topic_id is not None else None
                 missing = E.unknown_topic_id
             else:
                 topic = image.topic(td.name)

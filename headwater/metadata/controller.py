@@ -102,6 +102,11 @@ class Controller:
             if not data:
                 break
             for pos, header in iter_batches(data):
+                offset = header.base_offset + header.last_offset_delta + 1
+                if header.is_control:  # never the controller's: skipped, not fatal
+                    log.warning("metadata log: control batch at offset %d skipped",
+                                header.base_offset)
+                    continue
                 batch = data[pos:pos + header.size]
                 for rec in decode_records(batch):
                     last = rec.offset
@@ -117,7 +122,6 @@ class Controller:
                         pending.append(item)
                     else:
                         committed.append(item)
-                offset = header.base_offset + header.last_offset_delta + 1
         self.image = MetadataImage().apply(committed, last)
         if last < 0 and end == 0:  # a new log begins with metadata.version, as Kafka's
             self._write([R.FeatureLevelRecord("metadata.version", R.METADATA_VERSION)])

@@ -35,7 +35,8 @@ def _batches(directory: Path):  # noqa: ANN202  (an iterator of record lists)
     for segment in _segments(directory):
         data = segment.read_bytes()
         for pos, header in iter_batches(data):
-            yield decode_records(data[pos:pos + header.size])
+            if not header.is_control:  # never the controller's (see Controller.load)
+                yield decode_records(data[pos:pos + header.size])
 
 
 def needs_conversion(directory: Path) -> bool:

@@ -70,7 +70,11 @@ def _validated(pairs: Iterable[tuple[str, str | None]]) -> Entity:
         seen[kind] = name
     if not seen:
         raise QuotaError(INVALID_REQUEST, "Invalid empty client quota entity")
-    return tuple(sorted(seen.items()))
+    return tuple(sorted(seen.items(), key=_by_type))
+
+
+def _by_type(pair: tuple[str, str | None]) -> str:
+    return pair[0]
 
 
 def _keys_for(entity: Entity) -> dict[str, bool]:
@@ -123,7 +127,7 @@ def alter(quotas: Quotas, alterations: Iterable[Alteration]
                                      f"updating quota for this entity "
                                      f"{entity_text(tuple(alt.entity))}")
                 ops[key] = value
-            if tuple(sorted(alt.entity)) in done:
+            if tuple(sorted(alt.entity, key=_by_type)) in done:
                 raise QuotaError(INVALID_REQUEST, "Ignoring duplicate entity "
                                  f"{entity_text(tuple(alt.entity))}")
             entity = _validated(alt.entity)

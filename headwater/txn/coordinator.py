@@ -139,7 +139,10 @@ class TransactionCoordinator:
                 self.broker.groups.runtime.write_marker(partition, producer_id, producer_epoch,
                                                         commit, coordinator_epoch)
                 return 0
-            plog = self.broker.partition(topic, partition)
+            # Only a topic's partitions: never the metadata log, which has no topic (a
+            # marker there once kept the broker from starting; found by fuzzing).
+            plog = (self.broker.partition(topic, partition)
+                    if self.broker.image.topic(topic) is not None else None)
             if plog is None:
                 return UNKNOWN_TOPIC_OR_PARTITION
             plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,

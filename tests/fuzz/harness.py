@@ -27,6 +27,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from headwater.wire.client import RawClient
+from tests.fuzz.generated import RequestGenerator
 from tests.fuzz.structured import StructuredMutator, decode_seeds
 
 SEEDS_DIR = Path(__file__).parent / "seeds"
@@ -54,11 +56,14 @@ class Mutator:
     """Deterministic for a given RNG: the same seed gives the same campaign."""
 
     def __init__(self, seeds: list[bytes], rng: random.Random,
-                 structured: float = 0.5) -> None:
+                 structured: float = 0.5, generator: RequestGenerator | None = None,
+                 generated: float = 0.0) -> None:
         self.seeds = [s[4:] for s in seeds]  # bodies without the size prefix
         self.rng = rng
         self.structured = StructuredMutator(decode_seeds(seeds), rng)
         self.structured_share = structured
+        self.generator = generator
+        self.generated_share = generated if generator is not None else 0.0
         self.ops = [self.flip_bits, self.interesting_byte, self.extreme_int,
                     self.huge_varint, self.truncate, self.insert, self.delete,
                     self.duplicate, self.splice, self.other_version]
@@ -66,6 +71,11 @@ class Mutator:
 
     def frame(self) -> bytes:
         rng = self.rng
+        if self.generator is not None and rng.random() < self.generated_share:
+            frame = self.generator.frame()
+            if frame is not None:
+                self.used["generated"] += 1
+                return frame
         if rng.random() < self.structured_share:
             frame = self.structured.frame()
             if frame is not None:
@@ -134,6 +144,17 @@ class Mutator:
     def other_version(self, data: bytearray) -> None:
         if len(data) >= 4:
             data[2:4] = self.rng.randint(0, 17).to_bytes(2, "big")
+
+
+def advertised_apis(host: str, port: int) -> list[tuple[int, int, int]]:
+    """(api key, min, max version) of every API the broker advertises."""
+    client = RawClient(host, port)
+    try:
+        resp = client.request(18, 3, {"client_software_name": "fuzz",
+                                       "client_software_version": "1"})
+    finally:
+        client.close()
+    return [(a.api_key, a.min_version, a.max_version) for a in resp.api_keys]
 
 
 @dataclass
@@ -205,8 +226,12 @@ async def _read_until_sentinel(reader: asyncio.StreamReader, count: int,
 async def run_campaign(host: str, port: int, requests: int, seed: int,
                        connections: int = 16, pipeline: int = 4,
                        deadline_s: float = 2.0) -> CampaignStats:
-    """Send `requests` mutated requests; returns what happened to them."""
-    mutator = Mutator(load_seeds(), random.Random(seed))
+    """Send `requests` mutated requests; returns what happened to them. A third are
+    generated from the schema of every API the broker advertises (`generated.py`), the
+    rest mutate recorded seeds (half of those structurally)."""
+    rng = random.Random(seed)
+    generator = RequestGenerator(advertised_apis(host, port), rng)
+    mutator = Mutator(load_seeds(), rng, generator=generator, generated=1 / 3)
     stats = CampaignStats()
     budget = [requests]
     await asyncio.gather(*(_worker(host, port, mutator, stats, budget, pipeline, deadline_s)

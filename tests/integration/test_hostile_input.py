@@ -171,3 +171,39 @@ def test_join_group_repeating_a_protocol_is_answered(broker, raw):
     assert int(joined.error_code) == 0 and joined.protocol_name == "range"
     healthy(broker)
     assert "Traceback" not in broker.logs()
+
+
+# ---- found by the grammar-based fuzzer (tests/fuzz/generated.py) -----------------------
+
+def test_a_zero_topic_id_is_an_unknown_topic_id_not_a_crash(broker, raw):
+    """Produce v13 and OffsetCommit/OffsetFetch v10 name topics by id only; an all-zero id
+    (kio's None) once made their handlers fail and close the connection."""
+    produce = raw.request(0, 13, {
+        "transactional_id": None, "acks": 1, "timeout": 1000, "topic_data": [
+            {"topic_id": None, "partition_data": [
+                {"index": 0, "records": build_batch([(None, b"v", [], 0)])}]}]})
+    assert int(produce.responses[0].partition_responses[0].error_code) == 100
+    commit = raw.request(8, 10, {
+        "group_id": "zero-id", "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [
+            {"topic_id": None, "partitions": [
+                {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                 "committed_metadata": None}]}]})
+    assert int(commit.topics[0].partitions[0].error_code) == 100
+    fetched = raw.request(9, 10, {"groups": [
+        {"group_id": "zero-id", "member_id": None, "member_epoch": -1,
+         "topics": [{"topic_id": None, "partition_indexes": [0]}]}],
+        "require_stable": False})
+    # Produce and OffsetCommit answer as Kafka 4.3.1 does (UNKNOWN_TOPIC_ID); an
+    # unknown id has no committed offsets to list.
+    assert int(fetched.groups[0].error_code) == 0 and fetched.groups[0].topics == ()
+    healthy(broker)
+
+
+def test_a_quota_entity_with_a_repeated_type_is_refused(broker, raw):
+    resp = raw.request(49, 1, {"validate_only": False, "entries": [
+        {"entity": [{"entity_type": "user", "entity_name": None},
+                    {"entity_type": "user", "entity_name": "a"}],
+         "ops": [{"key": "producer_byte_rate", "value": 1.0, "remove": False}]}]})
+    assert int(resp.entries[0].error_code) == 42
+    healthy(broker)

@@ -70,3 +70,55 @@ def test_one_request_for_more_than_ten_thousand_partitions_is_refused_whole(brok
     for name in ("huge-a", "huge-b"):
         assert errors[name].code() == KafkaError.POLICY_VIOLATION
         assert errors[name].str() == "Unable to perform excessively large batch operation."
+
+
+@pytest.mark.timeout(120)
+def test_a_transaction_marker_cannot_reach_the_metadata_log(broker_factory):
+    """WriteTxnMarkers names any topic; the metadata log has no topic and takes none (a
+    COMMIT marker there once kept the broker from starting; found by the grammar-based
+    fuzzer)."""
+    from tests.support.wire import RawClient
+
+    broker = broker_factory()
+    client = RawClient("127.0.0.1", broker.port)
+    try:
+        resp = client.request(27, 1, {"markers": [{
+            "producer_id": 1, "producer_epoch": 0, "transaction_result": True,
+            "coordinator_epoch": 0,
+            "topics": [{"name": "__cluster_metadata", "partition_indexes": [0]}]}]})
+    finally:
+        client.close()
+    assert int(resp.markers[0].topics[0].partitions[0].error_code) == 3
+    broker.restart()
+    assert create(broker.bootstrap, NewTopic("after-marker", 1, 1)) == {"after-marker": None}
+
+
+@pytest.mark.timeout(120)
+def test_clients_cannot_read_or_trim_the_metadata_log(broker_factory):
+    """DeleteRecords on `__cluster_metadata` once moved the metadata log's start, and the
+    next start lost every topic created before it (found by the grammar-based fuzzer)."""
+    from tests.support.wire import RawClient
+
+    broker = broker_factory()
+    assert create(broker.bootstrap, NewTopic("kept", 1, 1)) == {"kept": None}
+    client = RawClient("127.0.0.1", broker.port)
+    try:
+        trimmed = client.request(21, 2, {"timeout": 1000, "topics": [
+            {"name": "__cluster_metadata", "partitions": [
+                {"partition_index": 0, "offset": -1}]}]})
+        fetched = client.request(1, 12, {
+            "cluster_id": None, "replica_id": -1, "replica_state": None, "max_wait": 0,
+            "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+            "topics": [{"topic": "__cluster_metadata", "topic_id": None, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20}]}]})
+    finally:
+        client.close()
+    assert int(trimmed.topics[0].partitions[0].error_code) == 3
+    part = fetched.responses[0].partitions[0]
+    assert int(part.error_code) == 3 and not part.records
+    broker.restart()
+    listed = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30)
+    assert "kept" in listed.topics

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 from ..config import BrokerConfig, ConfigError, validate_topic_config
 from ..log.batch import build_batch, decode_records, iter_batches
+from ..log.errors import LogError
 from ..log.partition_log import PartitionLog
+from . import faults
 from . import records as R
 from .image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from .topics import collision_key, topic_name_error
@@ -34,6 +36,7 @@ INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_CONFIG = 40
 INVALID_REQUEST = 42
 POLICY_VIOLATION = 44
+KAFKA_STORAGE_ERROR = 56
 UNKNOWN_TOPIC_ID = 100
 
 PRODUCER_ID_BLOCK = 1000
@@ -46,6 +49,7 @@ MAX_RECORDS_PER_USER_OP = 10_000
 EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 
 Listener = Callable[[MetadataImage, MetadataImage], None]
+_MARKERS = (R.BeginTransactionRecord, R.EndTransactionRecord, R.AbortTransactionRecord)
 
 
 class ControllerError(Exception):
@@ -77,6 +81,9 @@ class Controller:
         self._pid_end = 0
         # Partitions this broker can hold open (headwater/limits.py); set by the broker.
         self.max_partitions = MAX_PARTITIONS
+        # A metadata transaction whose Begin is in the log and whose end is not yet.
+        self._open_transaction = False
+        self._abort_reason: str | None = None  # an abort still owed to the log
 
     def partition_count(self) -> int:
         return sum(len(t.partitions) for t in self.image.topics_by_name.values())
@@ -128,13 +135,23 @@ class Controller:
         if pending is not None:
             log.warning("rolling back a metadata transaction left open (%d records)",
                         len(pending))
-            self._write([R.AbortTransactionRecord("open at startup")])
+            self._abort_reason = "open at startup"
+            self._finish_abort()
         self._pid_next = self._pid_end = self.image.next_producer_id
         log.info("metadata loaded: %d topics, next producer id block at %d",
                  len(self.image.topics_by_name), self.image.next_producer_id)
 
     # ---- committing ----------------------------------------------------------------
     def _write(self, records: list[object]) -> int:
+        """Append `records` (a metadata transaction when they need several batches) and
+        fsync; the offset of the last. If an append fails once the BeginTransaction batch
+        is in the log, an AbortTransactionRecord is written before anything else, so
+        later changes are never read as part of the failed transaction; until it is
+        written, every write is refused (KAFKA_STORAGE_ERROR) and retries it first."""
+        if any(isinstance(r, _MARKERS) for r in records):
+            raise ControllerError(INVALID_REQUEST, "metadata transactions are the "
+                                  "controller's own: one at a time, never nested")
+        self._finish_abort()
         now = self.now_ms()
         chunks = [records[i:i + RECORDS_PER_BATCH]
                   for i in range(0, len(records), RECORDS_PER_BATCH)]
@@ -142,15 +159,47 @@ class Controller:
             chunks[0] = [R.BeginTransactionRecord(), *chunks[0]]
             chunks[-1] = [*chunks[-1], R.EndTransactionRecord()]
         last = -1
-        for chunk in chunks:
-            entries = []
-            for rec in chunk:
-                key, value = R.encode(rec)
-                entries.append((key, value, [], now))
-            result = self.log.append(build_batch(entries), now)
-            last = result.last_offset
-        self.log.flush()
+        try:
+            for i, chunk in enumerate(chunks):
+                if i == 1:
+                    faults.after_begin(self.config)
+                last = self._append(chunk, now)
+                if i == 0 and len(chunks) > 1:
+                    self._open_transaction = True
+            self.log.flush()
+        except (LogError, OSError) as exc:
+            reason = f"append failed: {exc}"
+            log.error("metadata write failed (%s)", reason)
+            if self._open_transaction:
+                self._abort_reason = reason
+                self._finish_abort()
+            raise ControllerError(KAFKA_STORAGE_ERROR,
+                                  f"The metadata log refused the change: {exc}") from exc
+        self._open_transaction = False
         return last
+
+    def _append(self, chunk: list[object], now: int) -> int:
+        entries = []
+        for rec in chunk:
+            key, value = R.encode(rec)
+            entries.append((key, value, [], now))
+        return self.log.append(build_batch(entries), now).last_offset
+
+    def _finish_abort(self) -> None:
+        """Write the AbortTransactionRecord a failed transaction still owes the log;
+        ControllerError (KAFKA_STORAGE_ERROR) while it cannot be written."""
+        if self._abort_reason is None:
+            return
+        try:
+            self._append([R.AbortTransactionRecord(self._abort_reason)], self.now_ms())
+            self.log.flush()
+        except (LogError, OSError) as exc:
+            raise ControllerError(
+                KAFKA_STORAGE_ERROR, "metadata writes are refused until the failed "
+                f"transaction's abort is in the log: {exc}") from exc
+        log.warning("metadata transaction aborted in the log (%s)", self._abort_reason)
+        self._abort_reason = None
+        self._open_transaction = False
 
     def commit(self, records: list[object]) -> None:
         if not records:
@@ -259,7 +308,10 @@ class Controller:
         if size > MAX_RECORDS_PER_USER_OP:  # Kafka refuses the whole request
             too_large = ControllerError(POLICY_VIOLATION, EXCESSIVE_BATCH)
             return [(t, err or too_large, None) for t, err, _ in results]
-        self.commit(records)
+        try:
+            self.commit(records)
+        except ControllerError as exc:  # the log refused it: every topic gets the error
+            return [(t, err or exc, None) for t, err, _ in results]
         out = []
         for t, err, tid in results:
             image = None

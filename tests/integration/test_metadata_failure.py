@@ -1,0 +1,97 @@
+"""KIP-868 metadata transactions against a real broker: a kill in the middle rolls the
+change back and nothing else; clients never see part of a change."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from headwater.log.batch import decode_records, iter_batches
+from headwater.metadata import records as R
+from tests.support.wire import RawClient
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def create(bootstrap: str, name: str, partitions: int, timeout: float = 60) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=60)[name].result(
+        timeout)
+
+
+def metadata_records(data_dir) -> list[object]:
+    out = []
+    for seg in sorted((data_dir / "__cluster_metadata-0").glob("*.log")):
+        data = seg.read_bytes()
+        for pos, h in iter_batches(data):
+            out += [R.decode(r.key, r.value) for r in decode_records(data[pos:pos + h.size])]
+    return out
+
+
+def test_a_kill_inside_a_metadata_transaction_rolls_back_only_it(broker_factory):
+    broker = broker_factory("--override", "headwater.test.metadata.fault=kill-after-begin")
+    create(broker.bootstrap, "before", 2)
+    with pytest.raises(Exception):  # noqa: B017  the broker dies under the request
+        create(broker.bootstrap, "wide", 2_000, timeout=20)
+    deadline = time.monotonic() + 30
+    while broker.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert broker.proc.returncode == -9
+    again = broker_factory(data_dir=broker.data_dir)  # without the fault
+    topics = AdminClient({"bootstrap.servers": again.bootstrap}).list_topics(timeout=30).topics
+    assert "before" in topics and "wide" not in topics
+    assert len(topics["before"].partitions) == 2
+    aborts = [r for r in metadata_records(again.data_dir)
+              if isinstance(r, R.AbortTransactionRecord)]
+    assert [a.reason for a in aborts] == ["open at startup"]
+    create(again.bootstrap, "wide", 2_000)
+    assert len(AdminClient({"bootstrap.servers": again.bootstrap}).list_topics(
+        timeout=30).topics["wide"].partitions) == 2_000
+
+
+def test_a_failed_append_then_more_changes_then_a_restart(broker_factory):
+    broker = broker_factory("--override",
+                            "headwater.test.metadata.fault=fail-append-after-begin")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    future = admin.create_topics([NewTopic("wide", 1_500, 1)], operation_timeout=60)["wide"]
+    with pytest.raises(Exception, match="metadata log refused"):
+        future.result(60)
+    create(broker.bootstrap, "after", 1)
+    broker.restart()
+    topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30).topics
+    assert "after" in topics and "wide" not in topics
+
+
+def test_metadata_never_shows_part_of_a_topic(broker):
+    """A client polling Metadata while a 3,000-partition CreateTopics is written (six
+    batches in one metadata transaction) sees the topic whole or not at all."""
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        client = RawClient("127.0.0.1", broker.port)
+        try:
+            while not stop.is_set():
+                resp = client.request(3, 12, {
+                    "topics": [{"name": "visible", "topic_id": None}],
+                    "allow_auto_topic_creation": False,
+                    "include_topic_authorized_operations": False})
+                t = resp.topics[0]
+                seen.append(len(t.partitions) if int(t.error_code) == 0 else 0)
+        finally:
+            client.close()
+    thread = threading.Thread(target=poll)
+    thread.start()
+    try:
+        create(broker.bootstrap, "visible", 3_000)
+        deadline = time.monotonic() + 30
+        while (not seen or seen[-1] != 3_000) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert seen and seen[-1] == 3_000
+    assert set(seen) <= {0, 3_000}, sorted(set(seen))

@@ -37,9 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="INFO")
     serve.add_argument("--metrics-listen", metavar="HOST:PORT",
                        help="serve Prometheus metrics over HTTP on this address")
-    from .admin import groups, share_groups, transactions
+    from .admin import groups, metadata, share_groups, transactions
 
     groups.add_parser(sub)
+    metadata.add_parser(sub)
     share_groups.add_parser(sub)
     transactions.add_parser(sub)
     return parser

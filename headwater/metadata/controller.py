@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ..config import BrokerConfig, ConfigError, validate_topic_config
-from ..log.batch import build_batch, decode_records, iter_batches
+from ..log.batch import batches_end_offset, build_batch
 from ..log.errors import LogError
 from ..log.partition_log import PartitionLog
 from . import faults
 from . import records as R
 from .image import TOPIC_RESOURCE, MetadataImage, TopicImage
+from .replay import Replay, read_batches
 from .topics import collision_key, topic_name_error
 
 log = logging.getLogger("headwater.controller")
@@ -99,36 +100,20 @@ class Controller:
     # ---- loading -------------------------------------------------------------------
     def load(self) -> None:
         """Replay the whole metadata log into an image (a restart is a replay)."""
-        pending: list[object] | None = None
-        committed: list[object] = []
+        state = Replay()
         offset = self.log.log_start_offset
         end = self.log.log_end_offset
-        last = -1
         while offset < end:
             data = self.log.read(offset, 1 << 20)
             if not data:
                 break
-            for pos, header in iter_batches(data):
-                offset = header.base_offset + header.last_offset_delta + 1
-                if header.is_control:  # never the controller's: skipped, not fatal
-                    log.warning("metadata log: control batch at offset %d skipped",
-                                header.base_offset)
-                    continue
-                batch = data[pos:pos + header.size]
-                for rec in decode_records(batch):
-                    last = rec.offset
-                    item = R.decode(rec.key or b"", rec.value or b"")
-                    if isinstance(item, R.BeginTransactionRecord):
-                        pending = []
-                    elif isinstance(item, R.EndTransactionRecord):
-                        committed.extend(pending or [])
-                        pending = None
-                    elif isinstance(item, R.AbortTransactionRecord):
-                        pending = None
-                    elif pending is not None:
-                        pending.append(item)
-                    else:
-                        committed.append(item)
+            for rec_offset, item in read_batches(data):
+                state.add(rec_offset, item)
+            following = batches_end_offset(data)
+            if following <= offset:
+                break
+            offset = following
+        committed, last, pending = state.committed, state.last_offset, state.pending
         self.image = MetadataImage().apply(committed, last)
         if last < 0 and end == 0:  # a new log begins with metadata.version, as Kafka's
             self._write([R.FeatureLevelRecord("metadata.version", R.METADATA_VERSION)])

@@ -3,6 +3,9 @@ change back and nothing else; clients never see part of a change."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -63,6 +66,27 @@ def test_a_failed_append_then_more_changes_then_a_restart(broker_factory):
     broker.restart()
     topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30).topics
     assert "after" in topics and "wide" not in topics
+    broker.stop()
+    # `headwater metadata` reads the stopped broker's log: the failed transaction's
+    # records are marked aborted, and the image is what the broker rebuilt.
+    log = json.loads(cli("metadata", "--data-dir", str(broker.data_dir), "--json", "log"))
+    aborted = [r for r in log if r["transaction"] == "aborted"]
+    assert len(aborted) == 500  # the Begin batch's: TopicRecord wide, 499 partitions
+    assert [r["transaction"] for r in log].count("begin, aborted") == 1
+    assert aborted[0]["record"] == "TopicRecord" and "name=wide" in aborted[0]["data"]
+    abort = next(r for r in log if r["record"] == "AbortTransactionRecord")
+    assert "No space left" in abort["data"] and abort["transaction"] == "abort"
+    image = json.loads(cli("metadata", "--data-dir", str(broker.data_dir), "--json",
+                           "image"))
+    names = {r["name"] for r in image if r["kind"] == "topic"}
+    assert "after" in names and "wide" not in names
+    assert {"kind": "feature", "name": "metadata.version", "value": "25"} in image
+
+
+def cli(*args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "headwater.cli", *args], capture_output=True,
+                         text=True, timeout=60, check=True)
+    return out.stdout
 
 
 def test_metadata_never_shows_part_of_a_topic(broker):

@@ -1,0 +1,162 @@
+"""The share-group source (kafka.share.group.id) through Spark local[2] against a real
+broker: rows, acknowledgement after the sink commit, queries splitting a group."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.spark.helpers import create_topic, produce
+from tests.support.broker_process import BrokerProcess
+
+# Short locks so a dead query's records come back quickly.
+OVERRIDES = ("group.share.min.record.lock.duration.ms=1000",
+             "group.share.min.session.timeout.ms=3000",
+             "group.share.min.heartbeat.interval.ms=500")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    extra = [a for o in OVERRIDES for a in ("--override", o)]
+    proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", *extra).start()
+    yield proc
+    proc.stop()
+
+
+def share_reader(spark, bootstrap: str, topic: str, group: str, **options: str):
+    reader = (spark.readStream.format("headwater")
+              .option("kafka.bootstrap.servers", bootstrap)
+              .option("kafka.share.group.id", group).option("subscribe", topic)
+              .option("share.auto.offset.reset", "earliest"))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def run_available_now(df, checkpoint: Path, out: list) -> object:
+    query = (df.writeStream.foreachBatch(lambda b, _: out.extend(b.collect()))
+             .option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(180), "the AvailableNow query did not finish"
+    assert query.exception() is None, query.exception()
+    return query
+
+
+def test_rows_match_what_was_produced_and_are_acknowledged(spark, broker, topic_name,
+                                                           tmp_path):
+    bs, group = broker.bootstrap, f"s-{uuid.uuid4().hex[:8]}"
+    create_topic(bs, topic_name, 2)
+    produced = [{"value": f"v{i}".encode(), "key": None if i % 7 == 0 else b"k%d" % i,
+                 "partition": i % 2, "timestamp": 1_700_000_000_000 + i,
+                 "headers": [("h", b"%d" % i)] if i % 3 == 0 else None}
+                for i in range(300)]
+    produce(bs, topic_name, produced)
+    rows: list = []
+    q = run_available_now(share_reader(spark, bs, topic_name, group, includeHeaders="true",
+                                       maxRecordsPerTrigger="120"),
+                          tmp_path / "c", rows)
+    assert list(rows[0].asDict()) == ["key", "value", "topic", "partition", "offset",
+                                      "timestamp", "timestampType", "headers",
+                                      "deliveryCount"]
+    got = sorted((r.partition, r.offset, r.key, r.value, r.topic,
+                  int(r.timestamp.timestamp() * 1000), r.timestampType,
+                  [(h.key, h.value) for h in r.headers] if r.headers else None,
+                  r.deliveryCount) for r in rows)
+    want = sorted((i % 2, i // 2, p["key"], p["value"], topic_name, p["timestamp"], 0,
+                   p["headers"], 1) for i, p in enumerate(produced))
+    assert got == want
+    sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    assert len(sizes) >= 2, sizes  # maxRecordsPerTrigger cut the records into batches
+
+    # Everything was acknowledged: the same group has nothing more to give, and a new
+    # record produced now is all the next run reads.
+    produce(bs, topic_name, [{"value": b"late", "partition": 0}])
+    more: list = []
+    run_available_now(share_reader(spark, bs, topic_name, group), tmp_path / "c2", more)
+    assert [(r.value, r.deliveryCount) for r in more] == [(b"late", 1)]
+
+
+def test_two_queries_on_one_group_split_the_records(spark, broker, topic_name, tmp_path):
+    bs, group = broker.bootstrap, f"s-{uuid.uuid4().hex[:8]}"
+    create_topic(bs, topic_name, 2)
+    produce(bs, topic_name, [{"value": b"r%d" % i, "partition": i % 2}
+                             for i in range(2000)])
+    outs: list[list] = [[], []]
+    lock = threading.Lock()
+
+    def sink(i: int):
+        def collect(batch, _):
+            rows = [r.value for r in batch.collect()]
+            with lock:
+                outs[i].extend(rows)
+        return collect
+
+    queries = [share_reader(spark, bs, topic_name, group, maxRecordsPerTrigger="100")
+               .writeStream.foreachBatch(sink(i))
+               .option("checkpointLocation", str(tmp_path / f"c{i}"))
+               .trigger(processingTime="100 milliseconds").start() for i in range(2)]
+    try:
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            for q in queries:
+                assert q.exception() is None, q.exception()
+            with lock:
+                if len(outs[0]) + len(outs[1]) >= 2000:
+                    break
+            time.sleep(0.2)
+    finally:
+        for q in queries:
+            q.stop()
+    assert outs[0] and outs[1], [len(o) for o in outs]
+    union = outs[0] + outs[1]
+    assert sorted(set(union)) == sorted(b"r%d" % i for i in range(2000))
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ({}, "subscribe"),
+    ({"subscribe": "a", "startingOffsets": "earliest"}, "startingOffsets"),
+    ({"subscribe": "a", "maxOffsetsPerTrigger": "5"}, "maxRecordsPerTrigger"),
+    ({"subscribe": "a", "kafka.group.id": "g"}, "kafka.group.id"),
+    ({"subscribe": "a", "share.acknowledge": "sometimes"}, "share.acknowledge"),
+    ({"subscribe": "a", "share.no.such": "1"}, "share.no.such"),
+])
+def test_bad_options_fail_at_planning(spark, broker, options, named):
+    reader = (spark.readStream.format("headwater")
+              .option("kafka.bootstrap.servers", broker.bootstrap)
+              .option("kafka.share.group.id", "g"))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    with pytest.raises(Exception) as info:
+        reader.load()
+    assert named in str(info.value), str(info.value)[-2000:]
+
+
+def test_batch_read_is_refused_and_a_consumer_group_id_is_named(spark, broker, topic_name,
+                                                                tmp_path):
+    from confluent_kafka import Consumer
+
+    bs = broker.bootstrap
+    with pytest.raises(Exception, match="readStream"):
+        (spark.read.format("headwater").option("kafka.bootstrap.servers", bs)
+         .option("kafka.share.group.id", "g").option("subscribe", "a").load().collect())
+    create_topic(bs, topic_name, 1)
+    produce(bs, topic_name, [{"value": b"x"}])
+    classic = f"classic-{uuid.uuid4().hex[:6]}"
+    c = Consumer({"bootstrap.servers": bs, "group.id": classic, "auto.offset.reset":
+                  "earliest"})
+    c.subscribe([topic_name])
+    deadline = time.monotonic() + 30
+    while c.poll(0.2) is None and time.monotonic() < deadline:
+        pass
+    c.commit(asynchronous=False)
+    c.close()
+    q = (share_reader(spark, bs, topic_name, classic).writeStream.format("noop")
+         .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True)
+         .start())
+    with pytest.raises(Exception, match="kafka.share.group.id.*not a share group"):
+        q.awaitTermination(120)

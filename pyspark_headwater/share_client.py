@@ -133,7 +133,7 @@ class ShareMember:
     """One member of share group ``group`` subscribed to ``topics``."""
 
     def __init__(self, bootstrap: str, group: str, topics: Iterable[str],
-                 timeout_s: float = 30.0, fetch_bytes: int = 64 << 20) -> None:
+                 timeout_s: float = 30.0, fetch_bytes: int = 8 << 20) -> None:
         self.bootstrap = [(h.strip("[]") or "localhost", int(p or 9092)) for h, _, p in
                           (s.strip().rpartition(":") for s in bootstrap.split(","))]
         self.group = group

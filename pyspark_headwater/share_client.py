@@ -59,6 +59,13 @@ class ShareGroupError(RuntimeError):
     """The broker refused the member (a group of another type, an unknown topic, ...)."""
 
 
+# Errors a broker gives while it (re)starts or moves leadership: retried.
+_RETRIABLE_TEXT = ("coordinator_not_available", "not_coordinator",
+                   "coordinator_load_in_progress", "not_leader_or_follower",
+                   "leader_not_available", "unknown_topic_or_partition",
+                   "share_session_not_found", "invalid_share_session_epoch")
+
+
 class _Conn:
     """One blocking connection speaking flexible (header v2 / v1) request/response."""
 
@@ -241,6 +248,8 @@ class ShareMember:
             self._thread.start()
 
     def _heartbeat(self, subscribe: bool = False) -> None:
+        if self._coordinator is None:
+            self.refresh_metadata()
         assert self._coordinator is not None
         body = hb_req.ShareGroupHeartbeatRequest(
             group_id=self.group, member_id=self.member_id, member_epoch=self.epoch,
@@ -306,9 +315,28 @@ class ShareMember:
                 out.setdefault(leader, []).append((tid, p))
         return out
 
-    def fetch(self, max_records: int, wait_ms: int) -> Acquired:
+    def fetch(self, max_records: int, wait_ms: int, retry_s: float = 120.0) -> Acquired:
         """One ShareFetch per leader of the assigned partitions; the acquired ranges are
-        added to :attr:`in_flight` (renewed until acknowledged)."""
+        added to :attr:`in_flight` (renewed until acknowledged). A lost broker (restart,
+        leader change) is retried for ``retry_s``: the member rejoins, and what it held
+        comes back to the group when the locks expire."""
+        deadline = time.monotonic() + retry_s
+        while True:
+            try:
+                return self._fetch_once(max_records, wait_ms)
+            except (OSError, ShareGroupError) as exc:
+                retriable = isinstance(exc, OSError) or any(
+                    code in str(exc) for code in _RETRIABLE_TEXT)
+                if not retriable or time.monotonic() > deadline:
+                    raise
+                log.warning("share fetch failed (%s): reconnecting", exc)
+                with self._lock:
+                    for node in list(self._conns):
+                        self._drop(node)
+                    self._coordinator = None
+                time.sleep(0.5)
+
+    def _fetch_once(self, max_records: int, wait_ms: int) -> Acquired:
         got = Acquired()
         with self._lock:
             if self.epoch == 0 or self._coordinator is None:

@@ -237,8 +237,6 @@ class HeadwaterShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         desc = Descriptor.parse(start)
         member = self.member
-        if member.error is not None and not isinstance(member.error, OSError):
-            raise member.error
         self._settle(desc)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else \
             self.opts.max_records_per_trigger

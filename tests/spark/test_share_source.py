@@ -283,3 +283,55 @@ def test_a_task_failing_once_redelivers_its_records_exactly_once(spark, broker, 
     got = [v.split(":")[0] for v in values]
     assert sorted(got) == sorted(want), f"{len(got) - len(set(got))} duplicates"
     assert "r201:2" in values
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_broker_killed_mid_stream_the_query_recovers(spark, broker_factory, topic_name):
+    """kill -9 of the broker while the query runs, then a restart on the same port and
+    data: the query rides it out (the member rejoins; executors retry) and no record is
+    lost."""
+    extra = [a for o in OVERRIDES for a in ("--override", o)]
+    hw = broker_factory(*extra)
+    bs, group = hw.bootstrap, f"s-{uuid.uuid4().hex[:8]}"
+    create_topic(bs, topic_name, 2)
+    for chunk in range(30):  # small producer batches: a share fetch acquires whole ones
+        produce(bs, topic_name, [{"value": b"r%d" % i, "partition": i % 2}
+                                 for i in range(chunk * 20, chunk * 20 + 20)])
+    seen: list[bytes] = []
+    lock = threading.Lock()
+
+    def collect(batch, _):
+        rows = [r.value for r in batch.collect()]
+        with lock:
+            seen.extend(rows)
+
+    q = (share_reader(spark, bs, topic_name, group, maxRecordsPerTrigger="50",
+                      **{"share.record.lock.duration.ms": "2000",
+                         "share.session.timeout.ms": "3000",
+                         "share.heartbeat.interval.ms": "500"})
+         .writeStream.foreachBatch(collect)
+         .option("checkpointLocation", str(hw.data_dir.parent / "ckpt"))
+         .trigger(processingTime="200 milliseconds").start())
+    want = {b"r%d" % i for i in range(600)}
+    try:
+        deadline = time.monotonic() + 120
+        while len(seen) < 100:
+            assert q.exception() is None, q.exception()
+            assert time.monotonic() < deadline, "the query did not start reading"
+            time.sleep(0.05)
+        hw.kill()
+        with lock:
+            assert len(set(seen)) < 600, "everything was read before the kill"
+        time.sleep(1)
+        hw.start()
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            assert q.exception() is None, q.exception()
+            with lock:
+                if set(seen) >= want:
+                    break
+            time.sleep(0.2)
+    finally:
+        q.stop()
+    assert set(seen) == want, f"{len(want - set(seen))} records lost"

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .options import (
+    EXTRA_NAMES,
     SOURCE_OPTIONS,
     SourceOptions,
     _check_unknown,
@@ -38,6 +39,8 @@ SHARE_OPTIONS = {k.lower(): k for k in (
     "kafkaConsumer.pollTimeoutMs", "decoder", "share.acknowledge", "share.fetchMaxWaitMs",
     "path",
 )} | GROUP_CONFIGS
+
+EXTRA_NAMES.update(SHARE_OPTIONS)
 
 # Partitioned-source options that contradict a share group, and why.
 _REFUSED = {

@@ -144,3 +144,15 @@ def test_a_refused_accept_is_remembered_as_done():
     b2 = Descriptor.parse(r.latestOffset(b1, None))
     assert b2.done == {tp: [(0, 9)]}
     assert b2.acquired == {tp: [(20, 29, 1)]}
+
+
+def test_on_read_accepts_at_acquisition():
+    tp = ("t", 0)
+    m = FakeMember([{tp: [(0, 9, 1)]}, {}, {}])
+    r = HeadwaterShareStreamReader(parse_share_options({**BASE, "share.acknowledge": "onRead"},
+                                                       True), share_schema(False))
+    r._member = m  # type: ignore[assignment]
+    b1 = r.latestOffset(r.initialOffset(), None)
+    assert m.acks == [({tp: [(0, 9)]}, ACCEPT)]  # before the batch runs: at-most-once
+    r.latestOffset(b1, None)
+    assert len(m.acks) == 1

@@ -37,6 +37,7 @@ SHARE_OPTIONS = {k.lower(): k for k in (
     "kafka.bootstrap.servers", "subscribe", "maxRecordsPerTrigger", "minPartitions",
     "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders",
     "kafkaConsumer.pollTimeoutMs", "decoder", "share.acknowledge", "share.fetchMaxWaitMs",
+    "share.verdictTopic",
     "path",
 )} | GROUP_CONFIGS
 
@@ -83,6 +84,7 @@ class ShareOptions:
     max_records_per_trigger: int = 100_000
     ack_mode: str = "afterCommit"
     fetch_wait_ms: int = 200
+    verdict_topic: str | None = None
     group_configs: tuple[tuple[str, str], ...] = ()
 
 
@@ -138,11 +140,16 @@ def parse_share_options(opts: Mapping[str, str], streaming: bool | None = None
         isolation_level=isolation,
         poll_timeout_ms=parse_int(opts, "kafkaconsumer.polltimeoutms", 1) or 120_000,
         decoder=_decoder(opts), kafka=tuple(sorted(kafka.items())))
+    verdict_topic = (opts.get("share.verdicttopic") or "").strip() or None
+    if verdict_topic is not None and ack.lower() == "onread":
+        raise _fail("Options 'share.verdictTopic' and 'share.acknowledge' = 'onRead' "
+                    "contradict each other: records are accepted before the pipeline "
+                    "could give a verdict")
     max_records = parse_int(opts, "maxrecordspertrigger", 1)
     wait = parse_int(opts, "share.fetchmaxwaitms", 0)
     return ShareOptions(
         group=group, read=read,
         max_records_per_trigger=max_records if max_records is not None else 100_000,
         ack_mode="onRead" if ack.lower() == "onread" else "afterCommit",
-        fetch_wait_ms=wait if wait is not None else 200,
+        fetch_wait_ms=wait if wait is not None else 200, verdict_topic=verdict_topic,
         group_configs=tuple(sorted(configs.items())))

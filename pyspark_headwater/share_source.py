@@ -168,11 +168,13 @@ class HeadwaterShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self._settled = -1
         self._loaded = False
         self._available_now = False
+        self._verdict_reader: Any = None
         self._done: dict[TopicPartition, list[tuple[int, int, float]]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_member"] = None  # a live member must not travel to executors
+        state["_verdict_reader"] = None
         state["_arrow"] = None
         return state
 
@@ -298,10 +300,17 @@ class HeadwaterShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         if desc.seq <= self._settled:
             return
         if desc.member == self.member.member_id:
-            failed = self.member.acknowledge(
-                {tp: [(f, last) for f, last, _ in rs] for tp, rs in desc.acquired.items()},
-                ACCEPT) if self.opts.ack_mode == "afterCommit" else set()
-            late = {tp: rs for tp, rs in desc.acquired.items() if tp in failed}
+            accept, special = self._verdicts(desc.acquired)
+            failed: set[TopicPartition] = set()
+            if self.opts.ack_mode == "afterCommit":
+                failed = self.member.acknowledge(
+                    {tp: [(f, last) for f, last, _ in rs] for tp, rs in accept.items()},
+                    ACCEPT)
+                for ack_type, ranges in special.items():
+                    self.member.acknowledge(ranges, ack_type)
+            # A lost lock: the records come back; what the pipeline released or rejected
+            # is not "done" (it is emitted again, for a new verdict).
+            late = {tp: rs for tp, rs in accept.items() if tp in failed}
         else:
             late = desc.acquired
         now = time.monotonic()
@@ -309,6 +318,31 @@ class HeadwaterShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             self._done.setdefault(tp, []).extend((f, last, now) for f, last, _ in rs)
         self._settled = desc.seq
         self._prune_done()
+
+    def _verdicts(self, acquired: dict[TopicPartition, list[Range]]
+                  ) -> tuple[dict[TopicPartition, list[Range]],
+                             dict[int, dict[TopicPartition, list[tuple[int, int]]]]]:
+        """Split a settled batch into the ranges to accept and the records the pipeline
+        released or rejected (``share.verdictTopic``)."""
+        if self.opts.verdict_topic is None:
+            return acquired, {}
+        if self._verdict_reader is None:
+            from .verdicts import VerdictReader
+
+            self._verdict_reader = VerdictReader(self.opts.read, self.opts.verdict_topic)
+        pending = self._verdict_reader.poll()
+        accept = dict(acquired)
+        special: dict[int, dict[TopicPartition, list[tuple[int, int]]]] = {}
+        for key in list(pending):
+            topic, part, offset, count = key
+            rs = accept.get((topic, part))
+            if not rs or not any(f <= offset <= last and dc == count for f, last, dc in rs):
+                continue
+            ack_type = pending.pop(key)
+            special.setdefault(ack_type, {}).setdefault((topic, part), []).append(
+                (offset, offset))
+            accept[(topic, part)] = _subtract(rs, [(offset, offset)])
+        return accept, special
 
     def _forget_done(self, tp: TopicPartition, ranges: list[Range]) -> None:
         kept = _subtract([(lo, hi, int(t * 1000)) for lo, hi, t in self._done.get(tp, [])],

@@ -371,3 +371,40 @@ def test_locks_are_renewed_while_a_slow_batch_runs(spark, broker, topic_name, tm
     assert stolen == []
     assert sorted((r.value, r.deliveryCount) for r in rows) == \
         sorted((b"r%d" % i, 1) for i in range(100))
+
+
+def test_the_pipeline_releases_and_rejects_single_records(spark, broker, topic_name,
+                                                         tmp_path):
+    """Verdicts written by the query's own sink: a released record comes back with
+    deliveryCount 2, a rejected one goes to the group's dead-letter topic."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from pyspark.sql import functions as F
+
+    from pyspark_headwater import verdicts
+
+    bs, group = broker.bootstrap, f"s-{uuid.uuid4().hex[:8]}"
+    out, vt, dlq = f"{topic_name}-out", f"{topic_name}-verdicts", f"dlq.{topic_name}"
+    for t in (topic_name, out, vt):
+        create_topic(bs, t, 1)
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(dlq, 1, 1, config={
+        "errors.deadletterqueue.group.enable": "true"})])[dlq].result(30)
+    produce(bs, topic_name, [{"value": b"r%d" % i} for i in range(20)])
+    df = share_reader(spark, bs, topic_name, group, **{
+        "share.verdictTopic": vt, "errors.deadletterqueue.topic.name": dlq})
+    v = F.col("value").cast("string")
+    reject = (v == "r3")
+    release = (v == "r5") & (F.col("deliveryCount") == 1)
+    good = df.where(~(reject | release)).select(
+        F.lit(out).alias("topic"), F.lit(None).cast("binary").alias("key"),
+        F.concat(v, F.lit(":"), F.col("deliveryCount")).alias("value"))
+    rows = good.unionByName(verdicts(df.where(reject), vt, "reject")).unionByName(
+        verdicts(df.where(release), vt, "release"))
+    q = (rows.writeStream.format("headwater").option("kafka.bootstrap.servers", bs)
+         .option("exactlyOnce", "true").option("checkpointLocation", str(tmp_path / "c"))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(120)
+    got = sorted(v.decode() for _, v, *_ in consume_all(bs, out, 1))
+    assert got == sorted([f"r{i}:1" for i in range(20) if i not in (3, 5)] + ["r5:2"])
+    dead = consume_all(bs, dlq, 1)
+    assert [dict(h)["__dlq.errors.offset"] for *_, h in dead] == [b"3"]

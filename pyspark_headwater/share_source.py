@@ -60,6 +60,7 @@ log = logging.getLogger("pyspark_headwater")
 
 DONE_RETENTION_S = 600.0  # a redelivery comes within a lock duration or a session timeout
 ACQUIRE_ROUNDS = 64  # ShareFetch requests per trigger at most
+SPAN_GAP = 2048  # offsets skipped inside one executor read rather than cut into two
 
 
 def share_schema(include_headers: bool) -> StructType:
@@ -121,6 +122,24 @@ def split_done(ranges: list[Range], done: list[tuple[int, int]]
             if a <= b:
                 inside.append((a, b, dc))
     return _subtract(ranges, inside), inside
+
+
+def spans_of(topic: str, partition: int, ranges: list[Range]) -> list[OffsetRange]:
+    """The offset spans executors read for one partition's acquired ranges: one span,
+    cut where a gap of more than SPAN_GAP offsets (records other members hold) would
+    be read for nothing."""
+    spans: list[OffsetRange] = []
+    first = last = None
+    for f, l_, _ in sorted(ranges):
+        if first is not None and last is not None and f - last - 1 <= SPAN_GAP:
+            last = max(last, l_)
+            continue
+        if first is not None and last is not None:
+            spans.append(OffsetRange(topic, partition, first, last + 1))
+        first, last = f, l_
+    if first is not None and last is not None:
+        spans.append(OffsetRange(topic, partition, first, last + 1))
+    return spans
 
 
 @dataclass
@@ -368,8 +387,8 @@ class HeadwaterShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         desc = Descriptor.parse(end)
         own = self._member is not None and desc.member == self._member.member_id
         bump = 0 if own else 1  # a replay of the previous run's batch: a second delivery
-        spans = [OffsetRange(t, p, rs[0][0], rs[-1][1] + 1)
-                 for (t, p), rs in sorted(desc.acquired.items()) if rs]
+        spans = [span for (t, p), rs in sorted(desc.acquired.items())
+                 for span in spans_of(t, p, rs)]
         pieces = split_ranges(spans, self.opts.read.min_partitions,
                               self.opts.read.max_records_per_partition)
         out: list[InputPartition] = []

@@ -16,6 +16,7 @@ from pyspark_headwater.share_source import (
     ShareRangePartition,
     compact,
     share_schema,
+    spans_of,
     split_done,
 )
 
@@ -156,3 +157,13 @@ def test_on_read_accepts_at_acquisition():
     assert m.acks == [({tp: [(0, 9)]}, ACCEPT)]  # before the batch runs: at-most-once
     r.latestOffset(b1, None)
     assert len(m.acks) == 1
+
+
+def test_spans_skip_large_gaps_held_by_other_members():
+    spans = spans_of("t", 0, [(0, 9, 1), (20, 29, 1), (10_000, 10_009, 2)])
+    assert [(s.from_offset, s.until_offset) for s in spans] == [(0, 30), (10_000, 10_010)]
+    r = reader(FakeMember([]))
+    desc = Descriptor(1, "me", {("t", 0): [(0, 9, 1), (10_000, 10_009, 2)]}).json()
+    parts = r.partitions(desc, desc)
+    assert [(p.from_offset, p.until_offset, p.ranges) for p in parts] == \
+        [(0, 10, [(0, 9, 1)]), (10_000, 10_010, [(10_000, 10_009, 2)])]

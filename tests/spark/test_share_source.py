@@ -181,6 +181,7 @@ def _outputs(spark, bs: str, sink: str, tmp_path: Path) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(("mode", "kill_at"), [("parquet", "offsets/1"),
+                                               ("topic", "offsets/1"),
                                                ("topic", "commits/1")])
 def test_driver_killed_mid_stream_then_restarted(spark, broker, topic_name, tmp_path, mode,
                                                  kill_at):

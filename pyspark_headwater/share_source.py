@@ -206,6 +206,9 @@ class HeadwaterShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
                                  self.opts.read.topics)
             try:
                 member.join()
+            except OSError as exc:  # the broker is away: fetch() rejoins, with retries
+                log.warning("joining share group %s failed (%s): retrying on fetch",
+                            self.opts.group, exc)
             except ShareGroupError as exc:
                 member.close(release=False)
                 if "INCONSISTENT_GROUP_PROTOCOL" in str(exc).upper() or \

@@ -42,7 +42,6 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
@@ -262,10 +261,10 @@ class HeadwaterShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         desc = Descriptor.parse(start)
         member = self.member
         self._settle(desc)
+        # ReadAllAvailable (Trigger.Once, ...) still takes one micro-batch's worth: a
+        # queue has no "all".
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else \
             self.opts.max_records_per_trigger
-        if isinstance(limit, ReadAllAvailable):
-            max_rows = self.opts.max_records_per_trigger
         emit = self._acquire(max_rows)
         if not emit:
             if self._available_now:  # the run ends here: leave, so others get our share

@@ -6,8 +6,11 @@
 Start several (each with its own --name, hence its own checkpoint): they are members of
 one share group, so the broker hands each order to one of them, whatever the partition
 count. Each worker parses the order, prices it and writes it to "orders-enriched"; an
-order that does not parse, or that has already been delivered 3 times (a batch that
-keeps failing on it), goes to "orders-dead" instead, with the reason. Records are
+order that does not parse, or that the broker has already delivered 3 times (workers
+that died holding it), goes to "orders-dead" instead, with the reason. Parsing never
+raises (from_json gives null): a task that raised on a record would fail its batch, and
+the restarted query replays that batch by offset, so a worker must route poison records,
+not crash on them. Records are
 accepted by the share group only after the worker's output for them is committed
 (exactlyOnce=true: per-task transactions), so killing a worker loses nothing and
 duplicates nothing; Ctrl-C and starting it again resumes from its checkpoint.

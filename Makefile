@@ -90,7 +90,7 @@ bench-share: $(STAMP) kafka rabbitmq
 	$(BIN)/python bench/share_bench.py
 
 bench-spark: $(STAMP) java kafka
-	$(SPARK_ENV) $(BIN)/python bench/spark_bench.py
+	$(SPARK_ENV) $(BIN)/python bench/spark_bench.py --share
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow tests

@@ -18,6 +18,12 @@ Workloads (a fresh headwater broker is started unless --bootstrap is given):
 4. Spark streaming write: the same N records read by format("headwater") and written to
    a fresh topic with writeStream.format("headwater") and with format("kafka") (cold,
    then three warm runs each, alternating; at-least-once), then headwater exactlyOnce
+5. with --share: the share-group source (format("headwater") with kafka.share.group.id,
+   a fresh share group per run reading from the earliest record, micro-batches of
+   --share-batch records) -> noop, alternating with the partitioned read in every phase
+   of 3; its floor is 0.7x the partitioned read (median warm processed rows/s). The
+   broker is started with group.share.max.partition.max.record.locks raised so a
+   share-partition can lock a whole micro-batch.
 
 Spark rows/s are given two ways: processed (N / the micro-batch's trigger time, Spark's
 processedRowsPerSecond) and wall (N / start() .. end of awaitTermination(), query start-up
@@ -26,7 +32,8 @@ included). The ratio is the median warm processed rate / baseline consumer; the 
 1.0 for the read and for the write. --check exits 1 below any floor.
 
     python bench/spark_bench.py [--records N] [--bootstrap HOST:PORT] [--json out.json]
-                                [--check] [--no-write] [--no-kafka]
+                                [--check] [--no-write] [--no-kafka] [--share]
+                                [--share-batch N]
 """
 
 from __future__ import annotations
@@ -53,6 +60,10 @@ FLOOR = 0.7
 # format("headwater") against Spark's own format("kafka") on the same broker, for the
 # streaming read and the streaming writer: processed rows/s, warm, each >= this.
 KAFKA_FLOOR = 1.0
+# The share-group source against the partitioned one (same records, same run).
+SHARE_FLOOR = 0.7
+SHARE_BATCH = 1_000_000  # records per share micro-batch (whole backlog, as the partitioned read)
+SHARE_LOCKS = 1_000_000
 # The JVM keeps speeding up over the first queries of a session (JIT): after one cold
 # run, two warm-up runs, then the measured ones, whose median the ratio uses: the steady
 # state of a long-running stream.
@@ -239,6 +250,20 @@ def spark_read(spark: Any, bootstrap: str, topic: str, n: int, ckpt: str,
     return _run(query, n, t0)
 
 
+def spark_share_read(spark: Any, bootstrap: str, topic: str, n: int, ckpt: str,
+                     group: str, batch: int) -> dict[str, float]:
+    """The share-group source into `noop`: a fresh group, from the earliest record."""
+    t0 = time.perf_counter()
+    query = (spark.readStream.format("headwater").option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", topic).option("kafka.share.group.id", group)
+             .option("share.auto.offset.reset", "earliest")
+             .option("share.partition.max.record.locks", str(min(batch, SHARE_LOCKS)))
+             .option("maxRecordsPerTrigger", str(batch)).load()
+             .writeStream.format("noop").option("checkpointLocation", ckpt)
+             .trigger(availableNow=True).start())
+    return _run(query, n, t0)
+
+
 def spark_write(spark: Any, bootstrap: str, topic: str, out: str, n: int, ckpt: str,
                 exactly_once: bool, sink: str = "headwater") -> dict[str, float]:
     """The topic read with format("headwater") and written to `out` with sink `sink`:
@@ -274,16 +299,24 @@ def main() -> int:
     ap.add_argument("--no-write", action="store_true", help="skip the writer workloads")
     ap.add_argument("--no-kafka", action="store_true",
                     help='skip Spark\'s format("kafka") (no .kafka/spark jars needed)')
+    ap.add_argument("--share", action="store_true",
+                    help="also run the share-group source beside the partitioned read")
+    ap.add_argument("--share-batch", type=int, default=SHARE_BATCH,
+                    help="maxRecordsPerTrigger of the share-group source")
     args = ap.parse_args()
     n = args.records
     formats = ["headwater"] if args.no_kafka else ["headwater", "kafka"]
+    if args.share:
+        formats.append("share")
     jars = [] if args.no_kafka else spark_kafka_jars()
     workdir = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     broker = None
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
-        broker = start_broker(workdir, [], 60)
+        overrides = [f"group.share.max.partition.max.record.locks={SHARE_LOCKS}"] \
+            if args.share else []
+        broker = start_broker(workdir, overrides, 60)
         bootstrap = broker.bootstrap
     r: dict[str, Any] = {"records": n, "record_bytes": 100, "partitions": PARTITIONS,
                          "spark_kafka_jars": [Path(j).name for j in jars]}
@@ -307,9 +340,13 @@ def main() -> int:
         for name in ("cold", *WARM_UP_RUNS, *WARM_RUNS):
             for fmt in formats:
                 log(f"Spark streaming read format({fmt!r}) -> noop ({name}) ...")
+                ckpt = str(workdir / f"ck-read-{fmt}-{name}")
+                if fmt == "share":
+                    runs[f"read {fmt} {name}"] = spark_share_read(
+                        spark, bootstrap, topic, n, ckpt, f"bench-{name}", args.share_batch)
+                    continue
                 runs[f"read {fmt} {name}"] = spark_read(
-                    spark, bootstrap, topic, n, str(workdir / f"ck-read-{fmt}-{name}"),
-                    args.max_offsets_per_trigger, fmt)
+                    spark, bootstrap, topic, n, ckpt, args.max_offsets_per_trigger, fmt)
         spark.dataSource.register(_ceiling_source(n))
         for name in ("cold", "warm"):
             log(f"Spark engine ceiling: pre-built Arrow -> noop ({name}) ...")
@@ -351,6 +388,16 @@ def main() -> int:
                 "kafka_wall_rows_per_s": kf["rows_per_s"],
                 "ratio_wall": hw["rows_per_s"] / kf["rows_per_s"],
             }
+    if args.share:
+        hw = median_run(runs, [f"read headwater {name}" for name in WARM_RUNS])
+        sh = median_run(runs, [f"read share {name}" for name in WARM_RUNS])
+        r["share_vs_partitioned"] = {
+            "share_rows_per_s": sh["trigger_rows_per_s"],
+            "partitioned_rows_per_s": hw["trigger_rows_per_s"],
+            "ratio": sh["trigger_rows_per_s"] / hw["trigger_rows_per_s"],
+            "ratio_wall": sh["rows_per_s"] / hw["rows_per_s"],
+            "share_batch": args.share_batch,
+        }
     r["env"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
                 "machine": platform.machine()}
     print_table(r)
@@ -363,6 +410,9 @@ def main() -> int:
         vs = r.get(f"{kind}_vs_kafka")
         if vs is not None and vs["ratio"] < KAFKA_FLOOR:
             failed.append(f"{kind} headwater / kafka {vs['ratio']:.2f} < {KAFKA_FLOOR}")
+    share = r.get("share_vs_partitioned")
+    if share is not None and share["ratio"] < SHARE_FLOOR:
+        failed.append(f"share / partitioned read {share['ratio']:.2f} < {SHARE_FLOOR}")
     if args.check and failed:
         log("FAIL: " + "; ".join(failed))
         return 1
@@ -387,12 +437,14 @@ def print_table(r: dict[str, Any]) -> None:
     ]
     labels = {
         "read": "format({}) -> noop",
+        "share": "share group -> noop",
         "ceiling": "pre-built Arrow -> noop (engine ceiling)",
         "write": "format(headwater) -> format({}) sink",
     }
     for name, x in r["runs"].items():
         kind, fmt, phase = name.split(" ", 2)
-        label = f"{labels[kind].format(fmt)}, {phase}"
+        template = labels["share"] if fmt == "share" else labels[kind]
+        label = f"{template.format(fmt)}, {phase}"
         lines.append(f"{label:56} {k(x['trigger_rows_per_s'])} {k(x['rows_per_s'])} "
                      f"{x['batches']:>8} {x['wall_s']:>8.2f}")
     lines += [
@@ -412,6 +464,15 @@ def print_table(r: dict[str, Any]) -> None:
             f"{vs['ratio']:.2f}x processed ({k(vs['headwater_rows_per_s']).strip()} vs "
             f"{k(vs['kafka_rows_per_s']).strip()}), {vs['ratio_wall']:.2f}x wall; "
             f"floor >= {KAFKA_FLOOR}: {verdict}")
+    share = r.get("share_vs_partitioned")
+    if share is not None:
+        verdict = "PASS" if share["ratio"] >= SHARE_FLOOR else "FAIL"
+        lines.append(
+            f"share-group source / partitioned source (median of the warm runs, "
+            f"maxRecordsPerTrigger {share['share_batch']:,}): {share['ratio']:.2f}x processed "
+            f"({k(share['share_rows_per_s']).strip()} vs "
+            f"{k(share['partitioned_rows_per_s']).strip()}), {share['ratio_wall']:.2f}x wall; "
+            f"floor >= {SHARE_FLOOR}: {verdict}")
     lines.append("processed = rows / sum of trigger times (Spark's processedRowsPerSecond); "
                  "wall = rows / (start() .. end of awaitTermination())")
     print("\n".join(lines))

@@ -8,8 +8,9 @@ schema, options and offset JSON are those of Spark's built-in Kafka connector.
 
 from .datasource import DefaultSource
 from .options import HeadwaterOptionError
+from .verdicts import verdicts
 
-__all__ = ["DefaultSource", "HeadwaterOptionError", "register"]
+__all__ = ["DefaultSource", "HeadwaterOptionError", "register", "verdicts"]
 
 
 def register(spark: object) -> None:

@@ -21,6 +21,8 @@ from .options import (
     parse_source_options,
 )
 from .schema import same_shape, source_schema
+from .share_options import is_share_source, parse_share_options
+from .share_source import HeadwaterShareStreamReader, share_schema
 from .sink import (
     HeadwaterBatchWriter,
     HeadwaterStreamWriter,
@@ -47,7 +49,14 @@ class DefaultSource(DataSource):
         check_client_properties(consumer_config(opts), "consumer")
         return opts
 
+    def _share(self, streaming: bool | None):
+        opts = parse_share_options(dict(self.options), streaming)
+        check_client_properties(consumer_config(opts.read), "consumer")
+        return opts
+
     def schema(self) -> StructType:
+        if is_share_source(self.options):
+            return share_schema(self._share(None).read.include_headers)
         return source_schema(self._source(None).include_headers)
 
     def _check_schema(self, schema: StructType, opts: SourceOptions) -> None:
@@ -56,11 +65,19 @@ class DefaultSource(DataSource):
                                        "set with a custom one")
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if is_share_source(self.options):
+            self._share(False)  # refused with a message saying why
         opts = self._source(False)
         self._check_schema(schema, opts)
         return HeadwaterBatchReader(opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if is_share_source(self.options):
+            share = self._share(True)
+            if not same_shape(schema, share_schema(share.read.include_headers)):
+                raise HeadwaterOptionError("The headwater source has a fixed schema and "
+                                           "cannot be set with a custom one")
+            return HeadwaterShareStreamReader(share, schema)
         opts = self._source(True)
         self._check_schema(schema, opts)
         return HeadwaterStreamReader(opts, schema)

@@ -53,6 +53,8 @@ SINK_OPTIONS = {k.lower(): k for k in (
     # Spark adds these itself for writes.
     "checkpointLocation", "path", "queryName",
 )}
+# Spellings of other sources' options (the share-group source registers its own).
+EXTRA_NAMES: dict[str, str] = {}
 STRATEGIES = ("assign", "subscribe", "subscribepattern")
 _STRATEGY_NAMES = "assign, subscribe, subscribePattern"
 
@@ -92,7 +94,7 @@ def parse_bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
         return default
     value = raw.strip().lower()
     if value not in ("true", "false"):
-        name = SOURCE_OPTIONS.get(key) or SINK_OPTIONS.get(key) or key
+        name = SOURCE_OPTIONS.get(key) or SINK_OPTIONS.get(key) or EXTRA_NAMES.get(key, key)
         raise _fail(f"Option '{name}' must be 'true' or 'false', got '{raw}'")
     return value == "true"
 
@@ -101,7 +103,7 @@ def parse_int(opts: Mapping[str, str], key: str, minimum: int | None = None) -> 
     raw = opts.get(key)
     if raw is None:
         return None
-    name = SOURCE_OPTIONS.get(key) or SINK_OPTIONS.get(key) or key
+    name = SOURCE_OPTIONS.get(key) or SINK_OPTIONS.get(key) or EXTRA_NAMES.get(key, key)
     try:
         value = int(raw.strip())
     except ValueError:

@@ -25,9 +25,12 @@ from .metadata.convert import convert_json_log
 from .metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, TopicImage
 from .metrics import MetricsServer
 from .quota.enforce import ClientQuotas
+from .security import listeners, tls
+from .security.sasl import SaslConfig, SaslSession
+from .security.scram import MECHANISMS, ScramCredential
 from .share.coordinator import ShareCoordinator
 from .txn.coordinator import TransactionCoordinator
-from .wire.dispatch import Dispatcher
+from .wire.dispatch import LISTENER, Dispatcher, RequestContext
 from .wire.server import KafkaServer
 
 log = logging.getLogger("headwater.broker")
@@ -49,10 +52,12 @@ class Broker:
         self.config = config
         self.node_id = config.get_int("node.id")
         self.data_dir = Path(config.get("log.dirs") or "./data").resolve()
-        listen = config.get("listeners") or "127.0.0.1:9092"
-        self.listen_host, self.listen_port = _host_port(listen.split(",")[0])
-        advertised = config.get("advertised.listeners")
-        self._advertised = _host_port(advertised.split(",")[0]) if advertised else None
+        self.listeners = listeners.parse(config)
+        first = self.listeners[0]
+        self.listen_host, self.listen_port = first.host, first.port
+        self._advertised = ((first.advertised_host, first.advertised_port)
+                            if config.get("advertised.listeners") else None)
+        self.servers: list[KafkaServer] = []
         self.now_ms = now_ms
         self.logs: LogManager | None = None
         self.controller: Controller | None = None
@@ -103,15 +108,16 @@ class Broker:
 
     async def start(self) -> None:
         self.open()
-        self.server = KafkaServer(self.dispatcher, self.listen_host, self.listen_port,
-                                  self.config.get_int("socket.request.max.bytes"))
+        self.servers = [self._server_for(listener) for listener in self.listeners]
+        self.server = self.servers[0]
         assert self.groups is not None
         await self.groups.start()
         assert self.transactions is not None
         await self.transactions.start()
         assert self.share_coordinator is not None
         await self.share_coordinator.start()
-        await self.server.start()
+        for server in self.servers:
+            await server.start()
         self.listen_port = self.server.port
         metrics_listen = self.config.get("headwater.metrics.listen")
         if metrics_listen:
@@ -127,8 +133,8 @@ class Broker:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        if self.server is not None:
-            await self.server.stop()
+        for server in self.servers:
+            await server.stop()
         if self.metrics is not None:
             await self.metrics.stop()
         if self.transactions is not None:
@@ -140,6 +146,35 @@ class Broker:
         if self.logs is not None:
             self.logs.close_all()
         log.info("headwater stopped; logs flushed and closed")
+
+    def _server_for(self, listener: listeners.Listener) -> KafkaServer:
+        ssl_context = tls.server_context(self.config, listener) if listener.tls else None
+        factory = None
+        if listener.sasl:
+            sasl_config = SaslConfig(self.config, listener, self._scram_credential)
+
+            def factory() -> SaslSession:
+                return SaslSession(sasl_config)
+        return KafkaServer(self.dispatcher, listener.host, listener.port,
+                           self.config.get_int("socket.request.max.bytes"),
+                           listener=listener.name, ssl_context=ssl_context,
+                           session_factory=factory,
+                           principal_of=tls.peer_principal if listener.tls else None)
+
+    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        rec = self.image.scram.get((user, MECHANISMS[mechanism][0]))
+        if rec is None:
+            return None
+        return ScramCredential(rec.salt, rec.stored_key, rec.server_key, rec.iterations)
+
+    def advertised_for(self, ctx: RequestContext) -> tuple[str, int]:
+        """The address of the listener the request came in on (Kafka answers Metadata
+        and FindCoordinator with the client's own listener)."""
+        name = ctx.attrs.get(LISTENER)
+        for listener, server in zip(self.listeners, self.servers, strict=False):
+            if listener.name == name:
+                return listener.advertised_host, listener.advertised_port or server.port
+        return self.advertised
 
     def _load_meta_properties(self) -> str:
         path = self.data_dir / "meta.properties"

@@ -50,7 +50,7 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
     overrides: dict[str, str] = dict(args.override)
     if args.data_dir:
         overrides["log.dirs"] = args.data_dir
-    if args.listen:
+    if args.listen and "listeners" not in overrides:  # --override listeners= wins
         overrides["listeners"] = f"PLAINTEXT://{args.listen}"
     if args.advertised_listener:
         overrides["advertised.listeners"] = f"PLAINTEXT://{args.advertised_listener}"

@@ -26,6 +26,7 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         offsets,
         produce,
         producers,
+        sasl,
         share_admin,
         share_fetch,
         share_groups,
@@ -37,5 +38,5 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
     for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
                    offsets, producers, log_dirs, find_coordinator, offset_commits,
                    group_admin, classic_groups, consumer_groups, share_groups, transactions,
-                   share_state, share_fetch, share_admin, client_quotas):
+                   share_state, share_fetch, share_admin, client_quotas, sasl):
         module.register(dispatcher, broker)

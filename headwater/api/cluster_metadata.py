@@ -45,8 +45,8 @@ def topic_entry(broker: Broker, topic: TopicImage) -> dict:
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def brokers() -> list[dict]:
-        host, port = broker.advertised
+    def brokers(ctx: RequestContext) -> list[dict]:
+        host, port = broker.advertised_for(ctx)
         return [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}]
 
     def handle_metadata(ctx: RequestContext, req: Any) -> dict:
@@ -99,7 +99,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                              "topic_id": ZERO_UUID, "partitions": ()}
         return {
             "throttle_time": 0,
-            "brokers": brokers(),
+            "brokers": brokers(ctx),
             "cluster_id": broker.cluster_id,
             "controller_id": broker.node_id,
             "topics": topics_out,
@@ -107,7 +107,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         }
 
     def handle_describe_cluster(ctx: RequestContext, req: Any) -> dict:
-        host, port = broker.advertised
+        host, port = broker.advertised_for(ctx)
         endpoint_type = getattr(req, "endpoint_type", 1)
         if endpoint_type not in (1,):
             return {"error_code": E.unsupported_endpoint_type, "cluster_id": broker.cluster_id,

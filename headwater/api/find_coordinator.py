@@ -20,8 +20,8 @@ GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def answer(key: str, key_type: int) -> dict:
-        host, port = broker.advertised
+    def answer(ctx: RequestContext, key: str, key_type: int) -> dict:
+        host, port = broker.advertised_for(ctx)
         if key_type not in broker.coordinator_key_types:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": E.coordinator_not_available if key_type in (GROUP,
@@ -42,8 +42,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         key_type = getattr(req, "key_type", GROUP)
         if ctx.api_version >= 4:
             return {"throttle_time": 0,
-                    "coordinators": [answer(k, key_type) for k in req.coordinator_keys]}
-        one = answer(req.key, key_type)
+                    "coordinators": [answer(ctx, k, key_type) for k in req.coordinator_keys]}
+        one = answer(ctx, req.key, key_type)
         return {"throttle_time": 0, "error_code": one["error_code"],
                 "error_message": one["error_message"], "node_id": one["node_id"],
                 "host": one["host"], "port": one["port"]}

@@ -17,7 +17,9 @@ from .records import (
     PartitionRecord,
     ProducerIdsRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 
 TOPIC_RESOURCE = 2
@@ -58,6 +60,9 @@ class MetadataImage:
     # Client quotas (headwater/quota/): entity -> {key: value}; see ClientQuotaRecord.
     client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(
         default_factory=lambda: _EMPTY)
+    # SCRAM credentials: (user, mechanism id) -> UserScramCredentialRecord
+    scram: Mapping[tuple[str, int], UserScramCredentialRecord] = field(
+        default_factory=lambda: _EMPTY)
 
     def topic(self, name: str) -> TopicImage | None:
         return self.topics_by_name.get(name)
@@ -75,6 +80,7 @@ class MetadataImage:
         configs = {k: dict(v) for k, v in self.configs.items()}
         next_pid = self.next_producer_id
         quotas: dict | None = None
+        scram: dict | None = None
         for rec in records:
             if isinstance(rec, TopicRecord):
                 tid = uuid.UUID(rec.topic_id)
@@ -110,6 +116,12 @@ class MetadataImage:
                     configs.pop((TOPIC_RESOURCE, topic.name), None)
             elif isinstance(rec, ProducerIdsRecord):
                 next_pid = max(next_pid, rec.next_producer_id)
+            elif isinstance(rec, UserScramCredentialRecord):
+                scram = dict(self.scram) if scram is None else scram
+                scram[(rec.name, rec.mechanism)] = rec
+            elif isinstance(rec, RemoveUserScramCredentialRecord):
+                scram = dict(self.scram) if scram is None else scram
+                scram.pop((rec.name, rec.mechanism), None)
             elif isinstance(rec, ClientQuotaRecord):
                 if quotas is None:
                     quotas = {k: dict(v) for k, v in self.client_quotas.items()}
@@ -119,7 +131,8 @@ class MetadataImage:
             MappingProxyType({k: MappingProxyType(v) for k, v in configs.items()}),
             next_pid, offset,
             client_quotas=self.client_quotas if quotas is None else MappingProxyType(
-                {k: MappingProxyType(v) for k, v in quotas.items()}))
+                {k: MappingProxyType(v) for k, v in quotas.items()}),
+            scram=self.scram if scram is None else MappingProxyType(scram))
 
 
 def _apply_quota(quotas: dict, rec: ClientQuotaRecord) -> None:

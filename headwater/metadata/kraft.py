@@ -109,6 +109,10 @@ class _Reader:
         n = self.uvarint()
         return None if n == 0 else self._take(n - 1).decode()
 
+    def bytes(self) -> bytes:
+        n = self.uvarint()
+        return b"" if n == 0 else self._take(n - 1)
+
     def int32s(self) -> tuple[int, ...] | None:
         n = self.uvarint()
         if n == 0:
@@ -230,6 +234,32 @@ def _dec_quota(rd: _Reader, _v: int) -> R.ClientQuotaRecord:
     return R.ClientQuotaRecord(tuple(sorted(entity, key=lambda e: e[0])), key, value, remove)
 
 
+def _bytes(value: bytes) -> bytes:
+    return uvarint(len(value) + 1) + value
+
+
+def _enc_scram(r: R.UserScramCredentialRecord) -> bytes:
+    return (_string(r.name) + _I8.pack(r.mechanism) + _bytes(r.salt) + _bytes(r.stored_key)
+            + _bytes(r.server_key) + _I32.pack(r.iterations) + _tags())
+
+
+def _dec_scram(rd: _Reader, _v: int) -> R.UserScramCredentialRecord:
+    name, mechanism = rd.string() or "", rd.int8()
+    salt, stored, server, iterations = rd.bytes(), rd.bytes(), rd.bytes(), rd.int32()
+    rd.tags()
+    return R.UserScramCredentialRecord(name, mechanism, salt, stored, server, iterations)
+
+
+def _enc_remove_scram(r: R.RemoveUserScramCredentialRecord) -> bytes:
+    return _string(r.name) + _I8.pack(r.mechanism) + _tags()
+
+
+def _dec_remove_scram(rd: _Reader, _v: int) -> R.RemoveUserScramCredentialRecord:
+    name, mechanism = rd.string() or "", rd.int8()
+    rd.tags()
+    return R.RemoveUserScramCredentialRecord(name, mechanism)
+
+
 def _enc_begin(r: R.BeginTransactionRecord) -> bytes:
     return _tags({0: _string(r.name)} if r.name else None)  # Name: tag 0, default null
 
@@ -260,9 +290,11 @@ _CODECS: dict[int, tuple[type, Callable[[Any], bytes], Callable[[_Reader, int], 
     3: (R.PartitionRecord, _enc_partition, _dec_partition),
     4: (R.ConfigRecord, _enc_config, _dec_config),
     9: (R.RemoveTopicRecord, _enc_remove_topic, _dec_remove_topic),
+    11: (R.UserScramCredentialRecord, _enc_scram, _dec_scram),
     12: (R.FeatureLevelRecord, _enc_feature, _dec_feature),
     14: (R.ClientQuotaRecord, _enc_quota, _dec_quota),
     15: (R.ProducerIdsRecord, _enc_producer_ids, _dec_producer_ids),
+    22: (R.RemoveUserScramCredentialRecord, _enc_remove_scram, _dec_remove_scram),
     23: (R.BeginTransactionRecord, _enc_begin, _dec_begin),
     24: (R.EndTransactionRecord, _enc_end, _dec_end),
     25: (R.AbortTransactionRecord, _enc_abort, _dec_abort),

@@ -98,6 +98,27 @@ class ClientQuotaRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism (1 SHA-256, 2 SHA-512): what the
+    server checks proofs with, never the password (headwater/security/scram.py)."""
+
+    TYPE: ClassVar[str] = "UserScramCredentialRecord"
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    TYPE: ClassVar[str] = "RemoveUserScramCredentialRecord"
+    name: str
+    mechanism: int
+
+
+@dataclass(frozen=True, slots=True)
 class FeatureLevelRecord:
     """A finalized feature level (Kafka starts every metadata log with metadata.version)."""
 
@@ -108,12 +129,13 @@ class FeatureLevelRecord:
 
 MetadataRecord = (TopicRecord | PartitionRecord | ConfigRecord | RemoveTopicRecord
                   | ProducerIdsRecord | BeginTransactionRecord | EndTransactionRecord
-                  | AbortTransactionRecord | FeatureLevelRecord | ClientQuotaRecord)
+                  | AbortTransactionRecord | FeatureLevelRecord | ClientQuotaRecord
+                  | UserScramCredentialRecord | RemoveUserScramCredentialRecord)
 
 _TYPES: dict[str, type] = {cls.TYPE: cls for cls in (
     TopicRecord, PartitionRecord, ConfigRecord, RemoveTopicRecord, ProducerIdsRecord,
     BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord, FeatureLevelRecord,
-    ClientQuotaRecord)}
+    ClientQuotaRecord, UserScramCredentialRecord, RemoveUserScramCredentialRecord)}
 
 VERSION = 0
 # metadata.version 25 (4.0-IV3): the level headwater finalizes (api/api_versions.py) and

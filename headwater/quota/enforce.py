@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ..wire.dispatch import MUTE_UNTIL, RequestContext
+from ..wire.dispatch import MUTE_UNTIL, PRINCIPAL, RequestContext
 from .entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from .throttle import QuotaManager
 
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from ..broker import Broker
 
 ANONYMOUS = "ANONYMOUS"
-PRINCIPAL = "principal"  # RequestContext.attrs key set by authentication, if any
 
 
 class ClientQuotas:

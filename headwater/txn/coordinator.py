@@ -139,10 +139,9 @@ class TransactionCoordinator:
                 self.broker.groups.runtime.write_marker(partition, producer_id, producer_epoch,
                                                         commit, coordinator_epoch)
                 return 0
-            # Only a topic's partitions: never the metadata log, which has no topic (a
-            # marker there once kept the broker from starting; found by fuzzing).
-            plog = (self.broker.partition(topic, partition)
-                    if self.broker.image.topic(topic) is not None else None)
+            # Never the metadata log: Broker.partition does not return it (a marker there
+            # once kept the broker from starting; found by fuzzing).
+            plog = self.broker.partition(topic, partition)
             if plog is None:
                 return UNKNOWN_TOPIC_OR_PARTITION
             plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,

@@ -16,9 +16,17 @@ from typing import Any
 Handler = Callable[["RequestContext", Any], "Awaitable[Any] | Any"]
 
 
-# RequestContext.attrs key: a handler that sets it to a time.monotonic() deadline makes
-# the server read nothing more from the connection until then (quota throttling, KIP-219).
+# RequestContext.attrs keys the server and handlers share:
+# a time.monotonic() deadline until which the server reads nothing more from the
+# connection (quota throttling, KIP-219);
 MUTE_UNTIL = "mute_until"
+# True: the server closes the connection once this response is out (failed SASL);
+CLOSE_AFTER_RESPONSE = "close_after_response"
+# the listener the connection came in on; its SaslSession on SASL listeners; the
+# authenticated principal (a SASL user, or a TLS client certificate's subject).
+LISTENER = "listener"
+SASL_SESSION = "sasl"
+PRINCIPAL = "principal"
 
 
 @dataclass(slots=True)

@@ -17,7 +17,15 @@ import time
 from typing import Any
 
 from .codec import decode_request, encode_response, request_is_flexible
-from .dispatch import MUTE_UNTIL, Dispatcher, RequestContext
+from .dispatch import (
+    CLOSE_AFTER_RESPONSE,
+    LISTENER,
+    MUTE_UNTIL,
+    PRINCIPAL,
+    SASL_SESSION,
+    Dispatcher,
+    RequestContext,
+)
 from .header import HeaderError, parse_request_header, response_header, skip_tagged_fields
 
 log = logging.getLogger("headwater.wire")
@@ -26,6 +34,10 @@ _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
 MAX_IN_FLIGHT = 256
+# What a connection on a SASL listener may send before it authenticates: ApiVersions,
+# SaslHandshake, SaslAuthenticate (anything else closes it, as Kafka does).
+PRE_AUTH_APIS = frozenset({17, 18, 36})
+FAILED_AUTH_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms
 _conn_ids = itertools.count(1)
 
 
@@ -34,12 +46,21 @@ class ProtocolViolation(Exception):
 
 
 class KafkaServer:
+    """One listener's socket. `ssl_context` makes it TLS; `session_factory` (SASL
+    listeners) gives each connection a session that must authenticate first."""
+
     def __init__(self, dispatcher: Dispatcher, host: str, port: int,
-                 max_request_bytes: int = 104857600) -> None:
+                 max_request_bytes: int = 104857600, *, listener: str = "PLAINTEXT",
+                 ssl_context: Any = None, session_factory: Any = None,
+                 principal_of: Any = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
+        self.listener = listener
+        self.ssl_context = ssl_context
+        self.session_factory = session_factory
+        self.principal_of = principal_of
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.live: set[Connection] = set()
@@ -49,7 +70,8 @@ class KafkaServer:
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._on_connect, self.host, self.port,
-                                                  limit=1 << 20, reuse_address=True)
+                                                  limit=1 << 20, reuse_address=True,
+                                                  ssl=self.ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -87,7 +109,14 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.host = peer[0] if peer else ""
         self.slots: asyncio.Queue[Any] = asyncio.Queue(MAX_IN_FLIGHT)
-        self.attrs: dict[str, Any] = {}
+        self.attrs: dict[str, Any] = {LISTENER: server.listener}
+        if server.principal_of is not None:  # TLS: the client certificate's subject
+            principal = server.principal_of(writer.get_extra_info("peercert"))
+            if principal:
+                self.attrs[PRINCIPAL] = principal
+        self.sasl = server.session_factory() if server.session_factory else None
+        if self.sasl is not None:
+            self.attrs[SASL_SESSION] = self.sasl
 
     async def run(self) -> None:
         writer_task = asyncio.create_task(self._write_loop())
@@ -128,6 +157,9 @@ class Connection:
                     f"frame size {size} outside 0..{limit} (socket.request.max.bytes)")
             frame = await read(size)
             await self.slots.put(self._dispatch(frame))
+            if self.attrs.get(CLOSE_AFTER_RESPONSE):  # failed authentication
+                await asyncio.sleep(FAILED_AUTH_DELAY_S)
+                return
             if MUTE_UNTIL in self.attrs:  # a quota throttled this connection (KIP-219)
                 delay = self.attrs.pop(MUTE_UNTIL) - time.monotonic()
                 if delay > 0:
@@ -150,6 +182,9 @@ class Connection:
             raise ProtocolViolation(
                 f"unsupported version {version} of api key {api_key} "
                 f"(supported {entry.min_version}..{entry.max_version})")
+        if (self.sasl is not None and not self.sasl.authenticated
+                and api_key not in PRE_AUTH_APIS):
+            raise ProtocolViolation(f"api key {api_key} sent before SASL authentication")
         flexible = request_is_flexible(api_key, version)
         try:
             pos = header.body_offset

@@ -1,0 +1,139 @@
+"""SaslHandshake (17), SaslAuthenticate (36) on SASL listeners, and SCRAM credentials:
+DescribeUserScramCredentials (50), AlterUserScramCredentials (51), as Kafka's broker
+(`kafka-configs --entity-type users --add-config 'SCRAM-SHA-256=[password=...]'`)."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from ..metadata import records as R
+from ..security.sasl import SaslFailure, SaslSession
+from ..security.scram import BY_ID, MAX_ITERATIONS, MIN_ITERATIONS, credential
+from ..wire.dispatch import (
+    CLOSE_AFTER_RESPONSE,
+    PRINCIPAL,
+    SASL_SESSION,
+    Dispatcher,
+    RequestContext,
+)
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger("headwater.security")
+
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
+SASL_AUTHENTICATION_FAILED = 58
+RESOURCE_NOT_FOUND = 91
+DUPLICATE_RESOURCE = 92
+UNACCEPTABLE_CREDENTIAL = 93
+SESSION = SASL_SESSION
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def handshake(ctx: RequestContext, req: Any) -> dict:
+        session: SaslSession | None = ctx.attrs.get(SESSION)
+        if session is None or session.authenticated:
+            return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
+        offered = session.config.mechanisms
+        if not session.handshake(req.mechanism):
+            return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": offered}
+        return {"error_code": 0, "mechanisms": offered}
+
+    def authenticate(ctx: RequestContext, req: Any) -> dict:
+        session: SaslSession | None = ctx.attrs.get(SESSION)
+        base = {"auth_bytes": b"", "session_lifetime": 0}
+        if session is None:
+            return {**base, "error_code": ILLEGAL_SASL_STATE,
+                    "error_message": "SaslAuthenticate on a listener without SASL"}
+        try:
+            reply = session.authenticate(req.auth_bytes)
+        except SaslFailure as exc:
+            log.warning("SASL authentication failed from %s (%s): %s", ctx.client_host,
+                        session.mechanism, exc)
+            ctx.attrs[CLOSE_AFTER_RESPONSE] = True  # Kafka closes it after the answer
+            return {**base, "error_code": SASL_AUTHENTICATION_FAILED,
+                    "error_message": str(exc)}
+        if session.authenticated:
+            ctx.attrs[PRINCIPAL] = session.principal
+            log.info("authenticated %s as %s (%s)", ctx.client_host, session.principal,
+                     session.mechanism)
+        return {**base, "error_code": 0, "error_message": None, "auth_bytes": reply}
+
+    def describe(ctx: RequestContext, req: Any) -> dict:
+        scram = broker.image.scram
+        # null or empty: every user (kafka-configs --describe --entity-type users)
+        users = sorted({u for u, _m in scram}) if not req.users else [
+            u.name for u in req.users]
+        counts = Counter(users)
+        results = []
+        for user in dict.fromkeys(users):
+            infos = [{"mechanism": m, "iterations": rec.iterations}
+                     for (u, m), rec in sorted(scram.items()) if u == user]
+            if counts[user] > 1:
+                results.append({"user": user, "error_code": DUPLICATE_RESOURCE,
+                                "error_message": f"Cannot describe SCRAM credentials for the "
+                                f"same user twice in a single request: {user}",
+                                "credential_infos": []})
+            elif not infos:
+                results.append({"user": user, "error_code": RESOURCE_NOT_FOUND,
+                                "error_message": "Attempt to describe a user credential "
+                                "that does not exist", "credential_infos": []})
+            else:
+                results.append({"user": user, "error_code": 0, "error_message": None,
+                                "credential_infos": infos})
+        return {"throttle_time": 0, "error_code": 0, "error_message": None,
+                "results": results}
+
+    def alter(ctx: RequestContext, req: Any) -> dict:
+        scram = broker.image.scram
+        names = Counter([d.name for d in req.deletions] + [u.name for u in req.upsertions])
+        records: list[object] = []
+        errors: dict[str, tuple[int, str | None]] = {}
+
+        def fail(user: str, code: int, message: str) -> None:
+            errors.setdefault(user, (code, message))
+        for d in req.deletions:
+            if names[d.name] > 1:
+                fail(d.name, DUPLICATE_RESOURCE, "A user credential cannot be altered "
+                     "twice in the same request")
+            elif not d.name:
+                fail(d.name, UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+            elif d.mechanism not in BY_ID:
+                fail(d.name, UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+            elif (d.name, d.mechanism) not in scram:
+                fail(d.name, RESOURCE_NOT_FOUND, "Attempt to delete a user credential that "
+                     "does not exist")
+            else:
+                records.append(R.RemoveUserScramCredentialRecord(d.name, d.mechanism))
+        for u in req.upsertions:
+            if names[u.name] > 1:
+                fail(u.name, DUPLICATE_RESOURCE, "A user credential cannot be altered "
+                     "twice in the same request")
+            elif not u.name:
+                fail(u.name, UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+            elif u.mechanism not in BY_ID:
+                fail(u.name, UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+            elif u.iterations < MIN_ITERATIONS:
+                fail(u.name, UNACCEPTABLE_CREDENTIAL, "Too few iterations")
+            elif u.iterations > MAX_ITERATIONS:
+                fail(u.name, UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+            else:
+                cred = credential(BY_ID[u.mechanism], u.salted_password, u.salt,
+                                  u.iterations)
+                records.append(R.UserScramCredentialRecord(
+                    u.name, u.mechanism, cred.salt, cred.stored_key, cred.server_key,
+                    cred.iterations))
+        records = [r for r in records if r.name not in errors]  # type: ignore[attr-defined]
+        broker.controller.commit(records)
+        return {"throttle_time": 0, "results": [
+            {"user": user, "error_code": errors.get(user, (0, None))[0],
+             "error_message": errors.get(user, (0, None))[1]} for user in names]}
+
+    dispatcher.register(17, 1, 1, handshake)
+    dispatcher.register(36, 0, 2, authenticate)
+    dispatcher.register(50, 0, 0, describe)
+    dispatcher.register(51, 0, 0, alter)

@@ -31,6 +31,7 @@ from .security.scram import MECHANISMS, ScramCredential
 from .share.coordinator import ShareCoordinator
 from .txn.coordinator import TransactionCoordinator
 from .wire.dispatch import LISTENER, Dispatcher, RequestContext
+from .wire.limits import ConnectionLimits
 from .wire.server import KafkaServer
 
 log = logging.getLogger("headwater.broker")
@@ -108,6 +109,7 @@ class Broker:
 
     async def start(self) -> None:
         self.open()
+        self.connection_limits = ConnectionLimits.from_config(self.config)
         self.servers = [self._server_for(listener) for listener in self.listeners]
         self.server = self.servers[0]
         assert self.groups is not None
@@ -159,7 +161,8 @@ class Broker:
                            self.config.get_int("socket.request.max.bytes"),
                            listener=listener.name, ssl_context=ssl_context,
                            session_factory=factory,
-                           principal_of=tls.peer_principal if listener.tls else None)
+                           principal_of=tls.peer_principal if listener.tls else None,
+                           limits=self.connection_limits)
 
     def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         rec = self.image.scram.get((user, MECHANISMS[mechanism][0]))

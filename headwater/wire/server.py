@@ -27,6 +27,7 @@ from .dispatch import (
     RequestContext,
 )
 from .header import HeaderError, parse_request_header, response_header, skip_tagged_fields
+from .limits import ConnectionLimits
 
 log = logging.getLogger("headwater.wire")
 
@@ -52,7 +53,7 @@ class KafkaServer:
     def __init__(self, dispatcher: Dispatcher, host: str, port: int,
                  max_request_bytes: int = 104857600, *, listener: str = "PLAINTEXT",
                  ssl_context: Any = None, session_factory: Any = None,
-                 principal_of: Any = None) -> None:
+                 principal_of: Any = None, limits: ConnectionLimits | None = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
@@ -61,6 +62,7 @@ class KafkaServer:
         self.ssl_context = ssl_context
         self.session_factory = session_factory
         self.principal_of = principal_of
+        self.limits = limits or ConnectionLimits()
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.live: set[Connection] = set()
@@ -88,12 +90,22 @@ class KafkaServer:
                           writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        peer = writer.get_extra_info("peername")
+        host = peer[0] if peer else ""
+        refused = self.limits.admit(host)
+        if refused is not None:
+            if self.limits.refused % 100 == 1:  # one line per 100 refusals
+                log.warning("refusing a connection from %s: %s (%d refused)", host, refused,
+                            self.limits.refused)
+            writer.close()
+            return
         self._connections.add(task)
         conn = Connection(self, reader, writer)
         self.live.add(conn)
         try:
             await conn.run()
         finally:
+            self.limits.leave(host)
             self.live.discard(conn)
             self._connections.discard(task)
 
@@ -127,6 +139,10 @@ class Connection:
             pass
         except ProtocolViolation as exc:
             log.warning("closing connection %s from %s: %s", self.id, self.peer, exc)
+        except TimeoutError:
+            log.info("closing connection %s from %s: no complete request in %.0f ms "
+                     "(connections.max.idle.ms)", self.id, self.peer,
+                     self.server.limits.idle_s * 1000)
         except asyncio.CancelledError:
             stopping = True  # server shutdown: this task is the top of the connection
         finally:
@@ -150,13 +166,23 @@ class Connection:
     async def _read_loop(self) -> None:
         read = self.reader.readexactly
         limit = self.server.max_request_bytes
+        limits = self.server.limits
         while True:
-            size = _SIZE.unpack(await read(4))[0]
-            if size < 0 or size > limit:
-                raise ProtocolViolation(
-                    f"frame size {size} outside 0..{limit} (socket.request.max.bytes)")
-            frame = await read(size)
-            await self.slots.put(self._dispatch(frame))
+            # A whole frame within connections.max.idle.ms: a trickled frame (slow-loris)
+            # is not activity. TimeoutError ends the connection (see `run`).
+            async with asyncio.timeout(limits.idle_s):
+                size = _SIZE.unpack(await read(4))[0]
+                if size < 0 or size > limit:
+                    raise ProtocolViolation(
+                        f"frame size {size} outside 0..{limit} (socket.request.max.bytes)")
+            await limits.memory.acquire(size)  # queued.max.request.bytes
+            try:
+                async with asyncio.timeout(limits.idle_s):
+                    frame = await read(size)
+                result = self._dispatch(frame)
+            finally:
+                await limits.memory.release(size)
+            await self.slots.put(result)
             if self.attrs.get(CLOSE_AFTER_RESPONSE):  # failed authentication
                 await asyncio.sleep(FAILED_AUTH_DELAY_S)
                 return

@@ -3,9 +3,10 @@
 * `max.connections` (all listeners) and `max.connections.per.ip` (with
   `max.connections.per.ip.overrides`, `host:count,...`): a connection past them is
   closed at once, with a log line;
-* `connections.max.idle.ms`: a connection that completes no request in that long is
-  closed. A frame trickled byte by byte (slow-loris) does not count as activity, so it
-  cannot hold a task or its buffer longer than this either;
+* `connections.max.idle.ms`: a connection that completes no request and gets no
+  response in that long is closed (a sweep in `KafkaServer`, nothing per request). A
+  frame trickled byte by byte (slow-loris) does not count as activity, so it cannot hold
+  a task or its buffer longer than this either;
 * `queued.max.request.bytes`: the bytes of request frames read but not yet handed to
   their handler, over all connections; past it, connections wait before reading a
   frame's body (as Kafka mutes them), so many large requests at once cannot exhaust

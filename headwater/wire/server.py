@@ -63,6 +63,7 @@ class KafkaServer:
         self.session_factory = session_factory
         self.principal_of = principal_of
         self.limits = limits or ConnectionLimits()
+        self._sweeper: asyncio.Task[None] | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.live: set[Connection] = set()
@@ -75,8 +76,28 @@ class KafkaServer:
                                                   limit=1 << 20, reuse_address=True,
                                                   ssl=self.ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
+        self._sweeper = asyncio.create_task(self._close_idle())
+
+    async def _close_idle(self) -> None:
+        """connections.max.idle.ms: a connection that completed no request and got no
+        response for that long is closed. A frame trickled byte by byte (slow-loris) is
+        not activity, so it is closed too. One sweep per quarter of the limit costs
+        nothing per request."""
+        idle = self.limits.idle_s
+        while True:
+            await asyncio.sleep(max(idle / 4, 0.05))
+            now = time.monotonic()
+            for conn in list(self.live):
+                if now - conn.last_active > idle:
+                    log.info("closing connection %s from %s: idle for %.0f ms "
+                             "(connections.max.idle.ms)", conn.id, conn.peer,
+                             (now - conn.last_active) * 1000)
+                    conn.last_active = now  # once
+                    conn.writer.transport.abort()
 
     async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
@@ -126,6 +147,8 @@ class Connection:
             principal = server.principal_of(writer.get_extra_info("peercert"))
             if principal:
                 self.attrs[PRINCIPAL] = principal
+        # Last complete request read or response written (connections.max.idle.ms).
+        self.last_active = time.monotonic()
         self.sasl = server.session_factory() if server.session_factory else None
         if self.sasl is not None:
             self.attrs[SASL_SESSION] = self.sasl
@@ -139,10 +162,6 @@ class Connection:
             pass
         except ProtocolViolation as exc:
             log.warning("closing connection %s from %s: %s", self.id, self.peer, exc)
-        except TimeoutError:
-            log.info("closing connection %s from %s: no complete request in %.0f ms "
-                     "(connections.max.idle.ms)", self.id, self.peer,
-                     self.server.limits.idle_s * 1000)
         except asyncio.CancelledError:
             stopping = True  # server shutdown: this task is the top of the connection
         finally:
@@ -167,21 +186,24 @@ class Connection:
         read = self.reader.readexactly
         limit = self.server.max_request_bytes
         limits = self.server.limits
+        memory = limits.memory if limits.memory.capacity > 0 else None
         while True:
-            # A whole frame within connections.max.idle.ms: a trickled frame (slow-loris)
-            # is not activity. TimeoutError ends the connection (see `run`).
-            async with asyncio.timeout(limits.idle_s):
-                size = _SIZE.unpack(await read(4))[0]
-                if size < 0 or size > limit:
-                    raise ProtocolViolation(
-                        f"frame size {size} outside 0..{limit} (socket.request.max.bytes)")
-            await limits.memory.acquire(size)  # queued.max.request.bytes
-            try:
-                async with asyncio.timeout(limits.idle_s):
-                    frame = await read(size)
+            size = _SIZE.unpack(await read(4))[0]
+            if size < 0 or size > limit:
+                raise ProtocolViolation(
+                    f"frame size {size} outside 0..{limit} (socket.request.max.bytes)")
+            if memory is None:
+                frame = await read(size)
+                self.last_active = time.monotonic()  # a whole frame: activity
                 result = self._dispatch(frame)
-            finally:
-                await limits.memory.release(size)
+            else:
+                await memory.acquire(size)  # queued.max.request.bytes
+                try:
+                    frame = await read(size)
+                    self.last_active = time.monotonic()
+                    result = self._dispatch(frame)
+                finally:
+                    await memory.release(size)
             await self.slots.put(result)
             if self.attrs.get(CLOSE_AFTER_RESPONSE):  # failed authentication
                 await asyncio.sleep(FAILED_AUTH_DELAY_S)
@@ -285,6 +307,7 @@ class Connection:
                 writer.writelines(data)
             else:
                 writer.write(data)
+            self.last_active = time.monotonic()
             if writer.transport.get_write_buffer_size() > 1 << 20:
                 await writer.drain()
 

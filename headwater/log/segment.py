@@ -28,8 +28,7 @@ from headwater.log.errors import KAFKA_STORAGE_ERROR, LogError
 from headwater.log.index import OffsetIndex, TimeIndex
 from headwater.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
-_SCAN_CHUNK = 32 * 1024  # header walks over small batches: a few index intervals per pread
-_FIRST_CHUNK = 4 * 1024  # a walk's first pread (index.interval.bytes' default)
+_SCAN_CHUNK = 32 * 1024  # header walks: covers a few index intervals per pread
 _RECOVER_CHUNK = 1024 * 1024  # recovery reads whole batches to check CRCs
 
 Buffer = bytes | bytearray | memoryview
@@ -175,20 +174,15 @@ class LogSegment:
     def iter_headers(self, start_pos: int = 0,
                      end_pos: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from a batch boundary, reading only headers'
-        neighbourhoods: a pread of `_FIRST_CHUNK` first (a walk usually starts at an index
-        entry, one interval before its target), growing to `_SCAN_CHUNK` while batches
-        are small; after a batch larger than a chunk, the small read again (reading 32
-        KiB to parse 61 bytes of a large batch's header cost more than the walk)."""
+        neighbourhoods in `_SCAN_CHUNK` preads."""
         end = self.size if end_pos is None else end_pos
         pos = start_pos
         buf = b""
         buf_pos = pos
-        chunk = _FIRST_CHUNK
         while pos + HEADER_SIZE <= end:
             off = pos - buf_pos
             if off + HEADER_SIZE > len(buf):
-                chunk = _FIRST_CHUNK if off > len(buf) else min(2 * chunk, _SCAN_CHUNK)
-                buf = os.pread(self._fd, min(chunk, end - pos), pos)
+                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos)
                 buf_pos, off = pos, 0
                 if len(buf) < HEADER_SIZE:
                     return

@@ -94,29 +94,30 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         records: list[object] = []
         errors: dict[str, tuple[int, str | None]] = {}
 
+        def refused(name: str, mechanism: int) -> tuple[int, str] | None:
+            """The checks deletions and upsertions share."""
+            if names[name] > 1:
+                return DUPLICATE_RESOURCE, ("A user credential cannot be altered twice in "
+                                            "the same request")
+            if not name:
+                return UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+            if mechanism not in BY_ID:
+                return UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+            return None
+
         def fail(user: str, code: int, message: str) -> None:
             errors.setdefault(user, (code, message))
         for d in req.deletions:
-            if names[d.name] > 1:
-                fail(d.name, DUPLICATE_RESOURCE, "A user credential cannot be altered "
-                     "twice in the same request")
-            elif not d.name:
-                fail(d.name, UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
-            elif d.mechanism not in BY_ID:
-                fail(d.name, UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+            if (why := refused(d.name, d.mechanism)) is not None:
+                fail(d.name, *why)
             elif (d.name, d.mechanism) not in scram:
                 fail(d.name, RESOURCE_NOT_FOUND, "Attempt to delete a user credential that "
                      "does not exist")
             else:
                 records.append(R.RemoveUserScramCredentialRecord(d.name, d.mechanism))
         for u in req.upsertions:
-            if names[u.name] > 1:
-                fail(u.name, DUPLICATE_RESOURCE, "A user credential cannot be altered "
-                     "twice in the same request")
-            elif not u.name:
-                fail(u.name, UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
-            elif u.mechanism not in BY_ID:
-                fail(u.name, UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+            if (why := refused(u.name, u.mechanism)) is not None:
+                fail(u.name, *why)
             elif u.iterations < MIN_ITERATIONS:
                 fail(u.name, UNACCEPTABLE_CREDENTIAL, "Too few iterations")
             elif u.iterations > MAX_ITERATIONS:

@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 from ..log.batch import build_batch, decode_records, iter_batches, set_base_offset
+from ..log.swap import fsync_dir
 from . import kraft
 from . import records as R
 
@@ -48,14 +49,6 @@ def needs_conversion(directory: Path) -> bool:
     return False
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def convert_json_log(directory: Path) -> int:
     """Convert the metadata log in `directory` if it holds JSON records; returns how
     many records were rewritten (0: nothing to do)."""
@@ -63,7 +56,7 @@ def convert_json_log(directory: Path) -> int:
     backup = directory.with_name(directory.name + BACKUP)
     if not directory.exists() and building.exists() and backup.exists():
         os.rename(building, directory)  # a crash came between the two renames
-        _fsync_dir(directory.parent)
+        fsync_dir(directory.parent)
         log.info("metadata log conversion finished (interrupted before)")
         return 0
     if not directory.is_dir() or not needs_conversion(directory):
@@ -90,12 +83,12 @@ def convert_json_log(directory: Path) -> int:
             count += len(entries)
         out.flush()
         os.fsync(out.fileno())
-    _fsync_dir(building)
+    fsync_dir(building)
     if backup.exists():
         shutil.rmtree(backup)
     os.rename(directory, backup)
     os.rename(building, directory)
-    _fsync_dir(directory.parent)
+    fsync_dir(directory.parent)
     log.warning("metadata log converted from JSON to KRaft's layout: %d records; the JSON "
                 "log is kept in %s", count, backup)
     return count

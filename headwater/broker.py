@@ -17,7 +17,8 @@ from . import __version__
 from .api import register_all
 from .config import BrokerConfig, LogConfig
 from .group.coordinator import GroupCoordinator
-from .limits import partition_capacity, raise_nofile_limit
+from .limits import MAX_PARTITIONS, open_file_capacity, raise_nofile_limit
+from .log.fdcache import FILES
 from .log.manager import LogManager
 from .log.partition_log import PartitionLog
 from .metadata.controller import METADATA_TOPIC, Controller
@@ -88,6 +89,8 @@ class Broker:
         """Open storage and replay metadata (synchronous: nothing is served yet)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._load_meta_properties()
+        FILES.set_capacity(self.config.get_int("headwater.max.open.partition.files",
+                                               open_file_capacity(raise_nofile_limit())))
         self.logs = LogManager(self.data_dir, self.now_ms)
         meta_config = LogConfig.resolve(self.config, {"segment.bytes": str(64 << 20),
                                                       "retention.ms": "-1"})
@@ -96,8 +99,8 @@ class Broker:
                     or self.logs.open_existing(METADATA_TOPIC, 0, meta_config)
                     or self.logs.create(METADATA_TOPIC, 0, meta_config))
         self.controller = Controller(meta_log, self.config, self.now_ms)
-        self.controller.max_partitions = self.config.get_int(
-            "headwater.max.partitions", partition_capacity(raise_nofile_limit()))
+        self.controller.max_partitions = self.config.get_int("headwater.max.partitions",
+                                                             MAX_PARTITIONS)
         self.controller.load()
         self._sync_logs(MetadataImage(), self.controller.image)
         self.controller.listeners.append(self._sync_logs)

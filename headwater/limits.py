@@ -1,9 +1,11 @@
-"""How many partitions this process can hold open, from its file-descriptor limit.
+"""What one process can hold: descriptors for partition files, and partitions.
 
-Every partition keeps its active segment's files open (log, offset index, time index,
-and a transaction index once used), so a broker asked for more partitions than its
-descriptors allow would fail later, at an append or at the next start, and could not
-start again. Refusing the request that would cross the limit keeps it startable.
+Partition files are opened on demand and kept in a bounded LRU (`log.fdcache`), so
+descriptors no longer bound the partition count: an idle partition holds none. Half of
+the descriptors (after a reserve) go to that cache, the rest stay for client
+connections, the metadata log and Python's own files. What still bounds partitions is
+memory (a few kB each, open or not), hence `headwater.max.partitions`: a CreateTopics /
+CreatePartitions past it is refused, so the broker can always start again.
 The soft RLIMIT_NOFILE is raised to the hard one first, as Kafka's scripts expect
 operators to do.
 """
@@ -15,10 +17,12 @@ import resource
 
 log = logging.getLogger("headwater.limits")
 
-FDS_PER_PARTITION = 4
-# Descriptors kept for everything else: client connections, the metadata log, sockets
-# of the metrics server, files of Python's own imports.
-RESERVED_FDS = 2048
+# Descriptors kept out of the file cache's share: the listeners, the metadata log, the
+# metrics server, files of Python's own imports.
+RESERVED_FDS = 1024
+MAX_OPEN_FILES = 65_536
+#: Default `headwater.max.partitions`: ~5 kB of memory per partition, ~1 GiB in all.
+MAX_PARTITIONS = 200_000
 
 
 def raise_nofile_limit() -> int:
@@ -34,6 +38,6 @@ def raise_nofile_limit() -> int:
     return soft if soft != resource.RLIM_INFINITY else 1 << 20
 
 
-def partition_capacity(nofile: int) -> int:
-    """Partitions whose open files fit in `nofile` descriptors beside the reserve."""
-    return max(100, (nofile - RESERVED_FDS) // FDS_PER_PARTITION)
+def open_file_capacity(nofile: int) -> int:
+    """Descriptors the partition-file cache may keep open under `nofile`."""
+    return max(64, min(MAX_OPEN_FILES, (nofile - RESERVED_FDS) // 2))

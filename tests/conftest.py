@@ -37,8 +37,10 @@ def broker_factory(tmp_path: Path) -> Iterator:
     """Start private brokers (restart / kill tests); all are stopped afterwards."""
     started: list[BrokerProcess] = []
 
-    def make(*extra: str, data_dir: Path | None = None) -> BrokerProcess:
-        proc = BrokerProcess(data_dir or tmp_path / f"data{len(started)}", *extra)
+    def make(*extra: str, data_dir: Path | None = None,
+             nofile: int | None = None) -> BrokerProcess:
+        proc = BrokerProcess(data_dir or tmp_path / f"data{len(started)}", *extra,
+                             nofile=nofile)
         started.append(proc)
         return proc.start()
 

@@ -1,7 +1,7 @@
 """Sparse per-segment indexes: offset -> file position, and timestamp -> offset.
 
 Each index is an append-only file of fixed-size (key, value) pairs written with `os.write`
-and mirrored in two `array`s, so a lookup is a C-level bisect and memory stays at
+(descriptors from the `fdcache` LRU) and mirrored in two `array`s, so a lookup is a C-level bisect and memory stays at
 4-8 bytes per key with no mmap. One entry is added per `index.interval.bytes` of log, so
 a lookup lands at most that many bytes before the batch sought; the segment scans
 headers forward from there. The files are cheap to lose: recovery rebuilds them.
@@ -14,6 +14,8 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
+from headwater.log.fdcache import FILES
+
 
 class _PairIndex:
     """An append-only file of (key, value) pairs with keys (and values) ascending."""
@@ -22,19 +24,20 @@ class _PairIndex:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._file = FILES.handle(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         self.keys = array(self.TYPECODE)
         self.values = array(self.TYPECODE)
         self._entry_size = 2 * self.keys.itemsize
         self._load()
 
     def _load(self) -> None:
-        size = os.fstat(self._fd).st_size
-        whole = size - size % self._entry_size
-        if whole != size:  # a torn trailing entry from a crash mid-write
-            os.ftruncate(self._fd, whole)
-        pairs = array(self.TYPECODE)
-        pairs.frombytes(os.pread(self._fd, whole, 0) if whole else b"")
+        with self._file as fd:
+            size = os.fstat(fd).st_size
+            whole = size - size % self._entry_size
+            if whole != size:  # a torn trailing entry from a crash mid-write
+                os.ftruncate(fd, whole)
+            pairs = array(self.TYPECODE)
+            pairs.frombytes(os.pread(fd, whole, 0) if whole else b"")
         self.keys = pairs[0::2]
         self.values = pairs[1::2]
 
@@ -42,7 +45,8 @@ class _PairIndex:
         return len(self.keys)
 
     def _append(self, key: int, value: int) -> None:
-        os.write(self._fd, array(self.TYPECODE, (key, value)).tobytes())
+        with self._file as fd:
+            os.write(fd, array(self.TYPECODE, (key, value)).tobytes())
         self.keys.append(key)
         self.values.append(value)
 
@@ -51,25 +55,26 @@ class _PairIndex:
         pairs = array(self.TYPECODE, bytes(self._entry_size * len(keys)))
         pairs[0::2] = keys
         pairs[1::2] = values
-        os.ftruncate(self._fd, 0)
-        os.write(self._fd, pairs.tobytes())
+        with self._file as fd:
+            os.ftruncate(fd, 0)
+            os.write(fd, pairs.tobytes())
         self.keys = array(self.TYPECODE, keys)
         self.values = array(self.TYPECODE, values)
 
     def truncate(self, entries: int) -> None:
         """Keep only the first `entries` entries."""
         if entries < len(self.keys):
-            os.ftruncate(self._fd, entries * self._entry_size)
+            with self._file as fd:
+                os.ftruncate(fd, entries * self._entry_size)
             del self.keys[entries:]
             del self.values[entries:]
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        with self._file as fd:
+            os.fsync(fd)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._file.close()
 
     def delete(self) -> None:
         self.close()

@@ -1,7 +1,8 @@
 """One log segment: `<base:020d>.log` plus its sparse offset and time indexes, and the
 aborted-transaction index of the markers it holds (`txn_index`, see `txn_index`).
 
-The log file is written with `os.write` on an unbuffered O_APPEND fd, so once `append`
+The log file is written with `os.write` on an unbuffered O_APPEND fd (opened on demand,
+kept in the `fdcache` LRU: an idle segment holds no descriptor), so once `append`
 returns the bytes are in the page cache and survive a `kill -9`; reads are `os.pread`
 byte ranges. Only batch headers are ever parsed here, and only near index entries: a
 lookup bisects the sparse index, then walks at most ~`index.interval.bytes` of headers.
@@ -25,6 +26,7 @@ from headwater.log.batch import (
     parse_header,
 )
 from headwater.log.errors import KAFKA_STORAGE_ERROR, LogError
+from headwater.log.fdcache import FILES
 from headwater.log.index import OffsetIndex, TimeIndex
 from headwater.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
@@ -90,8 +92,7 @@ class LogSegment:
                 path.unlink(missing_ok=True)
         #: True when an index file was absent and had to be created: run `recover()`.
         self.indexes_missing = not (index_path.exists() and time_path.exists())
-        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
-        self._fd = os.open(self.log_path, flags, 0o644)
+        self._file = FILES.handle(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         self.offset_index = OffsetIndex(index_path)
         self.time_index = TimeIndex(time_path)
         #: Aborted transactions whose ABORT marker is in this segment. Unlike the sparse
@@ -99,7 +100,8 @@ class LogSegment:
         #: in an earlier one), so recovery and the cleaner carry it over explicitly.
         self.txn_index = TransactionIndex(txn_path, base_offset)
         self._lock = threading.Lock()  # flush() may run in a worker thread
-        self.size = os.fstat(self._fd).st_size
+        with self._file as fd:
+            self.size = os.fstat(fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -126,13 +128,17 @@ class LogSegment:
         view = memoryview(data)
         written = 0
         try:
-            while written < len(view):
-                written += os.write(self._fd, view[written:])
+            with self._file as fd:
+                try:
+                    while written < len(view):
+                        written += os.write(fd, view[written:])
+                except OSError:
+                    try:  # keep the file batch-aligned so the next append is still valid
+                        os.ftruncate(fd, start)
+                    except OSError:
+                        pass
+                    raise
         except OSError as exc:
-            try:  # keep the file batch-aligned so the next append is still valid
-                os.ftruncate(self._fd, start)
-            except OSError:
-                pass
             raise LogError(KAFKA_STORAGE_ERROR, f"write to {self.log_path} failed: {exc}") from exc
         self.dirty = True
         pos = start
@@ -159,17 +165,21 @@ class LogSegment:
     def seal(self) -> None:
         """Record the final max timestamp in the time index (on roll and close), so a
         reopen knows the segment's max timestamp without scanning it."""
-        if self.size and self._fd >= 0:
+        if self.size and not self._file.closed:
             self.time_index.maybe_append(self.max_timestamp,
                                          self.offset_of_max_timestamp - self.base_offset)
             self.dirty = True
 
     # ---- reading --------------------------------------------------------------------
 
+    def _pread(self, length: int, pos: int) -> bytes:
+        with self._file as fd:
+            return os.pread(fd, length, pos)
+
     def read(self, start_pos: int, max_bytes: int) -> bytes:
         """Raw bytes [start_pos, start_pos + max_bytes) clipped to the segment."""
         length = min(max_bytes, self.size - start_pos)
-        return os.pread(self._fd, length, start_pos) if length > 0 else b""
+        return self._pread(length, start_pos) if length > 0 else b""
 
     def iter_headers(self, start_pos: int = 0,
                      end_pos: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
@@ -182,7 +192,7 @@ class LogSegment:
         while pos + HEADER_SIZE <= end:
             off = pos - buf_pos
             if off + HEADER_SIZE > len(buf):
-                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf = self._pread(min(_SCAN_CHUNK, end - pos), pos)
                 buf_pos, off = pos, 0
                 if len(buf) < HEADER_SIZE:
                     return
@@ -205,7 +215,7 @@ class LogSegment:
         """Position of the first batch whose base offset is >= `offset` (or the size)."""
         pos, base = self.find_position(offset)
         if base < offset and pos < self.size:
-            pos += parse_header(os.pread(self._fd, HEADER_SIZE, pos)).size
+            pos += parse_header(self._pread(HEADER_SIZE, pos)).size
         return pos
 
     def read_batches(self, start_pos: int, max_bytes: int, end_pos: int, min_one: bool) -> bytes:
@@ -215,14 +225,14 @@ class LogSegment:
         if available <= 0:
             return b""
         if available <= max_bytes:
-            return os.pread(self._fd, available, start_pos)
+            return self._pread(available, start_pos)
         boundary = self._boundary_at_or_before(start_pos + max(max_bytes, 0), start_pos)
         if boundary == start_pos:
             if not min_one:
                 return b""
-            first = parse_header(os.pread(self._fd, HEADER_SIZE, start_pos))
+            first = parse_header(self._pread(HEADER_SIZE, start_pos))
             boundary = start_pos + first.size
-        return os.pread(self._fd, boundary - start_pos, start_pos)
+        return self._pread(boundary - start_pos, start_pos)
 
     def _boundary_at_or_before(self, limit: int, start_pos: int) -> int:
         entry = self.offset_index.floor_position(limit)
@@ -272,7 +282,7 @@ class LogSegment:
         pos, h = last
         if pos + h.size != self.size:
             return False
-        if batch_crc(os.pread(self._fd, h.size, pos), 0, h.size) != h.crc:
+        if batch_crc(self._pread(h.size, pos), 0, h.size) != h.crc:
             return False
         self.next_offset = h.next_offset
         self._load_created_ms()
@@ -281,7 +291,8 @@ class LogSegment:
     def recover(self) -> int:
         """Verify every batch (header sanity, offsets ascending, CRC), truncate the file at
         the first bad one, and rebuild both indexes. Returns the bytes truncated."""
-        file_size = os.fstat(self._fd).st_size
+        with self._file as fd:
+            file_size = os.fstat(fd).st_size
         self.size = 0
         self.next_offset = self.base_offset
         builder = IndexBuilder(self.base_offset, self.index_interval_bytes)
@@ -289,20 +300,21 @@ class LogSegment:
         pos = 0
         while file_size - pos >= HEADER_SIZE:
             if pos + HEADER_SIZE > buf_pos + len(buf):
-                buf, buf_pos = os.pread(self._fd, _RECOVER_CHUNK, pos), pos
+                buf, buf_pos = self._pread(_RECOVER_CHUNK, pos), pos
             h = parse_header(buf, pos - buf_pos)
             if (check_header(h) or pos + h.size > file_size or h.base_offset < self.next_offset
                     or h.last_offset - self.base_offset > INT32_MAX):
                 break
             if pos + h.size > buf_pos + len(buf):
-                buf, buf_pos = os.pread(self._fd, max(_RECOVER_CHUNK, h.size), pos), pos
+                buf, buf_pos = self._pread(max(_RECOVER_CHUNK, h.size), pos), pos
             if batch_crc(buf, pos - buf_pos, h.size) != h.crc:
                 break
             builder.add(h, pos)
             self.next_offset = h.next_offset
             pos += h.size
         if pos < file_size:
-            os.ftruncate(self._fd, pos)
+            with self._file as fd:
+                os.ftruncate(fd, pos)
         self.size = pos
         self.max_timestamp = builder.max_timestamp
         self.offset_of_max_timestamp = builder.offset_of_max_timestamp
@@ -316,7 +328,7 @@ class LogSegment:
     def _load_created_ms(self) -> None:
         """After a reopen, roll timing counts from the first batch's timestamp (Kafka)."""
         if self.size >= HEADER_SIZE:
-            first = parse_header(os.pread(self._fd, HEADER_SIZE, 0))
+            first = parse_header(self._pread(HEADER_SIZE, 0))
             self.created_ms = first.max_timestamp if first.max_timestamp >= 0 else None
 
     # ---- lifecycle ------------------------------------------------------------------
@@ -326,18 +338,17 @@ class LogSegment:
         worker thread. Returns only once any fsync already under way has finished."""
         with self._lock:
             self.txn_index.flush()
-            if self._fd < 0 or not self.dirty:
+            if self._file.closed or not self.dirty:
                 return
             self.dirty = False
-            os.fsync(self._fd)
+            with self._file as fd:
+                os.fsync(fd)
             self.offset_index.flush()
             self.time_index.flush()
 
     def close(self) -> None:
         with self._lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+            self._file.close()
             self.offset_index.close()
             self.time_index.close()
             self.txn_index.close()

@@ -13,7 +13,7 @@ had already ended, so later segments cannot contribute (Kafka's `collectAbortedT
 
 Memory: entries are kept as one `array('q')` of four int64 per entry (32 bytes each);
 aborts are rare next to data, and most segments have no file at all — it is created on
-the first entry, as in Kafka. Writes are `os.write` on an O_APPEND fd, so an entry is in
+the first entry, as in Kafka. Writes are `os.write` on an O_APPEND fd (from the `fdcache` LRU), so an entry is in
 the page cache (survives `kill -9`) once `append` returns; recovery rebuilds the entries
 past the producer snapshot from the log anyway.
 """
@@ -27,6 +27,8 @@ from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
+
+from headwater.log.fdcache import FILES, Handle
 
 log = logging.getLogger(__name__)
 
@@ -54,19 +56,21 @@ class TransactionIndex:
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        self._fd = -1
+        self._file: Handle | None = None
         self._values = array("q")
         self.dirty = False
         if path.exists():
-            self._fd = os.open(path, os.O_RDWR | os.O_APPEND)
+            self._file = FILES.handle(path, os.O_RDWR | os.O_APPEND)
             self._load()
 
     def _load(self) -> None:
         """Read every entry; cut the file at a torn or unreadable entry (a crash while
         appending, or a newer version): recovery re-adds whatever lies past the
         producer snapshot, and nothing is read past a gap."""
-        size = os.fstat(self._fd).st_size
-        data = os.pread(self._fd, size, 0) if size else b""
+        assert self._file is not None
+        with self._file as fd:
+            size = os.fstat(fd).st_size
+            data = os.pread(fd, size, 0) if size else b""
         good = 0
         last = -1
         for pos in range(0, size - size % ENTRY_SIZE, ENTRY_SIZE):
@@ -78,7 +82,8 @@ class TransactionIndex:
             last = last_offset
             good = pos + ENTRY_SIZE
         if good != size:
-            os.ftruncate(self._fd, good)
+            with self._file as fd:
+                os.ftruncate(fd, good)
 
     def __len__(self) -> int:
         return len(self._values) // _FIELDS
@@ -98,9 +103,10 @@ class TransactionIndex:
         if txn.last_offset <= self.last_offset:
             raise ValueError(f"aborted txn ending at {txn.last_offset} is not after "
                              f"{self.last_offset} in {self.path}")
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        os.write(self._fd, encode_entry(txn))
+        if self._file is None:
+            self._file = FILES.handle(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        with self._file as fd:
+            os.write(fd, encode_entry(txn))
         self._values.extend(txn)
         self.dirty = True
 
@@ -112,8 +118,9 @@ class TransactionIndex:
         if keep == len(self):
             return
         del self._values[keep * _FIELDS:]
-        if self._fd >= 0:
-            os.ftruncate(self._fd, keep * ENTRY_SIZE)
+        if self._file is not None:
+            with self._file as fd:
+                os.ftruncate(fd, keep * ENTRY_SIZE)
             self.dirty = True
 
     def collect(self, start: int, upper: int, out: list[AbortedTxn]) -> bool:
@@ -128,14 +135,14 @@ class TransactionIndex:
         return False
 
     def flush(self) -> None:
-        if self._fd >= 0 and self.dirty:
+        if self._file is not None and not self._file.closed and self.dirty:
             self.dirty = False
-            os.fsync(self._fd)
+            with self._file as fd:
+                os.fsync(fd)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if self._file is not None:
+            self._file.close()
 
     def delete(self) -> None:
         self.close()

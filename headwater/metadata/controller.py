@@ -94,8 +94,8 @@ class Controller:
             raise ControllerError(
                 POLICY_VIOLATION,
                 f"Adding {adding} partitions would exceed this broker's limit of "
-                f"{self.max_partitions} partitions (it has {current}); the limit follows "
-                "from its open-file limit (RLIMIT_NOFILE), or headwater.max.partitions")
+                f"{self.max_partitions} partitions (it has {current}); "
+                "headwater.max.partitions sets it")
 
     # ---- loading -------------------------------------------------------------------
     def load(self) -> None:

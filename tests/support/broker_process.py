@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -20,8 +21,11 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, *extra: str, port: int | None = None) -> None:
+    def __init__(self, data_dir: Path, *extra: str, port: int | None = None,
+                 nofile: int | None = None) -> None:
         self.data_dir = Path(data_dir)
+        #: RLIMIT_NOFILE (soft and hard) of the broker process, to test a small one.
+        self.nofile = nofile
         self.port = port or free_port()
         self.extra = list(extra)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -37,10 +41,19 @@ class BrokerProcess:
         cmd = [sys.executable, "-m", "headwater.cli", "serve", "--listen",
                f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir), *self.extra]
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                     preexec_fn=self._limit if self.nofile else None)
         log.close()
         self.wait_ready(timeout)
         return self
+
+    def _limit(self) -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
+
+    def open_fds(self) -> int:
+        """Descriptors the broker holds now."""
+        assert self.proc is not None
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -35,6 +35,9 @@ from .wire.dispatch import LISTENER, Dispatcher, RequestContext
 from .wire.limits import ConnectionLimits
 from .wire.server import KafkaServer
 
+#: Partitions opened per event-loop turn by the background opener.
+OPEN_SLICE = 32
+
 log = logging.getLogger("headwater.broker")
 
 
@@ -102,7 +105,7 @@ class Broker:
         self.controller.max_partitions = self.config.get_int("headwater.max.partitions",
                                                              MAX_PARTITIONS)
         self.controller.load()
-        self._sync_logs(MetadataImage(), self.controller.image)
+        self._sync_logs(MetadataImage(), self.controller.image, lazy=True)
         self.controller.listeners.append(self._sync_logs)
         self.groups = GroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
@@ -130,6 +133,7 @@ class Broker:
             self.metrics = MetricsServer(self, host, port)
             await self.metrics.start()
         self._tasks.append(asyncio.create_task(self._chores()))
+        self._tasks.append(asyncio.create_task(self._open_pending()))
         host, port = self.advertised
         log.info("headwater %s started: node %d, listener %s:%d (advertised %s:%d), "
                  "data dir %s, cluster id %s", __version__, self.node_id, self.listen_host,
@@ -192,6 +196,18 @@ class Broker:
         path.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={self.node_id}\n")
         return cluster_id
 
+    async def _open_pending(self) -> None:
+        """Open the partitions left unopened at start, a slice per loop turn (a few ms),
+        so retention, flushes and the cleaner reach them soon while requests are served
+        from the first second."""
+        assert self.logs is not None
+        started, total = time.monotonic(), self.logs.pending
+        while self.logs.open_pending(OPEN_SLICE):
+            await asyncio.sleep(0)
+        if total:
+            log.info("opened %d partitions in the background in %.1f s", total,
+                     time.monotonic() - started)
+
     async def _chores(self) -> None:
         """Retention and time-based flushes; light work on a fixed period."""
         assert self.logs is not None
@@ -225,9 +241,10 @@ class Broker:
         overrides = self.image.resource_configs(TOPIC_RESOURCE, topic)
         return LogConfig.resolve(self.config, overrides)
 
-    def _sync_logs(self, old: MetadataImage, new: MetadataImage) -> None:
+    def _sync_logs(self, old: MetadataImage, new: MetadataImage, lazy: bool = False) -> None:
         """Create, update and delete partition logs so they match the new image (dynamic
-        broker configs first: they are the defaults of every topic's configs)."""
+        broker configs first: they are the defaults of every topic's configs). At start
+        (`lazy`) partitions on disk are only registered: see `_open_pending`."""
         assert self.logs is not None
         self.config.set_dynamic(new.resource_configs(BROKER_RESOURCE, ""),
                                 new.resource_configs(BROKER_RESOURCE, str(self.node_id)))
@@ -245,12 +262,12 @@ class Broker:
             known = (len(previous.partitions)
                      if previous is not None and previous.topic_id == topic.topic_id else 0)
             for part in topic.partitions:
-                plog = self.logs.get(name, part.partition_id)
-                if plog is None:
-                    plog = (self.logs.open_existing(name, part.partition_id, config)
-                            or self.logs.create(name, part.partition_id, config))
-                elif changed or part.partition_id >= known:
-                    plog.update_config(config)
+                if lazy:
+                    self.logs.add_lazy(name, part.partition_id, config)
+                elif part.partition_id >= known:
+                    self.logs.create(name, part.partition_id, config)
+                elif changed:
+                    self.logs.update_config(name, part.partition_id, config)
         shares = self.api_state.get("share_partitions")
         if shares is not None:  # group configs are dynamic: loaded leaders follow them
             shares.refresh_configs()

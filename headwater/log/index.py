@@ -112,9 +112,12 @@ class TimeIndex(_PairIndex):
 
     TYPECODE = "q"
 
-    def maybe_append(self, timestamp: int, relative_offset: int) -> None:
+    def maybe_append(self, timestamp: int, relative_offset: int) -> bool:
+        """Add an entry if the timestamp rose since the last one; True if it did."""
         if not self.keys or timestamp > self.keys[-1]:
             self._append(timestamp, relative_offset)
+            return True
+        return False
 
     def lookup_time(self, timestamp: int) -> int:
         """Relative offset to start scanning from for the first batch with max ts >= target.

@@ -90,6 +90,10 @@ class PartitionLog:
         self._flushed_offset = segments[-1].next_offset  # offsets below it were fsynced
         self._dir_dirty = False
         self._closed = False
+        #: (log end, log start, producer snapshot offset) at open; see `close`.
+        self._opened_as: tuple[int, int, int | None] = (-1, -1, None)
+        #: The log start offset in the checkpoint file (None: not known to be there).
+        self._checkpointed: int | None = None
         self._lock = threading.RLock()  # see the module docstring
         #: Time of the last flush, kept by LogManager.flush_due for `flush.ms`.
         self.last_flush_ms = now_ms
@@ -146,6 +150,7 @@ class PartitionLog:
         log_start = max(checkpoint, segments[0].base_offset)
 
         self = cls(path, config, topic, partition, segments, log_start, producers, now_ms)
+        self._checkpointed = checkpoint
         self._rebuild_producer_state()
         return self
 
@@ -157,6 +162,7 @@ class PartitionLog:
         that recovery truncated away, is put right."""
         leo = self.log_end_offset
         start = self._producers.load_latest(leo)
+        self._opened_as = (leo, self._log_start_offset, start)
         if start is None:
             start = self._segments[0].base_offset
         for segment in self._segments:
@@ -555,6 +561,7 @@ class PartitionLog:
             deletable += 1
         self._delete_oldest(deletable)
         _write_checkpoint(self.path, offset)
+        self._checkpointed = offset
         self._producers.truncate_head(offset)
         self._producers.delete_snapshots_below(offset)
 
@@ -661,15 +668,24 @@ class PartitionLog:
             segment.flush()
         self._flushed_offset = max(self._flushed_offset, target)
 
-    def close(self) -> None:
-        """Flush, snapshot producer state at the log end, and close every file."""
+    def close(self, sync: bool = True) -> None:
+        """Flush, snapshot producer state at the log end, and close every file. A log
+        unchanged since it was opened from a snapshot at its end writes nothing (a
+        clean stop of 100,000 idle partitions is then quick). `sync=False` leaves the
+        fsyncs to the caller (`LogManager.close_all` syncs once for every log)."""
         with self._lock:
             if self._closed:
                 return
-            self._segments[-1].seal()
-            self.flush()
-            self._producers.snapshot(self.log_end_offset, sync=True)
-            _write_checkpoint(self.path, self._log_start_offset)
+            leo = self.log_end_offset
+            if self._opened_as != (leo, self._log_start_offset, leo):
+                self._segments[-1].seal()
+                if sync:
+                    self.flush()
+                self._producers.snapshot(leo, sync=sync)
+                if self._checkpointed != self._log_start_offset:
+                    _write_checkpoint(self.path, self._log_start_offset)
+            elif sync:
+                self.flush()  # no-op unless recovery rewrote an index
             for segment in self._segments:
                 segment.close()
             self._closed = True

@@ -165,9 +165,8 @@ class LogSegment:
     def seal(self) -> None:
         """Record the final max timestamp in the time index (on roll and close), so a
         reopen knows the segment's max timestamp without scanning it."""
-        if self.size and not self._file.closed:
-            self.time_index.maybe_append(self.max_timestamp,
-                                         self.offset_of_max_timestamp - self.base_offset)
+        if self.size and not self._file.closed and self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp - self.base_offset):
             self.dirty = True
 
     # ---- reading --------------------------------------------------------------------

@@ -78,3 +78,70 @@ def test_flush_due_honours_flush_ms(tmp_path: Path) -> None:
     plog.append(one_batch(), 0)
     assert manager.flush_due(now_ms=1_600) == 0
     manager.close_all()
+
+
+def test_lazy_partitions_open_at_first_get_or_in_slices(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path, lambda: 0)
+    for p in range(5):
+        manager.create("t", p, CONFIG).append(one_batch(), 0)
+    manager.close_all()
+
+    manager = LogManager(tmp_path, lambda: 0)
+    for p in range(5):
+        manager.add_lazy("t", p, CONFIG)
+    manager.add_lazy("t", 9, CONFIG)  # in the image, not on disk: created at once
+    assert manager.pending == 5 and sorted(log.partition for log in manager.all()) == [9]
+    assert manager.get("t", 3).log_end_offset == 1 and manager.pending == 4
+    manager.delete("t", 4)
+    assert manager.pending == 3 and not (tmp_path / "t-4").exists()
+    assert manager.open_pending(2) == 1 and manager.open_pending(2) == 0
+    assert sorted(log.partition for log in manager.all()) == [0, 1, 2, 3, 9]
+    manager.close_all()
+
+
+def test_an_unclean_start_stopped_before_every_partition_opened_stays_unclean(
+        tmp_path: Path) -> None:
+    """A partition never opened was never recovered: the next start must still do it."""
+    manager = LogManager(tmp_path, lambda: 0)
+    manager.create("t", 0, CONFIG).append(one_batch(), 0)
+    manager.create("t", 1, CONFIG).append(one_batch(), 0)  # no close_all: a crash
+
+    manager = LogManager(tmp_path, lambda: 0)
+    assert not manager.clean_start
+    manager.add_lazy("t", 0, CONFIG)
+    manager.add_lazy("t", 1, CONFIG)
+    manager.get("t", 0)
+    manager.close_all()
+    assert not (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()
+
+    manager = LogManager(tmp_path, lambda: 0)  # recovers both, opened or not
+    manager.add_lazy("t", 0, CONFIG)
+    manager.add_lazy("t", 1, CONFIG)
+    assert manager.open_pending(10) == 0
+    manager.close_all()
+    assert (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()
+
+    manager = LogManager(tmp_path, lambda: 0)  # a clean start may stop with some unopened
+    manager.add_lazy("t", 0, CONFIG)
+    manager.add_lazy("t", 1, CONFIG)
+    manager.close_all()
+    assert (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()
+
+
+def test_closing_a_log_unchanged_since_it_opened_writes_nothing(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path, lambda: 0)
+    manager.create("t", 0, CONFIG).append(one_batch(), 0)
+    manager.close_all()
+    before = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "t-0").iterdir()}
+
+    manager = LogManager(tmp_path, lambda: 0)
+    assert manager.open_existing("t", 0, CONFIG).log_end_offset == 1
+    manager.close_all()
+    after = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "t-0").iterdir()}
+    assert after == before
+
+    manager = LogManager(tmp_path, lambda: 0)
+    manager.open_existing("t", 0, CONFIG).append(one_batch(), 0)
+    manager.close_all()
+    changed = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "t-0").iterdir()}
+    assert changed != before and "00000000000000000002.snapshot" in changed

@@ -27,6 +27,7 @@ from .metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, Topi
 from .metrics import MetricsServer
 from .quota.enforce import ClientQuotas
 from .security import listeners, tls
+from .security.access import AccessControl
 from .security.sasl import SaslConfig, SaslSession
 from .security.scram import MECHANISMS, ScramCredential
 from .share.coordinator import ShareCoordinator
@@ -111,6 +112,7 @@ class Broker:
         self.transactions = TransactionCoordinator(self)
         self.share_coordinator = ShareCoordinator(self)
         self.quotas = ClientQuotas(self)
+        self.access = AccessControl(self)
         register_all(self.dispatcher, self)
 
     async def start(self) -> None:

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
     from . import (
+        acls,
         api_versions,
         classic_groups,
         client_quotas,
@@ -38,5 +39,5 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
     for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
                    offsets, producers, log_dirs, find_coordinator, offset_commits,
                    group_admin, classic_groups, consumer_groups, share_groups, transactions,
-                   share_state, share_fetch, share_admin, client_quotas, sasl):
+                   share_state, share_fetch, share_admin, client_quotas, sasl, acls):
         module.register(dispatcher, broker)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..coordinator.runtime import NotReady
 from ..group.classic import JoinRequest, SyncRequest, join_error, sync_error
+from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("headwater.api.classic_groups")
 
 UNKNOWN_SERVER_ERROR = -1
+GROUP_AUTHORIZATION_FAILED = 30
 _MS = datetime.timedelta(milliseconds=1)
 
 
@@ -61,7 +63,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return _answer(future)
 
     # ---- JoinGroup -----------------------------------------------------------------
+    def denied(ctx: RequestContext, group_id: str) -> bool:
+        return broker.access.denies(ctx, A.READ, A.GROUP, group_id)
+
     def handle_join(ctx: RequestContext, req: Any) -> Any:
+        if denied(ctx, req.group_id):
+            return {"throttle_time": 0, **join_error(req.member_id, GROUP_AUTHORIZATION_FAILED)}
         session = _ms(req.session_timeout, 0)
         rebalance = _ms(getattr(req, "rebalance_timeout", None), -1)
         join = JoinRequest(
@@ -79,6 +86,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     # ---- SyncGroup -----------------------------------------------------------------
     def handle_sync(ctx: RequestContext, req: Any) -> Any:
+        if denied(ctx, req.group_id):
+            return {"throttle_time": 0, **sync_error(GROUP_AUTHORIZATION_FAILED)}
         sync = SyncRequest(
             group_id=req.group_id, member_id=req.member_id,
             instance_id=getattr(req, "group_instance_id", None),
@@ -91,6 +100,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     # ---- Heartbeat -----------------------------------------------------------------
     def handle_heartbeat(ctx: RequestContext, req: Any) -> dict:
+        if denied(ctx, req.group_id):
+            return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED}
         try:
             code = groups().write(req.group_id, lambda shard, now: shard.classic.heartbeat(
                 req.group_id, req.member_id, getattr(req, "group_instance_id", None),
@@ -101,6 +112,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     # ---- LeaveGroup ----------------------------------------------------------------
     def handle_leave(ctx: RequestContext, req: Any) -> dict:
+        if denied(ctx, req.group_id):
+            return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED,
+                    "members": []}
         if ctx.api_version >= 3:
             members = [(m.member_id, getattr(m, "group_instance_id", None))
                        for m in req.members]

@@ -6,14 +6,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..quota.entities import Alteration, QuotaError, alter, describe
+from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
 
+CLUSTER_AUTHORIZATION_FAILED = 31
+
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def handle_describe(ctx: RequestContext, req: Any) -> dict:
+        if broker.access.denies(ctx, A.DESCRIBE_CONFIGS, A.CLUSTER, A.CLUSTER_NAME):
+            return {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                    "error_message": None, "entries": None}
         try:
             found = describe(broker.image.client_quotas,
                              [(c.entity_type, c.match_type, c.match) for c in req.components],
@@ -31,6 +37,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                   tuple((op.key, None if op.remove else op.value)
                                         for op in entry.ops))
                        for entry in req.entries]
+        if broker.access.denies(ctx, A.ALTER_CONFIGS, A.CLUSTER, A.CLUSTER_NAME):
+            results = [(CLUSTER_AUTHORIZATION_FAILED, None)] * len(alterations)
+            return {"throttle_time": 0, "entries": [
+                {"error_code": code, "error_message": message,
+                 "entity": [{"entity_type": t, "entity_name": n} for t, n in alt.entity]}
+                for alt, (code, message) in zip(alterations, results, strict=True)]}
         records, results = alter(broker.image.client_quotas, alterations)
         if not req.validate_only:
             broker.controller.commit(records)

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode as E
 from ..metadata.controller import NewTopic
 from ..metadata.image import TopicImage
 from ..metadata.topics import topic_name_error
+from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
@@ -51,11 +52,22 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     def handle_metadata(ctx: RequestContext, req: Any) -> dict:
         image = broker.image
+        access = broker.access
         topics_out: list[dict] = []
         requested = req.topics
+
+        def hidden(name: str) -> bool:
+            return access.enabled and not access.allowed(ctx, A.DESCRIBE, A.TOPIC, name)
+
+        def denied(name: str | None, topic_id: Any) -> dict:
+            return {"error_code": E.topic_authorization_failed, "name": name,
+                    "topic_id": ZERO_UUID if topic_id is None else topic_id,
+                    "partitions": ()}
+
         if requested is None or (ctx.api_version == 0 and not requested):
             for topic in image.topics_by_name.values():
-                topics_out.append(topic_entry(broker, topic))
+                if not hidden(topic.name):  # as Kafka: unauthorized topics are left out
+                    topics_out.append(topic_entry(broker, topic))
         else:
             auto = (broker.config.get_bool("auto.create.topics.enable")
                     and getattr(req, "allow_auto_topic_creation", True))
@@ -68,15 +80,23 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     if topic is None:
                         topics_out.append({"error_code": E.unknown_topic_id, "name": None,
                                            "topic_id": topic_id, "partitions": ()})
+                    elif hidden(topic.name):
+                        topics_out.append(denied(None, topic_id))
                     else:
                         topics_out.append(topic_entry(broker, topic))
                     continue
                 topic = image.topic(name) if name is not None else None
-                if topic is not None:
+                if name is not None and hidden(name):
+                    topics_out.append(denied(name, None))
+                elif topic is not None:
                     topics_out.append(topic_entry(broker, topic))
                 elif name is not None and topic_name_error(name):
                     topics_out.append({"error_code": E.invalid_topic_exception, "name": name,
                                        "topic_id": ZERO_UUID, "partitions": ()})
+                elif auto and name is not None and access.enabled and not (
+                        access.allowed(ctx, A.CREATE, A.CLUSTER, A.CLUSTER_NAME)
+                        or access.allowed(ctx, A.CREATE, A.TOPIC, name)):
+                    topics_out.append(denied(name, None))
                 elif auto and name is not None:
                     to_create.append(name)
                     topics_out.append({"name": name})
@@ -97,13 +117,21 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                             code = err.code if err else E.leader_not_available
                             topics_out[i] = {"error_code": code, "name": entry["name"],
                                              "topic_id": ZERO_UUID, "partitions": ()}
+        if getattr(req, "include_topic_authorized_operations", False):
+            for entry in topics_out:
+                if entry.get("error_code", 0) == 0 and entry.get("name"):
+                    entry["topic_authorized_operations"] = access.operations(
+                        ctx, A.TOPIC, entry["name"])
+        cluster_ops = -2147483648
+        if getattr(req, "include_cluster_authorized_operations", False):
+            cluster_ops = access.operations(ctx, A.CLUSTER, A.CLUSTER_NAME)
         return {
             "throttle_time": 0,
             "brokers": brokers(ctx),
             "cluster_id": broker.cluster_id,
             "controller_id": broker.node_id,
             "topics": topics_out,
-            "cluster_authorized_operations": -2147483648,
+            "cluster_authorized_operations": cluster_ops,
         }
 
     def handle_describe_cluster(ctx: RequestContext, req: Any) -> dict:
@@ -121,6 +149,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             "endpoint_type": endpoint_type,
             "brokers": [{"broker_id": broker.node_id, "host": host, "port": port,
                          "rack": None, "is_fenced": False}],
+            "cluster_authorized_operations": (
+                broker.access.operations(ctx, A.CLUSTER, A.CLUSTER_NAME)
+                if req.include_cluster_authorized_operations else -2147483648),
         }
 
     dispatcher.register(3, 0, 13, handle_metadata)

@@ -30,6 +30,7 @@ from ..config import (
 )
 from ..group import group_configs
 from ..metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
+from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
@@ -150,12 +151,26 @@ def describe_group_configs(broker: Broker, group: str, keys: set[str] | None,
 
 
 class _Invalid(Exception):
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str | None) -> None:
         super().__init__(message)
         self.code, self.message = code, message
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def authorized(ctx: RequestContext, op: int, rtype: int, name: str) -> None:
+        """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, group or cluster (brokers)."""
+        access = broker.access
+        if not access.enabled:
+            return
+        if rtype == TOPIC_RESOURCE:
+            target, code = (A.TOPIC, name), E.topic_authorization_failed
+        elif rtype == GROUP_RESOURCE:
+            target, code = (A.GROUP, name), E.group_authorization_failed
+        else:
+            target, code = (A.CLUSTER, A.CLUSTER_NAME), E.cluster_authorization_failed
+        if not access.allowed(ctx, op, *target):
+            raise _Invalid(code, None)
+
     def resource_check(rtype: int, name: str) -> None:
         if rtype == TOPIC_RESOURCE:
             if broker.image.topic(name) is None:
@@ -176,6 +191,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             keys = set(res.configuration_keys) if res.configuration_keys else None
             base = {"resource_type": res.resource_type, "resource_name": res.resource_name}
             try:
+                authorized(ctx, A.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
                 resource_check(res.resource_type, res.resource_name)
             except _Invalid as exc:
                 results.append({**base, "error_code": exc.code, "error_message": exc.message,
@@ -209,7 +225,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             except ConfigError as exc:
                 raise _Invalid(E.invalid_config, str(exc)) from None
 
-    def alter(req: Any, incremental: bool) -> dict:
+    def alter(ctx: RequestContext, req: Any, incremental: bool) -> dict:
         assert broker.controller is not None
         responses = []
         records: list[object] = []
@@ -217,6 +233,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             rtype, name = res.resource_type, res.resource_name
             base = {"resource_type": rtype, "resource_name": name}
             try:
+                authorized(ctx, A.ALTER_CONFIGS, rtype, name)
                 resource_check(rtype, name)
                 current = dict(broker.image.resource_configs(rtype, name))
                 if incremental:
@@ -267,5 +284,5 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0, "responses": responses}
 
     dispatcher.register(32, 1, 4, handle_describe)
-    dispatcher.register(33, 0, 2, lambda ctx, req: alter(req, False))
-    dispatcher.register(44, 0, 1, lambda ctx, req: alter(req, True))
+    dispatcher.register(33, 0, 2, lambda ctx, req: alter(ctx, req, False))
+    dispatcher.register(44, 0, 1, lambda ctx, req: alter(ctx, req, True))

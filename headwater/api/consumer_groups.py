@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..coordinator.runtime import NotReady
 from ..group.consumer import HeartbeatRequest, HeartbeatResponse
 from ..group.reconciliation import freeze
+from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from ..group.share import ShareHeartbeatResponse
 
 _MS = datetime.timedelta(milliseconds=1)
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
 
 
 def _millis(value: Any, default: int = -1) -> int:
@@ -63,12 +66,34 @@ def to_response(resp: HeartbeatResponse | ShareHeartbeatResponse) -> dict[str, A
             "assignment": assignment}
 
 
+def heartbeat_refused(broker: Broker, ctx: RequestContext, group_id: str,
+                      topics: Any) -> dict | None:
+    """The answer to a Consumer/ShareGroupHeartbeat the principal may not send (READ on
+    the group, DESCRIBE on every subscribed topic, as Kafka checks), else None."""
+    access = broker.access
+    if not access.enabled:
+        return None
+    code = None
+    if not access.allowed(ctx, A.READ, A.GROUP, group_id):
+        code, message = GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
+    elif any(not access.allowed(ctx, A.DESCRIBE, A.TOPIC, t) for t in topics or ()):
+        code, message = TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+    if code is None:
+        return None
+    return {"throttle_time": 0, "error_code": code, "error_message": message,
+            "member_id": None, "member_epoch": 0, "heartbeat_interval": 0,
+            "assignment": None}
+
+
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def groups():
         assert broker.groups is not None
         return broker.groups
 
     def handle_heartbeat(ctx: RequestContext, req: Any) -> dict:
+        refused = heartbeat_refused(broker, ctx, req.group_id, req.subscribed_topic_names)
+        if refused is not None:
+            return refused
         request = to_request(ctx, req)
         try:
             resp = groups().write(request.group_id,
@@ -81,6 +106,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         include = bool(getattr(req, "include_authorized_operations", False))
         out = []
         for group_id in req.group_ids:
+            if broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
+                out.append({"error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None,
+                            "group_id": group_id, "group_state": "", "group_epoch": 0,
+                            "assignment_epoch": 0, "assignor_name": "", "members": ()})
+                continue
             try:
                 entry, = groups().read(
                     group_id, lambda shard, g=group_id: shard.consumer.describe([g], include))

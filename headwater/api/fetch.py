@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode as E
 
 from ..log.batch import batches_end_offset
 from ..log.errors import LogError
+from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 from .fetch_sessions import CachedPartition, FetchSessionCache, FetchSessionError
 from .long_poll import AppendWaiters
@@ -97,6 +98,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         for t in req.topics:
             name, topic_id, missing = resolve_topic(getattr(t, "topic", None),
                                                     getattr(t, "topic_id", None))
+            if broker.access.enabled and name is not None and not broker.access.allowed(
+                    ctx, A.READ, A.TOPIC, name):
+                unknown.extend((name, topic_id, p.partition, E.topic_authorization_failed)
+                               for p in t.partitions)
+                continue
             for p in t.partitions:
                 if name is None:
                     unknown.append((None, topic_id, p.partition, missing))

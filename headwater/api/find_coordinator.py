@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from ..security import acl as A
 from ..share.coordinator import parse_coordinator_key
 from ..wire.dispatch import Dispatcher, RequestContext
 
@@ -31,6 +32,17 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if key_type == GROUP and not key:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": E.invalid_group_id, "error_message": "empty group id"}
+        access = broker.access
+        if access.enabled:  # as Kafka: DESCRIBE on the group / transactional id
+            checks = {GROUP: (A.DESCRIBE, A.GROUP, key, E.group_authorization_failed),
+                      TRANSACTION: (A.DESCRIBE, A.TRANSACTIONAL_ID, key,
+                                    E.transactional_id_authorization_failed),
+                      SHARE: (A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME,
+                              E.cluster_authorization_failed)}
+            op, rtype, name, code = checks[key_type]
+            if not access.allowed(ctx, op, rtype, name):
+                return {"key": key, "node_id": -1, "host": "", "port": -1,
+                        "error_code": code, "error_message": None}
         if key_type == SHARE and parse_coordinator_key(key) is None:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": E.invalid_request,

@@ -10,12 +10,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..coordinator.runtime import NotReady
+from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
 
 COORDINATOR_LOAD_IN_PROGRESS = 14
+GROUP_AUTHORIZATION_FAILED = 30
 GROUP_ID_NOT_FOUND = 69
 
 
@@ -31,11 +33,21 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         listed = []
         for shard in groups().loaded_shards():
             listed += shard.list_groups(states or None, types or None)
+        access = broker.access
+        if access.enabled and not access.allowed(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
+            # As Kafka: without DESCRIBE on the cluster, the groups one may describe.
+            listed = [g for g in listed if access.allowed(ctx, A.DESCRIBE, A.GROUP,
+                                                          g["group_id"])]
         return {"throttle_time": 0, "error_code": error, "groups": listed}
 
     def handle_describe(ctx: RequestContext, req: Any) -> dict:
         out = []
         for group_id in req.groups:
+            if broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
+                out.append({"error_code": GROUP_AUTHORIZATION_FAILED, "group_id": group_id,
+                            "group_state": "", "protocol_type": "", "protocol_data": "",
+                            "members": (), "authorized_operations": -2147483648})
+                continue
             try:
                 entry = groups().read(group_id, lambda s, g=group_id: s.describe_group(g))
             except NotReady as exc:
@@ -45,6 +57,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 entry = {**entry, "error_code": 0, "error_message": None}
             if not getattr(req, "include_authorized_operations", False):
                 entry = {**entry, "authorized_operations": -2147483648}
+            else:
+                entry = {**entry, "authorized_operations": broker.access.operations(
+                    ctx, A.GROUP, group_id)}
             out.append(entry)
         return {"throttle_time": 0, "groups": out}
 
@@ -52,6 +67,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         results = []
         share_admin = broker.api_state.get("share_admin")
         for group_id in req.groups_names:
+            if broker.access.denies(ctx, A.DELETE, A.GROUP, group_id):
+                results.append({"group_id": group_id, "error_code": GROUP_AUTHORIZATION_FAILED})
+                continue
             try:
                 # A share group: pending-deletion record, state tombstones, then the
                 # group's tombstones below (seed 000; api/share_admin.py).

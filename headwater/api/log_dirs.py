@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING, Any
 
+from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
@@ -13,6 +14,8 @@ if TYPE_CHECKING:
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def handle(ctx: RequestContext, req: Any) -> dict:
+        if broker.access.denies(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
+            return {"throttle_time": 0, "error_code": 31, "results": []}  # CLUSTER_AUTH...
         image = broker.image
         if req.topics is None:
             wanted = {name: [p.partition_id for p in t.partitions]

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode as E
 
 from ..coordinator.runtime import NotReady
 from ..group.offsets import PartitionCommit, as_fetch_entry
+from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
@@ -47,12 +48,20 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         missing: dict[str, dict[int, int]] = {}  # topic -> partition -> error
         ids: dict[str, Any] = {}
         image = broker.image
+        access = broker.access
+        group_denied = access.denies(ctx, A.READ, A.GROUP, req.group_id)
         for t in req.topics:
             name, topic_id = topic_name(t)
             if name is None:
                 unknown.append((topic_id, [p.partition_index for p in t.partitions]))
                 continue
             ids[name] = topic_id
+            if group_denied or access.denies(ctx, A.READ, A.TOPIC, name):
+                code = (E.group_authorization_failed if group_denied
+                        else E.topic_authorization_failed)
+                missing.setdefault(name, {}).update((p.partition_index, code)
+                                                    for p in t.partitions)
+                continue
             topic = image.topic(name)
             count = len(topic.partitions) if topic is not None else 0
             parts = []
@@ -87,16 +96,24 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0, "topics": out}
 
     # ---- OffsetFetch ---------------------------------------------------------------
-    def fetch_group(group_id: str, member_id: str | None, member_epoch: int,
-                    req_topics: Any, by_id: bool, require_stable: bool = False) -> dict:
+    def fetch_group(ctx: RequestContext, group_id: str, member_id: str | None,
+                    member_epoch: int, req_topics: Any, by_id: bool,
+                    require_stable: bool = False) -> dict:
+        access = broker.access
+        if access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
+            return {"group_id": group_id, "topics": [],
+                    "error_code": E.group_authorization_failed}
         topics: list[tuple[str, list[int]]] | None = None
         unknown = []
+        denied: list[tuple[str, Any, list[int]]] = []
         if req_topics is not None:
             topics = []
             for t in req_topics:
                 name, topic_id = topic_name(t)
                 if name is None:
                     unknown.append((topic_id, list(t.partition_indexes)))
+                elif access.denies(ctx, A.DESCRIBE, A.TOPIC, name):
+                    denied.append((name, topic_id, list(t.partition_indexes)))
                 else:
                     topics.append((name, list(t.partition_indexes)))
         try:
@@ -106,6 +123,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             error, found = exc.code, {}
         out = []
         for name, parts in found.items():
+            if req_topics is None and access.denies(ctx, A.DESCRIBE, A.TOPIC, name):
+                continue  # as Kafka: all offsets means those of topics one may see
             topic = broker.image.topic(name)
             out.append({"name": name,
                         "topic_id": topic.topic_id if topic else ZERO_UUID,
@@ -113,6 +132,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         for tid, parts in unknown:
             out.append({"name": "", "topic_id": tid, "partitions": [
                 as_fetch_entry(p, None, E.unknown_topic_id) for p in parts]})
+        for name, tid, parts in denied:
+            out.append({"name": name, "topic_id": tid or ZERO_UUID, "partitions": [
+                as_fetch_entry(p, None, E.topic_authorization_failed) for p in parts]})
         if by_id:
             out = [t for t in out if t["topic_id"] != ZERO_UUID or not t["partitions"]]
         return {"group_id": group_id, "topics": out, "error_code": error}
@@ -122,12 +144,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         # open transaction is about to change.
         stable = bool(getattr(req, "require_stable", False))
         if ctx.api_version >= 8:
-            results = [fetch_group(g.group_id, getattr(g, "member_id", None),
+            results = [fetch_group(ctx, g.group_id, getattr(g, "member_id", None),
                                    getattr(g, "member_epoch", -1), g.topics,
                                    ctx.api_version >= 10, stable)
                        for g in req.groups]
             return {"throttle_time": 0, "groups": results}
-        one = fetch_group(req.group_id, None, -1, req.topics, False, stable)
+        one = fetch_group(ctx, req.group_id, None, -1, req.topics, False, stable)
         if one["error_code"] and ctx.api_version < 2:
             for t in one["topics"]:
                 for p in t["partitions"]:
@@ -136,7 +158,15 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     # ---- OffsetDelete --------------------------------------------------------------
     def handle_delete(ctx: RequestContext, req: Any) -> dict:
-        topics = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
+        if broker.access.denies(ctx, A.DELETE, A.GROUP, req.group_id):
+            return {"error_code": E.group_authorization_failed, "throttle_time": 0,
+                    "topics": ()}
+        readable = [t for t in req.topics
+                    if not broker.access.denies(ctx, A.READ, A.TOPIC, t.name)]
+        refused = [{"name": t.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": E.topic_authorization_failed}
+            for p in t.partitions]} for t in req.topics if t not in readable]
+        topics = [(t.name, [p.partition_index for p in t.partitions]) for t in readable]
         try:
             error, codes = groups().write(
                 req.group_id, lambda shard, now: shard.offsets.delete(req.group_id, topics))
@@ -145,7 +175,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"error_code": error, "throttle_time": 0, "topics": [
             {"name": name, "partitions": [{"partition_index": p, "error_code": c}
                                           for p, c in codes.get(name, {}).items()]}
-            for name, _ in topics] if not error else ()}
+            for name, _ in topics] + refused if not error else ()}
 
     dispatcher.register(8, 2, 10, handle_commit)
     dispatcher.register(9, 1, 10, handle_fetch)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode as E
 
 from ..log.errors import LogError
+from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
@@ -18,13 +19,21 @@ READ_COMMITTED = 1
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def allowed(ctx: RequestContext, op: int, topic: str) -> bool:
+        return not broker.access.enabled or broker.access.allowed(ctx, op, A.TOPIC, topic)
+
     def handle_list_offsets(ctx: RequestContext, req: Any) -> dict:
         isolation = getattr(req, "isolation_level", 0)
         topics = []
         for t in req.topics:
             parts = []
+            denied = not allowed(ctx, A.DESCRIBE, t.name)
             for p in t.partitions:
                 base = {"partition_index": p.partition_index, "leader_epoch": LEADER_EPOCH}
+                if denied:
+                    parts.append({**base, "error_code": E.topic_authorization_failed,
+                                  "timestamp": -1, "offset": -1, "leader_epoch": -1})
+                    continue
                 plog = broker.partition(t.name, p.partition_index)
                 if plog is None:
                     parts.append({**base, "error_code": E.unknown_topic_or_partition,
@@ -73,8 +82,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         topics = []
         for t in req.topics:
             parts = []
+            denied = not allowed(ctx, A.DESCRIBE, t.topic)
             for p in t.partitions:
-                plog = broker.partition(t.topic, p.partition)
+                plog = None if denied else broker.partition(t.topic, p.partition)
+                if denied:
+                    parts.append({"partition": p.partition,
+                                  "error_code": E.topic_authorization_failed})
+                    continue
                 if plog is None:
                     parts.append({"partition": p.partition,
                                   "error_code": E.unknown_topic_or_partition})
@@ -97,11 +111,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         topics = []
         for t in req.topics:
             parts = []
+            denied = not allowed(ctx, A.DELETE, t.name)
             for p in t.partitions:
-                plog = broker.partition(t.name, p.partition_index)
+                plog = None if denied else broker.partition(t.name, p.partition_index)
                 if plog is None:
                     parts.append({"partition_index": p.partition_index, "low_watermark": -1,
-                                  "error_code": E.unknown_topic_or_partition})
+                                  "error_code": E.topic_authorization_failed if denied
+                                  else E.unknown_topic_or_partition})
                     continue
                 offset = plog.high_watermark if p.offset == -1 else p.offset
                 try:

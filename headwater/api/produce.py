@@ -40,6 +40,7 @@ from kio.schema.errors import ErrorCode as E
 from ..coordinator.runtime import NotReady
 from ..log.batch import has_transactional_batch, parse_header
 from ..log.errors import LogError
+from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 from .cluster_metadata import INTERNAL_TOPICS
 
@@ -110,6 +111,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 for pd in td.partition_data if pd.records):
             return None if acks == 0 else reject_all(req, E.transactional_id_authorization_failed)
         txn_id = getattr(req, "transactional_id", None)
+        access = broker.access
+        if access.enabled and txn_id is not None and not access.allowed(
+                ctx, A.WRITE, A.TRANSACTIONAL_ID, txn_id):
+            return None if acks == 0 else reject_all(req, E.transactional_id_authorization_failed)
         image = broker.image
         now = now_ms()
         to_flush: list[PartitionLog] = []
@@ -124,6 +129,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 topic = image.topic(td.name)
                 missing = E.unknown_topic_or_partition
             parts_out = []
+            name = topic.name if topic is not None else getattr(td, "name", None)
+            if access.enabled and name is not None and not access.allowed(
+                    ctx, A.WRITE, A.TOPIC, name):
+                topic, missing = None, E.topic_authorization_failed
             for pd in td.partition_data:
                 if acks not in (0, 1, -1):
                     parts_out.append(partition_error(pd.index, E.invalid_required_acks))

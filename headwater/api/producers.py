@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
@@ -24,6 +25,17 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         assert broker.controller is not None
         pid = getattr(req, "producer_id", -1)
         epoch = getattr(req, "producer_epoch", -1)
+        access = broker.access
+        if access.enabled:
+            if req.transactional_id is not None:
+                if not access.allowed(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id):
+                    return {"throttle_time": 0, "producer_id": -1, "producer_epoch": -1,
+                            "error_code": E.transactional_id_authorization_failed}
+            elif not (access.allowed(ctx, A.IDEMPOTENT_WRITE, A.CLUSTER, A.CLUSTER_NAME)
+                      or access.allowed_any(ctx, A.WRITE, A.TOPIC)):
+                # As Kafka (KIP-679): IDEMPOTENT_WRITE on the cluster, or WRITE on a topic.
+                return {"throttle_time": 0, "producer_id": -1, "producer_epoch": -1,
+                        "error_code": E.cluster_authorization_failed}
         if req.transactional_id is not None:
             # The transaction coordinator bumps the epoch, fencing the previous producer
             # (and aborting its open transaction).
@@ -56,8 +68,14 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         topics = []
         for t in req.topics:
             parts = []
+            denied = broker.access.denies(ctx, A.READ, A.TOPIC, t.name)
             for index in t.partition_indexes:
-                plog = broker.partition(t.name, index)
+                plog = None if denied else broker.partition(t.name, index)
+                if denied:
+                    parts.append({"partition_index": index,
+                                  "error_code": E.topic_authorization_failed,
+                                  "error_message": None, "active_producers": ()})
+                    continue
                 if plog is None:
                     parts.append({"partition_index": index,
                                   "error_code": E.unknown_topic_or_partition,

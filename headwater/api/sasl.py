@@ -9,6 +9,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from ..metadata import records as R
+from ..security import acl as A
 from ..security.sasl import SaslFailure, SaslSession
 from ..security.scram import BY_ID, MAX_ITERATIONS, MIN_ITERATIONS, credential
 from ..wire.dispatch import (
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headwater.security")
 
+CLUSTER_AUTHORIZATION_FAILED = 31
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 SASL_AUTHENTICATION_FAILED = 58
@@ -64,6 +66,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {**base, "error_code": 0, "error_message": None, "auth_bytes": reply}
 
     def describe(ctx: RequestContext, req: Any) -> dict:
+        if broker.access.denies(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
+            return {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                    "error_message": None, "results": []}
         scram = broker.image.scram
         # null or empty: every user (kafka-configs --describe --entity-type users)
         users = sorted({u for u, _m in scram}) if not req.users else [
@@ -91,6 +96,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def alter(ctx: RequestContext, req: Any) -> dict:
         scram = broker.image.scram
         names = Counter([d.name for d in req.deletions] + [u.name for u in req.upsertions])
+        if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
+            return {"throttle_time": 0, "results": [
+                {"user": user, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                 "error_message": None} for user in names]}
         records: list[object] = []
         errors: dict[str, tuple[int, str | None]] = {}
 

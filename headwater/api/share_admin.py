@@ -18,10 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..coordinator.runtime import NotReady
 from ..group import share_admin as A
+from ..security import acl as ACL
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
+
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
 
 log = logging.getLogger("headwater.share.admin")
 
@@ -227,12 +231,32 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     async def handle_describe(ctx: RequestContext, req: Any) -> dict:
         out = []
         for group in req.groups:
+            if broker.access.denies(ctx, ACL.DESCRIBE, ACL.GROUP, group.group_id):
+                out.append({"group_id": group.group_id, "topics": [],
+                            "error_code": GROUP_AUTHORIZATION_FAILED,
+                            "error_message": "Group authorization failed."})
+                continue
             topics = None if group.topics is None else \
                 [(t.topic_name, list(t.partitions)) for t in group.topics]
             out.append(await admin.describe(group.group_id, topics, ctx.api_version))
         return {"throttle_time": 0, "groups": out}
 
+    def refused(ctx: RequestContext, group_op: int, group_id: str,
+                names: list[str]) -> dict | None:
+        """As Kafka: `group_op` on the group, READ on every topic named."""
+        if broker.access.denies(ctx, group_op, ACL.GROUP, group_id):
+            code, message = GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
+        elif any(broker.access.denies(ctx, ACL.READ, ACL.TOPIC, n) for n in names):
+            code, message = TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+        else:
+            return None
+        return {"throttle_time": 0, "error_code": code, "error_message": message,
+                "responses": []}
+
     async def handle_alter(ctx: RequestContext, req: Any) -> dict:
+        denied = refused(ctx, ACL.READ, req.group_id, [t.topic_name for t in req.topics])
+        if denied is not None:
+            return denied
         topics = [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions])
                   for t in req.topics]
         code, message, rows = await admin.alter(req.group_id, topics)
@@ -242,6 +266,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     for p, (c, m) in r.partitions.items()]} for r in rows]}
 
     async def handle_delete(ctx: RequestContext, req: Any) -> dict:
+        denied = refused(ctx, ACL.DELETE, req.group_id, [t.topic_name for t in req.topics])
+        if denied is not None:
+            return denied
         code, message, rows = await admin.delete_offsets(
             req.group_id, [t.topic_name for t in req.topics])
         return {"throttle_time": 0, "error_code": code, "error_message": message,

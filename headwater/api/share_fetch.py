@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from ..security import acl as A
 from ..share.config import AcquireMode
 from ..share.manager import PartitionFetch, ShareError, SharePartitionManager
 from ..share.outcomes import AcknowledgementBatch
@@ -110,17 +111,25 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         config = manager.group_config(group_id)
         return config.get("share.renew.acknowledge.enable", "true").lower() == "true"
 
-    def check_ids(req: Any) -> tuple[E, str] | None:
+    def check_ids(ctx: RequestContext, req: Any) -> tuple[E, str] | None:
         if not req.group_id:
             return E.invalid_group_id, "The group id is empty"
         if not req.member_id:
             return E.unknown_member_id, "The member id is empty"
+        access = broker.access
+        if access.enabled:  # READ on the group and on every topic named
+            if not access.allowed(ctx, A.READ, A.GROUP, req.group_id):
+                return E.group_authorization_failed, "Group authorization failed."
+            for t in req.topics:
+                topic = broker.image.topic_by_id(t.topic_id)
+                if topic is not None and not access.allowed(ctx, A.READ, A.TOPIC, topic.name):
+                    return E.topic_authorization_failed, "Topic authorization failed."
         return None
 
     # ---- ShareFetch ------------------------------------------------------------------
     async def share_fetch(ctx: RequestContext, req: Any) -> dict:
         group_id, member_id, epoch = req.group_id, req.member_id, req.share_session_epoch
-        bad = check_ids(req)
+        bad = check_ids(ctx, req)
         if bad is not None:
             return top_error(*bad)
         lock_ms = manager.lock_duration_ms(group_id)
@@ -223,7 +232,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     # ---- ShareAcknowledge ------------------------------------------------------------
     async def share_acknowledge(ctx: RequestContext, req: Any) -> dict:
         group_id, member_id, epoch = req.group_id, req.member_id, req.share_session_epoch
-        bad = check_ids(req)
+        bad = check_ids(ctx, req)
         if bad is not None:
             return top_error(*bad)
         lock_ms = manager.lock_duration_ms(group_id)

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..coordinator.runtime import NotReady
 from ..group.share import ShareHeartbeatRequest, ShareHeartbeatResponse, describe_error
+from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-from .consumer_groups import to_response
+from .consumer_groups import GROUP_AUTHORIZATION_FAILED, heartbeat_refused, to_response
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -32,6 +33,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return broker.groups
 
     def handle_heartbeat(ctx: RequestContext, req: Any) -> dict:
+        refused = heartbeat_refused(broker, ctx, req.group_id, req.subscribed_topic_names)
+        if refused is not None:
+            return refused
         request = to_request(ctx, req)
         try:
             resp = groups().write(request.group_id,
@@ -44,6 +48,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         include = bool(getattr(req, "include_authorized_operations", False))
         out = []
         for group_id in req.group_ids:
+            if broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
+                out.append(describe_error(group_id, GROUP_AUTHORIZATION_FAILED, None))
+                continue
             try:
                 entry, = groups().read(
                     group_id, lambda shard, g=group_id: shard.share.describe([g], include))

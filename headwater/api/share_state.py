@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from ..security import acl as A
 from ..share.records import UNCHANGED, StateBatch, StateWrite
 from ..wire.dispatch import Dispatcher, RequestContext
 
@@ -127,8 +128,18 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                         delivery_complete_count=s.delivery_complete_count)
         return await each(req, op)
 
-    dispatcher.register(83, 0, 0, initialize)
-    dispatcher.register(84, 0, 0, read)
-    dispatcher.register(85, 0, 1, write)
-    dispatcher.register(86, 0, 0, delete)
-    dispatcher.register(87, 0, 1, read_summary)
+    def guarded(handler: Any) -> Any:
+        """Brokers' own APIs: CLUSTER_ACTION on the cluster, as Kafka asks."""
+        async def run(ctx: RequestContext, req: Any) -> dict:
+            if broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
+                return {"results": [{"topic_id": t.topic_id, "partitions": [
+                    _row(p.partition, E.cluster_authorization_failed) for p in t.partitions]}
+                    for t in getattr(req, "topics", ())]}
+            return await handler(ctx, req)
+        return run
+
+    dispatcher.register(83, 0, 0, guarded(initialize))
+    dispatcher.register(84, 0, 0, guarded(read))
+    dispatcher.register(85, 0, 1, guarded(write))
+    dispatcher.register(86, 0, 0, guarded(delete))
+    dispatcher.register(87, 0, 1, guarded(read_summary))

@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode as E
 
 from ..metadata.controller import ControllerError, NewTopic
 from ..metadata.image import TopicImage
+from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 from .configs import describe_topic_configs
 
@@ -27,15 +28,26 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             seen[t.name] = seen.get(t.name, 0) + 1
         new_topics = []
         duplicates = {n for n, c in seen.items() if c > 1}
+        access = broker.access
+        cluster_create = not access.enabled or access.allowed(ctx, A.CREATE, A.CLUSTER,
+                                                              A.CLUSTER_NAME)
+        refused = []
         for t in req.topics:
             if t.name in duplicates:
+                continue
+            if not cluster_create and not access.allowed(ctx, A.CREATE, A.TOPIC, t.name):
+                refused.append({"name": t.name, "topic_id": ZERO_UUID,
+                                "error_code": E.topic_authorization_failed,
+                                "error_message": "Authorization failed.",
+                                "num_partitions": -1, "replication_factor": -1,
+                                "configs": ()})
                 continue
             assignments = ({a.partition_index: tuple(a.broker_ids) for a in t.assignments}
                            if t.assignments else None)
             new_topics.append(NewTopic(t.name, t.num_partitions, t.replication_factor,
                                        assignments, {c.name: c.value for c in t.configs}))
         results = broker.controller.create_topics(new_topics, req.validate_only)
-        out = []
+        out = refused
         for t, err, image in results:
             if err is not None:
                 out.append({"name": t.name, "topic_id": ZERO_UUID, "error_code": err.code,
@@ -81,12 +93,25 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     continue
             else:
                 topic = image.topic(name) if name else None
+                if topic is None and name and broker.access.enabled and \
+                        not broker.access.allowed(ctx, A.DELETE, A.TOPIC, name):
+                    responses.append({"name": name, "topic_id": ZERO_UUID,
+                                      "error_code": E.topic_authorization_failed,
+                                      "error_message": "Authorization failed."})
+                    continue
                 if topic is None:
                     responses.append({"name": name, "topic_id": ZERO_UUID,
                                       "error_code": E.unknown_topic_or_partition,
                                       "error_message": "This server does not host this "
                                                        "topic-partition."})
                     continue
+            if broker.access.enabled and not broker.access.allowed(
+                    ctx, A.DELETE, A.TOPIC, topic.name):
+                responses.append({"name": topic.name if topic_id in (None, ZERO_UUID)
+                                  else None, "topic_id": topic_id or ZERO_UUID,
+                                  "error_code": E.topic_authorization_failed,
+                                  "error_message": "Authorization failed."})
+                continue
             if topic.name in PROTECTED:
                 responses.append({"name": topic.name, "topic_id": topic.topic_id,
                                   "error_code": E.topic_authorization_failed,
@@ -105,6 +130,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         for t in req.topics:
             assignments = ([tuple(a.broker_ids) for a in t.assignments]
                            if t.assignments is not None else None)
+            if broker.access.enabled and not broker.access.allowed(ctx, A.ALTER, A.TOPIC,
+                                                                   t.name):
+                results.append({"name": t.name, "error_code": E.topic_authorization_failed,
+                                "error_message": "Authorization failed."})
+                continue
             try:
                 broker.controller.create_partitions(t.name, t.count, assignments,
                                                     req.validate_only)

@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode as E
 from ..coordinator.runtime import NotReady
 from ..group.offsets import PartitionCommit
 from ..log.errors import LogError
+from ..security import acl as A
 from ..txn.coordinator import OFFSETS_TOPIC
 from ..txn.state import TxnState
 from ..wire.dispatch import Dispatcher, RequestContext
@@ -63,9 +64,17 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return t is not None and 0 <= partition < len(t.partitions)
 
     # ---- AddPartitionsToTxn --------------------------------------------------------
-    def add_or_verify(txn_id: str, pid: int, epoch: int, verify_only: bool,
-                      topics: Any, version: int) -> dict[TopicPartition, int]:
+    def add_or_verify(ctx: RequestContext, txn_id: str, pid: int, epoch: int,
+                      verify_only: bool, topics: Any, version: int
+                      ) -> dict[TopicPartition, int]:
         parts = [(t.name, int(p)) for t in topics for p in t.partitions]
+        access = broker.access
+        if access.denies(ctx, A.WRITE, A.TRANSACTIONAL_ID, txn_id):
+            return {tp: E.transactional_id_authorization_failed for tp in parts}
+        refused = {tp for tp in parts if access.denies(ctx, A.WRITE, A.TOPIC, tp[0])}
+        if refused:
+            return {tp: E.topic_authorization_failed if tp in refused
+                    else E.operation_not_attempted for tp in parts}
         missing = {tp for tp in parts if not known(*tp)}
         if missing:
             return {tp: E.unknown_topic_or_partition if tp in missing
@@ -87,21 +96,34 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     def handle_add_partitions(ctx: RequestContext, req: Any) -> dict:
         if ctx.api_version <= 3:
-            codes = add_or_verify(req.v3_and_below_transactional_id,
+            codes = add_or_verify(ctx, req.v3_and_below_transactional_id,
                                   req.v3_and_below_producer_id,
                                   req.v3_and_below_producer_epoch, False,
                                   req.v3_and_below_topics, ctx.api_version)
             return {"throttle_time": 0, "results_by_topic_v3_and_below": topic_results(codes)}
         results = []
         for txn in req.transactions:
-            codes = add_or_verify(txn.transactional_id, txn.producer_id, txn.producer_epoch,
+            codes = add_or_verify(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch,
                                   txn.verify_only, txn.topics, ctx.api_version)
             results.append({"transactional_id": txn.transactional_id,
                             "topic_results": topic_results(codes)})
         return {"throttle_time": 0, "error_code": 0, "results_by_transaction": results}
 
     # ---- AddOffsetsToTxn / EndTxn --------------------------------------------------
+    def txn_refused(ctx: RequestContext, req: Any) -> int:
+        """WRITE on the transactional id, READ on the group (when the request names one)."""
+        if broker.access.denies(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id):
+            return E.transactional_id_authorization_failed
+        group_id = getattr(req, "group_id", None)
+        if group_id is not None and broker.access.denies(ctx, A.READ, A.GROUP, group_id):
+            return E.group_authorization_failed
+        return 0
+
     def handle_add_offsets(ctx: RequestContext, req: Any) -> dict:
+        refused = txn_refused(ctx, req)
+        if refused:
+            return {"throttle_time": 0, "error_code": refused}
+
         def add() -> int:
             if broker.groups is None:
                 return E.coordinator_not_available
@@ -113,6 +135,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 "error_code": fenced_as(call(add), ctx.api_version, 2)}
 
     def handle_end_txn(ctx: RequestContext, req: Any) -> dict:
+        refused = txn_refused(ctx, req)
+        if refused:
+            return {"throttle_time": 0, "error_code": refused, "producer_id": -1,
+                    "producer_epoch": -1}
         code = call(lambda: coordinator().end_txn(req.transactional_id, req.producer_id,
                                                   req.producer_epoch, req.committed))
         return {"throttle_time": 0, "error_code": fenced_as(code, ctx.api_version, 2),
@@ -122,10 +148,15 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def handle_txn_offset_commit(ctx: RequestContext, req: Any) -> dict:
         commits: list[tuple[str, list[PartitionCommit]]] = []
         codes: dict[TopicPartition, int] = {}
+        refused = txn_refused(ctx, req)
         for t in req.topics:
             parts = []
+            denied = refused or (E.topic_authorization_failed if broker.access.denies(
+                ctx, A.READ, A.TOPIC, t.name) else 0)
             for p in t.partitions:
-                if known(t.name, p.partition_index):
+                if denied:
+                    codes[(t.name, p.partition_index)] = denied
+                elif known(t.name, p.partition_index):
                     parts.append(PartitionCommit(p.partition_index, p.committed_offset,
                                                  getattr(p, "committed_leader_epoch", -1),
                                                  p.committed_metadata))
@@ -180,11 +211,16 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     # ---- WriteTxnMarkers -----------------------------------------------------------
     def handle_write_markers(ctx: RequestContext, req: Any) -> dict:
         results = []
+        refused = broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME)
         for marker in req.markers:
             topics = []
             for t in marker.topics:
                 parts = []
                 for p in t.partition_indexes:
+                    if refused:
+                        parts.append({"partition_index": p,
+                                      "error_code": E.cluster_authorization_failed})
+                        continue
                     code = call(lambda m=marker, t=t, p=p: coordinator().write_marker(
                         t.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
                         m.coordinator_epoch))
@@ -197,6 +233,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def handle_describe(ctx: RequestContext, req: Any) -> dict:
         states = []
         for txn_id in req.transactional_ids:
+            if broker.access.denies(ctx, A.DESCRIBE, A.TRANSACTIONAL_ID, txn_id):
+                states.append({"error_code": E.transactional_id_authorization_failed,
+                               "transactional_id": txn_id, "transaction_state": "",
+                               "transaction_timeout": 0, "transaction_start_time": 0,
+                               "producer_id": -1, "producer_epoch": -1, "topics": ()})
+                continue
             try:
                 states.append(coordinator().describe(txn_id))
             except NotReady as exc:
@@ -228,6 +270,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 error = exc.code
             except re2.error:
                 error = E.invalid_request  # a pattern RE2 cannot compile
+        if broker.access.enabled:
+            found = [t for t in found if broker.access.allowed(
+                ctx, A.DESCRIBE, A.TRANSACTIONAL_ID, t["transactional_id"])]
         return {"throttle_time": 0, "error_code": error, "unknown_state_filters": unknown,
                 "transaction_states": found}
 

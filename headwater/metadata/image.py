@@ -11,11 +11,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from ..security.acl import AclBinding
 from .records import (
+    AccessControlEntryRecord,
     ClientQuotaRecord,
     ConfigRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -63,6 +66,8 @@ class MetadataImage:
     # SCRAM credentials: (user, mechanism id) -> UserScramCredentialRecord
     scram: Mapping[tuple[str, int], UserScramCredentialRecord] = field(
         default_factory=lambda: _EMPTY)
+    # ACLs: id -> AclBinding (headwater/security/acl.py)
+    acls: Mapping[str, AclBinding] = field(default_factory=lambda: _EMPTY)
 
     def topic(self, name: str) -> TopicImage | None:
         return self.topics_by_name.get(name)
@@ -81,6 +86,7 @@ class MetadataImage:
         next_pid = self.next_producer_id
         quotas: dict | None = None
         scram: dict | None = None
+        acls: dict | None = None
         for rec in records:
             if isinstance(rec, TopicRecord):
                 tid = uuid.UUID(rec.topic_id)
@@ -122,6 +128,14 @@ class MetadataImage:
             elif isinstance(rec, RemoveUserScramCredentialRecord):
                 scram = dict(self.scram) if scram is None else scram
                 scram.pop((rec.name, rec.mechanism), None)
+            elif isinstance(rec, AccessControlEntryRecord):
+                acls = dict(self.acls) if acls is None else acls
+                acls[rec.id] = AclBinding(rec.resource_type, rec.resource_name,
+                                          rec.pattern_type, rec.principal, rec.host,
+                                          rec.operation, rec.permission_type)
+            elif isinstance(rec, RemoveAccessControlEntryRecord):
+                acls = dict(self.acls) if acls is None else acls
+                acls.pop(rec.id, None)
             elif isinstance(rec, ClientQuotaRecord):
                 if quotas is None:
                     quotas = {k: dict(v) for k, v in self.client_quotas.items()}
@@ -132,7 +146,8 @@ class MetadataImage:
             next_pid, offset,
             client_quotas=self.client_quotas if quotas is None else MappingProxyType(
                 {k: MappingProxyType(v) for k, v in quotas.items()}),
-            scram=self.scram if scram is None else MappingProxyType(scram))
+            scram=self.scram if scram is None else MappingProxyType(scram),
+            acls=self.acls if acls is None else MappingProxyType(acls))
 
 
 def _apply_quota(quotas: dict, rec: ClientQuotaRecord) -> None:

@@ -260,6 +260,29 @@ def _dec_remove_scram(rd: _Reader, _v: int) -> R.RemoveUserScramCredentialRecord
     return R.RemoveUserScramCredentialRecord(name, mechanism)
 
 
+def _enc_acl(r: R.AccessControlEntryRecord) -> bytes:
+    return (_uuid(r.id) + _I8.pack(r.resource_type) + _string(r.resource_name)
+            + _I8.pack(r.pattern_type) + _string(r.principal) + _string(r.host)
+            + _I8.pack(r.operation) + _I8.pack(r.permission_type) + _tags())
+
+
+def _dec_acl(rd: _Reader, _v: int) -> R.AccessControlEntryRecord:
+    acl_id, rtype, name, pattern = rd.uuid(), rd.int8(), rd.string() or "", rd.int8()
+    principal, host, op, perm = rd.string() or "", rd.string() or "", rd.int8(), rd.int8()
+    rd.tags()
+    return R.AccessControlEntryRecord(acl_id, rtype, name, pattern, principal, host, op, perm)
+
+
+def _enc_remove_acl(r: R.RemoveAccessControlEntryRecord) -> bytes:
+    return _uuid(r.id) + _tags()
+
+
+def _dec_remove_acl(rd: _Reader, _v: int) -> R.RemoveAccessControlEntryRecord:
+    acl_id = rd.uuid()
+    rd.tags()
+    return R.RemoveAccessControlEntryRecord(acl_id)
+
+
 def _enc_begin(r: R.BeginTransactionRecord) -> bytes:
     return _tags({0: _string(r.name)} if r.name else None)  # Name: tag 0, default null
 
@@ -294,6 +317,8 @@ _CODECS: dict[int, tuple[type, Callable[[Any], bytes], Callable[[_Reader, int], 
     12: (R.FeatureLevelRecord, _enc_feature, _dec_feature),
     14: (R.ClientQuotaRecord, _enc_quota, _dec_quota),
     15: (R.ProducerIdsRecord, _enc_producer_ids, _dec_producer_ids),
+    18: (R.AccessControlEntryRecord, _enc_acl, _dec_acl),
+    19: (R.RemoveAccessControlEntryRecord, _enc_remove_acl, _dec_remove_acl),
     22: (R.RemoveUserScramCredentialRecord, _enc_remove_scram, _dec_remove_scram),
     23: (R.BeginTransactionRecord, _enc_begin, _dec_begin),
     24: (R.EndTransactionRecord, _enc_end, _dec_end),

@@ -119,6 +119,28 @@ class RemoveUserScramCredentialRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """One ACL binding (headwater/security/acl.py), under a random id that its removal
+    names, as Kafka's AclControlManager writes it."""
+
+    TYPE: ClassVar[str] = "AccessControlEntryRecord"
+    id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    TYPE: ClassVar[str] = "RemoveAccessControlEntryRecord"
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
 class FeatureLevelRecord:
     """A finalized feature level (Kafka starts every metadata log with metadata.version)."""
 
@@ -130,12 +152,14 @@ class FeatureLevelRecord:
 MetadataRecord = (TopicRecord | PartitionRecord | ConfigRecord | RemoveTopicRecord
                   | ProducerIdsRecord | BeginTransactionRecord | EndTransactionRecord
                   | AbortTransactionRecord | FeatureLevelRecord | ClientQuotaRecord
-                  | UserScramCredentialRecord | RemoveUserScramCredentialRecord)
+                  | UserScramCredentialRecord | RemoveUserScramCredentialRecord
+                  | AccessControlEntryRecord | RemoveAccessControlEntryRecord)
 
 _TYPES: dict[str, type] = {cls.TYPE: cls for cls in (
     TopicRecord, PartitionRecord, ConfigRecord, RemoveTopicRecord, ProducerIdsRecord,
     BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord, FeatureLevelRecord,
-    ClientQuotaRecord, UserScramCredentialRecord, RemoveUserScramCredentialRecord)}
+    ClientQuotaRecord, UserScramCredentialRecord, RemoveUserScramCredentialRecord,
+    AccessControlEntryRecord, RemoveAccessControlEntryRecord)}
 
 VERSION = 0
 # metadata.version 25 (4.0-IV3): the level headwater finalizes (api/api_versions.py) and

@@ -32,6 +32,7 @@ KAFKA_VERSION = "4.3.1"
 TOOLS = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
     "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",

@@ -1,0 +1,123 @@
+"""DescribeAcls (29), CreateAcls (30), DeleteAcls (31): ACL bindings as metadata records
+(AccessControlEntryRecord / RemoveAccessControlEntryRecord), as `kafka-acls` uses them.
+
+As in Kafka: creating or deleting needs ALTER on the cluster, describing DESCRIBE; a
+binding that already exists is not written twice; a DeleteAcls removes every binding
+any of its filters matches, all in one commit."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from ..metadata import records as R
+from ..security import acl as A
+from ..security.acl import AclBinding, AclFilter
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+NONE = 0
+CLUSTER_AUTHORIZATION_FAILED = 31
+INVALID_REQUEST = 42
+SECURITY_DISABLED = 54
+NO_AUTHORIZER = "No Authorizer is configured."
+
+
+def _binding_dict(b: AclBinding) -> dict:
+    return {"resource_type": b.resource_type, "resource_name": b.resource_name,
+            "pattern_type": b.pattern_type, "principal": b.principal, "host": b.host,
+            "operation": b.operation, "permission_type": b.permission}
+
+
+def _filter(f: Any) -> AclFilter:
+    return AclFilter(int(f.resource_type_filter), f.resource_name_filter,
+                     int(f.pattern_type_filter), f.principal_filter, f.host_filter,
+                     int(f.operation), int(f.permission_type))
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def denied(ctx: RequestContext, op: int) -> bool:
+        return not broker.access.allowed(ctx, op, A.CLUSTER, A.CLUSTER_NAME)
+
+    def handle_describe(ctx: RequestContext, req: Any) -> dict:
+        empty = {"throttle_time": 0, "resources": []}
+        if not broker.access.enabled:
+            return {**empty, "error_code": SECURITY_DISABLED, "error_message": NO_AUTHORIZER}
+        if denied(ctx, A.DESCRIBE):
+            return {**empty, "error_code": CLUSTER_AUTHORIZATION_FAILED, "error_message": None}
+        flt = _filter(req)
+        invalid = flt.invalid()
+        if invalid:
+            return {**empty, "error_code": INVALID_REQUEST, "error_message": invalid}
+        grouped: dict[tuple[int, str, int], list[AclBinding]] = {}
+        for b in broker.image.acls.values():
+            if flt.matches(b):
+                grouped.setdefault((b.resource_type, b.resource_name, b.pattern_type),
+                                   []).append(b)
+        return {"throttle_time": 0, "error_code": NONE, "error_message": None, "resources": [
+            {"resource_type": rt, "resource_name": name, "pattern_type": pt, "acls": [
+                {"principal": b.principal, "host": b.host, "operation": b.operation,
+                 "permission_type": b.permission} for b in bindings]}
+            for (rt, name, pt), bindings in sorted(grouped.items())]}
+
+    def handle_create(ctx: RequestContext, req: Any) -> dict:
+        def every(code: int, message: str | None) -> dict:
+            return {"throttle_time": 0, "results": [
+                {"error_code": code, "error_message": message} for _ in req.creations]}
+        if not broker.access.enabled:
+            return every(SECURITY_DISABLED, NO_AUTHORIZER)
+        if denied(ctx, A.ALTER):
+            return every(CLUSTER_AUTHORIZATION_FAILED, None)
+        existing = set(broker.image.acls.values())
+        records, results = [], []
+        for c in req.creations:
+            b = AclBinding(int(c.resource_type), c.resource_name,
+                           int(c.resource_pattern_type), c.principal, c.host,
+                           int(c.operation), int(c.permission_type))
+            problem = A.validate(b)
+            if problem:
+                results.append({"error_code": INVALID_REQUEST, "error_message": problem})
+                continue
+            if b not in existing:
+                existing.add(b)
+                records.append(R.AccessControlEntryRecord(
+                    str(uuid.uuid4()), b.resource_type, b.resource_name, b.pattern_type,
+                    b.principal, b.host, b.operation, b.permission))
+            results.append({"error_code": NONE, "error_message": None})
+        if records:
+            broker.controller.commit(records)
+        return {"throttle_time": 0, "results": results}
+
+    def handle_delete(ctx: RequestContext, req: Any) -> dict:
+        def every(code: int, message: str | None) -> dict:
+            return {"throttle_time": 0, "filter_results": [
+                {"error_code": code, "error_message": message, "matching_acls": []}
+                for _ in req.filters]}
+        if not broker.access.enabled:
+            return every(SECURITY_DISABLED, NO_AUTHORIZER)
+        if denied(ctx, A.ALTER):
+            return every(CLUSTER_AUTHORIZATION_FAILED, None)
+        acls = broker.image.acls
+        removed: dict[str, None] = {}
+        results = []
+        for f in req.filters:
+            flt = _filter(f)
+            invalid = flt.invalid()
+            if invalid:
+                results.append({"error_code": INVALID_REQUEST, "error_message": invalid,
+                                "matching_acls": []})
+                continue
+            matched = [(acl_id, b) for acl_id, b in acls.items() if flt.matches(b)]
+            removed.update((acl_id, None) for acl_id, _b in matched)
+            results.append({"error_code": NONE, "error_message": None, "matching_acls": [
+                {"error_code": NONE, "error_message": None, **_binding_dict(b)}
+                for _id, b in matched]})
+        if removed:
+            broker.controller.commit([R.RemoveAccessControlEntryRecord(i) for i in removed])
+        return {"throttle_time": 0, "filter_results": results}
+
+    dispatcher.register(29, 1, 3, handle_describe)
+    dispatcher.register(30, 1, 3, handle_create)
+    dispatcher.register(31, 1, 3, handle_delete)

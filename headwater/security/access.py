@@ -1,0 +1,48 @@
+"""The broker's access checks: the request's principal and host against the current
+ACLs (`authorizer.Authorizer`), rebuilt whenever the metadata image's ACLs change."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..wire.dispatch import PRINCIPAL, RequestContext
+from .authorizer import Authorizer, principal_of
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+
+class AccessControl:
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        #: False unless `authorizer.class.name` is set: every check is then a no-op.
+        self.enabled = bool((broker.config.get("authorizer.class.name") or "").strip())
+        self._authorizer: Authorizer | None = None
+        self._built_from: object = None
+
+    def authorizer(self) -> Authorizer:
+        acls = self._broker.image.acls
+        if self._authorizer is None or self._built_from is not acls:
+            self._authorizer = Authorizer.from_config(acls, self._broker.config.get)
+            self._built_from = acls
+        return self._authorizer
+
+    def allowed(self, ctx: RequestContext, op: int, rtype: int, name: str) -> bool:
+        if not self.enabled:
+            return True
+        return self.authorizer().authorize(principal_of(ctx.attrs.get(PRINCIPAL)),
+                                           ctx.client_host, op, rtype, name)
+
+    def allowed_any(self, ctx: RequestContext, op: int, rtype: int) -> bool:
+        if not self.enabled:
+            return True
+        return self.authorizer().authorize_any(principal_of(ctx.attrs.get(PRINCIPAL)),
+                                               ctx.client_host, op, rtype)
+
+    def operations(self, ctx: RequestContext, rtype: int, name: str) -> int:
+        return self.authorizer().operations(principal_of(ctx.attrs.get(PRINCIPAL)),
+                                            ctx.client_host, rtype, name)
+
+    def denies(self, ctx: RequestContext, op: int, rtype: int, name: str) -> bool:
+        """True when the authorizer is on and refuses: the handlers' one-line check."""
+        return self.enabled and not self.allowed(ctx, op, rtype, name)

@@ -1,0 +1,124 @@
+"""Kafka's StandardAuthorizer: may this principal, from this host, do this operation on
+this resource? Sans-IO: built from the metadata image's ACLs and the broker's config.
+
+Off unless `authorizer.class.name` is set (as in Kafka); then, for a request:
+- a principal in `super.users` may do anything;
+- the ACLs that apply to the resource are the LITERAL ones naming it, the LITERAL "*"
+  ones, and the PREFIXED ones whose name starts the resource's name;
+- among those whose principal (or `User:*`) and host (or "*") match, a DENY for the
+  operation (or ALL) wins; otherwise an ALLOW for it (or ALL, or, for DESCRIBE, an
+  ALLOW for READ / WRITE / DELETE / ALTER; for DESCRIBE_CONFIGS, ALTER_CONFIGS) allows;
+- if no ACL applies to the resource at all, `allow.everyone.if.no.acl.found` decides
+  (default false: denied); if some do but none matched, denied.
+Principals are Kafka's strings: `User:<SASL user or TLS subject>`, `User:ANONYMOUS`
+without authentication.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from . import acl as A
+from .acl import AclBinding
+
+ANONYMOUS = "User:ANONYMOUS"
+_IMPLIES_DESCRIBE = frozenset((A.DESCRIBE, A.READ, A.WRITE, A.DELETE, A.ALTER))
+_IMPLIES_DESCRIBE_CONFIGS = frozenset((A.DESCRIBE_CONFIGS, A.ALTER_CONFIGS))
+
+
+def principal_of(name: str | None) -> str:
+    """The Kafka principal of an authenticated name (None: not authenticated)."""
+    return f"User:{name}" if name else ANONYMOUS
+
+
+def _result(acl: AclBinding, principal: str, host: str, op: int) -> bool | None:
+    """True (allow) / False (deny) when `acl` applies to the request, else None."""
+    if acl.principal != principal and acl.principal != A.WILDCARD_PRINCIPAL:
+        return None
+    if acl.host != A.WILDCARD and acl.host != host:
+        return None
+    if acl.operation != A.ALL:
+        if acl.permission == A.ALLOW:
+            if op == A.DESCRIBE:
+                if acl.operation not in _IMPLIES_DESCRIBE:
+                    return None
+            elif op == A.DESCRIBE_CONFIGS:
+                if acl.operation not in _IMPLIES_DESCRIBE_CONFIGS:
+                    return None
+            elif op != acl.operation:
+                return None
+        elif op != acl.operation:
+            return None
+    return acl.permission == A.ALLOW
+
+
+class Authorizer:
+    """Decisions over one set of ACLs (rebuilt when the image's ACLs change)."""
+
+    def __init__(self, acls: Iterable[AclBinding], super_users: Iterable[str] = (),
+                 allow_if_no_acl: bool = False, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.super_users = frozenset(super_users)
+        self.allow_if_no_acl = allow_if_no_acl
+        self._literal: dict[tuple[int, str], list[AclBinding]] = {}
+        self._prefixed: dict[int, list[AclBinding]] = {}
+        self._by_type: dict[int, list[AclBinding]] = {}
+        for b in acls:
+            if b.pattern_type == A.PREFIXED:
+                self._prefixed.setdefault(b.resource_type, []).append(b)
+            else:
+                self._literal.setdefault((b.resource_type, b.resource_name), []).append(b)
+            self._by_type.setdefault(b.resource_type, []).append(b)
+
+    @classmethod
+    def from_config(cls, acls: Mapping[str, AclBinding], get: object) -> Authorizer:
+        """`get(key)` reads a broker config (BrokerConfig.get)."""
+        name = get("authorizer.class.name") or ""  # type: ignore[operator]
+        users = get("super.users") or ""  # type: ignore[operator]
+        allow = (get("allow.everyone.if.no.acl.found") or "false")  # type: ignore[operator]
+        return cls(acls.values(), [u.strip() for u in str(users).split(";") if u.strip()],
+                   str(allow).strip().lower() == "true", enabled=bool(str(name).strip()))
+
+    def applicable(self, rtype: int, name: str) -> Iterable[AclBinding]:
+        yield from self._literal.get((rtype, name), ())
+        if name != A.WILDCARD:
+            yield from self._literal.get((rtype, A.WILDCARD), ())
+        for b in self._prefixed.get(rtype, ()):
+            if name.startswith(b.resource_name):
+                yield b
+
+    def authorize(self, principal: str, host: str, op: int, rtype: int, name: str) -> bool:
+        if not self.enabled or principal in self.super_users:
+            return True
+        found_acls = allowed = False
+        for b in self.applicable(rtype, name):
+            found_acls = True
+            result = _result(b, principal, host, op)
+            if result is False:
+                return False
+            allowed = allowed or result is True
+        return allowed or (not found_acls and self.allow_if_no_acl)
+
+    def authorize_any(self, principal: str, host: str, op: int, rtype: int) -> bool:
+        """Whether some resource of the type may be operated on (Kafka's
+        `authorizeByResourceType`: an idempotent producer needs WRITE on some topic)."""
+        if not self.enabled or principal in self.super_users:
+            return True
+        acls = self._by_type.get(rtype, ())
+        if not acls:
+            return self.allow_if_no_acl
+        denied_everywhere = any(
+            b.pattern_type == A.LITERAL and b.resource_name == A.WILDCARD
+            and _result(b, principal, host, op) is False for b in acls)
+        return not denied_everywhere and any(
+            _result(b, principal, host, op) is True for b in acls)
+
+    def operations(self, principal: str, host: str, rtype: int, name: str) -> int:
+        """Kafka's authorized-operations bit field for one resource (bit = op code)."""
+        if not self.enabled:
+            return sum(1 << op for op in A.SUPPORTED[rtype])
+        return sum(1 << op for op in A.SUPPORTED[rtype]
+                   if self.authorize(principal, host, op, rtype, name))
+
+
+DISABLED = Authorizer((), enabled=False)

@@ -38,7 +38,7 @@ SESSION = SASL_SESSION
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def handshake(ctx: RequestContext, req: Any) -> dict:
         session: SaslSession | None = ctx.attrs.get(SESSION)
-        if session is None or session.authenticated:
+        if session is None:
             return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
         offered = session.config.mechanisms
         if not session.handshake(req.mechanism):
@@ -60,10 +60,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return {**base, "error_code": SASL_AUTHENTICATION_FAILED,
                     "error_message": str(exc)}
         if session.authenticated:
+            again = ctx.attrs.get(PRINCIPAL) == session.principal
             ctx.attrs[PRINCIPAL] = session.principal
-            log.info("authenticated %s as %s (%s)", ctx.client_host, session.principal,
-                     session.mechanism)
-        return {**base, "error_code": 0, "error_message": None, "auth_bytes": reply}
+            log.info("%s %s as %s (%s)", "re-authenticated" if again else "authenticated",
+                     ctx.client_host, session.principal, session.mechanism)
+        return {**base, "error_code": 0, "error_message": None, "auth_bytes": reply,
+                "session_lifetime": session.session_lifetime_ms}
 
     def describe(ctx: RequestContext, req: Any) -> dict:
         if broker.access.denies(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):

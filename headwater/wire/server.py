@@ -230,8 +230,11 @@ class Connection:
             raise ProtocolViolation(
                 f"unsupported version {version} of api key {api_key} "
                 f"(supported {entry.min_version}..{entry.max_version})")
-        if (self.sasl is not None and not self.sasl.authenticated
-                and api_key not in PRE_AUTH_APIS):
+        if (self.sasl is not None and api_key not in PRE_AUTH_APIS
+                and (not self.sasl.authenticated or self.sasl.expired)):
+            if self.sasl.authenticated:  # KIP-368: Kafka closes it as well
+                raise ProtocolViolation(f"api key {api_key} sent after the SASL session "
+                                        "expired (connections.max.reauth.ms)")
             raise ProtocolViolation(f"api key {api_key} sent before SASL authentication")
         flexible = request_is_flexible(api_key, version)
         try:

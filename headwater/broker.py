@@ -96,8 +96,9 @@ class Broker:
         FILES.set_capacity(self.config.get_int("headwater.max.open.partition.files",
                                                open_file_capacity(raise_nofile_limit())))
         self.logs = LogManager(self.data_dir, self.now_ms)
-        meta_config = LogConfig.resolve(self.config, {"segment.bytes": str(64 << 20),
-                                                      "retention.ms": "-1"})
+        meta_config = LogConfig.resolve(self.config, {
+            "segment.bytes": str(self.config.get_int("metadata.log.segment.bytes")),
+            "retention.ms": "-1"})
         convert_json_log(self.logs.path_for(METADATA_TOPIC, 0))
         meta_log = (self.logs.get(METADATA_TOPIC, 0)
                     or self.logs.open_existing(METADATA_TOPIC, 0, meta_config)

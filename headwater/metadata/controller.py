@@ -2,7 +2,12 @@
 
 Every change is validated against the current image, written as records to the
 `__cluster_metadata` log (fsynced: metadata is small and precious), then applied to
-produce the next image, which listeners receive. A restart replays the log.
+produce the next image, which listeners receive. A restart loads the newest valid
+snapshot (`snapshot.py`) and replays the log after it; a snapshot is written at a
+committed offset, never inside a metadata transaction, after
+`metadata.log.max.record.bytes.between.snapshots` bytes of records or
+`metadata.log.max.snapshot.interval.ms`, and the log segments no kept snapshot needs are
+deleted.
 Operations that need more records than fit one batch are wrapped in
 Begin/EndTransactionRecord (KIP-868) so they become visible all at once; a
 transaction left open by a crash is rolled back on load.
@@ -14,12 +19,13 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..config import BrokerConfig, ConfigError, validate_topic_config
 from ..log.batch import batches_end_offset, build_batch
 from ..log.errors import LogError
 from ..log.partition_log import PartitionLog
-from . import faults
+from . import faults, snapshot
 from . import records as R
 from .image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from .replay import Replay, read_batches
@@ -85,6 +91,12 @@ class Controller:
         # A metadata transaction whose Begin is in the log and whose end is not yet.
         self._open_transaction = False
         self._abort_reason: str | None = None  # an abort still owed to the log
+        # Snapshots: bytes of records appended since the last one, and when it was made.
+        self.snapshot_bytes = config.get_int("metadata.log.max.record.bytes.between.snapshots")
+        self.snapshot_interval_ms = config.get_int("metadata.log.max.snapshot.interval.ms")
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = now_ms()
+        self._last_append_ms = -1
 
     def partition_count(self) -> int:
         return sum(len(t.partitions) for t in self.image.topics_by_name.values())
@@ -99,24 +111,44 @@ class Controller:
 
     # ---- loading -------------------------------------------------------------------
     def load(self) -> None:
-        """Replay the whole metadata log into an image (a restart is a replay)."""
+        """Load the newest valid snapshot, then replay the log after it (with no
+        snapshot, all of it); a transaction the log leaves open is rolled back."""
+        directory = self.log.path
+        snapshot.remove_partials(directory)
+        start, end = self.log.log_start_offset, self.log.log_end_offset
+        base = MetadataImage()
+        offset = start
+        loaded = snapshot.load_latest(directory, end, start)
+        if loaded is not None:
+            snapshot_id, records = loaded
+            base = snapshot.image_of(records, snapshot_id)
+            offset = snapshot_id.offset
+            log.info("metadata snapshot %s loaded (%d records)", snapshot_id.name, len(records))
+        elif start > 0:
+            raise RuntimeError(
+                f"the metadata log {directory} starts at offset {start} and no readable "
+                "snapshot covers the records before it; restore a snapshot (.checkpoint) "
+                "from a backup")
         state = Replay()
-        offset = self.log.log_start_offset
-        end = self.log.log_end_offset
+        replayed = 0
         while offset < end:
             data = self.log.read(offset, 1 << 20)
             if not data:
                 break
+            replayed += len(data)
             for rec_offset, item in read_batches(data):
-                state.add(rec_offset, item)
+                if rec_offset >= offset:  # a read may begin before the snapshot's offset
+                    state.add(rec_offset, item)
             following = batches_end_offset(data)
             if following <= offset:
                 break
             offset = following
         committed, last, pending = state.committed, state.last_offset, state.pending
-        self.image = MetadataImage().apply(committed, last)
+        self.image = base.apply(committed, last if last >= 0 else base.offset)
+        self._bytes_since_snapshot = replayed
         if last < 0 and end == 0:  # a new log begins with metadata.version, as Kafka's
-            self._write([R.FeatureLevelRecord("metadata.version", R.METADATA_VERSION)])
+            first = [R.FeatureLevelRecord("metadata.version", R.METADATA_VERSION)]
+            self.image = self.image.apply(first, self._write(first))
         if pending is not None:
             log.warning("rolling back a metadata transaction left open (%d records)",
                         len(pending))
@@ -125,6 +157,46 @@ class Controller:
         self._pid_next = self._pid_end = self.image.next_producer_id
         log.info("metadata loaded: %d topics, next producer id block at %d",
                  len(self.image.topics_by_name), self.image.next_producer_id)
+
+    # ---- snapshots -----------------------------------------------------------------
+    def maybe_snapshot(self) -> Path | None:
+        """Write a snapshot if one is due: new records since the last, the byte or time
+        threshold passed, and no metadata transaction open (the log's end is then a
+        committed offset that the image reflects)."""
+        if (self._bytes_since_snapshot == 0 or self._open_transaction
+                or self._abort_reason is not None):
+            return None
+        elapsed = self.now_ms() - self._last_snapshot_ms
+        if (self._bytes_since_snapshot < self.snapshot_bytes
+                and not (self.snapshot_interval_ms > 0
+                         and elapsed >= self.snapshot_interval_ms)):
+            return None
+        try:
+            return self.write_snapshot()
+        except (OSError, LogError) as exc:  # the log still has everything: retry later
+            log.error("metadata snapshot failed: %s", exc)
+            self._last_snapshot_ms = self.now_ms()
+            return None
+
+    def write_snapshot(self) -> Path:
+        """Snapshot the image at the log's end, keep the newest snapshots, and delete
+        the log segments that lie wholly before the oldest one kept."""
+        if self._open_transaction or self._abort_reason is not None:
+            raise ControllerError(INVALID_REQUEST, "a metadata transaction is open")
+        directory = self.log.path
+        snapshot_id = snapshot.SnapshotId(self.log.log_end_offset, snapshot.EPOCH)
+        now = self.now_ms()
+        last_ts = self._last_append_ms if self._last_append_ms >= 0 else now
+        path = snapshot.write(directory, snapshot.image_records(self.image), snapshot_id,
+                              last_ts, now)
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = now
+        oldest = snapshot.prune(directory)
+        if oldest is not None and oldest.offset > self.log.log_start_offset:
+            self.log.delete_records_before(oldest.offset)
+        log.info("metadata snapshot %s written; metadata log starts at %d",
+                 snapshot_id.name, self.log.log_start_offset)
+        return path
 
     # ---- committing ----------------------------------------------------------------
     def _write(self, records: list[object]) -> int:
@@ -168,7 +240,11 @@ class Controller:
         for rec in chunk:
             key, value = R.encode(rec)
             entries.append((key, value, [], now))
-        return self.log.append(build_batch(entries), now).last_offset
+        batch = build_batch(entries)
+        last = self.log.append(batch, now).last_offset
+        self._bytes_since_snapshot += len(batch)
+        self._last_append_ms = now
+        return last
 
     def _finish_abort(self) -> None:
         """Write the AbortTransactionRecord a failed transaction still owes the log;
@@ -194,6 +270,7 @@ class Controller:
         self.image = old.apply(records, last)
         for listener in self.listeners:
             listener(old, self.image)
+        self.maybe_snapshot()
 
     # ---- topics --------------------------------------------------------------------
     def _validate_new_topic(self, t: NewTopic, pending_names: set[str],

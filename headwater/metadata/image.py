@@ -16,6 +16,7 @@ from .records import (
     AccessControlEntryRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    FeatureLevelRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RemoveAccessControlEntryRecord,
@@ -68,6 +69,8 @@ class MetadataImage:
         default_factory=lambda: _EMPTY)
     # ACLs: id -> AclBinding (headwater/security/acl.py)
     acls: Mapping[str, AclBinding] = field(default_factory=lambda: _EMPTY)
+    # Finalized feature levels (metadata.version first): a snapshot must carry them.
+    features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
 
     def topic(self, name: str) -> TopicImage | None:
         return self.topics_by_name.get(name)
@@ -87,6 +90,7 @@ class MetadataImage:
         quotas: dict | None = None
         scram: dict | None = None
         acls: dict | None = None
+        features: dict | None = None
         for rec in records:
             if isinstance(rec, TopicRecord):
                 tid = uuid.UUID(rec.topic_id)
@@ -140,6 +144,12 @@ class MetadataImage:
                 if quotas is None:
                     quotas = {k: dict(v) for k, v in self.client_quotas.items()}
                 _apply_quota(quotas, rec)
+            elif isinstance(rec, FeatureLevelRecord):
+                features = dict(self.features) if features is None else features
+                if rec.feature_level == 0:  # level 0: the feature is not finalized
+                    features.pop(rec.name, None)
+                else:
+                    features[rec.name] = rec.feature_level
         return MetadataImage(
             MappingProxyType(by_name), MappingProxyType(by_id),
             MappingProxyType({k: MappingProxyType(v) for k, v in configs.items()}),
@@ -147,7 +157,8 @@ class MetadataImage:
             client_quotas=self.client_quotas if quotas is None else MappingProxyType(
                 {k: MappingProxyType(v) for k, v in quotas.items()}),
             scram=self.scram if scram is None else MappingProxyType(scram),
-            acls=self.acls if acls is None else MappingProxyType(acls))
+            acls=self.acls if acls is None else MappingProxyType(acls),
+            features=self.features if features is None else MappingProxyType(features))
 
 
 def _apply_quota(quotas: dict, rec: ClientQuotaRecord) -> None:

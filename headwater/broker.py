@@ -225,6 +225,8 @@ class Broker:
                 if cleaning is None or cleaning.done():  # compaction: one pass at a time
                     cleaning = asyncio.get_running_loop().run_in_executor(
                         None, self.logs.run_cleaner, self.now_ms(), cleaner_backoff)
+                if self.controller is not None:  # a time-based snapshot with no commit
+                    self.controller.maybe_snapshot()
                 if time.monotonic() - last_retention >= retention_every:
                     last_retention = time.monotonic()
                     self.logs.run_retention(self.now_ms())

@@ -215,15 +215,19 @@ def write(directory: Path, records: list[object], snapshot_id: SnapshotId,
     path = directory / snapshot_id.name
     partial = directory / (snapshot_id.name + ".part")
     data = encode(records, snapshot_id, last_timestamp, now_ms)
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(partial, path)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(partial, path)
+    except OSError:
+        partial.unlink(missing_ok=True)
+        raise
     fsync_dir(directory)
     return path
 

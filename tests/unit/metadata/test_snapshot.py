@@ -3,6 +3,7 @@ one, never inside a transaction, trimming the log, and snapshot + tail == full r
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -222,3 +223,23 @@ def test_empty_image_round_trip():
     records = snapshot.image_records(MetadataImage())
     sid = snapshot.SnapshotId(0, 0)
     assert snapshot.decode(snapshot.encode(records, sid, 0, 0)) == records
+
+
+def test_a_failed_snapshot_write_leaves_nothing_and_changes_go_on(tmp_path, monkeypatch):
+    meta = tmp_path / "meta"
+    c = open_controller(meta, **{"metadata.log.max.record.bytes.between.snapshots": "1"})
+
+    class FullDisk:  # the snapshot's own fsync fails; the log's (same os module) does not
+        def __getattr__(self, name: str) -> object:
+            return getattr(os, name)
+
+        @staticmethod
+        def fsync(fd: int) -> None:
+            raise OSError(28, "No space left on device")
+    monkeypatch.setattr(snapshot, "os", FullDisk())
+    c.create_topics([NewTopic("a", 1)])  # committed; only the snapshot failed
+    assert snapshot.list_ids(meta) == [] and not list(meta.glob("*.part"))
+    monkeypatch.undo()
+    c.create_topics([NewTopic("b", 1)])
+    assert [s.offset for s in snapshot.list_ids(meta)] == [c.log.log_end_offset]
+    assert set(reopen(c).image.topics_by_name) == {"a", "b"}

@@ -157,6 +157,7 @@ class Controller:
         self._pid_next = self._pid_end = self.image.next_producer_id
         log.info("metadata loaded: %d topics, next producer id block at %d",
                  len(self.image.topics_by_name), self.image.next_producer_id)
+        self.maybe_snapshot()  # a long tail (e.g. a log from before snapshots): now
 
     # ---- snapshots -----------------------------------------------------------------
     def maybe_snapshot(self) -> Path | None:

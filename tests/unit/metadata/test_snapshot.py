@@ -237,9 +237,20 @@ def test_a_failed_snapshot_write_leaves_nothing_and_changes_go_on(tmp_path, monk
         def fsync(fd: int) -> None:
             raise OSError(28, "No space left on device")
     monkeypatch.setattr(snapshot, "os", FullDisk())
+    before = snapshot.list_ids(meta)  # the one at start, after metadata.version
     c.create_topics([NewTopic("a", 1)])  # committed; only the snapshot failed
-    assert snapshot.list_ids(meta) == [] and not list(meta.glob("*.part"))
+    assert snapshot.list_ids(meta) == before and not list(meta.glob("*.part"))
     monkeypatch.undo()
     c.create_topics([NewTopic("b", 1)])
-    assert [s.offset for s in snapshot.list_ids(meta)] == [c.log.log_end_offset]
+    assert snapshot.list_ids(meta)[-1].offset == c.log.log_end_offset
     assert set(reopen(c).image.topics_by_name) == {"a", "b"}
+
+
+def test_a_long_log_without_snapshot_gets_one_at_start(tmp_path):
+    meta = tmp_path / "meta"
+    c = open_controller(meta, **NO_SNAPSHOTS)
+    history(c, 2)
+    expected = c.image
+    c = reopen(c, **{"metadata.log.max.record.bytes.between.snapshots": "4096"})
+    (sid,) = snapshot.list_ids(meta)
+    assert sid.offset == c.log.log_end_offset and c.image == expected

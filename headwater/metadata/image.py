@@ -91,25 +91,29 @@ class MetadataImage:
         scram: dict | None = None
         acls: dict | None = None
         features: dict | None = None
+        # Partitions of the topics these records change, materialized once at the end: a
+        # topic's tuple rebuilt per PartitionRecord made a big topic quadratic to load.
+        changed: dict[uuid.UUID, list[PartitionImage]] = {}
+        ids: dict[str, uuid.UUID] = {}
         for rec in records:
             if isinstance(rec, TopicRecord):
                 tid = uuid.UUID(rec.topic_id)
                 topic = TopicImage(rec.name, tid)
                 by_name[rec.name] = topic
                 by_id[tid] = topic
+                changed.pop(tid, None)
             elif isinstance(rec, PartitionRecord):
-                tid = uuid.UUID(rec.topic_id)
-                topic = by_id[tid]
+                tid = ids.get(rec.topic_id) or ids.setdefault(rec.topic_id,
+                                                              uuid.UUID(rec.topic_id))
+                parts = changed.get(tid)
+                if parts is None:
+                    parts = changed[tid] = list(by_id[tid].partitions)
                 part = PartitionImage(rec.partition_id, rec.leader, rec.leader_epoch,
                                       tuple(rec.replicas), tuple(rec.isr), rec.partition_epoch)
-                parts = list(topic.partitions)
                 if rec.partition_id < len(parts):
                     parts[rec.partition_id] = part
                 else:
                     parts.append(part)
-                topic = replace(topic, partitions=tuple(parts))
-                by_id[tid] = topic
-                by_name[topic.name] = topic
             elif isinstance(rec, ConfigRecord):
                 key = (rec.resource_type, rec.resource_name)
                 entry = configs.setdefault(key, {})
@@ -120,7 +124,9 @@ class MetadataImage:
                 if not entry:
                     configs.pop(key, None)
             elif isinstance(rec, RemoveTopicRecord):
-                topic = by_id.pop(uuid.UUID(rec.topic_id), None)
+                tid = uuid.UUID(rec.topic_id)
+                changed.pop(tid, None)
+                topic = by_id.pop(tid, None)
                 if topic is not None:
                     by_name.pop(topic.name, None)
                     configs.pop((TOPIC_RESOURCE, topic.name), None)
@@ -150,6 +156,10 @@ class MetadataImage:
                     features.pop(rec.name, None)
                 else:
                     features[rec.name] = rec.feature_level
+        for tid, parts in changed.items():
+            topic = replace(by_id[tid], partitions=tuple(parts))
+            by_id[tid] = topic
+            by_name[topic.name] = topic
         return MetadataImage(
             MappingProxyType(by_name), MappingProxyType(by_id),
             MappingProxyType({k: MappingProxyType(v) for k, v in configs.items()}),

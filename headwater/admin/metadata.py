@@ -88,13 +88,9 @@ def load(directory: Path) -> Loaded:
     return Loaded(base.apply(tail.committed, last), snapshot_id, tail)
 
 
-def image_of(directory: Path) -> tuple[MetadataImage, dict[str, int]]:
-    image = load(directory).image
-    return image, dict(image.features)
-
-
 def cmd_image(args: argparse.Namespace) -> str:
-    image, features = image_of(_directory(args))
+    loaded = load(_directory(args))
+    image, features = loaded.image, dict(loaded.image.features)
     rows: list[tuple[Any, ...]] = []
     for name in sorted(image.topics_by_name):
         topic = image.topics_by_name[name]
@@ -111,6 +107,9 @@ def cmd_image(args: argparse.Namespace) -> str:
         for key, value in sorted(values.items()):
             rows.append(("quota", who, f"{key}={value}"))
     rows.append(("offset", "last applied", str(image.offset)))
+    sid = loaded.snapshot_id
+    rows.append(("snapshot", sid.name if sid else "none",
+                 f"offsets below {sid.offset}, then the log" if sid else "the whole log"))
     return emit(["KIND", "NAME", "VALUE"], rows, args.json)
 
 

@@ -37,7 +37,12 @@ def test_snapshot_command_then_image_and_start_use_it(tmp_path):
     out = cli.cmd_snapshot(args(tmp_path))
     (sid,) = snapshot.list_ids(meta)
     assert sid.offset == c.log.log_end_offset and sid.name in out
-    assert image_rows(tmp_path) == before  # snapshot + (empty) tail: the same image
+    after = image_rows(tmp_path)  # snapshot + (empty) tail: the same image
+    assert {"kind": "snapshot", "name": "none", "value": "the whole log"} in before
+    assert {"kind": "snapshot", "name": sid.name,
+            "value": f"offsets below {sid.offset}, then the log"} in after
+    assert [r for r in after if r["kind"] != "snapshot"] == [
+        r for r in before if r["kind"] != "snapshot"]
     assert cli.load(meta).snapshot_id == sid
     assert open_controller(meta, **NO_SNAPSHOTS).image == expected
     assert "already a snapshot" in cli.cmd_snapshot(args(tmp_path))

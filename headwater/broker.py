@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from . import __version__
@@ -118,6 +119,8 @@ class Broker:
 
     async def start(self) -> None:
         self.open()
+        assert self.controller is not None
+        self.controller.snapshot_runner = self._run_snapshot
         self.connection_limits = ConnectionLimits.from_config(self.config)
         self.servers = [self._server_for(listener) for listener in self.listeners]
         self.server = self.servers[0]
@@ -235,6 +238,16 @@ class Broker:
                         shares.unload_idle(self.now_ms())
             except Exception:
                 log.exception("background log chore failed")
+
+    def _run_snapshot(self, job: Callable[[], object],
+                      done: Callable[[BaseException | None], None]) -> None:
+        """A metadata snapshot is encoded and written in the executor (the image is
+        immutable); `done` runs back on the loop, where the controller lives."""
+        future = asyncio.get_running_loop().run_in_executor(None, job)
+
+        def finished(f: asyncio.Future[object]) -> None:
+            done(asyncio.CancelledError() if f.cancelled() else f.exception())
+        future.add_done_callback(finished)
 
     # ---- metadata -> logs ----------------------------------------------------------
     @property

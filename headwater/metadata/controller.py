@@ -56,6 +56,7 @@ MAX_RECORDS_PER_USER_OP = 10_000
 EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 
 Listener = Callable[[MetadataImage, MetadataImage], None]
+SnapshotRunner = Callable[[Callable[[], Path], Callable[[BaseException | None], None]], None]
 _MARKERS = (R.BeginTransactionRecord, R.EndTransactionRecord, R.AbortTransactionRecord)
 
 
@@ -97,6 +98,10 @@ class Controller:
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = now_ms()
         self._last_append_ms = -1
+        self._snapshot_in_flight = False
+        # Runs a snapshot's encoding and writing off the controller's thread, then calls
+        # back (on it) with the error or None; the broker's is its executor. None: in line.
+        self.snapshot_runner: SnapshotRunner | None = None
 
     def partition_count(self) -> int:
         return sum(len(t.partitions) for t in self.image.topics_by_name.values())
@@ -161,43 +166,75 @@ class Controller:
 
     # ---- snapshots -----------------------------------------------------------------
     def maybe_snapshot(self) -> Path | None:
-        """Write a snapshot if one is due: new records since the last, the byte or time
-        threshold passed, and no metadata transaction open (the log's end is then a
-        committed offset that the image reflects)."""
+        """Start a snapshot if one is due: new records since the last, the byte or time
+        threshold passed, none in flight, and no metadata transaction open (the log's
+        end is then a committed offset that the image reflects). In line (returning its
+        path) unless `snapshot_runner` takes the writing elsewhere."""
         if (self._bytes_since_snapshot == 0 or self._open_transaction
-                or self._abort_reason is not None):
+                or self._abort_reason is not None or self._snapshot_in_flight):
             return None
         elapsed = self.now_ms() - self._last_snapshot_ms
         if (self._bytes_since_snapshot < self.snapshot_bytes
                 and not (self.snapshot_interval_ms > 0
                          and elapsed >= self.snapshot_interval_ms)):
             return None
-        try:
-            return self.write_snapshot()
-        except (OSError, LogError) as exc:  # the log still has everything: retry later
-            log.error("metadata snapshot failed: %s", exc)
-            self._last_snapshot_ms = self.now_ms()
-            return None
+        if self.snapshot_runner is None:
+            try:
+                return self.write_snapshot()
+            except (OSError, LogError) as exc:  # the log still has everything: retry
+                log.error("metadata snapshot failed: %s", exc)
+                self._last_snapshot_ms = self.now_ms()
+                return None
+        snapshot_id, job = self._snapshot_job()
+        owed = self._bytes_since_snapshot
+        self._bytes_since_snapshot = 0  # appends from now on count toward the next one
+        self._snapshot_in_flight = True
+
+        def done(error: BaseException | None) -> None:
+            self._snapshot_in_flight = False
+            if error is not None:
+                log.error("metadata snapshot %s failed: %s", snapshot_id.name, error)
+                self._bytes_since_snapshot += owed
+                return
+            try:
+                self._snapshot_written(snapshot_id)
+            except (OSError, LogError) as exc:
+                log.error("metadata log not trimmed after snapshot %s: %s",
+                          snapshot_id.name, exc)
+        self.snapshot_runner(job, done)
+        return None
 
     def write_snapshot(self) -> Path:
-        """Snapshot the image at the log's end, keep the newest snapshots, and delete
+        """Snapshot the image at the log's end now, keep the newest snapshots, and delete
         the log segments that lie wholly before the oldest one kept."""
         if self._open_transaction or self._abort_reason is not None:
             raise ControllerError(INVALID_REQUEST, "a metadata transaction is open")
-        directory = self.log.path
+        snapshot_id, job = self._snapshot_job()
+        path = job()
+        self._bytes_since_snapshot = 0
+        self._snapshot_written(snapshot_id)
+        return path
+
+    def _snapshot_job(self) -> tuple[snapshot.SnapshotId, Callable[[], Path]]:
+        """The snapshot of the image as it is now: its id, and the (thread-safe: the
+        image is immutable) work of encoding and writing it."""
+        directory, image = self.log.path, self.image
         snapshot_id = snapshot.SnapshotId(self.log.log_end_offset, snapshot.EPOCH)
         now = self.now_ms()
         last_ts = self._last_append_ms if self._last_append_ms >= 0 else now
-        path = snapshot.write(directory, snapshot.image_records(self.image), snapshot_id,
-                              last_ts, now)
-        self._bytes_since_snapshot = 0
         self._last_snapshot_ms = now
-        oldest = snapshot.prune(directory)
+
+        def job() -> Path:
+            return snapshot.write(directory, snapshot.image_records(image), snapshot_id,
+                                  last_ts, now)
+        return snapshot_id, job
+
+    def _snapshot_written(self, snapshot_id: snapshot.SnapshotId) -> None:
+        oldest = snapshot.prune(self.log.path)
         if oldest is not None and oldest.offset > self.log.log_start_offset:
             self.log.delete_records_before(oldest.offset)
         log.info("metadata snapshot %s written; metadata log starts at %d",
                  snapshot_id.name, self.log.log_start_offset)
-        return path
 
     # ---- committing ----------------------------------------------------------------
     def _write(self, records: list[object]) -> int:

@@ -254,3 +254,34 @@ def test_a_long_log_without_snapshot_gets_one_at_start(tmp_path):
     c = reopen(c, **{"metadata.log.max.record.bytes.between.snapshots": "4096"})
     (sid,) = snapshot.list_ids(meta)
     assert sid.offset == c.log.log_end_offset and c.image == expected
+
+
+def test_a_snapshot_written_off_thread_is_one_at_a_time(tmp_path):
+    """With a runner (the broker's executor) the write happens elsewhere; meanwhile more
+    commits start no second one, and they count toward the next."""
+    meta = tmp_path / "meta"
+    c = open_controller(meta, segment_bytes=4096,
+                        **{"metadata.log.max.record.bytes.between.snapshots": "2000"})
+    queued: list[tuple] = []
+    c.snapshot_runner = lambda job, done: queued.append((job, done))
+    c.create_topics([NewTopic("a", 40)])
+    image_a, end_a = c.image, c.log.log_end_offset
+    c.create_topics([NewTopic("b", 40)])  # due again, but one is in flight
+    assert len(queued) == 1 and snapshot.list_ids(meta) == []
+    job, done = queued.pop()
+    path = job()
+    done(None)
+    (sid,) = snapshot.list_ids(meta)
+    assert sid.offset == end_a and path.name == sid.name  # the image when it was due
+    assert snapshot.image_of(snapshot.read(meta, sid), sid) == image_a
+    c.create_topics([NewTopic("c", 1)])  # b's bytes still count: due at once
+    job, done = queued.pop()
+    done(OSError(5, "I/O error"))  # failed: the bytes are owed again
+    c.create_topics([NewTopic("d", 1)])
+    job, done = queued.pop()
+    job()
+    done(None)
+    assert snapshot.list_ids(meta)[-1].offset == c.log.log_end_offset
+    assert len(snapshot.list_ids(meta)) == 2 and c.log.log_start_offset == sid.offset
+    expected = c.image
+    assert reopen(c, **NO_SNAPSHOTS).image == expected

@@ -169,7 +169,7 @@ def _control_type(batch: bytes) -> int | None:
     h = parse_header(batch)
     if not h.is_control:
         return None
-    (rec,) = decode_records(batch)
+    rec = decode_records(batch)[0]  # Kafka's header batch may add KRaftVersion, Voters
     if rec.key is None or len(rec.key) != _CONTROL_KEY.size:
         raise SnapshotError("control record without a valid key")
     version, kind = _CONTROL_KEY.unpack(rec.key)
@@ -194,7 +194,7 @@ def decode(data: bytes) -> list[object]:
             if parse_header(batch).is_control:  # KRaftVersion/Voters records: not ours
                 continue
             out += [R.decode(rec.key or b"", rec.value or b"") for rec in decode_records(batch)]
-    except (LogError, kraft.KraftDecodeError, ValueError, KeyError) as exc:
+    except (LogError, kraft.KraftDecodeError, ValueError, KeyError, IndexError) as exc:
         if isinstance(exc, SnapshotError):
             raise
         raise SnapshotError(f"undecodable record: {exc}") from None

@@ -3,6 +3,7 @@ loaded at restart with the log's tail, read by Kafka's own tools."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -91,6 +92,14 @@ def test_snapshots_survive_restart_and_kafkas_tools_read_them(broker_factory):
     assert '"name":"metadata.version"' in dump
     in_snapshot = {t for t in topics_in_dump(dump) if t.startswith("snap-")}
     assert in_snapshot and in_snapshot <= {f"snap-{i}-{j}" for i in range(12) for j in range(4)}
+
+    # `headwater metadata image`: the newest snapshot plus the log after it.
+    rows = json.loads(cli("metadata", "--data-dir", str(broker.data_dir), "--json", "image"))
+    assert {r["name"] for r in rows if r["kind"] == "topic" and r["name"].startswith("snap-")
+            } == created
+    (used,) = [r for r in rows if r["kind"] == "snapshot"]
+    assert used["name"] == newest_snapshot(broker.data_dir).name
+    assert json.loads(cli("metadata", "--data-dir", str(broker.data_dir), "--json", "log"))
 
     # One written now, at the log's end: exactly the broker's topics.
     cli("metadata", "--data-dir", str(broker.data_dir), "snapshot")

@@ -94,7 +94,7 @@ class SnapshotId:
 def image_records(image: MetadataImage) -> list[object]:
     """Records that rebuild `image` from empty, in the order Kafka's MetadataImage.write
     uses: features (metadata.version first), then topics, configs, quotas, producer ids,
-    SCRAM credentials."""
+    ACLs, SCRAM credentials. Every field of MetadataImage must be here (a test checks)."""
     out: list[object] = []
     features = dict(image.features) or {"metadata.version": R.METADATA_VERSION}
     if "metadata.version" in features:
@@ -113,6 +113,10 @@ def image_records(image: MetadataImage) -> list[object]:
         out += [R.ClientQuotaRecord(entity, key, value) for key, value in quotas.items()]
     if image.next_producer_id > 0:  # Kafka's ProducerIdsImage writes broker -1, epoch -1
         out.append(R.ProducerIdsRecord(-1, -1, image.next_producer_id))
+    out += [R.AccessControlEntryRecord(acl_id, b.resource_type, b.resource_name,
+                                       b.pattern_type, b.principal, b.host, b.operation,
+                                       b.permission)
+            for acl_id, b in image.acls.items()]
     out += list(image.scram.values())
     return out
 

@@ -3,6 +3,7 @@ one, never inside a transaction, trimming the log, and snapshot + tail == full r
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -307,3 +308,32 @@ def test_any_damage_is_refused_whole_or_harmless():
             assert snapshot.decode(bytes(damaged)) == records
         except snapshot.SnapshotError:
             pass
+
+
+def test_every_part_of_the_image_survives_a_snapshot():
+    """A field added to MetadataImage must be written by snapshot.image_records, or a
+    snapshot would silently drop it: this image sets every one of them."""
+    tid = "7d0cba5e-4e0e-4a8e-9a3b-0c1d2e3f4a5b"
+    records = [
+        R.FeatureLevelRecord("metadata.version", R.METADATA_VERSION),
+        R.FeatureLevelRecord("share.version", 1),
+        R.TopicRecord("t", tid),
+        R.PartitionRecord(tid, 0, (1,), (1,), 1, 3, 4),
+        R.PartitionRecord(tid, 1, (1,), (1,), 1),
+        R.ConfigRecord(TOPIC_RESOURCE, "t", "retention.ms", "1"),
+        R.ConfigRecord(BROKER_RESOURCE, "", "log.retention.ms", "2"),
+        R.ProducerIdsRecord(1, 0, 2000),
+        R.ClientQuotaRecord((("client-id", None), ("user", "alice")), "producer_byte_rate",
+                            5.0),
+        R.UserScramCredentialRecord("alice", 1, b"salt", b"stored", b"server", 4096),
+        R.AccessControlEntryRecord("0b6c3c1e-9d4e-4f3a-8b2a-1c2d3e4f5a6b", 2, "t", 3, "User:alice", "*", 3, 3),
+    ]
+    image = MetadataImage().apply(records, len(records) - 1)
+    empty = MetadataImage()
+    for f in dataclasses.fields(MetadataImage):
+        if f.name != "offset":
+            assert getattr(image, f.name) != getattr(empty, f.name), (
+                f"the test image leaves MetadataImage.{f.name} empty: set it above")
+    sid = snapshot.SnapshotId(len(records), 0)
+    written = snapshot.decode(snapshot.encode(snapshot.image_records(image), sid, 0, 0))
+    assert snapshot.image_of(written, sid) == image

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from . import __version__
@@ -96,8 +97,9 @@ class Broker:
         FILES.set_capacity(self.config.get_int("headwater.max.open.partition.files",
                                                open_file_capacity(raise_nofile_limit())))
         self.logs = LogManager(self.data_dir, self.now_ms)
-        meta_config = LogConfig.resolve(self.config, {"segment.bytes": str(64 << 20),
-                                                      "retention.ms": "-1"})
+        meta_config = LogConfig.resolve(self.config, {
+            "segment.bytes": str(self.config.get_int("metadata.log.segment.bytes")),
+            "retention.ms": "-1"})
         convert_json_log(self.logs.path_for(METADATA_TOPIC, 0))
         meta_log = (self.logs.get(METADATA_TOPIC, 0)
                     or self.logs.open_existing(METADATA_TOPIC, 0, meta_config)
@@ -117,6 +119,8 @@ class Broker:
 
     async def start(self) -> None:
         self.open()
+        assert self.controller is not None
+        self.controller.snapshot_runner = self._run_snapshot
         self.connection_limits = ConnectionLimits.from_config(self.config)
         self.servers = [self._server_for(listener) for listener in self.listeners]
         self.server = self.servers[0]
@@ -224,6 +228,8 @@ class Broker:
                 if cleaning is None or cleaning.done():  # compaction: one pass at a time
                     cleaning = asyncio.get_running_loop().run_in_executor(
                         None, self.logs.run_cleaner, self.now_ms(), cleaner_backoff)
+                if self.controller is not None:  # a time-based snapshot with no commit
+                    self.controller.maybe_snapshot()
                 if time.monotonic() - last_retention >= retention_every:
                     last_retention = time.monotonic()
                     self.logs.run_retention(self.now_ms())
@@ -232,6 +238,16 @@ class Broker:
                         shares.unload_idle(self.now_ms())
             except Exception:
                 log.exception("background log chore failed")
+
+    def _run_snapshot(self, job: Callable[[], object],
+                      done: Callable[[BaseException | None], None]) -> None:
+        """A metadata snapshot is encoded and written in the executor (the image is
+        immutable); `done` runs back on the loop, where the controller lives."""
+        future = asyncio.get_running_loop().run_in_executor(None, job)
+
+        def finished(f: asyncio.Future[object]) -> None:
+            done(asyncio.CancelledError() if f.cancelled() else f.exception())
+        future.add_done_callback(finished)
 
     # ---- metadata -> logs ----------------------------------------------------------
     @property

@@ -73,6 +73,13 @@ BROKER_DEFAULTS: dict[str, str] = {
     # KIP-1191 share-group dead-letter topics (dynamic cluster configs in Kafka 4.4).
     "errors.deadletterqueue.auto.create.topics.enable": "false",
     "errors.deadletterqueue.topic.name.prefix": "dlq.",
+    # KRaft metadata snapshots (headwater/metadata/snapshot.py): one after this many bytes
+    # of new metadata records, or this long after the last one if anything is new (0: off).
+    "metadata.log.max.record.bytes.between.snapshots": "20971520",
+    "metadata.log.max.snapshot.interval.ms": "3600000",
+    # The metadata log's segment size: Kafka's default is 1 GiB; headwater keeps 64 MiB so
+    # the segments a snapshot covers are deleted sooner (docs/differences.md).
+    "metadata.log.segment.bytes": "67108864",
     # headwater's own durability switch: "always" fsyncs every acknowledged batch.
     "headwater.fsync": "never",
 }

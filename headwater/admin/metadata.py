@@ -1,24 +1,29 @@
-"""`headwater metadata log|image --data-dir D`: a stopped broker's metadata, read-only.
+"""`headwater metadata log|image|snapshot --data-dir D`: a stopped broker's metadata.
 
 `log` lists every record of `__cluster_metadata` with its offset, its type, what it
 says, and where a metadata transaction put it (begin / in transaction / end; records
 of an aborted transaction, or of one the log leaves open, are marked so: they never
-reached the image). `image` is what a start would build: topics and their partitions,
-configs, finalized features, the producer id block, client quotas. Both read the segment
-files directly and never write (Kafka's `kafka-dump-log --cluster-metadata-decoder`
-and `kafka-metadata-shell` read the same files).
+reached the image). `image` is what a start would build: the newest readable snapshot
+(`.checkpoint`) plus the log after it: topics and their partitions, configs, finalized
+features, the producer id block, client quotas. Those two read the files directly and
+never write (Kafka's `kafka-dump-log --cluster-metadata-decoder` and
+`kafka-metadata-shell` read the same files). `snapshot` is the one that writes: a
+snapshot of that image now, at the last committed offset, so the next start replays
+only what follows it.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import time
 from pathlib import Path
 from typing import Any
 
-from ..metadata import records as R
+from ..log.batch import iter_batches
+from ..metadata import snapshot
 from ..metadata.image import MetadataImage
-from ..metadata.replay import read_directory, replay
+from ..metadata.replay import Replay, read_directory, replay
 from .groups import AdminError
 from .tables import emit
 
@@ -50,15 +55,42 @@ def cmd_log(args: argparse.Namespace) -> str:
     return emit(["OFFSET", "RECORD", "TRANSACTION", "DATA"], rows, args.json)
 
 
-def image_of(directory: Path) -> tuple[MetadataImage, dict[str, int]]:
-    state = replay(read_directory(directory))
-    features = {r.name: r.feature_level for r in state.committed
-                if isinstance(r, R.FeatureLevelRecord)}
-    return MetadataImage().apply(state.committed, state.last_offset), features
+@dataclasses.dataclass(frozen=True, slots=True)
+class Loaded:
+    """What a start would load: the image, the snapshot it began from (if any), and the
+    replay of the log after it."""
+
+    image: MetadataImage
+    snapshot_id: snapshot.SnapshotId | None
+    tail: Replay
+
+
+def _log_start(directory: Path) -> int:
+    try:
+        return max(int((directory / "log-start-offset").read_text().strip()), 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def load(directory: Path) -> Loaded:
+    """The newest readable snapshot and the log after it, as the controller loads them."""
+    start = _log_start(directory)
+    found = snapshot.load_latest(directory, start_offset=start)
+    base, begin, snapshot_id = MetadataImage(), start, None
+    if found is not None:
+        snapshot_id, records = found
+        base, begin = snapshot.image_of(records, snapshot_id), snapshot_id.offset
+    elif start > 0:
+        raise AdminError(f"the metadata log starts at offset {start} and no readable "
+                         "snapshot covers the records before it")
+    tail = replay((o, r) for o, r in read_directory(directory) if o >= begin)
+    last = tail.last_offset if tail.last_offset >= 0 else base.offset
+    return Loaded(base.apply(tail.committed, last), snapshot_id, tail)
 
 
 def cmd_image(args: argparse.Namespace) -> str:
-    image, features = image_of(_directory(args))
+    loaded = load(_directory(args))
+    image, features = loaded.image, dict(loaded.image.features)
     rows: list[tuple[Any, ...]] = []
     for name in sorted(image.topics_by_name):
         topic = image.topics_by_name[name]
@@ -75,14 +107,56 @@ def cmd_image(args: argparse.Namespace) -> str:
         for key, value in sorted(values.items()):
             rows.append(("quota", who, f"{key}={value}"))
     rows.append(("offset", "last applied", str(image.offset)))
+    sid = loaded.snapshot_id
+    rows.append(("snapshot", sid.name if sid else "none",
+                 f"offsets below {sid.offset}, then the log" if sid else "the whole log"))
     return emit(["KIND", "NAME", "VALUE"], rows, args.json)
 
 
+def cmd_snapshot(args: argparse.Namespace) -> str:
+    """Write a snapshot of what a start would load, at the last committed offset: the log's
+    end, or the Begin of a transaction the log leaves open (a start rolls that back)."""
+    directory = _directory(args)
+    loaded = load(directory)
+    tail = loaded.tail
+    if tail.pending is not None:
+        offset = min(o for o, mark in tail.marks.items() if mark.startswith("begin, open"))
+    else:
+        offset = tail.last_offset + 1 if tail.last_offset >= 0 else loaded.image.offset + 1
+    if offset <= 0:
+        raise AdminError("the metadata log holds no committed records to snapshot")
+    if loaded.snapshot_id is not None and loaded.snapshot_id.offset >= offset:
+        return f"{loaded.snapshot_id.name}: already a snapshot at offset {offset}\n"
+    image = loaded.image  # a transaction left open is not in it
+    snapshot_id = snapshot.SnapshotId(offset, snapshot.EPOCH)
+    now = int(time.time() * 1000)
+    path = snapshot.write(directory, snapshot.image_records(image), snapshot_id,
+                          _last_timestamp(directory, now), now)
+    snapshot.prune(directory)
+    return f"{path}: {len(image.topics_by_name)} topics, offsets below {offset}\n"
+
+
+def _last_timestamp(directory: Path, default: int) -> int:
+    """The append time of the log's last batch (the header's LastContainedLogTimestamp)."""
+    segments = sorted(directory.glob("*.log"))
+    for segment in reversed(segments):
+        last = None
+        data = segment.read_bytes()
+        for _pos, header in iter_batches(data):
+            last = header.max_timestamp
+        if last is not None:
+            return last
+    return default
+
+
 def add_parser(sub: Any) -> None:
-    meta = sub.add_parser("metadata", help="read a stopped broker's metadata log")
+    meta = sub.add_parser("metadata", help="a stopped broker's metadata log and snapshots")
     meta.add_argument("--data-dir", default="./data", help="the broker's data directory")
     meta.add_argument("--json", action="store_true", help="machine-readable output")
     msub = meta.add_subparsers(dest="metadata_command", required=True)
     msub.add_parser("log", help="every record, with its transaction").set_defaults(
         func=cmd_log)
-    msub.add_parser("image", help="what a start would build").set_defaults(func=cmd_image)
+    msub.add_parser("image", help="what a start would build (snapshot + log)").set_defaults(
+        func=cmd_image)
+    msub.add_parser("snapshot", help="write a snapshot now (the broker must be stopped)"
+                    ).set_defaults(func=cmd_snapshot)

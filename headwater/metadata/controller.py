@@ -2,7 +2,12 @@
 
 Every change is validated against the current image, written as records to the
 `__cluster_metadata` log (fsynced: metadata is small and precious), then applied to
-produce the next image, which listeners receive. A restart replays the log.
+produce the next image, which listeners receive. A restart loads the newest valid
+snapshot (`snapshot.py`) and replays the log after it; a snapshot is written at a
+committed offset, never inside a metadata transaction, after
+`metadata.log.max.record.bytes.between.snapshots` bytes of records or
+`metadata.log.max.snapshot.interval.ms`, and the log segments no kept snapshot needs are
+deleted.
 Operations that need more records than fit one batch are wrapped in
 Begin/EndTransactionRecord (KIP-868) so they become visible all at once; a
 transaction left open by a crash is rolled back on load.
@@ -14,12 +19,13 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..config import BrokerConfig, ConfigError, validate_topic_config
 from ..log.batch import batches_end_offset, build_batch
 from ..log.errors import LogError
 from ..log.partition_log import PartitionLog
-from . import faults
+from . import faults, snapshot
 from . import records as R
 from .image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from .replay import Replay, read_batches
@@ -50,6 +56,7 @@ MAX_RECORDS_PER_USER_OP = 10_000
 EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 
 Listener = Callable[[MetadataImage, MetadataImage], None]
+SnapshotRunner = Callable[[Callable[[], Path], Callable[[BaseException | None], None]], None]
 _MARKERS = (R.BeginTransactionRecord, R.EndTransactionRecord, R.AbortTransactionRecord)
 
 
@@ -85,6 +92,16 @@ class Controller:
         # A metadata transaction whose Begin is in the log and whose end is not yet.
         self._open_transaction = False
         self._abort_reason: str | None = None  # an abort still owed to the log
+        # Snapshots: bytes of records appended since the last one, and when it was made.
+        self.snapshot_bytes = config.get_int("metadata.log.max.record.bytes.between.snapshots")
+        self.snapshot_interval_ms = config.get_int("metadata.log.max.snapshot.interval.ms")
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = now_ms()
+        self._last_append_ms = -1
+        self._snapshot_in_flight = False
+        # Runs a snapshot's encoding and writing off the controller's thread, then calls
+        # back (on it) with the error or None; the broker's is its executor. None: in line.
+        self.snapshot_runner: SnapshotRunner | None = None
 
     def partition_count(self) -> int:
         return sum(len(t.partitions) for t in self.image.topics_by_name.values())
@@ -99,24 +116,44 @@ class Controller:
 
     # ---- loading -------------------------------------------------------------------
     def load(self) -> None:
-        """Replay the whole metadata log into an image (a restart is a replay)."""
+        """Load the newest valid snapshot, then replay the log after it (with no
+        snapshot, all of it); a transaction the log leaves open is rolled back."""
+        directory = self.log.path
+        snapshot.remove_partials(directory)
+        start, end = self.log.log_start_offset, self.log.log_end_offset
+        base = MetadataImage()
+        offset = start
+        loaded = snapshot.load_latest(directory, end, start)
+        if loaded is not None:
+            snapshot_id, records = loaded
+            base = snapshot.image_of(records, snapshot_id)
+            offset = snapshot_id.offset
+            log.info("metadata snapshot %s loaded (%d records)", snapshot_id.name, len(records))
+        elif start > 0:
+            raise RuntimeError(
+                f"the metadata log {directory} starts at offset {start} and no readable "
+                "snapshot covers the records before it; restore a snapshot (.checkpoint) "
+                "from a backup")
         state = Replay()
-        offset = self.log.log_start_offset
-        end = self.log.log_end_offset
+        replayed = 0
         while offset < end:
             data = self.log.read(offset, 1 << 20)
             if not data:
                 break
+            replayed += len(data)
             for rec_offset, item in read_batches(data):
-                state.add(rec_offset, item)
+                if rec_offset >= offset:  # a read may begin before the snapshot's offset
+                    state.add(rec_offset, item)
             following = batches_end_offset(data)
             if following <= offset:
                 break
             offset = following
         committed, last, pending = state.committed, state.last_offset, state.pending
-        self.image = MetadataImage().apply(committed, last)
+        self.image = base.apply(committed, last if last >= 0 else base.offset)
+        self._bytes_since_snapshot = replayed
         if last < 0 and end == 0:  # a new log begins with metadata.version, as Kafka's
-            self._write([R.FeatureLevelRecord("metadata.version", R.METADATA_VERSION)])
+            first = [R.FeatureLevelRecord("metadata.version", R.METADATA_VERSION)]
+            self.image = self.image.apply(first, self._write(first))
         if pending is not None:
             log.warning("rolling back a metadata transaction left open (%d records)",
                         len(pending))
@@ -125,6 +162,79 @@ class Controller:
         self._pid_next = self._pid_end = self.image.next_producer_id
         log.info("metadata loaded: %d topics, next producer id block at %d",
                  len(self.image.topics_by_name), self.image.next_producer_id)
+        self.maybe_snapshot()  # a long tail (e.g. a log from before snapshots): now
+
+    # ---- snapshots -----------------------------------------------------------------
+    def maybe_snapshot(self) -> Path | None:
+        """Start a snapshot if one is due: new records since the last, the byte or time
+        threshold passed, none in flight, and no metadata transaction open (the log's
+        end is then a committed offset that the image reflects). In line (returning its
+        path) unless `snapshot_runner` takes the writing elsewhere."""
+        if (self._bytes_since_snapshot == 0 or self._open_transaction
+                or self._abort_reason is not None or self._snapshot_in_flight):
+            return None
+        elapsed = self.now_ms() - self._last_snapshot_ms
+        if (self._bytes_since_snapshot < self.snapshot_bytes
+                and not (self.snapshot_interval_ms > 0
+                         and elapsed >= self.snapshot_interval_ms)):
+            return None
+        if self.snapshot_runner is None:
+            try:
+                return self.write_snapshot()
+            except (OSError, LogError) as exc:  # the log still has everything: retry
+                log.error("metadata snapshot failed: %s", exc)
+                self._last_snapshot_ms = self.now_ms()
+                return None
+        snapshot_id, job = self._snapshot_job()
+        owed = self._bytes_since_snapshot
+        self._bytes_since_snapshot = 0  # appends from now on count toward the next one
+        self._snapshot_in_flight = True
+
+        def done(error: BaseException | None) -> None:
+            self._snapshot_in_flight = False
+            if error is not None:
+                log.error("metadata snapshot %s failed: %s", snapshot_id.name, error)
+                self._bytes_since_snapshot += owed
+                return
+            try:
+                self._snapshot_written(snapshot_id)
+            except (OSError, LogError) as exc:
+                log.error("metadata log not trimmed after snapshot %s: %s",
+                          snapshot_id.name, exc)
+        self.snapshot_runner(job, done)
+        return None
+
+    def write_snapshot(self) -> Path:
+        """Snapshot the image at the log's end now, keep the newest snapshots, and delete
+        the log segments that lie wholly before the oldest one kept."""
+        if self._open_transaction or self._abort_reason is not None:
+            raise ControllerError(INVALID_REQUEST, "a metadata transaction is open")
+        snapshot_id, job = self._snapshot_job()
+        path = job()
+        self._bytes_since_snapshot = 0
+        self._snapshot_written(snapshot_id)
+        return path
+
+    def _snapshot_job(self) -> tuple[snapshot.SnapshotId, Callable[[], Path]]:
+        """The snapshot of the image as it is now: its id, and the (thread-safe: the
+        image is immutable) work of encoding and writing it."""
+        directory, image = self.log.path, self.image
+        snapshot_id = snapshot.SnapshotId(self.log.log_end_offset, snapshot.EPOCH)
+        now = self.now_ms()
+        last_ts = self._last_append_ms if self._last_append_ms >= 0 else now
+        self._last_snapshot_ms = now
+
+        def job() -> Path:
+            return snapshot.write(directory, snapshot.image_records(image), snapshot_id,
+                                  last_ts, now)
+        return snapshot_id, job
+
+    def _snapshot_written(self, snapshot_id: snapshot.SnapshotId) -> None:
+        oldest = snapshot.prune(self.log.path)
+        if oldest is not None and oldest.offset > self.log.log_start_offset:
+            self.log.delete_records_before(oldest.offset)
+        log.info("metadata snapshot %s written; metadata log starts at %d",
+                 snapshot_id.name, self.log.log_start_offset)
 
     # ---- committing ----------------------------------------------------------------
     def _write(self, records: list[object]) -> int:
@@ -168,7 +278,11 @@ class Controller:
         for rec in chunk:
             key, value = R.encode(rec)
             entries.append((key, value, [], now))
-        return self.log.append(build_batch(entries), now).last_offset
+        batch = build_batch(entries)
+        last = self.log.append(batch, now).last_offset
+        self._bytes_since_snapshot += len(batch)
+        self._last_append_ms = now
+        return last
 
     def _finish_abort(self) -> None:
         """Write the AbortTransactionRecord a failed transaction still owes the log;
@@ -194,6 +308,7 @@ class Controller:
         self.image = old.apply(records, last)
         for listener in self.listeners:
             listener(old, self.image)
+        self.maybe_snapshot()
 
     # ---- topics --------------------------------------------------------------------
     def _validate_new_topic(self, t: NewTopic, pending_names: set[str],

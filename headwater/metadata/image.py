@@ -16,6 +16,7 @@ from .records import (
     AccessControlEntryRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    FeatureLevelRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RemoveAccessControlEntryRecord,
@@ -68,6 +69,8 @@ class MetadataImage:
         default_factory=lambda: _EMPTY)
     # ACLs: id -> AclBinding (headwater/security/acl.py)
     acls: Mapping[str, AclBinding] = field(default_factory=lambda: _EMPTY)
+    # Finalized feature levels (metadata.version first): a snapshot must carry them.
+    features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
 
     def topic(self, name: str) -> TopicImage | None:
         return self.topics_by_name.get(name)
@@ -87,25 +90,30 @@ class MetadataImage:
         quotas: dict | None = None
         scram: dict | None = None
         acls: dict | None = None
+        features: dict | None = None
+        # Partitions of the topics these records change, materialized once at the end: a
+        # topic's tuple rebuilt per PartitionRecord made a big topic quadratic to load.
+        changed: dict[uuid.UUID, list[PartitionImage]] = {}
+        ids: dict[str, uuid.UUID] = {}
         for rec in records:
             if isinstance(rec, TopicRecord):
                 tid = uuid.UUID(rec.topic_id)
                 topic = TopicImage(rec.name, tid)
                 by_name[rec.name] = topic
                 by_id[tid] = topic
+                changed.pop(tid, None)
             elif isinstance(rec, PartitionRecord):
-                tid = uuid.UUID(rec.topic_id)
-                topic = by_id[tid]
+                tid = ids.get(rec.topic_id) or ids.setdefault(rec.topic_id,
+                                                              uuid.UUID(rec.topic_id))
+                parts = changed.get(tid)
+                if parts is None:
+                    parts = changed[tid] = list(by_id[tid].partitions)
                 part = PartitionImage(rec.partition_id, rec.leader, rec.leader_epoch,
                                       tuple(rec.replicas), tuple(rec.isr), rec.partition_epoch)
-                parts = list(topic.partitions)
                 if rec.partition_id < len(parts):
                     parts[rec.partition_id] = part
                 else:
                     parts.append(part)
-                topic = replace(topic, partitions=tuple(parts))
-                by_id[tid] = topic
-                by_name[topic.name] = topic
             elif isinstance(rec, ConfigRecord):
                 key = (rec.resource_type, rec.resource_name)
                 entry = configs.setdefault(key, {})
@@ -116,7 +124,9 @@ class MetadataImage:
                 if not entry:
                     configs.pop(key, None)
             elif isinstance(rec, RemoveTopicRecord):
-                topic = by_id.pop(uuid.UUID(rec.topic_id), None)
+                tid = uuid.UUID(rec.topic_id)
+                changed.pop(tid, None)
+                topic = by_id.pop(tid, None)
                 if topic is not None:
                     by_name.pop(topic.name, None)
                     configs.pop((TOPIC_RESOURCE, topic.name), None)
@@ -140,6 +150,16 @@ class MetadataImage:
                 if quotas is None:
                     quotas = {k: dict(v) for k, v in self.client_quotas.items()}
                 _apply_quota(quotas, rec)
+            elif isinstance(rec, FeatureLevelRecord):
+                features = dict(self.features) if features is None else features
+                if rec.feature_level == 0:  # level 0: the feature is not finalized
+                    features.pop(rec.name, None)
+                else:
+                    features[rec.name] = rec.feature_level
+        for tid, parts in changed.items():
+            topic = replace(by_id[tid], partitions=tuple(parts))
+            by_id[tid] = topic
+            by_name[topic.name] = topic
         return MetadataImage(
             MappingProxyType(by_name), MappingProxyType(by_id),
             MappingProxyType({k: MappingProxyType(v) for k, v in configs.items()}),
@@ -147,7 +167,8 @@ class MetadataImage:
             client_quotas=self.client_quotas if quotas is None else MappingProxyType(
                 {k: MappingProxyType(v) for k, v in quotas.items()}),
             scram=self.scram if scram is None else MappingProxyType(scram),
-            acls=self.acls if acls is None else MappingProxyType(acls))
+            acls=self.acls if acls is None else MappingProxyType(acls),
+            features=self.features if features is None else MappingProxyType(features))
 
 
 def _apply_quota(quotas: dict, rec: ClientQuotaRecord) -> None:

@@ -51,6 +51,8 @@ class AclBroker:
             "--override", f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
             "--override", f"authorizer.class.name={STANDARD}",
             "--override", "super.users=User:admin",
+            # a snapshot after every change: restarts load ACLs from one
+            "--override", "metadata.log.max.record.bytes.between.snapshots=1",
             port=self.plain)
 
     def conf(self, user: str) -> dict:
@@ -107,6 +109,8 @@ def test_kafka_acls_adds_lists_removes_and_acls_survive_a_restart(acl_broker: Ac
                  "(principal=User:bob, host=*, operation=ALL, permissionType=DENY)",
                  "ResourcePattern(resourceType=GROUP, name=app-, patternType=PREFIXED)"):
         assert line in listed
+    snapshots = list((acl_broker.proc.data_dir / "__cluster_metadata-0").glob("*.checkpoint"))
+    assert snapshots, "the restart below starts from a snapshot"
     acl_broker.proc.restart()
     assert sorted(kafka_acls(acl_broker, admin, "--list").splitlines()) == \
         sorted(listed.splitlines())

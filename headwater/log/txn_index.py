@@ -152,12 +152,6 @@ class TransactionIndex:
 
 def write_index_file(path: Path, txns: list[AbortedTxn]) -> None:
     """Write (and fsync) a whole index file at once: the cleaner's merged segments."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        data = b"".join(encode_entry(t) for t in txns)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    from headwater.log.swap import write_synced  # swap imports the segment modules
+
+    write_synced(path, b"".join(encode_entry(t) for t in txns))

@@ -40,7 +40,7 @@ from ..log.batch import (
     parse_header,
 )
 from ..log.errors import LogError
-from ..log.swap import fsync_dir
+from ..log.swap import fsync_dir, write_synced
 from . import kraft
 from . import records as R
 from .image import MetadataImage
@@ -220,14 +220,7 @@ def write(directory: Path, records: list[object], snapshot_id: SnapshotId,
     partial = directory / (snapshot_id.name + ".part")
     data = encode(records, snapshot_id, last_timestamp, now_ms)
     try:
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(partial, data)
         os.replace(partial, path)
     except OSError:
         partial.unlink(missing_ok=True)

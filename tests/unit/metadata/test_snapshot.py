@@ -4,7 +4,6 @@ one, never inside a transaction, trimming the log, and snapshot + tail == full r
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 from pathlib import Path
 
@@ -230,14 +229,10 @@ def test_a_failed_snapshot_write_leaves_nothing_and_changes_go_on(tmp_path, monk
     meta = tmp_path / "meta"
     c = open_controller(meta, **{"metadata.log.max.record.bytes.between.snapshots": "1"})
 
-    class FullDisk:  # the snapshot's own fsync fails; the log's (same os module) does not
-        def __getattr__(self, name: str) -> object:
-            return getattr(os, name)
-
-        @staticmethod
-        def fsync(fd: int) -> None:
-            raise OSError(28, "No space left on device")
-    monkeypatch.setattr(snapshot, "os", FullDisk())
+    def full_disk(path, data: bytes) -> None:  # the snapshot's write fails, the log's not
+        path.write_bytes(data[:100])
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(snapshot, "write_synced", full_disk)
     before = snapshot.list_ids(meta)  # the one at start, after metadata.version
     c.create_topics([NewTopic("a", 1)])  # committed; only the snapshot failed
     assert snapshot.list_ids(meta) == before and not list(meta.glob("*.part"))

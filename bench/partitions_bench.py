@@ -3,7 +3,7 @@
 Per broker (headwater, and Apache Kafka 4.3.1 for the ratio), freshly started on an
 empty data directory: PARTITIONS partitions are created in topics of at most 9,000
 (one CreateTopics each: Kafka refuses one admin request of 10,000+ records), one record
-is produced to every partition, then the broker is stopped cleanly and started (timed
+is produced to every `--produce-every`-th partition (default 10), then the broker is stopped cleanly and started (timed
 until it answers), and killed with SIGKILL and started again (an unclean start: every
 written partition's tail is re-verified). Reported: create time, partitions/s, stop
 time, both start times, RSS and open descriptors after the last start.
@@ -55,11 +55,11 @@ def create(bootstrap: str, partitions: int) -> dict[str, int]:
     return topics
 
 
-def produce_each(bootstrap: str, topics: dict[str, int]) -> None:
+def produce_each(bootstrap: str, topics: dict[str, int], every: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 100,
                          "queue.buffering.max.messages": 2_000_000})
     for topic, n in topics.items():
-        for p in range(n):
+        for p in range(0, n, every):
             producer.produce(topic, b"x" * 100, partition=p)
             producer.poll(0)
     assert producer.flush(900) == 0
@@ -91,7 +91,7 @@ def timed(fn) -> float:  # noqa: ANN001
     return time.monotonic() - t0
 
 
-def run(name: str, partitions: int, workdir: Path) -> dict[str, float]:
+def run(name: str, partitions: int, workdir: Path, every: int) -> dict[str, float]:
     if name == "kafka":
         broker = KafkaReference(workdir / "data", heap="2g")
     else:
@@ -100,8 +100,8 @@ def run(name: str, partitions: int, workdir: Path) -> dict[str, float]:
     out: dict[str, float] = {"partitions": partitions}
     topics: dict[str, int] = {}
     out["create_s"] = timed(lambda: topics.update(create(broker.bootstrap, partitions)))
-    out["produce_s"] = timed(lambda: produce_each(broker.bootstrap, topics))
-    out["stop_s"] = timed(broker.stop)
+    out["produce_s"] = timed(lambda: produce_each(broker.bootstrap, topics, every))
+    out["stop_s"] = timed(lambda: broker.stop(timeout=900))
     seen = markers(broker)
     out["clean_start_s"] = timed(lambda: broker.start(timeout=1800))
     out["all_open_s"] = out["clean_start_s"] + opened_after(broker, seen)
@@ -112,7 +112,7 @@ def run(name: str, partitions: int, workdir: Path) -> dict[str, float]:
     assert broker.proc is not None
     out["rss_mib"] = rss_mib(broker.proc.pid)
     out["fds"] = len(os.listdir(f"/proc/{broker.proc.pid}/fd"))
-    broker.stop()
+    broker.stop(timeout=900)
     return out
 
 
@@ -121,12 +121,14 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100_000)
     parser.add_argument("--kafka-partitions", type=int, default=10_000)
     parser.add_argument("--brokers", default="headwater,kafka")
+    parser.add_argument("--produce-every", type=int, default=10,
+                        help="one record to every N-th partition (1: to all)")
     args = parser.parse_args()
     results = {}
     for name in args.brokers.split(","):
         count = args.kafka_partitions if name == "kafka" else args.partitions
         with tempfile.TemporaryDirectory(prefix=f"partitions-{name}-") as tmp:
-            results[name] = run(name, count, Path(tmp))
+            results[name] = run(name, count, Path(tmp), args.produce_every)
             print(name, results[name], flush=True)
     keys = ["partitions", "create_s", "produce_s", "stop_s", "clean_start_s", "all_open_s",
             "unclean_start_s", "all_recovered_s", "rss_mib", "fds"]

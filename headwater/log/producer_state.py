@@ -337,9 +337,11 @@ class ProducerStateManager:
         return sorted(found)
 
     def snapshot(self, offset: int, *, sync: bool = False) -> Path:
-        """Persist the state as of `offset` (the log end): temp file, rename, prune older
-        snapshots. Without `sync` a power loss may leave a torn file; `load_latest` then
-        skips it and replays more of the log."""
+        """Persist the state as of `offset` (the log end), then prune older snapshots.
+        With `sync`: temp file, fsync, rename. Without (a clean stop, which syncs the
+        whole filesystem once afterwards): written in place, no rename (a rename costs
+        ~1 ms on ext4 here, a minute at 100,000 partitions); a crash or power loss may
+        leave a torn file, which `load_latest` skips for an older one and more replay."""
         path = self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
         doc = {"version": SNAPSHOT_VERSION, "offset": offset, "producers": [
             {"producer_id": e.producer_id, "epoch": e.epoch, "last_timestamp": e.last_timestamp,
@@ -347,7 +349,7 @@ class ProducerStateManager:
              "current_txn_first_offset": e.current_txn_first_offset,
              "batches": [list(b) for b in e.batches]}
             for e in self.producers.values()]}
-        tmp = path.with_name(path.name + ".tmp")
+        tmp = path.with_name(path.name + ".tmp") if sync else path
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.write(fd, json.dumps(doc, separators=(",", ":")).encode())
@@ -355,7 +357,8 @@ class ProducerStateManager:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        if sync:
+            os.replace(tmp, path)
         for _, old in self.snapshot_files()[:-SNAPSHOTS_KEPT]:
             old.unlink(missing_ok=True)
         return path

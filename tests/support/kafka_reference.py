@@ -199,7 +199,8 @@ class KafkaReference:
         """`kafka-storage format` once per data dir (a restart keeps the data)."""
         if (self.data_dir / "meta.properties").exists():
             return
-        run_tool("kafka-storage", "format", "--cluster-id", self.cluster_id,
+        # --cluster-id=ID: an id may start with "-", which argparse takes for an option
+        run_tool("kafka-storage", "format", f"--cluster-id={self.cluster_id}",
                  "--config", str(cfg), "--ignore-formatted", timeout=120)
 
     def start(self, timeout: float = 120.0) -> KafkaReference:

@@ -53,9 +53,10 @@ class FdCache:
             self.capacity = max(16, capacity)
             self._evict()
 
-    def _evict(self) -> None:
-        """Close least recently used, unpinned handles until within capacity (lock held)."""
-        excess = len(self._open) - self.capacity
+    def _evict(self, keep: int | None = None) -> None:
+        """Close least recently used, unpinned handles until at most `keep` (default: the
+        capacity) are open (lock held)."""
+        excess = len(self._open) - (self.capacity if keep is None else keep)
         if excess <= 0:
             return
         victims = []
@@ -93,7 +94,14 @@ class Handle:
             else:
                 if self.closed:
                     raise OSError(errno.EBADF, f"{self.path} is closed")
-                self.fd = os.open(self.path, self.flags, 0o644)
+                try:
+                    self.fd = os.open(self.path, self.flags, 0o644)
+                except OSError as exc:
+                    if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                        raise
+                    # Out of descriptors (sockets took them): give back half of ours.
+                    cache._evict(len(cache._open) // 2)
+                    self.fd = os.open(self.path, self.flags, 0o644)
                 cache.opens += 1
                 cache._open[self] = None
                 self.pins += 1  # before evicting: never this one

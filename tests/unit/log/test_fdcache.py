@@ -125,3 +125,34 @@ def test_many_partitions_through_a_small_cache_read_back_everything(
         assert values == [b"p%d-r%d" % (p, r) for r in range(7)], p
     assert small_cache.open_count <= 16
     manager.close_all()
+
+
+def test_out_of_descriptors_gives_back_half_of_the_cache(tmp_path: Path) -> None:
+    """Sockets may take the descriptors the cache counted on: an EMFILE on open closes
+    half of the idle handles and retries instead of failing the read or append."""
+    import resource
+
+    cache = FdCache(1000)
+    handles = [cache.handle(tmp_path / f"f{i}", FLAGS) for i in range(40)]
+    for h in handles:
+        with h:
+            pass
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    hog = []
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 2,
+                                                    hard))
+        try:
+            while True:
+                hog.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError:
+            pass
+        with cache.handle(tmp_path / "late", FLAGS) as fd:
+            assert fd >= 0
+        assert cache.open_count <= 21
+    finally:
+        for fd in hog:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        for h in handles:
+            h.close()

@@ -121,6 +121,14 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             for index in t.partitions:
                 wanted.pop((name, index), None)
 
+        if broker.access.enabled and session is not None and not full:
+            # An incremental session keeps partitions from earlier fetches: an ACL removed
+            # since then is honoured too, as Kafka re-checks every fetch.
+            denied = {t for t in {k[0] for k in wanted}
+                      if broker.access.denies(ctx, A.READ, A.TOPIC, t)}
+            for key in [k for k in wanted if k[0] in denied]:
+                cached = wanted.pop(key)
+                unknown.append((key[0], cached.topic_id, key[1], E.topic_authorization_failed))
         quota_cap = broker.quotas.fetch_limit(ctx)
         max_wait_s = req.max_wait.total_seconds()
         min_bytes = req.min_bytes

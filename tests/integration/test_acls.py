@@ -336,3 +336,42 @@ def test_deny_wins_and_super_users_pass(acl_broker: AclBroker) -> None:
     producer.produce("deny-t", b"v", on_delivery=lambda err, _m: errors.append(err))
     producer.flush(30)
     assert errors == [None]
+
+
+def test_an_acl_removed_mid_session_stops_the_fetches(acl_broker: AclBroker) -> None:
+    """librdkafka keeps an incremental fetch session; the partitions in it are checked
+    again on every fetch, as Kafka does."""
+    admin = acl_broker.admin()
+    admin.create_topics([NewTopic("revoke-t", 1, 1)])["revoke-t"].result(30)
+    acl_broker.allow("User:alice", TOPIC, "revoke-t", READ)
+    acl_broker.allow("User:alice", GROUP, "revoke-g", READ)
+    producer = Producer(acl_broker.conf("admin"))
+    producer.produce("revoke-t", b"before")
+    producer.flush(30)
+    consumer = Consumer({**acl_broker.conf("alice"), "group.id": "revoke-g",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["revoke-t"])
+    seen, errors = [], []
+    deadline = time.monotonic() + 60
+    while not seen and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            seen.append(msg.value())
+    assert seen == [b"before"]
+    flt = AclBindingFilter(ResourceType.TOPIC, "revoke-t", ResourcePatternType.LITERAL,
+                           "User:alice", None, AclOperation.READ, AclPermissionType.ALLOW)
+    admin.delete_acls([flt])[flt].result(30)
+    producer.produce("revoke-t", b"after")
+    producer.flush(30)
+    deadline = time.monotonic() + 60
+    while not errors and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error() is None:
+            seen.append(msg.value())
+        else:
+            errors.append(msg.error().code())
+    consumer.close()
+    assert seen == [b"before"]
+    assert KafkaError.TOPIC_AUTHORIZATION_FAILED in errors

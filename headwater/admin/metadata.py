@@ -5,7 +5,7 @@ says, and where a metadata transaction put it (begin / in transaction / end; rec
 of an aborted transaction, or of one the log leaves open, are marked so: they never
 reached the image). `image` is what a start would build: the newest readable snapshot
 (`.checkpoint`) plus the log after it: topics and their partitions, configs, finalized
-features, the producer id block, client quotas. Those two read the files directly and
+features, the producer id block, client quotas, SCRAM users, ACLs. Those two read the files directly and
 never write (Kafka's `kafka-dump-log --cluster-metadata-decoder` and
 `kafka-metadata-shell` read the same files). `snapshot` is the one that writes: a
 snapshot of that image now, at the last committed offset, so the next start replays
@@ -24,6 +24,7 @@ from ..log.batch import iter_batches
 from ..metadata import snapshot
 from ..metadata.image import MetadataImage
 from ..metadata.replay import Replay, read_directory, replay
+from ..security import acl
 from .groups import AdminError
 from .tables import emit
 
@@ -106,6 +107,18 @@ def cmd_image(args: argparse.Namespace) -> str:
         who = ",".join(f"{t}={n if n is not None else '<default>'}" for t, n in entity)
         for key, value in sorted(values.items()):
             rows.append(("quota", who, f"{key}={value}"))
+    for user, mechanism in sorted(image.scram):
+        rec = image.scram[(user, mechanism)]
+        name = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}.get(mechanism, str(mechanism))
+        rows.append(("scram-user", user, f"{name} iterations={rec.iterations}"))
+    for b in sorted(image.acls.values(), key=lambda b: (b.resource_type, b.resource_name,
+                                                         b.principal, b.operation)):
+        pattern = {3: "LITERAL", 4: "PREFIXED"}.get(b.pattern_type, str(b.pattern_type))
+        rows.append(("acl", f"{acl.RESOURCE_TYPES.get(b.resource_type, b.resource_type)}:"
+                            f"{pattern}:{b.resource_name}",
+                     f"{b.principal} host={b.host} "
+                     f"{acl.OPERATIONS.get(b.operation, b.operation)} "
+                     f"{'ALLOW' if b.permission == acl.ALLOW else 'DENY'}"))
     rows.append(("offset", "last applied", str(image.offset)))
     sid = loaded.snapshot_id
     rows.append(("snapshot", sid.name if sid else "none",

@@ -68,3 +68,17 @@ def test_snapshot_command_stops_before_a_transaction_left_open(tmp_path):
     assert set(again.image.topics_by_name) == {"kept"}
     kinds = [type(r).__name__ for _, r in cli.read_directory(meta)]
     assert kinds[-1] == "AbortTransactionRecord"
+
+
+def test_image_lists_acls_and_scram_users(tmp_path):
+    meta = tmp_path / cli.METADATA_DIR
+    c = open_controller(meta, **NO_SNAPSHOTS)
+    c.commit([R.AccessControlEntryRecord("6f0c9a2e-1d4b-4c4e-9a55-3c2b8d7e1f00", 2, "orders-",
+                                         4, "User:alice", "*", 3, 3),
+              R.UserScramCredentialRecord("carol", 1, b"s", b"k", b"v", 4096)])
+    c.log.close()
+    rows = image_rows(tmp_path)
+    assert {"kind": "acl", "name": "TOPIC:PREFIXED:orders-",
+            "value": "User:alice host=* READ ALLOW"} in rows
+    assert {"kind": "scram-user", "name": "carol",
+            "value": "SCRAM-SHA-256 iterations=4096"} in rows

@@ -89,9 +89,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     async def acknowledge_all(group_id: str, member_id: str,
                               acks: dict[Key, tuple[AcknowledgementBatch, ...]],
-                              renew_allowed: bool) -> dict[Key, E]:
+                              renew_allowed: bool, denied: set[Key]) -> dict[Key, E]:
         results: dict[Key, E] = {}
         for key, batches in acks.items():
+            if key in denied:
+                results[key] = E.topic_authorization_failed
+                continue
             if not batches:
                 continue
             if not renew_allowed and any(RENEW in b.acknowledge_types for b in batches):
@@ -116,15 +119,26 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return E.invalid_group_id, "The group id is empty"
         if not req.member_id:
             return E.unknown_member_id, "The member id is empty"
-        access = broker.access
-        if access.enabled:  # READ on the group and on every topic named
-            if not access.allowed(ctx, A.READ, A.GROUP, req.group_id):
-                return E.group_authorization_failed, "Group authorization failed."
-            for t in req.topics:
-                topic = broker.image.topic_by_id(t.topic_id)
-                if topic is not None and not access.allowed(ctx, A.READ, A.TOPIC, topic.name):
-                    return E.topic_authorization_failed, "Topic authorization failed."
+        if broker.access.denies(ctx, A.READ, A.GROUP, req.group_id):
+            return E.group_authorization_failed, "Group authorization failed."
         return None
+
+    def unreadable(ctx: RequestContext, keys: Iterable[Key]) -> set[Key]:
+        """The share-partitions whose topic the principal may not READ: they answer
+        TOPIC_AUTHORIZATION_FAILED, the others are served (as Kafka)."""
+        access = broker.access
+        if not access.enabled:
+            return set()
+        verdict: dict[uuid.UUID, bool] = {}
+        out = set()
+        for key in keys:
+            if key[0] not in verdict:
+                topic = broker.image.topic_by_id(key[0])
+                verdict[key[0]] = topic is not None and access.denies(
+                    ctx, A.READ, A.TOPIC, topic.name)
+            if verdict[key[0]]:
+                out.add(key)
+        return out
 
     # ---- ShareFetch ------------------------------------------------------------------
     async def share_fetch(ctx: RequestContext, req: Any) -> dict:
@@ -153,7 +167,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             if forgotten or any(k not in session.partitions for k in wanted):
                 return top_error(E.invalid_request, "A final share fetch cannot change the "
                                  "session's partitions", lock_ms)
-            ack_errors = await acknowledge_all(group_id, member_id, wanted, False)
+            ack_errors = await acknowledge_all(group_id, member_id, wanted, False,
+                                               unreadable(ctx, wanted))
             sessions.close(group_id, member_id)
             await manager.release_member(group_id, member_id, list(session.partitions))
             return respond(wanted, ack_errors, {}, {}, lock_ms)
@@ -161,20 +176,23 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             session.partitions[key] = None
         for key in forgotten:
             session.partitions.pop(key, None)
+        denied = unreadable(ctx, session.partitions)
         ack_errors = await acknowledge_all(group_id, member_id, wanted,
-                                           renew and renew_enabled(group_id))
+                                           renew and renew_enabled(group_id), denied)
         if epoch != INITIAL_EPOCH:
             sessions.advance(session)
         if renew:  # KIP-1222: a renewal is not a fetch
             return respond(wanted, ack_errors, {}, {}, lock_ms)
-        fetched, errors = await acquire(session, req)
+        fetched, errors = await acquire(session, req, denied)
         return respond(wanted, ack_errors, fetched, errors, lock_ms)
 
-    async def acquire(session: ShareSession, req: Any
+    async def acquire(session: ShareSession, req: Any, denied: set[Key]
                       ) -> tuple[dict[Key, PartitionFetch], dict[Key, ShareError]]:
         fetched: dict[Key, PartitionFetch] = {}
-        errors: dict[Key, ShareError] = {}
-        keys = list(session.partitions)
+        errors: dict[Key, ShareError] = {
+            key: ShareError(E.topic_authorization_failed, "Topic authorization failed.")
+            for key in denied}
+        keys = [key for key in session.partitions if key not in denied]
         if not keys or not is_member(session.group_id, session.member_id):
             return fetched, errors
         turn = next(rotation) % len(keys)
@@ -246,7 +264,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         wanted = requested(req.topics)
         ack_errors = await acknowledge_all(
             group_id, member_id, wanted,
-            bool(getattr(req, "is_renew_ack", False)) and renew_enabled(group_id))
+            bool(getattr(req, "is_renew_ack", False)) and renew_enabled(group_id),
+            unreadable(ctx, wanted))
         if epoch == FINAL_EPOCH:
             sessions.close(group_id, member_id)
             await manager.release_member(group_id, member_id, list(session.partitions))

@@ -16,6 +16,9 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -382,3 +385,45 @@ def test_an_acl_removed_mid_session_stops_the_fetches(acl_broker: AclBroker) -> 
     poll_until(time.monotonic() + 3)
     consumer.close()
     assert seen == [b"before"]
+
+
+def test_share_fetch_answers_per_partition_for_topics_without_read(acl_broker: AclBroker
+                                                                     ) -> None:
+    """A member may DESCRIBE the topic (so it joins and is assigned) but not READ it: its
+    ShareFetch answers TOPIC_AUTHORIZATION_FAILED for that partition, then serves it
+    once READ is granted."""
+    from tests.integration.test_share_fetch import Member, acquired, partition_errors
+
+    admin = acl_broker.admin()
+    admin.create_topics([NewTopic("share-t", 1, 1)])["share-t"].result(30)
+    producer = Producer(acl_broker.conf("admin"))
+    for i in range(5):
+        producer.produce("share-t", b"%d" % i)
+    producer.flush(30)
+    acl_broker.allow(ANONYMOUS, GROUP, "share-g", READ)
+    acl_broker.allow(ANONYMOUS, TOPIC, "share-t", DESCRIBE)
+    raw = RawClient("127.0.0.1", acl_broker.plain)
+    try:
+        meta = raw.request(3, 12, {"topics": [{"name": "share-t", "topic_id": None}],
+                                   "allow_auto_topic_creation": False,
+                                   "include_topic_authorized_operations": False})
+    finally:
+        raw.close()
+    acl_broker.allow(ANONYMOUS, GROUP, "share-g", DESCRIBE)
+    resource = ConfigResource("GROUP", "share-g", incremental_configs=[ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+    member = Member(acl_broker.plain, "share-g", "m-acl-0123456789012345678",
+                    meta.topics[0].topic_id, join="share-t")
+    try:
+        refused = member.fetch(wait_ms=0)
+        assert partition_errors(refused)[0][0] == 29 and acquired(refused) == []
+        acl_broker.allow(ANONYMOUS, TOPIC, "share-t", READ)
+        got: list = []
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            got = acquired(member.fetch(wait_ms=500))
+        assert got == [(0, 0, 4, 1)]
+    finally:
+        member.close()

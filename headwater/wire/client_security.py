@@ -21,7 +21,7 @@ import ssl
 import struct
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -127,14 +127,14 @@ class ClientSecurity:
     protocol: str = "PLAINTEXT"
     mechanism: str = "PLAIN"
     username: str = ""
-    password: str = ""
+    password: str = field(default="", repr=False)
     ca_location: str | None = None
     ca_pem: str | None = None
     certificate_location: str | None = None
     certificate_pem: str | None = None
     key_location: str | None = None
     key_pem: str | None = None
-    key_password: str | None = None
+    key_password: str | None = field(default=None, repr=False)
     check_hostname: bool = True
 
     @property

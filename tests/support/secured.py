@@ -40,7 +40,7 @@ def make_pki(d: Path) -> Path:
 
 
 class SecuredBroker:
-    def __init__(self, pki: Path, data_dir: Path) -> None:
+    def __init__(self, pki: Path, data_dir: Path, *extra: str) -> None:
         self.pki = pki
         self.ports = {n: free_port() for n in ("PLAINTEXT", "SASL_SSL", "MTLS")}
         listeners = ",".join(f"{n}://127.0.0.1:{p}" for n, p in self.ports.items())
@@ -53,7 +53,7 @@ class SecuredBroker:
             "--override", "listener.name.mtls.ssl.client.auth=required",
             "--override", f"listener.name.mtls.ssl.truststore.location={pki / 'ca.pem'}",
             "--override", f"listener.name.sasl_ssl.plain.sasl.jaas.config={JAAS_SERVER}",
-            port=self.ports["PLAINTEXT"])
+            *extra, port=self.ports["PLAINTEXT"])
 
     def start(self) -> SecuredBroker:
         self.proc.start()

@@ -2,7 +2,7 @@
 
 Why not a Kafka client here: a client hands records over one Python object at a time,
 which costs more than everything Spark does per row. This module sends Fetch requests
-itself (kio codecs, one plain TCP connection to the partition leader), walks the
+itself (kio codecs, one connection to the partition leader), walks the
 returned batches in Python (a few per megabyte), and lets ``decode.ColumnBuilder`` turn
 each batch's records into Arrow buffers with no per-record Python work.
 
@@ -12,8 +12,9 @@ transactions (the response lists them) are dropped, as Kafka's ``CompletedFetch`
 The next fetch is sent before the current response is decoded, so the broker reads
 while this process decodes.
 
-It speaks only the Kafka protocol (Metadata v4, Fetch v11) over PLAINTEXT; the source
-falls back to the librdkafka path for anything else (see ``executor.native_supported``).
+It speaks only the Kafka protocol (Metadata v4, Fetch v11), over PLAINTEXT, TLS and SASL
+(``headwater.wire.client_security``); the source falls back to the librdkafka path for
+security settings only librdkafka knows (see ``executor.native_supported``).
 """
 
 from __future__ import annotations

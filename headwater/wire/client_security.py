@@ -36,6 +36,20 @@ from ..security.scram import ScramError
 from ..security.scram_client import ScramClient
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: librdkafka's security properties that ClientSecurity honours; a client given any other
+#: ssl.* / sasl.* property (cipher suites, OAUTHBEARER, ...) should leave the connection to
+#: librdkafka.
+UNDERSTOOD = frozenset({
+    "security.protocol", "sasl.mechanisms", "sasl.username", "sasl.password",
+    "ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location", "ssl.certificate.pem",
+    "ssl.key.location", "ssl.key.pem", "ssl.key.password",
+    "ssl.endpoint.identification.algorithm"})
+
+
+def understood(conf: Mapping[str, Any]) -> bool:
+    """True when every security property of `conf` (librdkafka names) is honoured here."""
+    return all(k in UNDERSTOOD for k in conf
+               if k.startswith(("ssl.", "sasl.")) or k == "security.protocol")
 SASL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
+import pyarrow as pa
 import pytest
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from headwater.wire.client_security import AuthenticationError, ClientSecurity, to_librdkafka
 from pyspark_headwater import executor, fetcher
 from pyspark_headwater.options import HeadwaterOptionError, parse_source_options
+from pyspark_headwater.schema import source_schema
 from tests.spark.helpers import committed, consume_all, create_topic, produce
 from tests.support.secured import SecuredBroker, make_pki
 
@@ -64,6 +67,13 @@ def test_batch_read_and_write(spark, secured, topic_name, mechanism) -> None:
     produce(plain, topic_name, [{"value": b"v%d" % i, "partition": i % 2} for i in range(200)])
     opts = spark_options(secured, mechanism)
     want = sorted(b"v%d" % i for i in range(200))
+    # The native reader connects through SASL_SSL itself (no fallback to librdkafka).
+    parsed = parse_source_options({**opts, "subscribe": topic_name})
+    assert executor.native_supported(parsed)
+    schema = to_arrow_schema(source_schema(False), timezone="UTC")
+    part = executor.RangePartition(topic_name, 0, 0, 100)
+    table = pa.Table.from_batches(list(fetcher.read_range(parsed, schema, part, 1000, 1 << 20)))
+    assert table.column("value").to_pylist() == [b"v%d" % i for i in range(0, 200, 2)]
     for decoder in ("native", "librdkafka"):
         df = with_options(spark.read.format("headwater"), opts).option(
             "subscribe", topic_name).option("decoder", decoder).load()
@@ -140,6 +150,10 @@ def test_security_options_are_checked_at_planning() -> None:
                                  "kafka.ssl.keystore.location": "/k.pem",
                                  "kafka.ssl.key.password": "kp"})
     assert opts.client_config["ssl.certificate.location"] == "/k.pem"
+    assert executor.native_supported(opts)
+    # A setting only librdkafka knows leaves the reading to librdkafka.
+    assert not executor.native_supported(parse_source_options(
+        {**base, "kafka.security.protocol": "SSL", "kafka.ssl.cipher.suites": "HIGH"}))
     assert opts.client_config == {**to_librdkafka(opts.client_config)}
     assert opts.security == ClientSecurity(protocol="SSL", mechanism="GSSAPI",
                                            certificate_location="/k.pem",

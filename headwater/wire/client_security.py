@@ -139,7 +139,7 @@ class ClientSecurity:
     """How to open one connection: picklable, so it travels to Spark executors."""
 
     protocol: str = "PLAINTEXT"
-    mechanism: str = "PLAIN"
+    mechanism: str = "GSSAPI"  # Kafka's and librdkafka's default; unused without SASL
     username: str = ""
     password: str = field(default="", repr=False)
     ca_location: str | None = None

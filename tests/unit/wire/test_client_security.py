@@ -11,6 +11,7 @@ import pytest
 from headwater.security.scram import ScramError, ScramServer, credential, salted_password
 from headwater.security.scram_client import ScramClient
 from headwater.wire.client_security import (
+    PLAINTEXT,
     ClientSecurity,
     SecurityConfigError,
     read_properties,
@@ -92,3 +93,10 @@ def test_scram_client_refuses_weak_iterations_and_a_forged_signature() -> None:
     client.final(b"r=abcdef,s=c2FsdA==,i=4096")
     with pytest.raises(ScramError, match="signature"):
         client.verify(b"v=AAAA")
+
+
+def test_no_settings_is_plaintext() -> None:
+    """Connection caches are keyed by the settings: no settings must equal PLAINTEXT."""
+    assert ClientSecurity.from_config({}) == PLAINTEXT
+    assert not PLAINTEXT.tls and not PLAINTEXT.sasl
+    assert "secret" not in repr(ClientSecurity(password="secret", key_password="secret"))

@@ -158,3 +158,26 @@ def test_security_options_are_checked_at_planning() -> None:
     assert opts.security == ClientSecurity(protocol="SSL", mechanism="GSSAPI",
                                            certificate_location="/k.pem",
                                            key_location="/k.pem", key_password="kp")
+
+
+def test_wrong_password_fails_at_planning_with_the_brokers_message(spark, secured,
+                                                                    topic_name) -> None:
+    """Not after librdkafka's retries (minutes, 'Broker transport failure')."""
+    opts = spark_options(secured, "PLAIN")
+    opts["kafka.sasl.jaas.config"] = opts["kafka.sasl.jaas.config"].replace(
+        "alice-secret", "wrong")
+    with pytest.raises(Exception, match="refused SASL PLAIN authentication of user 'alice': "
+                                        "Authentication failed"):
+        with_options(spark.read.format("headwater"), opts).option(
+            "subscribe", topic_name).load().collect()
+    df = spark.createDataFrame([("v",)], ["value"])
+    with pytest.raises(Exception, match="refused SASL PLAIN"):
+        (with_options(df.write.format("headwater").mode("append"), opts)
+         .option("topic", topic_name).save())
+    opts = spark_options(secured, "PLAIN")
+    opts["kafka.ssl.truststore.location"] = str(secured.pki / "client.crt")  # not the CA
+    query = (with_options(spark.readStream.format("headwater"), opts)
+             .option("kafka.share.group.id", "g").option("subscribe", topic_name).load()
+             .writeStream.foreachBatch(lambda b, _: None).trigger(availableNow=True).start())
+    with pytest.raises(Exception, match="is not trusted"):
+        query.awaitTermination(60)

@@ -30,9 +30,11 @@ TIMEOUT_S = 5.0
 def check_credentials(conf: Mapping[str, Any]) -> None:
     """Raise HeadwaterOptionError when the broker refuses the credentials in ``conf``
     (librdkafka names, ``bootstrap.servers`` included) or its certificate is untrusted."""
+    if not understood(conf):  # librdkafka-only settings: nothing to check with
+        return
     security = ClientSecurity.from_config(
         {k: v for k, v in conf.items() if k != "bootstrap.servers"})
-    if security == PLAINTEXT or not understood(conf):
+    if security == PLAINTEXT:
         return
     first = str(conf.get("bootstrap.servers", "")).split(",")[0].strip()
     host, _, port = first.rpartition(":")

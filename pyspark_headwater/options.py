@@ -23,6 +23,7 @@ from headwater.wire.client_security import (
     ClientSecurity,
     SecurityConfigError,
     to_librdkafka,
+    understood,
 )
 
 log = logging.getLogger("pyspark_headwater")
@@ -285,7 +286,8 @@ def _kafka_props(opts: Mapping[str, str]) -> dict[str, str]:
     props = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
     try:
         mapped = to_librdkafka(props)
-        ClientSecurity.from_config(mapped)
+        if understood(mapped):  # otherwise librdkafka judges them (check_client_properties)
+            ClientSecurity.from_config(mapped)
     except SecurityConfigError as exc:
         raise _fail(f"Invalid kafka.* security option: {exc}") from None
     return mapped

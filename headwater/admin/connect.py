@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from ..wire.client import RawClient
-from ..wire.client_security import ClientSecurity, read_properties
+from ..wire.client_security import ClientSecurity, read_properties, to_librdkafka
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -30,7 +30,7 @@ def security(args: argparse.Namespace) -> ClientSecurity:
     props = read_properties(args.command_config) if getattr(args, "command_config", None) \
         else {}
     props.update(dict(getattr(args, "command_property", [])))
-    return ClientSecurity.from_config(props)
+    return ClientSecurity.from_config(to_librdkafka(props))
 
 
 def connect(args: argparse.Namespace) -> RawClient:

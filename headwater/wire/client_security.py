@@ -36,9 +36,10 @@ from ..security.scram import ScramError
 from ..security.scram_client import ScramClient
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 #: librdkafka's security properties that ClientSecurity honours; a client given any other
-#: ssl.* / sasl.* property (cipher suites, OAUTHBEARER, ...) should leave the connection to
-#: librdkafka.
+#: ssl.* / sasl.* property (cipher suites, a PKCS12 keystore, ...) or another mechanism
+#: (GSSAPI, OAUTHBEARER) leaves the connection to librdkafka.
 UNDERSTOOD = frozenset({
     "security.protocol", "sasl.mechanisms", "sasl.username", "sasl.password",
     "ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location", "ssl.certificate.pem",
@@ -46,11 +47,18 @@ UNDERSTOOD = frozenset({
     "ssl.endpoint.identification.algorithm"})
 
 
+def unsupported(conf: Mapping[str, Any]) -> list[str]:
+    """The security settings of `conf` (librdkafka names) that ClientSecurity cannot honour."""
+    out = sorted(k for k in conf if k.startswith(("ssl.", "sasl.")) and k not in UNDERSTOOD)
+    protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
+    mechanism = str(conf.get("sasl.mechanisms", "GSSAPI")).strip().upper()
+    if protocol.startswith("SASL_") and mechanism not in SASL_MECHANISMS:
+        out.append(f"sasl.mechanism={mechanism}")
+    return out
+
+
 def understood(conf: Mapping[str, Any]) -> bool:
-    """True when every security property of `conf` (librdkafka names) is honoured here."""
-    return all(k in UNDERSTOOD for k in conf
-               if k.startswith(("ssl.", "sasl.")) or k == "security.protocol")
-SASL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+    return not unsupported(conf)
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -71,8 +79,9 @@ def jaas_options(jaas: str) -> dict[str, str]:
 def _pem_type(props: Mapping[str, str], key: str) -> None:
     kind = props.get(key, "PEM").strip().upper()
     if kind != "PEM":
-        raise SecurityConfigError(f"'{key}={kind}' is not supported: headwater's clients read "
-                                  "PEM files only (convert with keytool/openssl)")
+        raise SecurityConfigError(f"'{key}={kind}' is not supported: use PEM files (convert "
+                                  "with keytool/openssl; a PKCS12 keystore is read by "
+                                  "librdkafka only)")
 
 
 def to_librdkafka(props: Mapping[str, str]) -> dict[str, str]:
@@ -92,10 +101,18 @@ def to_librdkafka(props: Mapping[str, str]) -> dict[str, str]:
         out.setdefault("sasl.username", found["username"])
         out.setdefault("sasl.password", found["password"])
     _pem_type(out, "ssl.truststore.type")
-    _pem_type(out, "ssl.keystore.type")
     for java, rdkafka in (("ssl.truststore.location", "ssl.ca.location"),
-                          ("ssl.truststore.certificates", "ssl.ca.pem"),
-                          ("ssl.keystore.certificate.chain", "ssl.certificate.pem"),
+                          ("ssl.truststore.certificates", "ssl.ca.pem")):
+        if java in out:
+            out.setdefault(rdkafka, out.pop(java))
+    out.pop("ssl.truststore.type", None)
+    out.pop("ssl.truststore.password", None)  # PEM truststores have none
+    if out.get("ssl.keystore.type", "PEM").strip().upper() == "PKCS12":
+        # librdkafka reads PKCS12 keystores itself (ssl.keystore.location / .password)
+        out.pop("ssl.keystore.type")
+        return _endpoint(out)
+    _pem_type(out, "ssl.keystore.type")
+    for java, rdkafka in (("ssl.keystore.certificate.chain", "ssl.certificate.pem"),
                           ("ssl.keystore.key", "ssl.key.pem")):
         if java in out:
             out.setdefault(rdkafka, out.pop(java))
@@ -103,9 +120,13 @@ def to_librdkafka(props: Mapping[str, str]) -> dict[str, str]:
     if keystore is not None:  # a PEM keystore: the private key and its certificate chain
         out.setdefault("ssl.certificate.location", keystore)
         out.setdefault("ssl.key.location", keystore)
-    for key in ("ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password",
-                "ssl.keystore.password"):
-        out.pop(key, None)
+    out.pop("ssl.keystore.type", None)
+    out.pop("ssl.keystore.password", None)  # a PEM key's password is ssl.key.password
+    return _endpoint(out)
+
+
+def _endpoint(out: dict[str, str]) -> dict[str, str]:
+    """Kafka's empty `ssl.endpoint.identification.algorithm` is librdkafka's `none`."""
     algorithm = out.get("ssl.endpoint.identification.algorithm")
     if algorithm is not None:
         out["ssl.endpoint.identification.algorithm"] = algorithm.strip().lower() or "none"
@@ -161,9 +182,13 @@ class ClientSecurity:
 
     @classmethod
     def from_config(cls, conf: Mapping[str, Any]) -> ClientSecurity:
-        """From librdkafka-named properties (after `to_librdkafka`)."""
-        conf = to_librdkafka({k: str(v) for k, v in conf.items()})
+        """From librdkafka-named properties (map Kafka's names with `to_librdkafka` first:
+        mapping twice would take a PKCS12 keystore, once mapped, for a PEM one)."""
+        conf = {k: str(v) for k, v in conf.items()}
         protocol = conf.get("security.protocol", "PLAINTEXT").upper()
+        if unsupported(conf) and protocol != "PLAINTEXT":
+            raise SecurityConfigError("not supported by headwater's own client (librdkafka "
+                                      "only): " + ", ".join(unsupported(conf)))
         if protocol not in PROTOCOLS:
             raise SecurityConfigError(f"'security.protocol={protocol}': expected one of "
                                       + ", ".join(PROTOCOLS))

@@ -16,6 +16,7 @@ from headwater.wire.client_security import AuthenticationError, ClientSecurity, 
 from pyspark_headwater import executor, fetcher
 from pyspark_headwater.options import HeadwaterOptionError, parse_source_options
 from pyspark_headwater.schema import source_schema
+from pyspark_headwater.share_options import parse_share_options
 from tests.spark.helpers import committed, consume_all, create_topic, produce
 from tests.support.secured import SecuredBroker, make_pki
 
@@ -139,11 +140,13 @@ def test_security_options_are_checked_at_planning() -> None:
     base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
     with pytest.raises(HeadwaterOptionError, match="kafka.* security option.*JKS"):
         parse_source_options({**base, "kafka.ssl.truststore.type": "JKS"})
-    with pytest.raises(HeadwaterOptionError, match="GSSAPI"):
-        parse_source_options({**base, "kafka.security.protocol": "SASL_SSL",
-                              "kafka.sasl.mechanism": "GSSAPI",
-                              "kafka.sasl.jaas.config": 'x required username="a" '
-                                                        'password="b";'})
+    # A mechanism only librdkafka speaks: it reads, the share-group source cannot.
+    gssapi = {**base, "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "GSSAPI"}
+    assert not executor.native_supported(parse_source_options(gssapi))
+    with pytest.raises(HeadwaterOptionError, match="does not support sasl.mechanism=GSSAPI"):
+        parse_share_options({**gssapi, "kafka.share.group.id": "g"})
+    with pytest.raises(HeadwaterOptionError, match="needs a username"):
+        parse_source_options({**gssapi, "kafka.sasl.mechanism": "PLAIN"})
     # mTLS: a PEM keystore becomes librdkafka's certificate and key, and our own sockets'
     opts = parse_source_options({**base, "kafka.security.protocol": "SSL",
                                  "kafka.ssl.keystore.type": "PEM",

@@ -16,6 +16,7 @@ from headwater.wire.client_security import (
     SecurityConfigError,
     read_properties,
     to_librdkafka,
+    unsupported,
 )
 
 pytestmark = pytest.mark.timeout(30)
@@ -54,7 +55,18 @@ def test_java_properties_map_onto_librdkafka_names() -> None:
 ])
 def test_bad_settings_name_the_property(props: dict, names: str) -> None:
     with pytest.raises(SecurityConfigError, match=names):
-        ClientSecurity.from_config(props)
+        ClientSecurity.from_config(to_librdkafka(props))
+
+
+def test_a_pkcs12_keystore_is_left_to_librdkafka() -> None:
+    conf = to_librdkafka({"security.protocol": "SSL", "ssl.keystore.type": "PKCS12",
+                          "ssl.keystore.location": "/k.p12", "ssl.keystore.password": "x",
+                          "ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca"})
+    assert conf == {"security.protocol": "SSL", "ssl.keystore.location": "/k.p12",
+                    "ssl.keystore.password": "x", "ssl.ca.location": "/ca"}
+    assert unsupported(conf) == ["ssl.keystore.location", "ssl.keystore.password"]
+    with pytest.raises(SecurityConfigError, match="librdkafka only"):
+        ClientSecurity.from_config(conf)
 
 
 def test_command_config_file(tmp_path: Path) -> None:

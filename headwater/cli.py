@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             uvloop.run(_serve(config))
         return 0
     from .admin.groups import AdminError
-    from .wire.client_security import AuthenticationError, SecurityConfigError
+    from .wire.client_properties import SecurityConfigError
+    from .wire.client_security import AuthenticationError
 
     try:
         print(args.func(args))

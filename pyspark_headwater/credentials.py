@@ -14,12 +14,8 @@ import ssl
 from collections.abc import Mapping
 from typing import Any
 
-from headwater.wire.client_security import (
-    PLAINTEXT,
-    AuthenticationError,
-    ClientSecurity,
-    understood,
-)
+from headwater.wire.client_properties import understood
+from headwater.wire.client_security import PLAINTEXT, AuthenticationError, ClientSecurity
 
 from .options import HeadwaterOptionError
 

@@ -37,7 +37,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KTopicPartition
 from pyspark.sql.datasource import InputPartition
 
-from headwater.wire.client_security import understood
+from headwater.wire.client_properties import understood
 
 from .cluster import report_data_loss
 from .options import SourceOptions

@@ -19,12 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from headwater.wire.client_security import (
-    ClientSecurity,
-    SecurityConfigError,
-    to_librdkafka,
-    understood,
-)
+from headwater.wire.client_properties import SecurityConfigError, to_librdkafka, understood
+from headwater.wire.client_security import ClientSecurity
 
 log = logging.getLogger("pyspark_headwater")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from headwater.wire.client_security import unsupported
+from headwater.wire.client_properties import unsupported
 
 from .options import (
     EXTRA_NAMES,

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 
 from ..wire.client import RawClient
-from ..wire.client_security import ClientSecurity, read_properties, to_librdkafka
+from ..wire.client_properties import read_properties, to_librdkafka
+from ..wire.client_security import ClientSecurity
 
 
 def _key_value(text: str) -> tuple[str, str]:

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KTP
 
 from headwater.cli import main as cli_main
-from headwater.wire.client_security import to_librdkafka
+from headwater.wire.client_properties import to_librdkafka
 from tests.support.secured import SecuredBroker, make_pki
 
 pytestmark = pytest.mark.timeout(120)

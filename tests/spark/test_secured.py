@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from headwater.wire.client_security import AuthenticationError, ClientSecurity, to_librdkafka
+from headwater.wire.client_properties import to_librdkafka
+from headwater.wire.client_security import AuthenticationError, ClientSecurity
 from pyspark_headwater import executor, fetcher
 from pyspark_headwater.options import HeadwaterOptionError, parse_source_options
 from pyspark_headwater.schema import source_schema

@@ -10,14 +10,13 @@ import pytest
 
 from headwater.security.scram import ScramError, ScramServer, credential, salted_password
 from headwater.security.scram_client import ScramClient
-from headwater.wire.client_security import (
-    PLAINTEXT,
-    ClientSecurity,
+from headwater.wire.client_properties import (
     SecurityConfigError,
     read_properties,
     to_librdkafka,
     unsupported,
 )
+from headwater.wire.client_security import PLAINTEXT, ClientSecurity
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -35,7 +35,16 @@ def security(args: argparse.Namespace) -> ClientSecurity:
 
 
 def connect(args: argparse.Namespace) -> RawClient:
-    """A client to the first bootstrap server, secured as the command says."""
-    first = args.bootstrap_server.split(",")[0].strip()
-    host, _, port = first.rpartition(":")
-    return RawClient(host.strip("[]") or "127.0.0.1", int(port), security=security(args))
+    """A client to the first bootstrap server that answers, secured as the command says
+    (a refused authentication is final: it is not an OSError)."""
+    secured = security(args)
+    last: OSError | None = None
+    for server in args.bootstrap_server.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            return RawClient(host.strip("[]") or "127.0.0.1", int(port or 9092),
+                             security=secured)
+        except OSError as exc:
+            last = exc
+    assert last is not None
+    raise last

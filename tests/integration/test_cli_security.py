@@ -42,7 +42,8 @@ def test_groups_over_sasl_ssl_with_command_config(secured: SecuredBroker, tmp_pa
     consumer.close()
 
     config = write_properties(tmp_path / "client.properties", secured.sasl_props())
-    base = ["groups", "--bootstrap-server", secured.bootstrap(), "--command-config", config]
+    servers = f"127.0.0.1:1,{secured.bootstrap()}"  # the first one is not there
+    base = ["groups", "--bootstrap-server", servers, "--command-config", config]
     capsys.readouterr()
     assert cli_main([*base, "list"]) == 0
     assert "cli-sec-group" in capsys.readouterr().out

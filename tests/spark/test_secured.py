@@ -126,6 +126,20 @@ def test_share_group_source(spark, secured, topic_name, tmp_path) -> None:
     assert sorted(bytes(r.value) for r in rows) == sorted(b"q%d" % i for i in range(100))
 
 
+def test_mtls_batch_read(spark, secured, topic_name) -> None:
+    """A client certificate from a PEM keystore (kafka.ssl.keystore.*), both readers."""
+    plain = secured.bootstrap("PLAINTEXT")
+    create_topic(plain, topic_name, 1)
+    produce(plain, topic_name, [{"value": b"m%d" % i} for i in range(50)])
+    opts = {"kafka.bootstrap.servers": secured.bootstrap("MTLS"),
+            **{f"kafka.{k}": v for k, v in secured.mtls_props().items()}}
+    for decoder in ("native", "librdkafka"):
+        df = with_options(spark.read.format("headwater"), opts).option(
+            "subscribe", topic_name).option("decoder", decoder).load()
+        assert sorted(bytes(r.value) for r in df.collect()) == sorted(
+            b"m%d" % i for i in range(50)), decoder
+
+
 def test_native_reader_refuses_a_wrong_password(secured) -> None:
     opts = spark_options(secured, "PLAIN")
     opts["kafka.sasl.jaas.config"] = opts["kafka.sasl.jaas.config"].replace(

@@ -93,10 +93,12 @@ def main(argv: list[str] | None = None) -> int:
             uvloop.run(_serve(config))
         return 0
     from .admin.groups import AdminError
+    from .wire.client_properties import SecurityConfigError
+    from .wire.client_security import AuthenticationError
 
     try:
         print(args.func(args))
-    except (AdminError, OSError) as exc:
+    except (AdminError, OSError, AuthenticationError, SecurityConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -13,6 +13,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .cluster import check_client_properties
+from .credentials import check_credentials
 from .executor import consumer_config
 from .options import (
     HeadwaterOptionError,
@@ -37,7 +38,8 @@ class DefaultSource(DataSource):
     """Kafka-compatible source and sink over confluent-kafka: ``format("headwater")``.
 
     Spark instantiates this class several times per query in different processes, so
-    construction and ``schema()`` do no network I/O.
+    construction and ``schema()`` do no network I/O; ``reader()`` & co. open one
+    connection to check TLS trust and SASL credentials (``credentials.py``).
     """
 
     @classmethod
@@ -47,11 +49,15 @@ class DefaultSource(DataSource):
     def _source(self, streaming: bool | None) -> SourceOptions:
         opts = parse_source_options(dict(self.options), streaming)
         check_client_properties(consumer_config(opts), "consumer")
+        if streaming is not None:  # reader(), streamReader(): planning, once per query
+            check_credentials(opts.client_config)
         return opts
 
     def _share(self, streaming: bool | None):
         opts = parse_share_options(dict(self.options), streaming)
         check_client_properties(consumer_config(opts.read), "consumer")
+        if streaming is not None:
+            check_credentials(opts.read.client_config)
         return opts
 
     def schema(self) -> StructType:
@@ -90,12 +96,14 @@ class DefaultSource(DataSource):
         opts = parse_sink_options(dict(self.options))
         validate_sink_schema(schema, opts)
         check_client_properties(producer_config(opts), "producer")
+        check_credentials(opts.client_config)
         return HeadwaterBatchWriter(opts)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         opts = parse_sink_options(dict(self.options))
         validate_sink_schema(schema, opts)
         check_client_properties(producer_config(opts), "producer")
+        check_credentials(opts.client_config)
         if opts.exactly_once:
             default_prefix(opts)  # fails now if there is no stable identity
         return HeadwaterStreamWriter(opts)

@@ -8,9 +8,9 @@ Why it is shaped like this:
   read stops at ``until`` whatever the broker has beyond it.
 * Two readers produce identical batches. The native one (``fetcher.py`` + ``decode.py``:
   raw Fetch requests, records decoded by a compiled kernel straight into Arrow buffers)
-  is the default: it does no per-record Python work and is ~9x faster. The librdkafka one
-  below is kept for TLS/SASL connections, for ``decoder=librdkafka`` and for machines
-  without numba.
+  is the default: it does no per-record Python work and is ~9x faster, over TLS and SASL
+  too. The librdkafka one below is kept for ``decoder=librdkafka``, for security settings
+  only librdkafka knows (cipher suites, OAUTHBEARER, ...) and for machines without numba.
 * librdkafka path: records are fetched and decoded by librdkafka in C; Python pulls the
   fields out of each message with C-level ``map`` calls and builds Arrow arrays from
   buffers (``b"".join`` + numpy offsets). The end of a range is detected from a record at
@@ -36,6 +36,8 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KTopicPartition
 from pyspark.sql.datasource import InputPartition
+
+from headwater.wire.client_properties import understood
 
 from .cluster import report_data_loss
 from .options import SourceOptions
@@ -207,8 +209,8 @@ def read_range(opts: SourceOptions, schema: pa.Schema, part: RangePartition,
     """Yield the records of ``part`` as Arrow batches; exactly ``[from, until)``.
 
     The native reader (raw Fetch + compiled decoder, ``fetcher.py``) is used unless the
-    ``decoder`` option asks for librdkafka, the connection needs TLS or SASL (the native
-    reader speaks PLAINTEXT only), or numba is not installed."""
+    ``decoder`` option asks for librdkafka, a security setting only librdkafka knows is
+    given (``client_security.understood``), or numba is not installed."""
     if native_supported(opts):
         from . import fetcher
 
@@ -220,9 +222,7 @@ def read_range(opts: SourceOptions, schema: pa.Schema, part: RangePartition,
 def native_supported(opts: SourceOptions) -> bool:
     if opts.decoder != "native":
         return False
-    conf = dict(opts.kafka)
-    if conf.get("security.protocol", "plaintext").lower() != "plaintext" or any(
-            k.startswith(("ssl.", "sasl.")) for k in conf):
+    if not understood(dict(opts.kafka)):
         return False
     try:
         from . import decode  # noqa: F401 - numba present and importable

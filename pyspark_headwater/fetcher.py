@@ -2,7 +2,7 @@
 
 Why not a Kafka client here: a client hands records over one Python object at a time,
 which costs more than everything Spark does per row. This module sends Fetch requests
-itself (kio codecs, one plain TCP connection to the partition leader), walks the
+itself (kio codecs, one connection to the partition leader), walks the
 returned batches in Python (a few per megabyte), and lets ``decode.ColumnBuilder`` turn
 each batch's records into Arrow buffers with no per-record Python work.
 
@@ -12,8 +12,9 @@ transactions (the response lists them) are dropped, as Kafka's ``CompletedFetch`
 The next fetch is sent before the current response is decoded, so the broker reads
 while this process decodes.
 
-It speaks only the Kafka protocol (Metadata v4, Fetch v11) over PLAINTEXT; the source
-falls back to the librdkafka path for anything else (see ``executor.native_supported``).
+It speaks only the Kafka protocol (Metadata v4, Fetch v11), over PLAINTEXT, TLS and SASL
+(``headwater.wire.client_security``); the source falls back to the librdkafka path for
+security settings only librdkafka knows (see ``executor.native_supported``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from kio.schema.list_offsets.v1.response import ListOffsetsResponse
 from kio.schema.metadata.v4 import request as metadata_request
 from kio.schema.metadata.v4.response import MetadataResponse
 from kio.serial import entity_reader, entity_writer
+
+from headwater.wire.client_security import PLAINTEXT, ClientSecurity
 
 from .cluster import report_data_loss
 from .codecs import decompress
@@ -79,11 +82,12 @@ class FetchError(RuntimeError):
 
 
 class _Connection:
-    """One blocking TCP connection speaking request/response frames."""
+    """One blocking TCP (or TLS) connection speaking request/response frames,
+    authenticated first when the listener wants SASL."""
 
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(self, host: str, port: int, timeout_s: float,
+                 security: ClientSecurity = PLAINTEXT) -> None:
+        self.sock: socket.socket = security.connect(host, port, timeout_s)
         self.correlation = 0
         self.pending: list[tuple[int, type]] = []
 
@@ -151,16 +155,19 @@ class _Leader:
 class Session:
     """Connections of one executor process to one cluster (cached per bootstrap)."""
 
-    def __init__(self, bootstrap: str, timeout_s: float) -> None:
+    def __init__(self, bootstrap: str, timeout_s: float,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = _parse_servers(bootstrap)
         self.timeout_s = timeout_s
+        self.security = security
         self._conns: dict[tuple[str, int], _Connection] = {}
         self._leaders: dict[tuple[str, int], _Leader] = {}
 
     def connection(self, host: str, port: int) -> _Connection:
         conn = self._conns.get((host, port))
         if conn is None:
-            conn = self._conns[(host, port)] = _Connection(host, port, self.timeout_s)
+            conn = self._conns[(host, port)] = _Connection(host, port, self.timeout_s,
+                                                              self.security)
         return conn
 
     def drop(self, host: str, port: int) -> None:
@@ -206,20 +213,20 @@ class Session:
         self._conns.clear()
 
 
-_sessions: dict[str, Session] = {}
+_sessions: dict[tuple[str, ClientSecurity], Session] = {}
 
 
-def session_for(bootstrap: str, timeout_s: float) -> Session:
-    session = _sessions.get(bootstrap)
+def session_for(bootstrap: str, timeout_s: float,
+                security: ClientSecurity = PLAINTEXT) -> Session:
+    session = _sessions.get((bootstrap, security))
     if session is None:
-        session = _sessions[bootstrap] = Session(bootstrap, timeout_s)
+        session = _sessions[(bootstrap, security)] = Session(bootstrap, timeout_s, security)
     return session
 
 
 def drop_session(bootstrap: str) -> None:
-    session = _sessions.pop(bootstrap, None)
-    if session is not None:
-        session.close()
+    for key in [k for k in _sessions if k[0] == bootstrap]:
+        _sessions.pop(key).close()
 
 
 def _is_abort_marker(data: memoryview | bytes, start: int, end: int) -> bool:
@@ -307,7 +314,7 @@ def read_range(opts: Any, schema: pa.Schema, part: Any, chunk_rows: int,
     if until <= pos:
         return
     timeout_s = opts.poll_timeout_ms / 1000
-    session = session_for(opts.bootstrap, min(timeout_s, 30.0))
+    session = session_for(opts.bootstrap, min(timeout_s, 30.0), opts.security)
     read_committed = opts.isolation_level == "read_committed"
     builder = ColumnBuilder(schema, part.topic, part.partition, opts.include_headers)
     reader = _PartitionReader(session, part.topic, part.partition, read_committed,

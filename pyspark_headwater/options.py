@@ -19,6 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwater.wire.client_properties import SecurityConfigError, to_librdkafka, understood
+from headwater.wire.client_security import ClientSecurity
+
 log = logging.getLogger("pyspark_headwater")
 
 EARLIEST = -2  # Spark's JSON sentinels in startingOffsets / endingOffsets
@@ -254,6 +257,12 @@ class SourceOptions:
         """Pass-through client properties (``kafka.`` stripped), bootstrap included."""
         return {**dict(self.kafka), "bootstrap.servers": self.bootstrap}
 
+    @property
+    def security(self) -> ClientSecurity:
+        """TLS and SASL settings for the connector's own sockets (native reader, share
+        group), from the same properties confluent-kafka gets."""
+        return ClientSecurity.from_config(dict(self.kafka))
+
 
 DECODERS = ("native", "librdkafka")
 
@@ -267,7 +276,17 @@ def _decoder(opts: Mapping[str, str]) -> str:
 
 
 def _kafka_props(opts: Mapping[str, str]) -> dict[str, str]:
-    return {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+    """The kafka.* properties, prefix removed, with Kafka's Java security names
+    (``sasl.jaas.config``, ``ssl.truststore.location``, ...) mapped onto librdkafka's
+    (``sasl.username``, ``ssl.ca.location``, ...) so confluent-kafka accepts them."""
+    props = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+    try:
+        mapped = to_librdkafka(props)
+        if understood(mapped):  # otherwise librdkafka judges them (check_client_properties)
+            ClientSecurity.from_config(mapped)
+    except SecurityConfigError as exc:
+        raise _fail(f"Invalid kafka.* security option: {exc}") from None
+    return mapped
 
 
 def _client_props(opts: Mapping[str, str], forbidden: Mapping[str, str],

@@ -41,6 +41,8 @@ from kio.schema.share_group_heartbeat.v1 import request as hb_req
 from kio.schema.share_group_heartbeat.v1.response import ShareGroupHeartbeatResponse
 from kio.serial import entity_reader, entity_writer
 
+from headwater.wire.client_security import PLAINTEXT, ClientSecurity
+
 log = logging.getLogger("pyspark_headwater")
 
 CLIENT_ID = b"pyspark-headwater-share"
@@ -67,11 +69,12 @@ _RETRIABLE_TEXT = ("coordinator_not_available", "not_coordinator",
 
 
 class _Conn:
-    """One blocking connection speaking flexible (header v2 / v1) request/response."""
+    """One blocking connection speaking flexible (header v2 / v1) request/response,
+    over TLS and authenticated first when the listener wants it."""
 
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(self, host: str, port: int, timeout_s: float,
+                 security: ClientSecurity = PLAINTEXT) -> None:
+        self.sock: socket.socket = security.connect(host, port, timeout_s)
         self.correlation = 0
 
     def call(self, body: Any, response_type: type) -> Any:
@@ -140,13 +143,15 @@ class ShareMember:
     """One member of share group ``group`` subscribed to ``topics``."""
 
     def __init__(self, bootstrap: str, group: str, topics: Iterable[str],
-                 timeout_s: float = 30.0, fetch_bytes: int = 8 << 20) -> None:
+                 timeout_s: float = 30.0, fetch_bytes: int = 8 << 20,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = [(h.strip("[]") or "localhost", int(p or 9092)) for h, _, p in
                           (s.strip().rpartition(":") for s in bootstrap.split(","))]
         self.group = group
         self.topics = sorted(set(topics))
         self.timeout_s = timeout_s
         self.fetch_bytes = fetch_bytes
+        self.security = security
         self.member_id = uuid.uuid4().hex
         self.epoch = 0
         self.lock_ms = 30_000
@@ -172,14 +177,14 @@ class ShareMember:
         conn = self._conns.get(node)
         if conn is None:
             host, port = self._nodes[node]
-            conn = self._conns[node] = _Conn(host, port, self.timeout_s)
+            conn = self._conns[node] = _Conn(host, port, self.timeout_s, self.security)
         return conn
 
     def _any_call(self, body: Any, response_type: type) -> Any:
         last: Exception | None = None
         for host, port in self.bootstrap:
             try:
-                conn = _Conn(host, port, self.timeout_s)
+                conn = _Conn(host, port, self.timeout_s, self.security)
             except OSError as exc:
                 last = exc
                 continue

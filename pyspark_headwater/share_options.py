@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from headwater.wire.client_properties import unsupported
+
 from .options import (
     EXTRA_NAMES,
     SOURCE_OPTIONS,
@@ -122,6 +124,11 @@ def parse_share_options(opts: Mapping[str, str], streaming: bool | None = None
                     f"is '{opts['subscribe']}'")
     kafka, bootstrap = _client_props({k: v for k, v in opts.items()
                                       if k != SHARE_GROUP_OPTION}, {}, "client")
+    if unsupported(kafka):
+        raise _fail(f"Option '{SHARE_GROUP_OPTION}': the share-group source connects with "
+                    "headwater's own client, which does not support "
+                    + ", ".join(unsupported(kafka)) + " (PEM files; SASL PLAIN, "
+                    "SCRAM-SHA-256, SCRAM-SHA-512)")
     ack = opts.get("share.acknowledge", "afterCommit").strip()
     if ack.lower() not in (m.lower() for m in ACK_MODES):
         raise _fail(f"Option 'share.acknowledge' must be one of {', '.join(ACK_MODES)}, "

@@ -202,7 +202,7 @@ class HeadwaterShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         if self._member is None:
             self._set_group_configs()
             member = ShareMember(self.opts.read.bootstrap, self.opts.group,
-                                 self.opts.read.topics)
+                                 self.opts.read.topics, security=self.opts.read.security)
             try:
                 member.join()
             except OSError as exc:  # the broker is away: fetch() rejoins, with retries

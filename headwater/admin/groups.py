@@ -13,6 +13,7 @@ from typing import Any
 from kio.serial import entity_reader
 
 from ..wire.client import RawClient
+from .connect import add_arguments, connect
 from .tables import emit
 
 NO_AUTH_OPS = False
@@ -22,9 +23,8 @@ class AdminError(RuntimeError):
     pass
 
 
-def _client(bootstrap: str) -> RawClient:
-    host, _, port = bootstrap.rpartition(":")
-    return RawClient(host or "127.0.0.1", int(port))
+def _client(args: argparse.Namespace) -> RawClient:
+    return connect(args)
 
 
 def _partitions(client: RawClient, topics: list[str] | None) -> dict[str, list[int]]:
@@ -99,7 +99,7 @@ def _assignment_type() -> Any:
 
 
 def cmd_list(args: argparse.Namespace) -> str:
-    with_client = _client(args.bootstrap_server)
+    with_client = _client(args)
     try:
         resp = with_client.request(16, 5, {"states_filter": (), "types_filter": ()})
     finally:
@@ -110,7 +110,7 @@ def cmd_list(args: argparse.Namespace) -> str:
 
 
 def cmd_describe(args: argparse.Namespace) -> str:
-    client = _client(args.bootstrap_server)
+    client = _client(args)
     try:
         committed = _committed(client, args.group)
         state, owners = _assignment_owners(client, args.group)
@@ -133,12 +133,13 @@ def cmd_describe(args: argparse.Namespace) -> str:
 
 
 def cmd_delete(args: argparse.Namespace) -> str:
-    return delete_group(args.bootstrap_server, args.group, "group")
+    return delete_group(args, "group")
 
 
-def delete_group(bootstrap: str, group: str, kind: str) -> str:
-    """DeleteGroups for one group (any type); `kind` names it in the answer."""
-    client = _client(bootstrap)
+def delete_group(args: argparse.Namespace, kind: str) -> str:
+    """DeleteGroups for group `args.group` (any type); `kind` names it in the answer."""
+    group = args.group
+    client = _client(args)
     try:
         resp = client.request(42, 2, {"groups_names": [group]})
     finally:
@@ -161,7 +162,7 @@ def _to_millis(text: str) -> int:
 
 
 def cmd_reset_offsets(args: argparse.Namespace) -> str:
-    client = _client(args.bootstrap_server)
+    client = _client(args)
     try:
         parts = _partitions(client, [args.topic])
         if args.to_earliest:
@@ -196,7 +197,7 @@ def cmd_reset_offsets(args: argparse.Namespace) -> str:
 
 def add_parser(sub: Any) -> None:
     groups = sub.add_parser("groups", help="list, describe, delete and reset consumer groups")
-    groups.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    add_arguments(groups)
     groups.add_argument("--json", action="store_true", help="machine-readable output")
     gsub = groups.add_subparsers(dest="groups_command", required=True)
     gsub.add_parser("list").set_defaults(func=cmd_list)

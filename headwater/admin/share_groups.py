@@ -14,6 +14,7 @@ import datetime
 from typing import Any
 
 from ..share.config import parse_duration_ms
+from .connect import add_arguments
 from .groups import AdminError, _client, _list_offsets, _partitions, _to_millis, delete_group
 from .tables import emit
 
@@ -45,7 +46,7 @@ def _offsets(client: Any, group: str) -> list[tuple[str, int, int, int]]:
 
 
 def cmd_list(args: argparse.Namespace) -> str:
-    client = _client(args.bootstrap_server)
+    client = _client(args)
     try:
         resp = client.request(16, 5, {"states_filter": (), "types_filter": ("share",)})
     finally:
@@ -55,7 +56,7 @@ def cmd_list(args: argparse.Namespace) -> str:
 
 
 def cmd_describe(args: argparse.Namespace) -> str:
-    client = _client(args.bootstrap_server)
+    client = _client(args)
     try:
         g = _describe_group(client, args.group)
         if args.state:
@@ -82,7 +83,7 @@ def cmd_describe(args: argparse.Namespace) -> str:
 
 
 def cmd_reset_offsets(args: argparse.Namespace) -> str:
-    client = _client(args.bootstrap_server)
+    client = _client(args)
     try:
         parts = _partitions(client, [args.topic])
         if args.to_earliest:
@@ -122,7 +123,7 @@ def cmd_reset_offsets(args: argparse.Namespace) -> str:
 
 
 def cmd_delete_offsets(args: argparse.Namespace) -> str:
-    client = _client(args.bootstrap_server)
+    client = _client(args)
     try:
         resp = client.request(92, 0, {"group_id": args.group,
                                       "topics": [{"topic_name": t} for t in args.topic]})
@@ -137,12 +138,12 @@ def cmd_delete_offsets(args: argparse.Namespace) -> str:
 
 
 def cmd_delete(args: argparse.Namespace) -> str:
-    return delete_group(args.bootstrap_server, args.group, "share group")
+    return delete_group(args, "share group")
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("share-groups", help="list, describe, reset and delete share groups")
-    p.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    add_arguments(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     s = p.add_subparsers(dest="share_groups_command", required=True)
     s.add_parser("list").set_defaults(func=cmd_list)

@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from ..wire.client import RawClient, encode_request
 from ..wire.header import read_uvarint, skip_tagged_fields
+from .connect import add_arguments
 from .groups import AdminError, _client
 from .tables import emit
 
@@ -77,7 +78,7 @@ def _compact_string(buf: bytes, pos: int) -> tuple[str, int]:
 
 
 def cmd_list(args: argparse.Namespace) -> str:
-    client = _client(args.bootstrap_server)
+    client = _client(args)
     try:
         resp = client.request(66, 2, {
             "state_filters": args.state or (), "producer_id_filters": args.producer_id or (),
@@ -92,7 +93,7 @@ def cmd_list(args: argparse.Namespace) -> str:
 
 
 def cmd_describe(args: argparse.Namespace) -> str:
-    client = _client(args.bootstrap_server)
+    client = _client(args)
     try:
         s = describe_transaction(client, args.transactional_id)
     finally:
@@ -165,7 +166,7 @@ def _abort_marker(client: RawClient, args: argparse.Namespace) -> str:
 
 
 def cmd_abort(args: argparse.Namespace) -> str:
-    client = _client(args.bootstrap_server)
+    client = _client(args)
     try:
         if args.transactional_id is not None:
             if args.topic is not None:
@@ -180,7 +181,7 @@ def cmd_abort(args: argparse.Namespace) -> str:
 
 def add_parser(sub: Any) -> None:
     txns = sub.add_parser("transactions", help="list, describe and abort transactions")
-    txns.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    add_arguments(txns)
     txns.add_argument("--json", action="store_true", help="machine-readable output")
     tsub = txns.add_subparsers(dest="transactions_command", required=True)
     ls = tsub.add_parser("list")

@@ -11,6 +11,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from .client_security import PLAINTEXT, ClientSecurity
 from .codec import build
 
 
@@ -30,8 +31,9 @@ def encode_request(api_key: int, version: int, body: Any, correlation_id: int = 
 
 
 class RawClient:
-    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, timeout: float = 10.0,
+                 security: ClientSecurity = PLAINTEXT) -> None:
+        self.sock: socket.socket = security.connect(host, port, timeout)
 
     def close(self) -> None:
         self.sock.close()

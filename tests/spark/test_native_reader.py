@@ -35,7 +35,7 @@ def _close_cached_clients():
     for consumer in executor._consumers.values():
         consumer.close()
     executor._consumers.clear()
-    for bootstrap in list(fetcher._sessions):
+    for bootstrap in {b for b, _security in fetcher._sessions}:
         fetcher.drop_session(bootstrap)
 
 

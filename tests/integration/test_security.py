@@ -19,6 +19,7 @@ from confluent_kafka.admin import (
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_reference import run_tool
+from tests.support.secured import make_pki
 from tests.support.wire import RawClient
 
 pytestmark = pytest.mark.timeout(240)
@@ -41,19 +42,9 @@ def openssl(*args: str, cwd: Path) -> None:
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A CA, a server certificate for 127.0.0.1/localhost signed by it, a client
     certificate, and a second CA nobody trusts."""
-    d = tmp_path_factory.mktemp("pki")
-    (d / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    for ca in ("ca", "rogue"):
-        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{ca}.key",
-                "-out", f"{ca}.pem", "-days", "2", "-subj", f"/CN={ca}", cwd=d)
-    for who, cn in (("server", "localhost"), ("client", "app")):
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{who}.key", "-out",
-                f"{who}.csr", "-subj", f"/CN={cn}", cwd=d)
-        openssl("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                "-CAcreateserial", "-out", f"{who}.crt", "-days", "2", "-extfile", "san.ext",
-                cwd=d)
-    (d / "keystore.pem").write_text((d / "server.key").read_text()
-                                    + (d / "server.crt").read_text())
+    d = make_pki(tmp_path_factory.mktemp("pki"))
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "rogue.key",
+            "-out", "rogue.pem", "-days", "2", "-subj", "/CN=rogue", cwd=d)
     return d
 
 

@@ -45,6 +45,18 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = make_pki(tmp_path_factory.mktemp("pki"))
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "rogue.key",
             "-out", "rogue.pem", "-days", "2", "-subj", "/CN=rogue", cwd=d)
+    # A client certificate signed by the trusted CA that expired in 2020 (`openssl ca`
+    # is the one that takes explicit validity dates).
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "expired.key", "-out",
+            "expired.csr", "-subj", "/CN=old-app", cwd=d)
+    (d / "ca.cnf").write_text("[ca]\ndefault_ca=d\n[d]\ndatabase=index.txt\n"
+                              "new_certs_dir=.\nserial=serial\ndefault_md=sha256\n"
+                              "policy=p\n[p]\ncommonName=supplied\n")
+    (d / "index.txt").write_text("")
+    (d / "serial").write_text("01\n")
+    openssl("ca", "-batch", "-config", "ca.cnf", "-cert", "ca.pem", "-keyfile", "ca.key",
+            "-in", "expired.csr", "-out", "expired.crt", "-startdate", "20200101000000Z",
+            "-enddate", "20200102000000Z", "-notext", cwd=d)
     return d
 
 
@@ -146,6 +158,9 @@ def test_bad_credentials_and_untrusted_certificates_are_refused(secured: Secured
     no_cert = secured.conf("MTLS")
     del no_cert["ssl.certificate.location"], no_cert["ssl.key.location"]
     refused(no_cert)  # ssl.client.auth=required and no client certificate
+    expired = {**no_cert, "ssl.certificate.location": str(secured.pki / "expired.crt"),
+               "ssl.key.location": str(secured.pki / "expired.key")}
+    refused(expired)  # a client certificate from the trusted CA, expired in 2020
     # Nothing but ApiVersions / SaslHandshake / SaslAuthenticate before authenticating.
     raw = RawClient("127.0.0.1", secured.ports["SASL_PLAINTEXT"])
     try:

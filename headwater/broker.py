@@ -175,7 +175,8 @@ class Broker:
                            listener=listener.name, ssl_context=ssl_context,
                            session_factory=factory,
                            principal_of=tls.peer_principal if listener.tls else None,
-                           limits=self.connection_limits)
+                           limits=self.connection_limits,
+                           request_quota=self.quotas.request_time)
 
     def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         rec = self.image.scram.get((user, MECHANISMS[mechanism][0]))

@@ -1,7 +1,8 @@
 """The broker's side of byte-rate quotas: which connection pays, and the mute.
 
 Produce pays the bytes of its records, fetch the bytes of its response's records, as
-Kafka measures them; the principal is the authenticated user (`ANONYMOUS` without
+Kafka measures them, and every request the time its handler runs (`request_percentage`,
+percent of one thread over the quota window); the principal is the authenticated user (`ANONYMOUS` without
 authentication, which a `<default>` user quota then covers, as in Kafka). A throttled
 connection gets its answer at once with `throttle_time_ms` and is not read again until
 the time is over (the server honours `MUTE_UNTIL`, KIP-219).
@@ -13,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..wire.dispatch import MUTE_UNTIL, PRINCIPAL, RequestContext
-from .entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from .entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from .throttle import QuotaManager
 
 if TYPE_CHECKING:
@@ -29,6 +30,14 @@ class ClientQuotas:
         samples = broker.config.get_int("quota.window.num")
         self.produce = QuotaManager(PRODUCER_BYTE_RATE, window_ms, samples)
         self.fetch = QuotaManager(CONSUMER_BYTE_RATE, window_ms, samples)
+        self.request = QuotaManager(REQUEST_PERCENTAGE, window_ms, samples)
+
+    def request_time(self, ctx: RequestContext, seconds: float) -> int:
+        """Charge a request's handler time to the connection's `request_percentage`
+        quota (percent of one thread, as Kafka's request quota); its throttle in ms."""
+        if not self.broker.image.client_quotas:
+            return 0
+        return self.throttle(self.request, ctx, seconds * 100)
 
     def fetch_limit(self, ctx: RequestContext) -> int | None:
         """The byte cap of a fetch response under the connection's fetch quota."""

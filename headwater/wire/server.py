@@ -53,7 +53,8 @@ class KafkaServer:
     def __init__(self, dispatcher: Dispatcher, host: str, port: int,
                  max_request_bytes: int = 104857600, *, listener: str = "PLAINTEXT",
                  ssl_context: Any = None, session_factory: Any = None,
-                 principal_of: Any = None, limits: ConnectionLimits | None = None) -> None:
+                 principal_of: Any = None, limits: ConnectionLimits | None = None,
+                 request_quota: Any = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
@@ -63,6 +64,9 @@ class KafkaServer:
         self.session_factory = session_factory
         self.principal_of = principal_of
         self.limits = limits or ConnectionLimits()
+        #: request_quota(ctx, handler seconds) -> throttle ms (request_percentage quotas);
+        #: None when no quota can apply.
+        self.request_quota = request_quota
         self._sweeper: asyncio.Task[None] | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -251,10 +255,13 @@ class Connection:
         # knowing which versions the broker speaks.
         resp_flexible = flexible and api_key != API_VERSIONS
         try:
+            quota = self.server.request_quota
+            started = time.perf_counter() if quota is not None else 0.0
             result = entry.handler(ctx, request)
-            if asyncio.iscoroutine(result):
-                return asyncio.ensure_future(
-                    self._finish(result, ctx, resp_flexible))
+            if asyncio.iscoroutine(result):  # not charged to request quotas (see docs)
+                return asyncio.ensure_future(self._finish(result, ctx, resp_flexible))
+            if quota is not None and api_key not in PRE_AUTH_APIS:
+                result = _throttled(result, quota(ctx, time.perf_counter() - started))
             return self._encode(result, ctx, resp_flexible)
         except Exception as exc:
             # The one place a handler's failure is contained: whatever a decoded request
@@ -350,6 +357,14 @@ Frame = bytes | bytearray | list[bytes | bytearray]  # a list goes out with writ
 
 class _HandlerFailed(Exception):
     """An asynchronous handler raised; carries the one-line description."""
+
+
+def _throttled(result: Any, throttle_ms: int) -> Any:
+    """A response dict carrying the request quota's throttle time (the larger of it and
+    the handler's own); other shapes are only muted (the quota sets MUTE_UNTIL)."""
+    if throttle_ms > 0 and isinstance(result, dict) and "throttle_time" in result:
+        result["throttle_time"] = max(int(result["throttle_time"] or 0), throttle_ms)
+    return result
 
 
 def _handler_failure(ctx: RequestContext | None, exc: BaseException) -> str:

@@ -169,3 +169,37 @@ def test_byte_rate_quotas_throttle_producer_and_consumer(broker_factory) -> None
                    "--entity-name", "slow") == (
         0, "Quota configs for client-id 'slow' are consumer_byte_rate=400000.0, "
            "producer_byte_rate=400000.0")
+
+
+@pytest.mark.timeout(120)
+def test_request_percentage_throttles_a_client_that_keeps_the_broker_busy(
+        broker_factory) -> None:
+    """`request_percentage` (percent of one thread's time): a client sending requests
+    back to back gets a throttle time and is muted; another client id is not."""
+    broker = broker_factory("--override", "quota.window.num=2", "--override",
+                            "quota.window.size.seconds=1")
+    # raw-test is the raw client's client id
+    assert alter(broker.port, [{"entity": entity(("client-id", "raw-test")),
+                                "ops": [op("request_percentage", 1.0)]}]) == [(0, None)]
+    body = {"topics": None, "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}
+    client = RawClient("127.0.0.1", broker.port)
+    throttles = []
+    try:
+        deadline = time.monotonic() + 60
+        while not any(throttles) and time.monotonic() < deadline:
+            throttles.append(int(client.request(3, 12, body).throttle_time.total_seconds()
+                                 * 1000))
+    finally:
+        client.close()
+    assert any(throttles), f"{len(throttles)} requests and never a throttle time"
+    assert 0 < max(throttles) <= 2_000  # at most the quota's whole window
+    assert alter(broker.port, [{"entity": entity(("client-id", "raw-test")),
+                                "ops": [op("request_percentage", remove=True)]}]) == [
+        (0, None)]
+    client = RawClient("127.0.0.1", broker.port)
+    try:
+        after = [client.request(3, 12, body).throttle_time.total_seconds() for _ in range(50)]
+    finally:
+        client.close()
+    assert not any(after)

@@ -98,11 +98,6 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         for t in req.topics:
             name, topic_id, missing = resolve_topic(getattr(t, "topic", None),
                                                     getattr(t, "topic_id", None))
-            if broker.access.enabled and name is not None and not broker.access.allowed(
-                    ctx, A.READ, A.TOPIC, name):
-                unknown.extend((name, topic_id, p.partition, E.topic_authorization_failed)
-                               for p in t.partitions)
-                continue
             for p in t.partitions:
                 if name is None:
                     unknown.append((None, topic_id, p.partition, missing))
@@ -121,9 +116,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             for index in t.partitions:
                 wanted.pop((name, index), None)
 
-        if broker.access.enabled and session is not None and not full:
-            # An incremental session keeps partitions from earlier fetches: an ACL removed
-            # since then is honoured too, as Kafka re-checks every fetch.
+        if broker.access.enabled:
+            # READ on every topic read, those an incremental session kept from earlier
+            # fetches included (an ACL removed since is honoured, as Kafka re-checks).
             denied = {t for t in {k[0] for k in wanted}
                       if broker.access.denies(ctx, A.READ, A.TOPIC, t)}
             for key in [k for k in wanted if k[0] in denied]:

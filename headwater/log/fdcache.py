@@ -36,8 +36,7 @@ class FdCache:
         self.capacity = max(16, capacity)
         self._lock = threading.Lock()
         self._open: OrderedDict[Handle, None] = OrderedDict()
-        #: Descriptors opened and closed by eviction since start (metrics, tests).
-        self.opens = 0
+        #: Descriptors closed by eviction since start (tests).
         self.evictions = 0
 
     def handle(self, path: Path, flags: int) -> Handle:
@@ -102,7 +101,6 @@ class Handle:
                     # Out of descriptors (sockets took them): give back half of ours.
                     cache._evict(len(cache._open) // 2)
                     self.fd = os.open(self.path, self.flags, 0o644)
-                cache.opens += 1
                 cache._open[self] = None
                 self.pins += 1  # before evicting: never this one
                 cache._evict()
@@ -115,11 +113,6 @@ class Handle:
             self.pins -= 1
             if self.closed and self.pins == 0 and self.fd >= 0:
                 self._close_locked()
-
-    def ensure_exists(self) -> None:
-        """Create the file if it is absent (flags must include O_CREAT)."""
-        with self:
-            pass
 
     def close(self) -> None:
         """Close for good; a pin still held elsewhere closes the descriptor on release."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..wire.dispatch import PRINCIPAL, RequestContext
-from .authorizer import Authorizer, principal_of
+from .authorizer import Authorizer, configured, principal_of
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -16,7 +16,7 @@ class AccessControl:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         #: False unless `authorizer.class.name` is set: every check is then a no-op.
-        self.enabled = bool((broker.config.get("authorizer.class.name") or "").strip())
+        self.enabled = configured(broker.config.get)
         self._authorizer: Authorizer | None = None
         self._built_from: object = None
 

@@ -16,7 +16,7 @@ without authentication.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from . import acl as A
 from .acl import AclBinding
@@ -24,6 +24,14 @@ from .acl import AclBinding
 ANONYMOUS = "User:ANONYMOUS"
 _IMPLIES_DESCRIBE = frozenset((A.DESCRIBE, A.READ, A.WRITE, A.DELETE, A.ALTER))
 _IMPLIES_DESCRIBE_CONFIGS = frozenset((A.DESCRIBE_CONFIGS, A.ALTER_CONFIGS))
+
+
+ConfigGetter = Callable[[str], "str | None"]
+
+
+def configured(get: ConfigGetter) -> bool:
+    """Whether ACLs are on: `authorizer.class.name` set, as in Kafka."""
+    return bool((get("authorizer.class.name") or "").strip())
 
 
 def principal_of(name: str | None) -> str:
@@ -71,13 +79,12 @@ class Authorizer:
             self._by_type.setdefault(b.resource_type, []).append(b)
 
     @classmethod
-    def from_config(cls, acls: Mapping[str, AclBinding], get: object) -> Authorizer:
+    def from_config(cls, acls: Mapping[str, AclBinding], get: ConfigGetter) -> Authorizer:
         """`get(key)` reads a broker config (BrokerConfig.get)."""
-        name = get("authorizer.class.name") or ""  # type: ignore[operator]
-        users = get("super.users") or ""  # type: ignore[operator]
-        allow = (get("allow.everyone.if.no.acl.found") or "false")  # type: ignore[operator]
-        return cls(acls.values(), [u.strip() for u in str(users).split(";") if u.strip()],
-                   str(allow).strip().lower() == "true", enabled=bool(str(name).strip()))
+        users = get("super.users") or ""
+        allow = get("allow.everyone.if.no.acl.found") or "false"
+        return cls(acls.values(), [u.strip() for u in users.split(";") if u.strip()],
+                   allow.strip().lower() == "true", enabled=configured(get))
 
     def applicable(self, rtype: int, name: str) -> Iterable[AclBinding]:
         yield from self._literal.get((rtype, name), ())
@@ -120,5 +127,3 @@ class Authorizer:
         return sum(1 << op for op in A.SUPPORTED[rtype]
                    if self.authorize(principal, host, op, rtype, name))
 
-
-DISABLED = Authorizer((), enabled=False)

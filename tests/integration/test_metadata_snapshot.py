@@ -107,8 +107,13 @@ def test_snapshots_survive_restart_and_kafkas_tools_read_them(broker_factory):
     dump = dump_snapshot(latest)
     assert {t for t in topics_in_dump(dump) if t.startswith("snap-")} == created
     assert '"name":"retention.ms","value":"77777"' in dump
-    shell = run_tool("org.apache.kafka.shell.MetadataShell", "--snapshot", str(latest),
-                     "ls", "/image/topics/byName", timeout=120)
+    # Kafka's shell may run `ls` before its loader has published the image (seen once,
+    # empty output after "Ignoring control record"): a few tries, as a user would.
+    for _ in range(3):
+        shell = run_tool("org.apache.kafka.shell.MetadataShell", "--snapshot", str(latest),
+                         "ls", "/image/topics/byName", timeout=120)
+        if created <= set(shell.stdout.split()):
+            break
     assert created <= set(shell.stdout.split()), shell.stdout[-2000:] + shell.stderr[-2000:]
 
     broker.start()  # and the broker starts from it

@@ -208,6 +208,17 @@ def test_librdkafka_fails_exactly_the_out_of_range_timestamps(target: Target,
     reports = librdkafka_reports(target.bootstrap, topic_name, 10, lambda i: {
         "value": b"v", "key": b"k", "timestamp": now - HOUR if i in old else now})
     codes = {i: err.code() if err else None for i, err in reports.items()}
+    delivered = sorted(i for i, code in codes.items() if code is None)
+    if delivered:
+        # Seen twice in loaded full runs: librdkafka sent the ten records in several
+        # batches ({0-2}, {3}, {4-...}). A batch of in-range records is written; one
+        # whose only record is out of range fails with the partition's INVALID_TIMESTAMP.
+        assert all(codes[i] in (KafkaError.INVALID_RECORD, KafkaError.INVALID_TIMESTAMP)
+                   for i in old), codes
+        assert all(codes[i] in (None, KafkaError._INVALID_DIFFERENT_RECORD)
+                   for i in range(10) if i not in old), codes
+        assert end_offset(target.bootstrap, topic_name) == len(delivered)
+        return
     assert codes == {i: KafkaError.INVALID_RECORD if i in old
                      else KafkaError._INVALID_DIFFERENT_RECORD for i in range(10)}
     assert end_offset(target.bootstrap, topic_name) == 0

@@ -78,6 +78,7 @@ PRODUCER_CONFIG: dict[str, Any] = {
     "queue.buffering.max.kbytes": 1_048_576,
 }
 log = bb.log
+ONLY: set[str] = set()  # --only: the workloads to run (empty: all)
 
 
 def record(seq: int, sent_ns: int = 0) -> bytes:
@@ -150,9 +151,11 @@ class Shared:
 
 
 def share_worker(idx: int, bootstrap: str, group: str, topic: str, total: int,
-                 deadline: float, timed: bool, gate: bool, sh: Shared, out: Any) -> None:
-    """One ShareConsumer in explicit mode: acknowledge() every record, commit_sync() after
-    each poll. `gate`: once this consumer has had a warm-up record it waits until the main
+                 deadline: float, timed: bool, gate: bool, sync: bool, sh: Shared,
+                 out: Any) -> None:
+    """One ShareConsumer in explicit mode: acknowledge() every record, then (`sync`)
+    commit_sync() after each poll, or (not `sync`) nothing: the acknowledgements travel
+    with the next poll's ShareFetch, the last ones with close(). `gate`: once this consumer has had a warm-up record it waits until the main
     process sets `sh.first` (every consumer a member with records), so the clock measures
     all of them consuming, not the group's join. `timed`: records carry a send time;
     latency = commit_sync returned - sent."""
@@ -181,9 +184,9 @@ def share_worker(idx: int, bootstrap: str, group: str, topic: str, total: int,
                 if m.delivery_count() > 1:
                     redelivered += 1
                 c.acknowledge(m)
-            results = c.commit_sync(30)
+            results = c.commit_sync(30) if sync else {}
             now_ns = time.time_ns()
-            commits += 1
+            commits += sync
             sh.ready[idx] = 1
             failed = [f"{tp.topic}[{tp.partition}]: {e}" for tp, e in results.items()
                       if e is not None]
@@ -231,15 +234,16 @@ def collect(workers: list[Any], out: Any, n: int, timeout: float) -> list[dict]:
 
 def share_throughput(bootstrap: str, topic: str, total: int, consumers: int, threads: bool,
                      timeout: float, data_dir: Path | None,
-                     cpu: Callable[[], float | None] = bb._no_cpu) -> dict:  # noqa: SLF001
+                     cpu: Callable[[], float | None] = bb._no_cpu,  # noqa: SLF001
+                     sync: bool = True) -> dict:
     """msgs/s of `consumers` ShareConsumers draining `total` records; checks that every
-    record was acknowledged exactly once."""
+    record was delivered exactly once (`sync`: and acknowledged, commit_sync returned)."""
     group = new_share_group(bootstrap, "share")
     sh = Shared()
     t_start = time.time()
     workers, out = run_workers(share_worker, consumers,
                                (bootstrap, group, topic, total, t_start + timeout, False,
-                                True), threads, sh)
+                                True, sync), threads, sh)
     # Every consumer has acknowledged warm-up records (so it is a member with an
     # assignment), or 60 s passed: the clock starts.
     join_deadline = time.monotonic() + 60
@@ -290,7 +294,7 @@ def share_latency(bootstrap: str, seconds: float, timeout: float, threads: bool)
     sh = Shared()
     workers, out = run_workers(share_worker, LATENCY_CONSUMERS,
                                (bootstrap, group, topic, n, time.time() + seconds + timeout,
-                                True, False), threads, sh)
+                                True, False, True), threads, sh)
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
                   "enable.idempotence": False})
     warm_end = time.monotonic() + 20
@@ -575,7 +579,10 @@ def kafka_share_version(bootstrap: str) -> str:
 
 
 def guarded(results: dict, key: str, fn: Callable[[], dict]) -> None:
-    """Run one workload; an error goes into its cell and the run goes on."""
+    """Run one workload (unless --only leaves it out); an error goes into its cell and
+    the run goes on."""
+    if ONLY and key not in ONLY:
+        return
     try:
         results[key] = fn()
         log(f"  {key}: " + ", ".join(f"{k}={v:,.1f}" if isinstance(v, float) else f"{k}={v}"
@@ -616,6 +623,9 @@ def broker_round(name: str, args: argparse.Namespace, first: bool) -> dict:
             guarded(res, "share 3c 1p alt", lambda: share_throughput(
                 bs, topics[1], args.records, 3, not threads, args.timeout, data_dir,
                 broker.cpu_seconds))
+            guarded(res, "share 3c 1p next-poll", lambda: share_throughput(
+                bs, topics[1], args.records, 3, threads, args.timeout, data_dir,
+                broker.cpu_seconds, sync=False))
             if first:
                 guarded(res, "latency", lambda: share_latency(bs, args.latency_seconds,
                                                               args.timeout, threads))
@@ -694,6 +704,10 @@ def table(all_rounds: dict[str, list[dict]], workers: str) -> str:
     alt = "processes" if workers == "thread" else "threads of one process"
     rows.append(f"| share, 3 consumers as {alt}, 1 partition (RabbitMQ: 3 consumers) | "
                 f"{fmt(h)} | {fmt(k)} | {ratio(h, k)} | {fmt(r)} | {ratio(h, r)} |")
+    key = "share 3c 1p next-poll"
+    h, k = median_rate(hw, key), median_rate(kf, key)
+    rows.append(f"| share, 3 consumers, 1 partition, acks sent with the next poll (no "
+                f"commit_sync) | {fmt(h)} | {fmt(k)} | {ratio(h, k)} | | |")
     lines = ["\n".join(rows), ""]
     for name, rounds in (("headwater", hw), ("kafka", kf)):
         if not rounds:
@@ -729,6 +743,9 @@ def table(all_rounds: dict[str, list[dict]], workers: str) -> str:
         if isinstance(c, float) and isinstance(s3, float):
             lines.append(f"floor: headwater 3 share consumers, 1 partition / 1 classic "
                          f"consumer = {s3 / c:.2f} (>= 0.5: {'met' if s3 / c >= 0.5 else 'NOT met'})")
+        s3n = median_rate(hw, "share 3c 1p next-poll")
+        if isinstance(c, float) and isinstance(s3n, float):
+            lines.append(f"       the same with acks sent on the next poll: {s3n / c:.2f}")
     if hw and kf:
         rs = [median_rate(hw, f"share {n}c {p}p") for p in PARTITION_COUNTS
               for n in CONSUMER_COUNTS]
@@ -763,7 +780,10 @@ def main() -> None:
                          "on 2 cores, the clients release the GIL while they wait) or a "
                          "process; the other way is measured once for 3 consumers")
     ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--only", default="", metavar="KEYS",
+                    help="comma-separated workloads to run, e.g. 'classic 1p,share 3c 1p'")
     args = ap.parse_args()
+    ONLY.update(k.strip() for k in args.only.split(",") if k.strip())
     mp.set_start_method("spawn")  # no fork of a process that runs librdkafka threads
     args.records = args.records or (20_000 if args.quick else RECORDS)
     args.latency_seconds = args.latency_seconds or (3.0 if args.quick else 10.0)

@@ -592,6 +592,16 @@ def guarded(results: dict, key: str, fn: Callable[[], dict]) -> None:
         log(f"  {key}: ERROR {bb.describe_error(exc)}")
 
 
+def pin_broker(broker: bb.Broker) -> None:
+    """--pin: every thread of the broker on CPU 1 (the clients run on CPU 0), to see which
+    side a workload saturates without the scheduler moving them between cores. Threads
+    the broker starts later inherit it."""
+    if broker.proc is None:
+        return
+    for tid in os.listdir(f"/proc/{broker.proc.pid}/task"):
+        os.sched_setaffinity(int(tid), {1})
+
+
 def broker_round(name: str, args: argparse.Namespace, first: bool) -> dict:
     """One freshly started broker: the throughput workloads, plus (first round) latency
     and memory."""
@@ -603,6 +613,8 @@ def broker_round(name: str, args: argparse.Namespace, first: bool) -> dict:
         data_dir = Path(tmp) / "data"
         try:
             broker.start(120 if name == "kafka" else 60)
+            if args.pin:
+                pin_broker(broker)
             bs = broker.bootstrap
             if name == "kafka" and first:
                 res["share_version"] = kafka_share_version(bs)
@@ -780,9 +792,13 @@ def main() -> None:
                          "on 2 cores, the clients release the GIL while they wait) or a "
                          "process; the other way is measured once for 3 consumers")
     ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--pin", action="store_true",
+                    help="clients on CPU 0, the broker on CPU 1 (see pin_broker)")
     ap.add_argument("--only", default="", metavar="KEYS",
                     help="comma-separated workloads to run, e.g. 'classic 1p,share 3c 1p'")
     args = ap.parse_args()
+    if args.pin:
+        os.sched_setaffinity(0, {0})  # this process, its threads and its workers
     ONLY.update(k.strip() for k in args.only.split(",") if k.strip())
     mp.set_start_method("spawn")  # no fork of a process that runs librdkafka threads
     args.records = args.records or (20_000 if args.quick else RECORDS)

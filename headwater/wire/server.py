@@ -28,6 +28,7 @@ from .dispatch import (
 )
 from .header import HeaderError, parse_request_header, response_header, skip_tagged_fields
 from .limits import ConnectionLimits
+from .run_time import Timed
 
 log = logging.getLogger("headwater.wire")
 
@@ -258,8 +259,12 @@ class Connection:
             quota = self.server.request_quota
             started = time.perf_counter() if quota is not None else 0.0
             result = entry.handler(ctx, request)
-            if asyncio.iscoroutine(result):  # not charged to request quotas (see docs)
-                return asyncio.ensure_future(self._finish(result, ctx, resp_flexible))
+            if asyncio.iscoroutine(result):
+                if quota is None or api_key in PRE_AUTH_APIS:
+                    return asyncio.ensure_future(self._finish(result, ctx, resp_flexible))
+                # Charged the time its steps run, not the time it waits (run_time.py).
+                return asyncio.ensure_future(self._finish_charged(
+                    Timed(result), ctx, resp_flexible, quota))
             if quota is not None and api_key not in PRE_AUTH_APIS:
                 result = _throttled(result, quota(ctx, time.perf_counter() - started))
             return self._encode(result, ctx, resp_flexible)
@@ -271,6 +276,14 @@ class Connection:
     async def _finish(self, coro: Any, ctx: RequestContext, flexible: bool) -> Frame | None:
         try:
             return self._encode(await coro, ctx, flexible)
+        except Exception as exc:
+            raise _HandlerFailed(_handler_failure(ctx, exc)) from exc
+
+    async def _finish_charged(self, timed: Timed, ctx: RequestContext, flexible: bool,
+                              quota: Any) -> Frame | None:
+        try:
+            result = await timed
+            return self._encode(_throttled(result, quota(ctx, timed.seconds)), ctx, flexible)
         except Exception as exc:
             raise _HandlerFailed(_handler_failure(ctx, exc)) from exc
 

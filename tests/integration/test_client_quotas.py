@@ -203,3 +203,49 @@ def test_request_percentage_throttles_a_client_that_keeps_the_broker_busy(
     finally:
         client.close()
     assert not any(after)
+
+
+def test_request_percentage_charges_a_fetch_its_work_not_its_wait(broker_factory) -> None:
+    """A handler that awaits (Fetch) is charged the time its steps run: fetching data back
+    to back under a 1% quota is throttled, while long polls that mostly wait are not,
+    under a quota their waits alone would exceed many times over."""
+    broker = broker_factory("--override", "quota.window.num=2", "--override",
+                            "quota.window.size.seconds=1")
+    topic = f"rp-{uuid.uuid4().hex[:6]}"
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(200):
+        producer.produce(topic, b"x" * 1000, partition=0)
+    assert producer.flush(30) == 0
+
+    def fetch(client: RawClient, offset: int, max_wait: int) -> tuple[int, int]:
+        resp = client.request(1, 12, {
+            "replica_id": -1, "max_wait": max_wait, "min_bytes": 1, "max_bytes": 50 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [{
+                "partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+        part = resp.responses[0].partitions[0]
+        assert int(part.error_code) == 0
+        return int(resp.throttle_time.total_seconds() * 1000), len(part.records or b"")
+
+    assert alter(broker.port, [{"entity": entity(("client-id", "raw-test")),
+                                "ops": [op("request_percentage", 1.0)]}]) == [(0, None)]
+    client = RawClient("127.0.0.1", broker.port)
+    try:
+        throttled, deadline = 0, time.monotonic() + 60
+        while not throttled and time.monotonic() < deadline:
+            throttled, size = fetch(client, 0, 0)
+            assert size > 0
+    finally:
+        client.close()
+    assert 0 < throttled <= 2_000, "back-to-back fetches were never throttled"
+
+    # 30%: 6 long polls of 400 ms over 2.4 s would be 100% if their waits were charged.
+    assert alter(broker.port, [{"entity": entity(("client-id", "raw-test")),
+                                "ops": [op("request_percentage", 30.0)]}]) == [(0, None)]
+    client = RawClient("127.0.0.1", broker.port, timeout=10)
+    try:
+        polls = [fetch(client, 200, 400) for _ in range(6)]
+    finally:
+        client.close()
+    assert polls == [(0, 0)] * 6

@@ -176,7 +176,8 @@ class Broker:
                            session_factory=factory,
                            principal_of=tls.peer_principal if listener.tls else None,
                            limits=self.connection_limits,
-                           request_quota=self.quotas.request_time)
+                           request_quota=self.quotas.request_time,
+                           request_quota_active=self.quotas.any)
 
     def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         rec = self.image.scram.get((user, MECHANISMS[mechanism][0]))

@@ -32,6 +32,10 @@ class ClientQuotas:
         self.fetch = QuotaManager(CONSUMER_BYTE_RATE, window_ms, samples)
         self.request = QuotaManager(REQUEST_PERCENTAGE, window_ms, samples)
 
+    def any(self) -> bool:
+        """Whether any client quota is set (else nothing is charged or throttled)."""
+        return bool(self.broker.image.client_quotas)
+
     def request_time(self, ctx: RequestContext, seconds: float) -> int:
         """Charge a request's handler time to the connection's `request_percentage`
         quota (percent of one thread, as Kafka's request quota); its throttle in ms."""

@@ -14,6 +14,7 @@ import itertools
 import logging
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .codec import decode_request, encode_response, request_is_flexible
@@ -55,7 +56,8 @@ class KafkaServer:
                  max_request_bytes: int = 104857600, *, listener: str = "PLAINTEXT",
                  ssl_context: Any = None, session_factory: Any = None,
                  principal_of: Any = None, limits: ConnectionLimits | None = None,
-                 request_quota: Any = None) -> None:
+                 request_quota: Any = None,
+                 request_quota_active: Callable[[], bool] | None = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
@@ -68,6 +70,8 @@ class KafkaServer:
         #: request_quota(ctx, handler seconds) -> throttle ms (request_percentage quotas);
         #: None when no quota can apply.
         self.request_quota = request_quota
+        #: whether any quota is set at all: only then are waiting handlers timed per step
+        self.request_quota_active = request_quota_active or (lambda: request_quota is not None)
         self._sweeper: asyncio.Task[None] | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -260,7 +264,8 @@ class Connection:
             started = time.perf_counter() if quota is not None else 0.0
             result = entry.handler(ctx, request)
             if asyncio.iscoroutine(result):
-                if quota is None or api_key in PRE_AUTH_APIS:
+                if (quota is None or api_key in PRE_AUTH_APIS
+                        or not self.server.request_quota_active()):
                     return asyncio.ensure_future(self._finish(result, ctx, resp_flexible))
                 # Charged the time its steps run, not the time it waits (run_time.py).
                 return asyncio.ensure_future(self._finish_charged(

@@ -177,7 +177,8 @@ class Broker:
                            principal_of=tls.peer_principal if listener.tls else None,
                            limits=self.connection_limits,
                            request_quota=self.quotas.request_time,
-                           request_quota_active=self.quotas.any)
+                           request_quota_active=self.quotas.any,
+                           connection_quota=self.quotas.connection_throttle)
 
     def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         rec = self.image.scram.get((user, MECHANISMS[mechanism][0]))

@@ -30,6 +30,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     "connections.max.idle.ms": "600000",
     "queued.max.request.bytes": "-1",
     "quota.window.size.seconds": "1",
+    "controller.quota.window.num": "11",
+    "controller.quota.window.size.seconds": "1",
     "message.max.bytes": "1048588",
     "log.segment.bytes": "1073741824",
     "log.roll.ms": "",

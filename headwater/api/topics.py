@@ -46,6 +46,17 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                            if t.assignments else None)
             new_topics.append(NewTopic(t.name, t.num_partitions, t.replication_factor,
                                        assignments, {c.name: c.value for c in t.configs}))
+        quota = broker.quotas.mutation_quota(ctx)
+        throttled: list[str] = []
+        if quota is not None:  # valid topics take their partitions from it, in order
+            admitted = []
+            for t, err, image in broker.controller.create_topics(new_topics, True):
+                if err is None and image is not None and not quota.admit(
+                        partition_count(t, image)):
+                    throttled.append(t.name)
+                else:
+                    admitted.append(t)
+            new_topics = admitted
         results = broker.controller.create_topics(new_topics, req.validate_only)
         out = refused
         for t, err, image in results:
@@ -55,9 +66,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                             "replication_factor": -1, "configs": ()})
                 continue
             assert image is not None
-            partitions = len(image.partitions) or (
-                t.num_partitions if t.num_partitions > 0
-                else len(t.assignments or {}) or broker.config.get_int("num.partitions"))
+            partitions = partition_count(t, image)
             configs = [{"name": c["name"], "value": c["value"], "read_only": c["read_only"],
                         "config_source": c["config_source"], "is_sensitive": False}
                        for c in describe_topic_configs(broker, t.name, None, dict(t.configs or {}))]
@@ -71,13 +80,23 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                         "error_message": "Create topics request from client contains "
                                          f"multiple entries for the following topic: {name}",
                         "num_partitions": -1, "replication_factor": -1, "configs": ()})
-        return {"throttle_time": 0, "topics": out}
+        for name in throttled:
+            out.append({"name": name, "topic_id": ZERO_UUID,
+                        "error_code": E.throttling_quota_exceeded, "error_message": None,
+                        "num_partitions": -1, "replication_factor": -1, "configs": ()})
+        return {"throttle_time": broker.quotas.mutation_throttle(quota, ctx), "topics": out}
+
+    def partition_count(t: NewTopic, image: TopicImage) -> int:
+        return len(image.partitions) or (
+            t.num_partitions if t.num_partitions > 0
+            else len(t.assignments or {}) or broker.config.get_int("num.partitions"))
 
     def handle_delete(ctx: RequestContext, req: Any) -> dict:
         assert broker.controller is not None
         image = broker.image
         responses = []
         doomed: list[TopicImage] = []
+        quota = broker.quotas.mutation_quota(ctx)
         if ctx.api_version >= 6:
             items = [(t.name, t.topic_id) for t in req.topics]
         else:
@@ -118,15 +137,22 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                   "error_message": "Internal topics cannot be deleted"})
                 continue
             if topic not in doomed:
+                if quota is not None and not quota.admit(len(topic.partitions)):
+                    responses.append({"name": topic.name, "topic_id": topic.topic_id,
+                                      "error_code": E.throttling_quota_exceeded,
+                                      "error_message": None})
+                    continue
                 doomed.append(topic)
             responses.append({"name": topic.name, "topic_id": topic.topic_id,
                               "error_code": 0, "error_message": None})
         broker.controller.delete_topics(doomed)
-        return {"throttle_time": 0, "responses": responses}
+        return {"throttle_time": broker.quotas.mutation_throttle(quota, ctx),
+                "responses": responses}
 
     def handle_create_partitions(ctx: RequestContext, req: Any) -> dict:
         assert broker.controller is not None
         results = []
+        quota = broker.quotas.mutation_quota(ctx)
         for t in req.topics:
             assignments = ([tuple(a.broker_ids) for a in t.assignments]
                            if t.assignments is not None else None)
@@ -136,13 +162,23 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                 "error_message": "Authorization failed."})
                 continue
             try:
+                if quota is not None:  # a valid increase takes the partitions it adds
+                    broker.controller.create_partitions(t.name, t.count, assignments, True)
+                    topic = broker.image.topic(t.name)
+                    added = t.count - (len(topic.partitions) if topic is not None else 0)
+                    if not quota.admit(added):
+                        results.append({"name": t.name,
+                                        "error_code": E.throttling_quota_exceeded,
+                                        "error_message": None})
+                        continue
                 broker.controller.create_partitions(t.name, t.count, assignments,
                                                     req.validate_only)
                 results.append({"name": t.name, "error_code": 0, "error_message": None})
             except ControllerError as exc:
                 results.append({"name": t.name, "error_code": exc.code,
                                 "error_message": exc.message})
-        return {"throttle_time": 0, "results": results}
+        return {"throttle_time": broker.quotas.mutation_throttle(quota, ctx),
+                "results": results}
 
     dispatcher.register(19, 2, 7, handle_create)
     dispatcher.register(20, 1, 6, handle_delete)

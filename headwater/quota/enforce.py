@@ -14,8 +14,14 @@ import time
 from typing import TYPE_CHECKING
 
 from ..wire.dispatch import MUTE_UNTIL, PRINCIPAL, RequestContext
-from .entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
-from .throttle import QuotaManager
+from .entities import (
+    CONNECTION_CREATION_RATE,
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+)
+from .mutation import STRICT_SINCE, MutationQuota, MutationQuotas
+from .throttle import QuotaManager, resolve_ip
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -31,6 +37,10 @@ class ClientQuotas:
         self.produce = QuotaManager(PRODUCER_BYTE_RATE, window_ms, samples)
         self.fetch = QuotaManager(CONSUMER_BYTE_RATE, window_ms, samples)
         self.request = QuotaManager(REQUEST_PERCENTAGE, window_ms, samples)
+        self.connections = QuotaManager(CONNECTION_CREATION_RATE, window_ms, samples)
+        self.mutation = MutationQuotas(
+            broker.config.get_int("controller.quota.window.size.seconds") * 1000,
+            broker.config.get_int("controller.quota.window.num"))
 
     def any(self) -> bool:
         """Whether any client quota is set (else nothing is charged or throttled)."""
@@ -42,6 +52,40 @@ class ClientQuotas:
         if not self.broker.image.client_quotas:
             return 0
         return self.throttle(self.request, ctx, seconds * 100)
+
+    def connection_throttle(self, host: str) -> int:
+        """A new connection from `host` under its `connection_creation_rate` (KIP-612):
+        0 to serve it, else the ms after which it is closed unserved (and not counted,
+        as Kafka unrecords it)."""
+        quotas = self.broker.image.client_quotas
+        found = resolve_ip(quotas, CONNECTION_CREATION_RATE, host) if quotas else None
+        if found is None:
+            return 0
+        now = self.broker.now_ms()
+        throttle = self.connections.record_for(*found, 1, now)
+        if throttle > 0:
+            self.connections.unrecord_for(found[1], 1, now)
+        return throttle
+
+    def mutation_quota(self, ctx: RequestContext) -> MutationQuota | None:
+        """The connection's `controller_mutation_rate` for this CreateTopics, DeleteTopics
+        or CreatePartitions (strict from the versions that can refuse a topic); None
+        when none applies."""
+        quotas = self.broker.image.client_quotas
+        if not quotas:
+            return None
+        strict = ctx.api_version >= STRICT_SINCE.get(ctx.api_key, 0)
+        return self.mutation.quota(quotas, str(ctx.attrs.get(PRINCIPAL) or ANONYMOUS),
+                                   ctx.client_id or "", strict, self.broker.now_ms())
+
+    @staticmethod
+    def mutation_throttle(quota: MutationQuota | None, ctx: RequestContext) -> int:
+        """The response's throttle time; the connection is muted that long."""
+        if quota is None:
+            return 0
+        throttle = quota.throttle_ms()
+        mute(ctx, throttle)
+        return throttle
 
     def fetch_limit(self, ctx: RequestContext) -> int | None:
         """The byte cap of a fetch response under the connection's fetch quota."""
@@ -65,7 +109,12 @@ class ClientQuotas:
         user = str(ctx.attrs.get(PRINCIPAL) or ANONYMOUS)
         throttle = manager.record(quotas, user, ctx.client_id or "", size,
                                   self.broker.now_ms())
-        if throttle > 0:
-            until = time.monotonic() + throttle / 1000
-            ctx.attrs[MUTE_UNTIL] = max(until, ctx.attrs.get(MUTE_UNTIL, 0.0))
+        mute(ctx, throttle)
         return throttle
+
+
+def mute(ctx: RequestContext, throttle_ms: int) -> None:
+    """Read nothing more from a throttled connection for `throttle_ms` (KIP-219)."""
+    if throttle_ms > 0:
+        until = time.monotonic() + throttle_ms / 1000
+        ctx.attrs[MUTE_UNTIL] = max(until, ctx.attrs.get(MUTE_UNTIL, 0.0))

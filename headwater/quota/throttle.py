@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .entities import CLIENT_ID, USER, Entity, Quotas
+from .entities import CLIENT_ID, IP, USER, Entity, Quotas
 
 DEFAULT_WINDOW_MS = 1000
 DEFAULT_SAMPLES = 11
@@ -91,6 +91,17 @@ def resolve(quotas: Quotas, key: str, user: str, client_id: str
     return None
 
 
+def resolve_ip(quotas: Quotas, key: str, host: str) -> tuple[float, tuple[str, str]] | None:
+    """(quota, tags) of the IP entity setting `key` for `host`, else of the default IP
+    entity; None: unlimited. Each host has its own rate either way (Kafka's per-IP
+    connection rate)."""
+    for entity in (((IP, host),), ((IP, None),)):
+        value = quotas.get(entity, {}).get(key)
+        if value is not None:
+            return value, (host, "")
+    return None
+
+
 class QuotaManager:
     """The rates of every quota group of one kind of quota (produce or fetch bytes)."""
 
@@ -110,7 +121,11 @@ class QuotaManager:
         found = resolve(quotas, self.key, user, client_id)
         if found is None:
             return 0
-        bound, tags = found
+        return self.record_for(*found, value, now_ms)
+
+    def record_for(self, bound: float, tags: tuple[str, str], value: float,
+                   now_ms: int) -> int:
+        """Record `value` in the group `tags` under the quota `bound`; the throttle in ms."""
         rate = self._rates.get(tags)
         if rate is None:
             if len(self._rates) >= 100_000:  # groups are per client: keep it bounded
@@ -138,6 +153,10 @@ class QuotaManager:
         """Take back a recording whose bytes were not sent (a throttled fetch answers
         with no records, as Kafka's `unrecordQuotaSensor`)."""
         found = resolve(quotas, self.key, user, client_id)
-        rate = self._rates.get(found[1]) if found is not None else None
+        if found is not None:
+            self.unrecord_for(found[1], value, now_ms)
+
+    def unrecord_for(self, tags: tuple[str, str], value: float, now_ms: int) -> None:
+        rate = self._rates.get(tags)
         if rate is not None:
             rate.record(-value, now_ms)

@@ -32,8 +32,9 @@ def encode_request(api_key: int, version: int, body: Any, correlation_id: int = 
 
 class RawClient:
     def __init__(self, host: str, port: int, timeout: float = 10.0,
-                 security: ClientSecurity = PLAINTEXT) -> None:
+                 security: ClientSecurity = PLAINTEXT, client_id: str = "raw-test") -> None:
         self.sock: socket.socket = security.connect(host, port, timeout)
+        self.client_id = client_id
 
     def close(self) -> None:
         self.sock.close()
@@ -55,7 +56,7 @@ class RawClient:
         return bytes(buf)
 
     def request(self, api_key: int, version: int, body: Any, correlation_id: int = 1) -> Any:
-        self.send_bytes(encode_request(api_key, version, body, correlation_id))
+        self.send_bytes(encode_request(api_key, version, body, correlation_id, self.client_id))
         frame = self.recv_frame()
         cls = load_response_schema(api_key, version)
         (got_cid,) = struct.unpack_from(">i", frame, 0)

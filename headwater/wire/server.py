@@ -57,7 +57,8 @@ class KafkaServer:
                  ssl_context: Any = None, session_factory: Any = None,
                  principal_of: Any = None, limits: ConnectionLimits | None = None,
                  request_quota: Any = None,
-                 request_quota_active: Callable[[], bool] | None = None) -> None:
+                 request_quota_active: Callable[[], bool] | None = None,
+                 connection_quota: Callable[[str], int] | None = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
@@ -72,6 +73,10 @@ class KafkaServer:
         self.request_quota = request_quota
         #: whether any quota is set at all: only then are waiting handlers timed per step
         self.request_quota_active = request_quota_active or (lambda: request_quota is not None)
+        #: connection_quota(host) -> ms after which a new connection is closed unserved
+        #: (its host is over `connection_creation_rate`), or 0 to serve it
+        self.connection_quota = connection_quota
+        self.throttled_connections = 0
         self._sweeper: asyncio.Task[None] | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -130,6 +135,11 @@ class KafkaServer:
             writer.close()
             return
         self._connections.add(task)
+        delay_ms = self.connection_quota(host) if self.connection_quota is not None else 0
+        if delay_ms > 0:
+            await self._close_later(host, writer, delay_ms)
+            self._connections.discard(task)
+            return
         conn = Connection(self, reader, writer)
         self.live.add(conn)
         try:
@@ -138,6 +148,22 @@ class KafkaServer:
             self.limits.leave(host)
             self.live.discard(conn)
             self._connections.discard(task)
+
+
+    async def _close_later(self, host: str, writer: asyncio.StreamWriter,
+                           delay_ms: int) -> None:
+        """KIP-612: a connection over its host's creation rate is accepted, never read,
+        and closed after the throttle time, so a client retrying in a loop is slowed
+        down rather than answered at once."""
+        self.throttled_connections += 1
+        if self.throttled_connections % 100 == 1:  # one line per 100
+            log.warning("connection from %s over connection_creation_rate: closed in %d ms "
+                        "(%d throttled)", host, delay_ms, self.throttled_connections)
+        try:
+            await asyncio.sleep(delay_ms / 1000)
+        finally:
+            writer.transport.abort()
+            self.limits.leave(host)
 
 
 class Connection:

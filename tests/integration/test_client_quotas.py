@@ -5,12 +5,14 @@ restart."""
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from headwater.wire.client import encode_request
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_reference import KafkaReference, run_tool
 from tests.support.wire import RawClient
@@ -26,7 +28,7 @@ SCENARIO = [
     ["--alter", "--add-config", "request_percentage=12.5", "--entity-type", "users",
      "--entity-name", "alice", "--entity-type", "clients", "--entity-name", "c1"],
     ["--alter", "--add-config", "connection_creation_rate=10", "--entity-type", "ips",
-     "--entity-name", "127.0.0.1"],
+     "--entity-name", "127.0.0.9"],
     ["--describe", "--entity-type", "clients", "--entity-name", "c1"],
     ["--describe", "--entity-type", "users", "--entity-default"],
     ["--describe", "--entity-type", "users", "--entity-name", "alice", "--entity-type",
@@ -36,7 +38,7 @@ SCENARIO = [
     ["--alter", "--add-config", "producer_byte_rate=1.5", "--entity-type", "clients",
      "--entity-name", "c2"],
     ["--alter", "--add-config", "connection_creation_rate=1.5", "--entity-type", "ips",
-     "--entity-name", "127.0.0.1"],
+     "--entity-name", "127.0.0.9"],
     ["--alter", "--delete-config", "consumer_byte_rate", "--entity-type", "clients",
      "--entity-name", "c1"],
     ["--describe", "--entity-type", "clients", "--entity-name", "c1"],
@@ -213,7 +215,7 @@ def test_request_percentage_charges_a_fetch_its_work_not_its_wait(broker_factory
                             "quota.window.size.seconds=1")
     topic = f"rp-{uuid.uuid4().hex[:6]}"
     producer = Producer({"bootstrap.servers": broker.bootstrap})
-    for i in range(200):
+    for _ in range(200):
         producer.produce(topic, b"x" * 1000, partition=0)
     assert producer.flush(30) == 0
 
@@ -249,3 +251,108 @@ def test_request_percentage_charges_a_fetch_its_work_not_its_wait(broker_factory
     finally:
         client.close()
     assert polls == [(0, 0)] * 6
+
+
+def mutation_scenario(port: int) -> list[tuple[str, int, list[tuple[str, int]], float]]:
+    """controller_mutation_rate=10 (a burst of 110 partitions) for client `mutator`: each
+    step's (step, throttle ms, [(topic, error code)], seconds until answered)."""
+    admin = RawClient("127.0.0.1", port)
+    assert alter(port, [{"entity": entity(("client-id", "mutator")),
+                         "ops": [op("controller_mutation_rate", 10.0)]}]) == [(0, None)]
+    admin.close()
+    c = RawClient("127.0.0.1", port, timeout=30, client_id="mutator")
+    steps = []
+
+    def create(step: str, topics: list[tuple[str, int]], version: int = 7) -> None:
+        t0 = time.monotonic()
+        r = c.request(19, version, {"topics": [
+            {"name": n, "num_partitions": p, "replication_factor": 1, "assignments": [],
+             "configs": []} for n, p in topics], "timeout": 10_000, "validate_only": False})
+        steps.append((step, int(r.throttle_time.total_seconds() * 1000),
+                      sorted((t.name, int(t.error_code)) for t in r.topics),
+                      time.monotonic() - t0))
+
+    try:
+        create("burst", [("a", 100)])  # 110 - 100 = 10 tokens left
+        create("past zero, then refused", [("b", 20), ("c", 5)])
+        create("invalid topics take nothing", [("a", 5), ("z", 0)])
+        time.sleep(0.3)  # not synchronisation: the bucket refills 3 tokens
+        t0 = time.monotonic()
+        r = c.request(20, 6, {"topics": [{"name": n, "topic_id": None} for n in ("nope", "b")],
+                              "timeout": 10_000})
+        steps.append(("delete", int(r.throttle_time.total_seconds() * 1000),
+                      sorted((t.name, int(t.error_code)) for t in r.responses),
+                      time.monotonic() - t0))
+        t0 = time.monotonic()
+        r = c.request(37, 3, {"topics": [{"name": "a", "count": 110, "assignments": None}],
+                              "timeout": 10_000, "validate_only": False})
+        steps.append(("create partitions", int(r.throttle_time.total_seconds() * 1000),
+                      sorted((t.name, int(t.error_code)) for t in r.results),
+                      time.monotonic() - t0))
+        create("old version: accepted, throttled", [("e", 10)], version=5)
+    finally:
+        c.close()
+    return steps
+
+
+def test_controller_mutation_rate_as_kafka(broker: BrokerProcess,
+                                           kafka_ref: KafkaReference) -> None:
+    """KIP-599 on the same steps against both brokers: the same topics refused with
+    THROTTLING_QUOTA_EXCEEDED (89), the same throttle times (to a few hundred ms, they
+    depend on timing), and a throttled connection muted until its time is over."""
+    ours, theirs = mutation_scenario(broker.port), mutation_scenario(kafka_ref.port)
+    assert [(s, codes) for s, _, codes, _ in ours] == [(s, codes) for s, _, codes, _ in theirs]
+    assert ours[1][2] == [("b", 0), ("c", 89)]
+    assert ours[3][2] == [("b", 0), ("nope", 3)]
+    assert ours[4][2] == [("a", 89)]
+    assert ours[5][2] == [("e", 0)]
+    for (step, ms, _, _), (_, kafka_ms, _, _) in zip(ours, theirs, strict=True):
+        assert (ms > 0) == (kafka_ms > 0), (step, ms, kafka_ms)
+        assert abs(ms - kafka_ms) < 400, (step, ms, kafka_ms)
+    # Refused at -17 tokens: 1.7 s throttle; the next request waits for it (muted).
+    assert ours[4][1] > 1_200 and ours[5][3] > 1.0 and theirs[5][3] > 1.0
+
+
+def connection_burst(port: int, count: int, source: str) -> list[tuple[bool, float]]:
+    """`count` connections from `source` one after another, each sending ApiVersions:
+    (answered, seconds until answered or closed) of each."""
+    out = []
+    for _ in range(count):
+        with socket.create_connection(("127.0.0.1", port), timeout=15,
+                                      source_address=(source, 0)) as s:
+            s.sendall(encode_request(18, 3, {"client_software_name": "burst",
+                                             "client_software_version": "1"}))
+            t0 = time.monotonic()
+            try:
+                answered = len(s.recv(4)) == 4
+            except ConnectionResetError:
+                answered = False
+            out.append((answered, time.monotonic() - t0))
+    return out
+
+
+def test_connection_creation_rate_as_kafka(broker: BrokerProcess,
+                                           kafka_ref: KafkaReference) -> None:
+    """KIP-612 on both brokers: connection_creation_rate=2 for one address allows a burst
+    of 20 (2/s over the 10 s window), then a connection is accepted, never answered, and
+    closed after the throttle time; another address is not limited. (Loopback addresses
+    of their own: the rest of the module connects from 127.0.0.1.)"""
+    limited = "127.0.0.3"
+    quota = [{"entity": entity(("ip", limited)), "ops": [op("connection_creation_rate", 2.0)]}]
+    results = {}
+    for name, port in (("headwater", broker.port), ("kafka", kafka_ref.port)):
+        assert alter(port, quota) == [(0, None)]
+        try:
+            results[name] = connection_burst(port, 26, limited)
+            results[name, "other"] = connection_burst(port, 1, "127.0.0.4")[0][0]
+        finally:
+            assert alter(port, [{"entity": entity(("ip", limited)),
+                                 "ops": [op("connection_creation_rate", remove=True)]}]) == [
+                (0, None)]
+    for name in ("headwater", "kafka"):
+        burst = results[name]
+        assert all(answered for answered, _ in burst[:20]), (name, burst)
+        assert not burst[20][0] and 0.3 < burst[20][1] < 1.5, (name, burst)
+        refused = [s for answered, s in burst[20:] if not answered]
+        assert len(refused) >= 3 and all(0.3 < s < 2.5 for s in refused), (name, burst)
+        assert results[name, "other"], name

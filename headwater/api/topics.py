@@ -55,6 +55,15 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                             "replication_factor": -1, "configs": ()})
                 continue
             assert image is not None
+            if access.enabled and not access.allowed(ctx, A.DESCRIBE_CONFIGS, A.TOPIC,
+                                                     t.name):
+                # as Kafka: created, but what it was created with is not described
+                out.append({"name": t.name,
+                            "topic_id": image.topic_id if not req.validate_only
+                            else ZERO_UUID, "error_code": 0, "error_message": None,
+                            "topic_config_error_code": E.topic_authorization_failed,
+                            "num_partitions": -1, "replication_factor": -1, "configs": ()})
+                continue
             partitions = len(image.partitions) or (
                 t.num_partitions if t.num_partitions > 0
                 else len(t.assignments or {}) or broker.config.get_int("num.partitions"))
@@ -97,7 +106,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                         not broker.access.allowed(ctx, A.DELETE, A.TOPIC, name):
                     responses.append({"name": name, "topic_id": ZERO_UUID,
                                       "error_code": E.topic_authorization_failed,
-                                      "error_message": "Authorization failed."})
+                                      "error_message": "Topic authorization failed."})
                     continue
                 if topic is None:
                     responses.append({"name": name, "topic_id": ZERO_UUID,
@@ -110,7 +119,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 responses.append({"name": topic.name if topic_id in (None, ZERO_UUID)
                                   else None, "topic_id": topic_id or ZERO_UUID,
                                   "error_code": E.topic_authorization_failed,
-                                  "error_message": "Authorization failed."})
+                                  "error_message": "Topic authorization failed."})
                 continue
             if topic.name in PROTECTED:
                 responses.append({"name": topic.name, "topic_id": topic.topic_id,
@@ -133,7 +142,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             if broker.access.enabled and not broker.access.allowed(ctx, A.ALTER, A.TOPIC,
                                                                    t.name):
                 results.append({"name": t.name, "error_code": E.topic_authorization_failed,
-                                "error_message": "Authorization failed."})
+                                "error_message": None})  # as Kafka: no message
                 continue
             try:
                 broker.controller.create_partitions(t.name, t.count, assignments,

@@ -9,6 +9,11 @@ DescribeAcls (served from the broker's authorizer on both) lists exactly those.
 
 Kafka's inter-broker and controller listeners authenticate as User:admin (SASL PLAIN),
 so its own requests are authorized without making User:ANONYMOUS a super user.
+
+The tables: `SCENARIOS` (per ACL set, every API family's request and Kafka's answer),
+`FILTERS` (DescribeAcls / DeleteAcls filters and the bindings they select) and
+`CREATIONS` (CreateAcls input Kafka refuses or accepts). Where headwater answers
+otherwise on purpose (docs/differences.md) the test says so next to the assertion.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient
 
 from headwater.log.batch import build_batch
 from headwater.security import acl as A
@@ -622,3 +629,203 @@ def test_requests_get_kafkas_answers(target: Target, scenario: str) -> None:
     if target.name == "headwater":
         expected = {name: headwater_expects(want) for name, want in expected.items()}
     assert run(target, expected) == expected
+
+
+# ACL filters: a fixed set of bindings, then DescribeAcls and DeleteAcls filters; the
+# bindings each returns (by index in BINDINGS) are Kafka's.
+BINDINGS = [
+    allow(A.TOPIC, "orders", A.READ),  # 0
+    allow(A.TOPIC, "orders", A.WRITE, principal="User:alice"),  # 1
+    deny(A.TOPIC, "orders", A.WRITE, principal="User:bob", host="10.0.0.1"),  # 2
+    allow(A.TOPIC, "ord", A.DESCRIBE, A.PREFIXED),  # 3
+    allow(A.TOPIC, "orders-", A.READ, A.PREFIXED, principal="User:*"),  # 4
+    allow(A.TOPIC, "*", A.DESCRIBE, principal="User:alice"),  # 5
+    allow(A.TOPIC, "pay", A.ALL, A.PREFIXED),  # 6
+    allow(A.GROUP, "orders", A.READ),  # 7
+    allow(A.GROUP, "*", A.ALL, principal="User:*"),  # 8
+    allow(A.CLUSTER, A.CLUSTER_NAME, A.DESCRIBE),  # 9
+    allow(A.TRANSACTIONAL_ID, "tx", A.WRITE, A.PREFIXED),  # 10
+    deny(A.TRANSACTIONAL_ID, "tx-1", A.WRITE),  # 11
+]
+F = describe_filter
+FILTERS: dict[str, tuple[dict, list[int]]] = {
+    "everything": (F(), list(range(12))),
+    "topics": (F(A.TOPIC), [0, 1, 2, 3, 4, 5, 6]),
+    "topic orders, any pattern": (F(A.TOPIC, "orders"), [0, 1, 2]),
+    "topic orders, literal": (F(A.TOPIC, "orders", A.LITERAL), [0, 1, 2]),
+    "topic orders, prefixed": (F(A.TOPIC, "orders", A.PREFIXED), []),
+    "topic orders, match": (F(A.TOPIC, "orders", A.MATCH), [0, 1, 2, 3, 5]),
+    "topic orders-eu, match": (F(A.TOPIC, "orders-eu", A.MATCH), [3, 4, 5]),
+    "topic *, literal": (F(A.TOPIC, "*", A.LITERAL), [5]),
+    "topic *, match": (F(A.TOPIC, "*", A.MATCH), [5]),
+    "topic '', match": (F(A.TOPIC, "", A.MATCH), [5]),
+    "any type, match, no name": (F(A.RT_ANY, None, A.MATCH), list(range(12))),
+    "any type orders, match": (F(A.RT_ANY, "orders", A.MATCH), [0, 1, 2, 3, 5, 7, 8]),
+    "topic ord, prefixed": (F(A.TOPIC, "ord", A.PREFIXED), [3]),
+    "principal User:alice": (F(principal="User:alice"), [1, 5]),
+    "principal User:*": (F(principal="User:*"), [4, 8]),
+    "host 10.0.0.1": (F(host="10.0.0.1"), [2]),
+    "host *": (F(host="*"), [0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11]),
+    "operation WRITE": (F(op=A.WRITE), [1, 2, 10, 11]),
+    "operation ALL": (F(op=A.ALL), [6, 8]),
+    "operation DESCRIBE": (F(op=A.DESCRIBE), [3, 5, 9]),
+    "permission DENY": (F(perm=A.DENY), [2, 11]),
+    "transactional id tx-1, match": (F(A.TRANSACTIONAL_ID, "tx-1", A.MATCH), [10, 11]),
+    "cluster": (F(A.CLUSTER), [9]),
+    "group orders": (F(A.GROUP, "orders"), [7]),
+}
+
+
+def labels(bindings: set[AclBinding]) -> list[int]:
+    return sorted(BINDINGS.index(b) for b in bindings)
+
+
+def test_describe_acls_filters_select_kafkas_bindings(target: Target) -> None:
+    target.set_acls(BINDINGS)
+    got = {}
+    for name, (flt, _want) in FILTERS.items():
+        resp = target.request(29, 3, flt, admin=True)
+        assert (int(resp.error_code), resp.error_message) == (0, ""), (name, resp)
+        got[name] = labels(bindings_of(resp))
+    assert got == {name: want for name, (_flt, want) in FILTERS.items()}
+
+
+@pytest.mark.parametrize("first", ["topic orders, match", "permission DENY",
+                                   "host 10.0.0.1", "any type, match, no name"])
+def test_delete_acls_filters_remove_kafkas_bindings(target: Target, first: str) -> None:
+    """Two filters in one DeleteAcls: each lists what it matched (a binding both match
+    is listed by both), and every binding either matched is gone."""
+    target.set_acls(BINDINGS)
+    resp = target.request(31, 3, {"filters": [FILTERS[first][0],
+                                              FILTERS["principal User:alice"][0]]},
+                          admin=True)
+    matched = []
+    for result in resp.filter_results:
+        assert (int(result.error_code), result.error_message) == (0, None)
+        assert {(int(m.error_code), m.error_message) for m in result.matching_acls} <= \
+            {(0, None)}
+        matched.append(labels({AclBinding(
+            int(m.resource_type), m.resource_name, int(m.pattern_type), m.principal,
+            m.host, int(m.operation), int(m.permission_type)) for m in result.matching_acls}))
+    assert matched == [FILTERS[first][1], [1, 5]]
+    left = sorted(set(range(len(BINDINGS))) - set(matched[0]) - {1, 5})
+    deadline = time.monotonic() + 20  # Kafka's authorizer applies the removal later
+    while labels(target.acls()) != left:
+        assert time.monotonic() < deadline, (labels(target.acls()), left)
+        time.sleep(0.05)
+
+
+
+def binding(rtype: int = A.TOPIC, name: str = "x", pattern: int = A.LITERAL,
+            principal: str = "User:carol", host: str = "*", op: int = A.READ,
+            perm: int = A.ALLOW) -> AclBinding:
+    return AclBinding(rtype, name, pattern, principal, host, op, perm)
+
+
+NO_COLON = ("Could not parse principal from `{}` (no colon is present separating the "
+            "principal type from the principal name)")
+UNKNOWN_SERVER_ERROR, INVALID_REQUEST = -1, 42
+#: CreateAcls of one binding -> Kafka's (error code, message)
+CREATIONS: dict[str, tuple[AclBinding, tuple[int, str | None]]] = {
+    # a filter's values: Kafka cannot build the binding and fails the whole request
+    "operation ANY": (binding(op=A.OP_ANY), (UNKNOWN_SERVER_ERROR, None)),
+    "pattern type MATCH": (binding(pattern=A.MATCH), (UNKNOWN_SERVER_ERROR, None)),
+    "pattern type ANY": (binding(pattern=A.PT_ANY), (UNKNOWN_SERVER_ERROR, None)),
+    "resource type ANY": (binding(rtype=A.RT_ANY), (UNKNOWN_SERVER_ERROR, None)),
+    "permission ANY": (binding(perm=A.PERM_ANY), (UNKNOWN_SERVER_ERROR, None)),
+    "empty principal": (binding(principal=""), (INVALID_REQUEST, NO_COLON.format(""))),
+    "principal without ':'": (binding(principal="carol"),
+                              (INVALID_REQUEST, NO_COLON.format("carol"))),
+    "empty resource name": (binding(name=""),
+                            (INVALID_REQUEST, "Invalid empty resource name")),
+    "cluster named otherwise": (binding(rtype=A.CLUSTER, name="c", op=A.DESCRIBE), (
+        INVALID_REQUEST, "The only valid name for the CLUSTER resource is kafka-cluster")),
+    # accepted as they are
+    "empty principal type": (binding(principal=":carol"), (0, "")),
+    "empty principal name": (binding(principal="User:"), (0, "")),
+    "another principal type": (binding(principal="Group:x"), (0, "")),
+    "empty host": (binding(host=""), (0, "")),
+    "an IP host": (binding(host="10.1.2.3"), (0, "")),
+    "operation the type lacks": (binding(op=A.IDEMPOTENT_WRITE), (0, "")),
+    "prefixed *": (binding(name="*", pattern=A.PREFIXED), (0, "")),
+    "user resource": (binding(rtype=A.USER, name="bob", op=A.CREATE_TOKENS), (0, "")),
+}
+
+
+def test_create_acls_refuses_what_kafka_refuses(target: Target) -> None:
+    target.set_acls([])
+    got = {}
+    for name, (b, _want) in CREATIONS.items():
+        resp = target.request(30, 3, {"creations": [creation(b)]}, admin=True)
+        got[name] = (int(resp.results[0].error_code), resp.results[0].error_message)
+    assert got == {name: want for name, (_b, want) in CREATIONS.items()}
+    # one binding Kafka cannot build fails the others of its request too
+    fine = binding(name="fine")
+    resp = target.request(30, 3, {"creations": [creation(fine), creation(
+        binding(op=A.OP_ANY)), creation(binding(principal="carol"))]}, admin=True)
+    assert [int(r.error_code) for r in resp.results] == [UNKNOWN_SERVER_ERROR] * 3
+    created = {b for b, (code, _m) in CREATIONS.values() if code == 0}
+    deadline = time.monotonic() + 20
+    while (now := target.acls()) != created:
+        assert time.monotonic() < deadline, now ^ created
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("case", ["resource type", "pattern type", "operation",
+                                  "permission"])
+def test_unknown_codes_in_acl_requests(target: Target, case: str) -> None:
+    """A code that is no resource type, pattern type, operation or permission (0,
+    UNKNOWN): Kafka closes the connection; headwater answers INVALID_REQUEST with the
+    message of Kafka's controller (docs/differences.md)."""
+    field = {"resource type": "rtype", "pattern type": "pattern", "operation": "op",
+             "permission": "perm"}[case]
+    requests = [(29, describe_filter(**{field: 0})),
+                (31, {"filters": [describe_filter(**{field: 0})]}),
+                (30, {"creations": [creation(binding(**{field: 0}))]})]
+    got = []
+    for key, body in requests:
+        try:
+            resp = target.request(key, 3, body, admin=True)
+        except ConnectionError:
+            got.append("closed")
+            continue
+        answer_of = {29: lambda r: r, 31: lambda r: r.filter_results[0],
+                     30: lambda r: r.results[0]}[key](resp)
+        got.append((int(answer_of.error_code), answer_of.error_message))
+    if target.name == "kafka":
+        assert got == ["closed"] * 3
+        return
+    describe_message = {"resource type": "Unknown patternFilter.",
+                        "pattern type": "Unknown patternFilter.",
+                        "operation": "Unknown entryFilter.",
+                        "permission": "Unknown entryFilter."}[case]
+    create_message = {"resource type": "Invalid resourceType UNKNOWN",
+                      "pattern type": "Invalid patternType UNKNOWN",
+                      "operation": "Invalid operation UNKNOWN",
+                      "permission": "Invalid permissionType UNKNOWN"}[case]
+    assert got == [(INVALID_REQUEST, describe_message), (INVALID_REQUEST, describe_message),
+                   (INVALID_REQUEST, create_message)]
+
+
+def test_clients_over_sasl(target: Target) -> None:
+    """confluent-kafka as alice (prefixed WRITE on pw-) and as bob (no ACL): alice's
+    records are written, bob's fail TOPIC_AUTHORIZATION_FAILED; each lists only the
+    topics it may describe."""
+    target.set_acls([allow(A.TOPIC, "pw-", A.WRITE, A.PREFIXED, principal="User:alice")])
+    delivered: dict[str, KafkaError | None] = {}
+    seen: dict[str, list[str]] = {}
+    for user in ("alice", "bob"):
+        conf = {"bootstrap.servers": f"{LOCALHOST}:{target.sasl}",
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                "sasl.username": user, "sasl.password": f"{user}-secret"}
+        producer = Producer({**conf, "message.timeout.ms": 10_000,
+                             "message.send.max.retries": 0})
+        producer.produce("pw-1", b"v", on_delivery=lambda err, _m, u=user:
+                         delivered.__setitem__(u, err))
+        producer.flush(20)
+        topics = AdminClient(conf).list_topics(timeout=20).topics
+        seen[user] = sorted(t for t in topics if t not in HEADWATER_ONLY_TOPICS)
+    bob = delivered["bob"]
+    assert delivered["alice"] is None
+    assert bob is not None and bob.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert seen == {"alice": ["pw-1", "pw-2"], "bob": []}

@@ -2,7 +2,8 @@
 (AccessControlEntryRecord / RemoveAccessControlEntryRecord), as `kafka-acls` uses them.
 
 As in Kafka: creating or deleting needs ALTER on the cluster, describing DESCRIBE; a
-binding that already exists is not written twice; a DeleteAcls removes every binding
+binding that already exists is not written twice; a binding with a filter's ANY or MATCH
+fails the whole CreateAcls with UNKNOWN_SERVER_ERROR; a DeleteAcls removes every binding
 any of its filters matches, all in one commit."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from ..broker import Broker
 
 NONE = 0
+UNKNOWN_SERVER_ERROR = -1
 CLUSTER_AUTHORIZATION_FAILED = 31
 INVALID_REQUEST = 42
 SECURITY_DISABLED = 54
@@ -56,7 +58,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             if flt.matches(b):
                 grouped.setdefault((b.resource_type, b.resource_name, b.pattern_type),
                                    []).append(b)
-        return {"throttle_time": 0, "error_code": NONE, "error_message": None, "resources": [
+        # "": as Kafka, the schema's default message on success
+        return {"throttle_time": 0, "error_code": NONE, "error_message": "", "resources": [
             {"resource_type": rt, "resource_name": name, "pattern_type": pt, "acls": [
                 {"principal": b.principal, "host": b.host, "operation": b.operation,
                  "permission_type": b.permission} for b in bindings]}
@@ -72,10 +75,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return every(CLUSTER_AUTHORIZATION_FAILED, None)
         existing = set(broker.image.acls.values())
         records, results = [], []
-        for c in req.creations:
-            b = AclBinding(int(c.resource_type), c.resource_name,
-                           int(c.resource_pattern_type), c.principal, c.host,
-                           int(c.operation), int(c.permission_type))
+        wanted = [AclBinding(int(c.resource_type), c.resource_name,
+                             int(c.resource_pattern_type), c.principal, c.host,
+                             int(c.operation), int(c.permission_type))
+                  for c in req.creations]
+        if any(A.filter_only(b) for b in wanted):
+            return every(UNKNOWN_SERVER_ERROR, None)  # as Kafka: nothing is created
+        for b in wanted:
             problem = A.validate(b)
             if problem:
                 results.append({"error_code": INVALID_REQUEST, "error_message": problem})
@@ -85,7 +91,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 records.append(R.AccessControlEntryRecord(
                     str(uuid.uuid4()), b.resource_type, b.resource_name, b.pattern_type,
                     b.principal, b.host, b.operation, b.permission))
-            results.append({"error_code": NONE, "error_message": None})
+            results.append({"error_code": NONE, "error_message": ""})  # as Kafka
         if records:
             broker.controller.commit(records)
         return {"throttle_time": 0, "results": results}

@@ -124,7 +124,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                         ctx, A.TOPIC, entry["name"])
         cluster_ops = -2147483648
         if getattr(req, "include_cluster_authorized_operations", False):
-            cluster_ops = access.operations(ctx, A.CLUSTER, A.CLUSTER_NAME)
+            cluster_ops = access.cluster_operations(ctx)
         return {
             "throttle_time": 0,
             "brokers": brokers(ctx),
@@ -150,7 +150,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             "brokers": [{"broker_id": broker.node_id, "host": host, "port": port,
                          "rack": None, "is_fenced": False}],
             "cluster_authorized_operations": (
-                broker.access.operations(ctx, A.CLUSTER, A.CLUSTER_NAME)
+                broker.access.cluster_operations(ctx)
                 if req.include_cluster_authorized_operations else -2147483648),
         }
 

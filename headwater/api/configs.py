@@ -163,13 +163,14 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if not access.enabled:
             return
         if rtype == TOPIC_RESOURCE:
-            target, code = (A.TOPIC, name), E.topic_authorization_failed
+            target, code, kind = (A.TOPIC, name), E.topic_authorization_failed, "Topic"
         elif rtype == GROUP_RESOURCE:
-            target, code = (A.GROUP, name), E.group_authorization_failed
+            target, code, kind = (A.GROUP, name), E.group_authorization_failed, "Group"
         else:
-            target, code = (A.CLUSTER, A.CLUSTER_NAME), E.cluster_authorization_failed
+            target, code, kind = ((A.CLUSTER, A.CLUSTER_NAME),
+                                  E.cluster_authorization_failed, "Cluster")
         if not access.allowed(ctx, op, *target):
-            raise _Invalid(code, None)
+            raise _Invalid(code, f"{kind} authorization failed.")  # Kafka's message
 
     def resource_check(rtype: int, name: str) -> None:
         if rtype == TOPIC_RESOURCE:
@@ -207,7 +208,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             else:
                 configs = describe_group_configs(broker, res.resource_name, keys,
                                                  getattr(req, "include_synonyms", False))
-            results.append({**base, "error_code": 0, "error_message": None,
+            # "": Kafka leaves the schema's default in a successful result
+            results.append({**base, "error_code": 0, "error_message": "",
                             "configs": configs})
         return {"throttle_time": 0, "results": results}
 

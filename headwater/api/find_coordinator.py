@@ -34,21 +34,27 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     "error_code": E.invalid_group_id, "error_message": "empty group id"}
         access = broker.access
         if access.enabled:  # as Kafka: DESCRIBE on the group / transactional id
-            checks = {GROUP: (A.DESCRIBE, A.GROUP, key, E.group_authorization_failed),
+            checks = {GROUP: (A.DESCRIBE, A.GROUP, key, E.group_authorization_failed,
+                              "Group"),
                       TRANSACTION: (A.DESCRIBE, A.TRANSACTIONAL_ID, key,
-                                    E.transactional_id_authorization_failed),
+                                    E.transactional_id_authorization_failed,
+                                    "Transactional Id"),
                       SHARE: (A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME,
-                              E.cluster_authorization_failed)}
-            op, rtype, name, code = checks[key_type]
+                              E.cluster_authorization_failed, "Cluster")}
+            op, rtype, name, code, kind = checks[key_type]
             if not access.allowed(ctx, op, rtype, name):
+                # Kafka's messages: the error's own before v4, its schema default (empty)
+                # in a v4+ Coordinator entry
+                message = "" if ctx.api_version >= 4 else f"{kind} authorization failed."
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
-                        "error_code": code, "error_message": None}
+                        "error_code": code, "error_message": message}
         if key_type == SHARE and parse_coordinator_key(key) is None:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": E.invalid_request,
                     "error_message": "expected a share key groupId:topicId:partition"}
+        # Kafka's success messages: "NONE" (the error's name) before v4, "" after
         return {"key": key, "node_id": broker.node_id, "host": host, "port": port,
-                "error_code": 0, "error_message": None}
+                "error_code": 0, "error_message": "" if ctx.api_version >= 4 else "NONE"}
 
     def handle(ctx: RequestContext, req: Any) -> dict:
         key_type = getattr(req, "key_type", GROUP)

@@ -66,6 +66,15 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                             "replication_factor": -1, "configs": ()})
                 continue
             assert image is not None
+            if access.enabled and not access.allowed(ctx, A.DESCRIBE_CONFIGS, A.TOPIC,
+                                                     t.name):
+                # as Kafka: created, but what it was created with is not described
+                out.append({"name": t.name,
+                            "topic_id": image.topic_id if not req.validate_only
+                            else ZERO_UUID, "error_code": 0, "error_message": None,
+                            "topic_config_error_code": E.topic_authorization_failed,
+                            "num_partitions": -1, "replication_factor": -1, "configs": ()})
+                continue
             partitions = partition_count(t, image)
             configs = [{"name": c["name"], "value": c["value"], "read_only": c["read_only"],
                         "config_source": c["config_source"], "is_sensitive": False}
@@ -116,7 +125,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                         not broker.access.allowed(ctx, A.DELETE, A.TOPIC, name):
                     responses.append({"name": name, "topic_id": ZERO_UUID,
                                       "error_code": E.topic_authorization_failed,
-                                      "error_message": "Authorization failed."})
+                                      "error_message": "Topic authorization failed."})
                     continue
                 if topic is None:
                     responses.append({"name": name, "topic_id": ZERO_UUID,
@@ -129,7 +138,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 responses.append({"name": topic.name if topic_id in (None, ZERO_UUID)
                                   else None, "topic_id": topic_id or ZERO_UUID,
                                   "error_code": E.topic_authorization_failed,
-                                  "error_message": "Authorization failed."})
+                                  "error_message": "Topic authorization failed."})
                 continue
             if topic.name in PROTECTED:
                 responses.append({"name": topic.name, "topic_id": topic.topic_id,
@@ -159,7 +168,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             if broker.access.enabled and not broker.access.allowed(ctx, A.ALTER, A.TOPIC,
                                                                    t.name):
                 results.append({"name": t.name, "error_code": E.topic_authorization_failed,
-                                "error_message": "Authorization failed."})
+                                "error_message": None})  # as Kafka: no message
                 continue
             try:
                 if quota is not None:  # a valid increase takes the partitions it adds

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..wire.dispatch import PRINCIPAL, RequestContext
+from . import acl as A
 from .authorizer import Authorizer, configured, principal_of
 
 if TYPE_CHECKING:
@@ -42,6 +43,13 @@ class AccessControl:
     def operations(self, ctx: RequestContext, rtype: int, name: str) -> int:
         return self.authorizer().operations(principal_of(ctx.attrs.get(PRINCIPAL)),
                                             ctx.client_host, rtype, name)
+
+    def cluster_operations(self, ctx: RequestContext) -> int:
+        """The cluster's authorized operations as Kafka reports them (Metadata v8-v10,
+        DescribeCluster): 0 unless the principal may DESCRIBE the cluster."""
+        if not self.allowed(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
+            return 0
+        return self.operations(ctx, A.CLUSTER, A.CLUSTER_NAME)
 
     def denies(self, ctx: RequestContext, op: int, rtype: int, name: str) -> bool:
         """True when the authorizer is on and refuses: the handlers' one-line check."""

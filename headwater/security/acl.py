@@ -103,10 +103,18 @@ class AclFilter:
         return None
 
 
+def filter_only(b: AclBinding) -> bool:
+    """Whether a binding to create carries a value only filters may have (ANY, MATCH):
+    Kafka cannot even build such a binding (its constructors throw), so it fails the
+    whole CreateAcls request with UNKNOWN_SERVER_ERROR."""
+    return (b.resource_type == RT_ANY or b.pattern_type in (PT_ANY, MATCH)
+            or b.operation == OP_ANY or b.permission == PERM_ANY)
+
+
 def validate(b: AclBinding) -> str | None:
     """Kafka's message for a binding it will not create (INVALID_REQUEST), or None:
     its controller's checks (`AclControlManager.validateNewAcl`) and its broker's
-    (the CLUSTER resource's only name, a parseable principal)."""
+    (the CLUSTER resource's only name, a principal with a colon)."""
     if b.resource_type not in RESOURCE_TYPES:
         return "Invalid resourceType " + ("ANY" if b.resource_type == RT_ANY else "UNKNOWN")
     if b.pattern_type not in (LITERAL, PREFIXED):
@@ -117,11 +125,10 @@ def validate(b: AclBinding) -> str | None:
     if b.permission not in (ALLOW, DENY):
         return "Invalid permissionType " + ("ANY" if b.permission == PERM_ANY else "UNKNOWN")
     if not b.resource_name:
-        return "Resource name should not be empty"
+        return "Invalid empty resource name"
     if b.resource_type == CLUSTER and b.resource_name != CLUSTER_NAME:
         return "The only valid name for the CLUSTER resource is kafka-cluster"
-    kind, sep, _name = b.principal.partition(":")
-    if not sep or not kind:
+    if ":" not in b.principal:  # as Kafka's SecurityUtils: ":x" and "User:" parse
         return (f"Could not parse principal from `{b.principal}` (no colon is present "
                 "separating the principal type from the principal name)")
     return None

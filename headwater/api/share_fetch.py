@@ -184,7 +184,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if renew:  # KIP-1222: a renewal is not a fetch
             return respond(wanted, ack_errors, {}, {}, lock_ms)
         fetched, errors = await acquire(session, req, denied)
-        return respond(wanted, ack_errors, fetched, errors, lock_ms)
+        # consumer_byte_rate counts a share fetch's records, as Kafka does; they are sent
+        # all the same (the client is slowed by the throttle time and the mute), where
+        # Kafka drops them and leaves them acquired until their locks expire.
+        throttle = broker.quotas.throttle(
+            broker.quotas.fetch, ctx, sum(len(f.records) for f in fetched.values())
+        ) if fetched else 0
+        return respond(wanted, ack_errors, fetched, errors, lock_ms, throttle)
 
     async def acquire(session: ShareSession, req: Any, denied: set[Key]
                       ) -> tuple[dict[Key, PartitionFetch], dict[Key, ShareError]]:
@@ -230,7 +236,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     def respond(wanted: dict[Key, Any], ack_errors: dict[Key, E],
                 fetched: dict[Key, PartitionFetch], errors: dict[Key, ShareError],
-                lock_ms: int) -> list[bytes | bytearray]:
+                lock_ms: int, throttle_ms: int = 0) -> list[bytes | bytearray]:
         by_topic: dict[uuid.UUID, list[PartitionEntry]] = {}
         node = broker.node_id
         for key in dict.fromkeys([*wanted, *fetched, *errors]):
@@ -245,7 +251,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 entry.acquired = [(r.first_offset, r.last_offset, r.delivery_count)
                                   for r in got.acquired]
             by_topic.setdefault(key[0], []).append(entry)
-        return share_fetch_response(0, None, lock_ms, by_topic.items())
+        return share_fetch_response(0, None, lock_ms, by_topic.items(), throttle_ms)
 
     # ---- ShareAcknowledge ------------------------------------------------------------
     async def share_acknowledge(ctx: RequestContext, req: Any) -> dict:

@@ -76,19 +76,20 @@ class Body:
         return self.parts
 
 
-def _top(body: Body, error_code: int, error_message: str | None, lock_ms: int | None) -> None:
-    body.add(_TOP.pack(0, error_code))
+def _top(body: Body, error_code: int, error_message: str | None, lock_ms: int | None,
+         throttle_ms: int = 0) -> None:
+    body.add(_TOP.pack(throttle_ms, error_code))
     body.add(compact_string(error_message))
     if lock_ms is not None:
         body.add(_I32.pack(lock_ms))
 
 
 def share_fetch_response(error_code: int, error_message: str | None, lock_ms: int,
-                         topics: Iterable[tuple[uuid.UUID | None, Sequence[PartitionEntry]]]
-                         ) -> list[bytes | bytearray]:
+                         topics: Iterable[tuple[uuid.UUID | None, Sequence[PartitionEntry]]],
+                         throttle_ms: int = 0) -> list[bytes | bytearray]:
     """ShareFetchResponse v1/v2 (same layout), node endpoints always empty."""
     body = Body()
-    _top(body, error_code, error_message, lock_ms)
+    _top(body, error_code, error_message, lock_ms, throttle_ms)
     topics = list(topics)
     body.add(uvarint(len(topics) + 1))
     for topic_id, partitions in topics:

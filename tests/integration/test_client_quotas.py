@@ -11,8 +11,10 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from headwater.wire.client import encode_request
+from tests.integration.test_share_fetch import Member
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_reference import KafkaReference, run_tool
 from tests.support.wire import RawClient
@@ -356,3 +358,50 @@ def test_connection_creation_rate_as_kafka(broker: BrokerProcess,
         refused = [s for answered, s in burst[20:] if not answered]
         assert len(refused) >= 3 and all(0.3 < s < 2.5 for s in refused), (name, burst)
         assert results[name, "other"], name
+
+
+def test_consumer_byte_rate_counts_share_fetches(broker_factory) -> None:
+    """A ShareFetch's records count against consumer_byte_rate, as in Kafka: past the
+    quota the response carries a throttle time and the connection is muted; its records
+    are delivered all the same (Kafka drops them and leaves them acquired until their
+    locks expire, see docs/differences.md), so nothing is redelivered."""
+    broker = broker_factory()
+    topic, group = f"sq-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for _ in range(2000):
+        producer.produce(topic, b"x" * 1000, partition=0)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    reset = ConfigEntry("share.auto.offset.reset", "earliest",
+                        incremental_operation=AlterConfigOpType.SET)
+    for future in admin.incremental_alter_configs(
+            [ConfigResource("group", group, incremental_configs=[reset])]).values():
+        future.result(30)
+    assert alter(broker.port, [{"entity": entity(("client-id", "raw-test")),
+                                "ops": [op("consumer_byte_rate", 50_000.0)]}]) == [(0, None)]
+    client = RawClient("127.0.0.1", broker.port)
+    meta = client.request(3, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                  "allow_auto_topic_creation": False,
+                                  "include_topic_authorized_operations": False})
+    client.close()
+    member = Member(broker.port, group, uuid.uuid4().hex, meta.topics[0].topic_id, join=topic)
+    try:
+        got: list[tuple[int, int, int]] = []
+        throttle_ms, deadline = 0, time.monotonic() + 60
+        while not throttle_ms and time.monotonic() < deadline:
+            resp = member.fetch(max_records=500, wait_ms=500)
+            throttle_ms = int(resp.throttle_time.total_seconds() * 1000)
+            ranges = [(r.first_offset, r.last_offset, r.delivery_count)
+                      for t in resp.responses for p in t.partitions for r in p.acquired_records]
+            assert ranges or not throttle_ms  # a throttled answer still has its records
+            got += ranges
+            if ranges:
+                member.acknowledge({0: [(f, last, 1) for f, last, _ in ranges]})
+        t0 = time.monotonic()
+        member.fetch(max_records=1, wait_ms=0)  # read once the mute is over
+        waited = time.monotonic() - t0
+    finally:
+        member.close()
+    assert throttle_ms > 0, "share fetches were never throttled"
+    assert all(count == 1 for _, _, count in got)
+    assert waited > throttle_ms / 1000 * 0.5

@@ -17,6 +17,7 @@ import pytest
 
 from tests.spark.helpers import consume_all, create_topic, produce
 from tests.support.broker_process import BrokerProcess
+from tests.support.wire import RawClient
 
 # Short locks so a dead query's records come back quickly.
 OVERRIDES = ("group.share.min.record.lock.duration.ms=1000",
@@ -85,11 +86,19 @@ def test_rows_match_what_was_produced_and_are_acknowledged(spark, broker, topic_
     assert [(r.value, r.deliveryCount) for r in more] == [(b"late", 1)]
 
 
+def share_members(broker: BrokerProcess, group: str) -> int:
+    client = RawClient("127.0.0.1", broker.port)
+    try:
+        (entry,) = client.request(77, 1, {"group_ids": [group],
+                                          "include_authorized_operations": False}).groups
+    finally:
+        client.close()
+    return len(entry.members) if int(entry.error_code) == 0 else 0
+
+
 def test_two_queries_on_one_group_split_the_records(spark, broker, topic_name, tmp_path):
     bs, group = broker.bootstrap, f"s-{uuid.uuid4().hex[:8]}"
     create_topic(bs, topic_name, 2)
-    produce(bs, topic_name, [{"value": b"r%d" % i, "partition": i % 2}
-                             for i in range(2000)])
     outs: list[list] = [[], []]
     lock = threading.Lock()
 
@@ -105,6 +114,16 @@ def test_two_queries_on_one_group_split_the_records(spark, broker, topic_name, t
                .option("checkpointLocation", str(tmp_path / f"c{i}"))
                .trigger(processingTime="100 milliseconds").start() for i in range(2)]
     try:
+        # Records only once both runners are members: on a loaded machine the second
+        # query can start after the first drained everything (seen in a full run).
+        deadline = time.monotonic() + 120
+        while share_members(broker, group) < 2 and time.monotonic() < deadline:
+            for q in queries:
+                assert q.exception() is None, q.exception()
+            time.sleep(0.2)
+        assert share_members(broker, group) == 2
+        produce(bs, topic_name, [{"value": b"r%d" % i, "partition": i % 2}
+                                 for i in range(2000)])
         deadline = time.monotonic() + 150
         while time.monotonic() < deadline:
             for q in queries:

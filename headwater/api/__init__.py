@@ -27,6 +27,7 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         offsets,
         produce,
         producers,
+        quorum,
         sasl,
         share_admin,
         share_fetch,
@@ -36,8 +37,8 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         transactions,
     )
 
-    for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
-                   offsets, producers, log_dirs, find_coordinator, offset_commits,
-                   group_admin, classic_groups, consumer_groups, share_groups, transactions,
-                   share_state, share_fetch, share_admin, client_quotas, sasl, acls):
+    for module in (api_versions, cluster_metadata, topics, configs, produce, fetch, offsets,
+                   producers, log_dirs, find_coordinator, offset_commits, group_admin,
+                   classic_groups, consumer_groups, share_groups, transactions, share_state,
+                   share_fetch, share_admin, client_quotas, sasl, acls, quorum):
         module.register(dispatcher, broker)

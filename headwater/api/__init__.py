@@ -19,6 +19,7 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         cluster_metadata,
         configs,
         consumer_groups,
+        elections,
         fetch,
         find_coordinator,
         group_admin,
@@ -40,5 +41,5 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
     for module in (api_versions, cluster_metadata, topics, configs, produce, fetch, offsets,
                    producers, log_dirs, find_coordinator, offset_commits, group_admin,
                    classic_groups, consumer_groups, share_groups, transactions, share_state,
-                   share_fetch, share_admin, client_quotas, sasl, acls, quorum):
+                   share_fetch, share_admin, client_quotas, sasl, acls, quorum, elections):
         module.register(dispatcher, broker)

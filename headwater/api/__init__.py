@@ -29,6 +29,7 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         produce,
         producers,
         quorum,
+        reassignments,
         sasl,
         share_admin,
         share_fetch,
@@ -41,5 +42,6 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
     for module in (api_versions, cluster_metadata, topics, configs, produce, fetch, offsets,
                    producers, log_dirs, find_coordinator, offset_commits, group_admin,
                    classic_groups, consumer_groups, share_groups, transactions, share_state,
-                   share_fetch, share_admin, client_quotas, sasl, acls, quorum, elections):
+                   share_fetch, share_admin, client_quotas, sasl, acls, quorum, elections,
+                   reassignments):
         module.register(dispatcher, broker)

@@ -19,6 +19,7 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         cluster_metadata,
         configs,
         consumer_groups,
+        delegation_tokens,
         elections,
         fetch,
         find_coordinator,
@@ -43,5 +44,5 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
                    producers, log_dirs, find_coordinator, offset_commits, group_admin,
                    classic_groups, consumer_groups, share_groups, transactions, share_state,
                    share_fetch, share_admin, client_quotas, sasl, acls, quorum, elections,
-                   reassignments):
+                   reassignments, delegation_tokens):
         module.register(dispatcher, broker)

@@ -17,6 +17,7 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         classic_groups,
         client_quotas,
         cluster_metadata,
+        config_resources,
         configs,
         consumer_groups,
         delegation_tokens,
@@ -40,9 +41,9 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         transactions,
     )
 
-    for module in (api_versions, cluster_metadata, topics, configs, produce, fetch, offsets,
-                   producers, log_dirs, find_coordinator, offset_commits, group_admin,
-                   classic_groups, consumer_groups, share_groups, transactions, share_state,
-                   share_fetch, share_admin, client_quotas, sasl, acls, quorum, elections,
-                   reassignments, delegation_tokens):
+    for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
+                   offsets, producers, log_dirs, find_coordinator, offset_commits,
+                   group_admin, classic_groups, consumer_groups, share_groups, transactions,
+                   share_state, share_fetch, share_admin, client_quotas, sasl, acls, quorum,
+                   elections, reassignments, delegation_tokens, config_resources):
         module.register(dispatcher, broker)

@@ -95,7 +95,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         image = broker.image
         results: dict[str, list[dict]] = {}
         for d in req.dirs:
-            here = Path(d.path).resolve() == broker.data_dir
+            # (a NUL byte is no path: resolve() would raise)
+            here = "\0" not in d.path and Path(d.path).resolve() == broker.data_dir
             for t in d.topics:
                 topic = image.topic(t.name)
                 indexes = {p.partition_id for p in topic.partitions} if topic else set()

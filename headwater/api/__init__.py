@@ -17,8 +17,11 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         classic_groups,
         client_quotas,
         cluster_metadata,
+        config_resources,
         configs,
         consumer_groups,
+        delegation_tokens,
+        elections,
         fetch,
         find_coordinator,
         group_admin,
@@ -27,6 +30,8 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         offsets,
         produce,
         producers,
+        quorum,
+        reassignments,
         sasl,
         share_admin,
         share_fetch,
@@ -39,5 +44,6 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
     for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
                    offsets, producers, log_dirs, find_coordinator, offset_commits,
                    group_admin, classic_groups, consumer_groups, share_groups, transactions,
-                   share_state, share_fetch, share_admin, client_quotas, sasl, acls):
+                   share_state, share_fetch, share_admin, client_quotas, sasl, acls, quorum,
+                   elections, reassignments, delegation_tokens, config_resources):
         module.register(dispatcher, broker)

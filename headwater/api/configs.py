@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from .. import client_metrics
 from ..config import (
     DLQ_BROKER_KEYS,
     DYNAMIC_BROKER_KEYS,
@@ -29,7 +30,12 @@ from ..config import (
     validate_topic_config,
 )
 from ..group import group_configs
-from ..metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
+from ..metadata.image import (
+    BROKER_RESOURCE,
+    CLIENT_METRICS_RESOURCE,
+    GROUP_RESOURCE,
+    TOPIC_RESOURCE,
+)
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
@@ -42,6 +48,7 @@ DYNAMIC_BROKER_CONFIG = 2
 DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+CLIENT_METRICS_CONFIG = 7
 GROUP_CONFIG = 8
 
 # ConfigType ids (DescribeConfigs v3+).
@@ -150,6 +157,26 @@ def describe_group_configs(broker: Broker, group: str, keys: set[str] | None,
     return out
 
 
+def describe_client_metrics_configs(broker: Broker, name: str, keys: set[str] | None,
+                                    synonyms: bool = False,
+                                    documentation: bool = False) -> list[dict]:
+    """A subscription's three keys, as Kafka describes them even for a name never set."""
+    stored = broker.image.resource_configs(CLIENT_METRICS_RESOURCE, name)
+    out = []
+    for key, default in sorted(client_metrics.DEFAULTS.items()):
+        if keys is not None and key not in keys:
+            continue
+        value = stored.get(key)
+        source = CLIENT_METRICS_CONFIG if value is not None else DEFAULT_CONFIG
+        syn = [{"name": key, "value": value, "source": source}] if value is not None else []
+        out.append({"name": key, "value": value if value is not None else default,
+                    "read_only": False, "config_source": source, "is_sensitive": False,
+                    "synonyms": syn if synonyms else (),
+                    "config_type": INT if key == client_metrics.INTERVAL_MS else LIST,
+                    "documentation": client_metrics.DOCS[key] if documentation else None})
+    return out
+
+
 class _Invalid(Exception):
     def __init__(self, code: int, message: str | None) -> None:
         super().__init__(message)
@@ -183,6 +210,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         elif rtype == GROUP_RESOURCE:
             if not name:
                 raise _Invalid(E.invalid_request, "Group name must not be empty")
+        elif rtype == CLIENT_METRICS_RESOURCE:
+            if not name:
+                raise _Invalid(E.invalid_request,
+                               "Client metrics subscription name must not be empty")
         else:
             raise _Invalid(E.invalid_request, f"Unsupported resource type {rtype}")
 
@@ -205,6 +236,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             elif res.resource_type == BROKER_RESOURCE:
                 configs = describe_broker_configs(broker, res.resource_name, keys,
                                                   getattr(req, "include_synonyms", False))
+            elif res.resource_type == CLIENT_METRICS_RESOURCE:
+                configs = describe_client_metrics_configs(
+                    broker, res.resource_name, keys, getattr(req, "include_synonyms", False),
+                    getattr(req, "include_documentation", False))
             else:
                 configs = describe_group_configs(broker, res.resource_name, keys,
                                                  getattr(req, "include_synonyms", False))
@@ -219,8 +254,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 validate_topic_config(key, value)
             except ConfigError as exc:
                 raise _Invalid(E.invalid_config, str(exc)) from None
-        elif rtype == GROUP_RESOURCE:
-            pass  # the whole group config is checked at once (validate_group)
+        elif rtype in (GROUP_RESOURCE, CLIENT_METRICS_RESOURCE):
+            pass  # the whole config is checked at once (validate_group, client_metrics)
         else:
             try:
                 validate_dynamic_broker_config(key, value)
@@ -268,6 +303,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                         group_configs.validate(updated, broker.config)
                     except group_configs.GroupConfigError as exc:
                         raise _Invalid(E.invalid_config, str(exc)) from None
+                elif rtype == CLIENT_METRICS_RESOURCE:
+                    try:
+                        client_metrics.validate(name, updated)
+                    except client_metrics.ClientMetricsError as exc:
+                        raise _Invalid(exc.code, str(exc)) from None
                 for key, value in updated.items():
                     validate(rtype, key, value)
                 for key in current.keys() - updated.keys():

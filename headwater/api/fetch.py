@@ -196,7 +196,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 "session_id": session.session_id if session is not None else 0,
                 "responses": responses}
 
-    dispatcher.register(1, 4, 17, handle)
+    # v18 (KIP-1166: a follower's high watermark) is served but not advertised, as by
+    # Kafka 4.3; kafka-replica-verification sends it.
+    dispatcher.register(1, 4, 17, handle, accepted_max=18)
 
 
 def aborted_in(plog: Any, fetch_offset: int, upper: int, data: bytes) -> list[dict]:

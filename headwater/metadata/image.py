@@ -29,6 +29,7 @@ from .records import (
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 GROUP_RESOURCE = 32
+CLIENT_METRICS_RESOURCE = 16  # KIP-714 subscriptions (headwater/client_metrics.py)
 
 _EMPTY: Mapping = MappingProxyType({})
 

@@ -1,7 +1,10 @@
 """The table api_key -> handler, and the context each handler receives.
 
 Each handler declares the version range it implements; that table is also what
-ApiVersions advertises, so the broker never offers a version nobody wrote.
+ApiVersions advertises, so the broker never offers a version nobody wrote. A handler may
+also accept a newer version it does not advertise (`accepted_max`), as Kafka does for
+Fetch v18: Kafka 4.3 advertises Fetch up to 17 but serves 18, and
+`kafka-replica-verification` sends 18 without looking at ApiVersions.
 """
 
 from __future__ import annotations
@@ -47,6 +50,12 @@ class ApiEntry:
     min_version: int
     max_version: int
     handler: Handler
+    # The newest version served; above max_version only for versions Kafka also serves
+    # without advertising them.
+    accepted_max: int = -1
+
+    def serves(self, version: int) -> bool:
+        return self.min_version <= version <= max(self.max_version, self.accepted_max)
 
 
 class Dispatcher:
@@ -56,8 +65,9 @@ class Dispatcher:
         self._entries: dict[int, ApiEntry] = {}
 
     def register(self, api_key: int, min_version: int, max_version: int,
-                 handler: Handler) -> None:
-        self._entries[api_key] = ApiEntry(api_key, min_version, max_version, handler)
+                 handler: Handler, accepted_max: int = -1) -> None:
+        self._entries[api_key] = ApiEntry(api_key, min_version, max_version, handler,
+                                          accepted_max)
 
     def get(self, api_key: int) -> ApiEntry | None:
         return self._entries.get(api_key)

@@ -258,7 +258,7 @@ class Connection:
         entry = self.server.dispatcher.get(api_key)
         if entry is None:
             raise ProtocolViolation(f"unknown api key {api_key} (version {version})")
-        if not entry.min_version <= version <= entry.max_version:
+        if not entry.serves(version):
             if api_key == API_VERSIONS:
                 return _frame(header.correlation_id, False,
                               self._unsupported_api_versions())

@@ -48,6 +48,16 @@ TOOLS = {
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "kafka-storage": "kafka.tools.StorageTool",
+    "kafka-groups": "org.apache.kafka.tools.GroupsCommand",
+    "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
+    "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
+    "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
+    "kafka-streams-application-reset": "org.apache.kafka.tools.StreamsResetter",
+    "kafka-delegation-tokens": "org.apache.kafka.tools.DelegationTokenCommand",
+    "kafka-replica-verification": "org.apache.kafka.tools.ReplicaVerificationTool",
     "kafka-server-start": "kafka.Kafka",
 }
 

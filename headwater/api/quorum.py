@@ -1,0 +1,80 @@
+"""DescribeQuorum (55) and UnregisterBroker (64): the one node as its own KRaft quorum.
+
+headwater is Kafka's combined mode on one node without Raft: the node is the only voter
+and always the leader of `__cluster_metadata-0`, there are no observers, and the
+metadata log's batches carry leader epoch 0 (as its snapshots do). So
+`kafka-metadata-quorum describe --status / --replication` shows one voter, lag 0, and
+the metadata log's end offset as high watermark. The voter's endpoints are the node's own
+listeners: there is no separate controller listener.
+
+UnregisterBroker removes a broker's registration in Kafka. An id that was never
+registered gets Kafka's BROKER_ID_NOT_REGISTERED. Kafka also unregisters a broker that is
+running, its own node included, after which a single-node Kafka has no broker and every
+admin call times out; headwater refuses that case (INVALID_REQUEST, docs/differences.md).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..metadata.controller import METADATA_TOPIC
+from ..security import acl as A
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+ZERO_UUID = uuid.UUID(int=0)
+# The leader epoch of every batch headwater writes to the metadata log (no elections).
+METADATA_LEADER_EPOCH = 0
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def describe_quorum(ctx: RequestContext, req: Any) -> dict:
+        if broker.access.denies(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
+            return {"error_code": E.cluster_authorization_failed, "topics": (), "nodes": ()}
+        wanted = [(t.topic_name, p.partition_index) for t in req.topics for p in t.partitions]
+        if wanted != [(METADATA_TOPIC, 0)]:  # Kafka's raft client: that one partition only
+            return {"error_code": 0, "error_message": "", "nodes": (), "topics": [
+                {"topic_name": t.topic_name, "partitions": [
+                    {"partition_index": p.partition_index,
+                     "error_code": E.unknown_topic_or_partition,
+                     "error_message": "This server does not host this topic-partition.",
+                     "leader_id": 0, "leader_epoch": 0, "high_watermark": 0,
+                     "current_voters": (), "observers": ()} for p in t.partitions]}
+                for t in req.topics]}
+        assert broker.controller is not None
+        log = broker.controller.log
+        now = broker.now_ms()
+        voter = {"replica_id": broker.node_id, "replica_directory_id": ZERO_UUID,
+                 "log_end_offset": log.log_end_offset, "last_fetch_timestamp": now,
+                 "last_caught_up_timestamp": now}
+        listeners = []
+        for listener, server in zip(broker.listeners, broker.servers, strict=False):
+            listeners.append({"name": listener.name, "host": listener.advertised_host,
+                              "port": listener.advertised_port or server.port})
+        return {"error_code": 0, "error_message": None,
+                "topics": [{"topic_name": METADATA_TOPIC, "partitions": [{
+                    "partition_index": 0, "error_code": 0, "error_message": None,
+                    "leader_id": broker.node_id, "leader_epoch": METADATA_LEADER_EPOCH,
+                    "high_watermark": log.high_watermark,
+                    "current_voters": [voter], "observers": []}]}],
+                "nodes": [{"node_id": broker.node_id, "listeners": listeners}]}
+
+    def unregister_broker(ctx: RequestContext, req: Any) -> dict:
+        if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
+            return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
+                    "error_message": None}
+        if req.broker_id != broker.node_id:
+            return {"throttle_time": 0, "error_code": E.broker_id_not_registered,
+                    "error_message": f"Broker ID {req.broker_id} is not currently registered"}
+        return {"throttle_time": 0, "error_code": E.invalid_request,
+                "error_message": f"Broker {req.broker_id} is the only broker of this "
+                                 "single-node cluster and serves this request; it cannot "
+                                 "be unregistered"}
+
+    dispatcher.register(55, 0, 2, describe_quorum)
+    dispatcher.register(64, 0, 0, unregister_broker)

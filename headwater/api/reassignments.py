@@ -1,0 +1,119 @@
+"""AlterPartitionReassignments (45), ListPartitionReassignments (46) and
+AlterReplicaLogDirs (34): `kafka-reassign-partitions`.
+
+One broker and one log directory: a partition's only possible replica set is this node,
+in `log.dirs`. A plan that keeps it there is accepted and completes at once (Kafka writes
+no record when the target equals the current assignment), so `--execute` then
+`--verify` report the reassignment completed and `--list` finds none in progress. A
+plan naming another broker gets Kafka's INVALID_REPLICA_ASSIGNMENT ("... but no such
+broker is registered."), a move to another directory LOG_DIR_NOT_FOUND, and cancelling
+gets NO_REASSIGNMENT_IN_PROGRESS: there is never one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..security import acl as A
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+
+def assignment_error(replicas: tuple[int, ...], current: tuple[int, ...],
+                     registered: set[int], allow_rf_change: bool) -> str | None:
+    """Kafka's controller checks of a target replica list (validateManualPartitionAssignment,
+    then the replication factor), as the message it answers with; None when valid."""
+    if not replicas:
+        return "The manual partition assignment includes an empty replica list."
+    seen: set[int] = set()
+    for broker_id in sorted(replicas):
+        if broker_id not in registered:
+            return (f"The manual partition assignment includes broker {broker_id}, "
+                    "but no such broker is registered.")
+        if broker_id in seen:
+            return (f"The manual partition assignment includes the broker {broker_id} "
+                    "more than once.")
+        seen.add(broker_id)
+    if not allow_rf_change and len(replicas) != len(current):
+        return (f"The replication factor is changed from {len(current)} to "
+                f"{len(replicas)}")
+    return None
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def denied(ctx: RequestContext, op: int) -> bool:
+        return broker.access.denies(ctx, op, A.CLUSTER, A.CLUSTER_NAME)
+
+    def alter(ctx: RequestContext, req: Any) -> dict:
+        allow_rf_change = getattr(req, "allow_replication_factor_change", True)
+        base = {"throttle_time": 0, "allow_replication_factor_change": allow_rf_change}
+        if denied(ctx, A.ALTER):
+            return {**base, "error_code": E.cluster_authorization_failed,
+                    "error_message": None, "responses": []}
+        image = broker.image
+        responses = []
+        for t in req.topics:
+            topic = image.topic(t.name)
+            parts = {p.partition_id: p for p in topic.partitions} if topic else {}
+            out = []
+            for target in t.partitions:
+                index = target.partition_index
+                code, message = 0, None
+                if topic is None:
+                    code, message = (E.unknown_topic_or_partition,
+                                     f"Unable to find a topic named {t.name}.")
+                elif index not in parts:
+                    code, message = (E.unknown_topic_or_partition,
+                                     f"Unable to find partition {t.name}:{index}.")
+                elif target.replicas is None:
+                    code = E.no_reassignment_in_progress
+                else:
+                    message = assignment_error(tuple(target.replicas), parts[index].replicas,
+                                               {broker.node_id}, allow_rf_change)
+                    if message is not None:
+                        code = (E.invalid_replication_factor
+                                if message.startswith("The replication factor")
+                                else E.invalid_replica_assignment)
+                out.append({"partition_index": index, "error_code": code,
+                            "error_message": message})
+            responses.append({"name": t.name, "partitions": out})
+        return {**base, "error_code": 0, "error_message": None, "responses": responses}
+
+    def list_reassignments(ctx: RequestContext, req: Any) -> dict:
+        if denied(ctx, A.DESCRIBE):
+            return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
+                    "error_message": None, "topics": []}
+        return {"throttle_time": 0, "error_code": 0, "error_message": None, "topics": []}
+
+    def alter_log_dirs(ctx: RequestContext, req: Any) -> dict:
+        refused = denied(ctx, A.ALTER)
+        image = broker.image
+        results: dict[str, list[dict]] = {}
+        for d in req.dirs:
+            # (a NUL byte is no path: resolve() would raise)
+            here = "\0" not in d.path and Path(d.path).resolve() == broker.data_dir
+            for t in d.topics:
+                topic = image.topic(t.name)
+                indexes = {p.partition_id for p in topic.partitions} if topic else set()
+                for index in t.partitions:
+                    if refused:
+                        code = E.cluster_authorization_failed
+                    elif not here:  # Kafka checks the directory first
+                        code = E.log_dir_not_found
+                    elif index not in indexes:
+                        code = E.unknown_topic_or_partition
+                    else:
+                        code = 0
+                    results.setdefault(t.name, []).append(
+                        {"partition_index": index, "error_code": code})
+        return {"throttle_time": 0, "results": [
+            {"topic_name": name, "partitions": parts} for name, parts in results.items()]}
+
+    dispatcher.register(34, 1, 2, alter_log_dirs)
+    dispatcher.register(45, 0, 1, alter)
+    dispatcher.register(46, 0, 0, list_reassignments)

@@ -69,8 +69,13 @@ def aborted(partition) -> list[tuple[int, int]]:
 def begin(raw: RawClient, txn_id: str, topic: str) -> tuple[int, int]:
     """A transaction through the coordinator: InitProducerId, then AddPartitionsToTxn for
     partition 0 (produce verifies it, KIP-890). Returns (producer id, epoch)."""
-    init = raw.request(22, 4, {"transactional_id": txn_id, "transaction_timeout": 60000,
-                               "producer_id": -1, "producer_epoch": -1})
+    deadline = time.monotonic() + 30
+    while True:  # a broker just started may still load its transaction coordinator
+        init = raw.request(22, 4, {"transactional_id": txn_id, "transaction_timeout": 60000,
+                                   "producer_id": -1, "producer_epoch": -1})
+        if int(init.error_code) != 14 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert int(init.error_code) == 0
     added = raw.request(24, 3, {
         "v3_and_below_transactional_id": txn_id,

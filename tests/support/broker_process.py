@@ -14,6 +14,27 @@ from pathlib import Path
 from .wire import RawClient
 
 
+def _java_hash(text: str) -> int:
+    h = 0
+    for ch in text:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h & 0x7FFFFFFF  # Kafka's Utils.abs(hashCode) for the partition of a key
+
+
+def _ids_for_every_partition(count: int = 50) -> list[str]:
+    """Group / transactional ids that land on each of the `count` coordinator partitions."""
+    found: dict[int, str] = {}
+    i = 0
+    while len(found) < count:
+        key = f"ready-{i}"
+        found.setdefault(_java_hash(key) % count, key)
+        i += 1
+    return list(found.values())
+
+
+READY_IDS = _ids_for_every_partition()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -67,7 +88,8 @@ class BrokerProcess:
                 try:
                     resp = client.request(18, 3, {"client_software_name": "t",
                                                   "client_software_version": "1"})
-                    if int(resp.error_code) == 0:
+                    if int(resp.error_code) == 0 and (
+                            not self.wait_loaded or self._coordinators_loaded(client)):
                         return
                 finally:
                     client.close()
@@ -75,6 +97,23 @@ class BrokerProcess:
                 last = exc
             time.sleep(0.05)
         raise TimeoutError(f"broker not ready after {timeout}s ({last}):\n{self.logs()}")
+
+    @property
+    def wait_loaded(self) -> bool:
+        """Whether `start` also waits for the group and transaction coordinators to
+        load: a test's first group or transaction request then never meets
+        COORDINATOR_LOAD_IN_PROGRESS on a loaded machine. Not when a test delays the
+        load on purpose to see that answer."""
+        return not any("coordinator.load.delay.ms" in arg for arg in self.extra)
+
+    @staticmethod
+    def _coordinators_loaded(client: RawClient) -> bool:
+        groups = client.request(15, 5, {"groups": READY_IDS,
+                                        "include_authorized_operations": False}).groups
+        if any(int(g.error_code) == 14 for g in groups):
+            return False
+        txns = client.request(65, 0, {"transactional_ids": READY_IDS}).transaction_states
+        return not any(int(t.error_code) == 14 for t in txns)
 
     def logs(self) -> str:
         try:

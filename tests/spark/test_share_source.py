@@ -122,8 +122,11 @@ def test_two_queries_on_one_group_split_the_records(spark, broker, topic_name, t
                 assert q.exception() is None, q.exception()
             time.sleep(0.2)
         assert share_members(broker, group) == 2
-        produce(bs, topic_name, [{"value": b"r%d" % i, "partition": i % 2}
-                                 for i in range(2000)])
+        # In batches of 25 per partition: a share-partition hands out whole producer
+        # batches, so one batch of 1,000 would go to whichever runner fetched first.
+        for start in range(0, 2000, 50):
+            produce(bs, topic_name, [{"value": b"r%d" % i, "partition": i % 2}
+                                     for i in range(start, start + 50)])
         deadline = time.monotonic() + 150
         while time.monotonic() < deadline:
             for q in queries:

@@ -119,7 +119,8 @@ def produce(b: Broker, topic: str, count: int, partitions: int = 1) -> None:
 
 def commit(b: Broker, group: str, offsets: list[TopicPartition]) -> None:
     """Commit `offsets` for `group`, retried while a fresh Kafka creates
-    __consumer_offsets (NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE meanwhile)."""
+    __consumer_offsets (NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE /
+    COORDINATOR_LOAD_IN_PROGRESS meanwhile: seen in a loaded full run)."""
     c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group,
                   "enable.auto.commit": False})
 
@@ -129,7 +130,8 @@ def commit(b: Broker, group: str, offsets: list[TopicPartition]) -> None:
             return True
         except KafkaException as exc:
             if not exc.args[0].retriable() and exc.args[0].code() not in (
-                    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE):
+                    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                    KafkaError.COORDINATOR_LOAD_IN_PROGRESS):
                 raise
             return False
 

@@ -2,8 +2,9 @@
 
 Produce pays the bytes of its records, fetch the bytes of its response's records, as
 Kafka measures them, and every request the time its handler runs (`request_percentage`,
-percent of one thread over the quota window); the principal is the authenticated user (`ANONYMOUS` without
-authentication, which a `<default>` user quota then covers, as in Kafka). A throttled
+percent of one thread over the quota window); the principal is the authenticated user
+(`ANONYMOUS` without authentication, which a `<default>` user quota then covers, as in
+Kafka). A throttled
 connection gets its answer at once with `throttle_time_ms` and is not read again until
 the time is over (the server honours `MUTE_UNTIL`, KIP-219).
 """
@@ -49,8 +50,6 @@ class ClientQuotas:
     def request_time(self, ctx: RequestContext, seconds: float) -> int:
         """Charge a request's handler time to the connection's `request_percentage`
         quota (percent of one thread, as Kafka's request quota); its throttle in ms."""
-        if not self.broker.image.client_quotas:
-            return 0
         return self.throttle(self.request, ctx, seconds * 100)
 
     def connection_throttle(self, host: str) -> int:

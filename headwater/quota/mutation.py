@@ -48,7 +48,6 @@ class MutationQuotas:
         self.window_ms = window_ms
         self.samples = samples
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
-        self.throttled = 0  # topics refused (metrics)
 
     def quota(self, quotas: Quotas, user: str, client_id: str, strict: bool,
               now_ms: int) -> MutationQuota | None:
@@ -82,7 +81,6 @@ class MutationQuota:
         """Take `permits` for a topic, or (strict, bucket below zero) refuse it."""
         if self.strict and self.bucket.tokens < 0:
             self.refused_ms = self._back_to_zero_ms()
-            self.owner.throttled += 1
             return False
         self.bucket.tokens -= permits
         return True

@@ -49,7 +49,7 @@ rabbitmq:
 	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	            rabbitmq-server >/dev/null; }
 
-# Apache Kafka 4.3.1 (broker, tools, Java clients) into .kafka/lib/ and Spark's Kafka
+# Apache Kafka 4.4.0 (broker, tools, Java clients) into .kafka/lib/ and Spark's Kafka
 # connector into .kafka/spark/, as listed in kafka-ref/ (README: "Apache Kafka beside
 # headwater"). The stamp makes a second run a no-op that needs no network.
 KAFKA_STAMP := .kafka/.fetched
@@ -74,7 +74,7 @@ test: $(STAMP) java kcat kafka
 lint: $(STAMP)
 	$(BIN)/ruff check headwater pyspark_headwater tests bench examples
 
-# headwater, Apache Kafka 4.3.1 and Tansu with librdkafka; Kafka's own perf tools against
+# headwater, Apache Kafka 4.4.0 and Tansu with librdkafka; Kafka's own perf tools against
 # headwater and Kafka; format("headwater") against Spark's format("kafka") (bench/README.md).
 bench: $(STAMP) kafka
 	$(BIN)/pip install -q $(EDITABLE) -e '.[bench]'
@@ -84,7 +84,7 @@ bench-perf: $(STAMP) kafka
 	$(BIN)/pip install -q $(EDITABLE) -e '.[bench]'
 	$(BIN)/python bench/perf_tools_bench.py
 
-# Share groups: headwater, Kafka 4.3.1's share groups and RabbitMQ (bench/README.md).
+# Share groups: headwater, Kafka 4.4.0's share groups and RabbitMQ (bench/README.md).
 bench-share: $(STAMP) kafka rabbitmq
 	$(BIN)/pip install -q $(EDITABLE) -e '.[bench]'
 	$(BIN)/python bench/share_bench.py

@@ -25,7 +25,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 @pytest.fixture(scope="module")
 def kafka_ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaReference]:
-    """One Apache Kafka 4.3.1 (KRaft, one node) per module, the reference beside
+    """One Apache Kafka 4.4.0 (KRaft, one node) per module, the reference beside
     headwater; fails, never skips, when `make kafka` has not fetched its jars."""
     proc = KafkaReference(tmp_path_factory.mktemp("kafka-ref") / "data").start()
     yield proc

@@ -1,4 +1,4 @@
-"""ACLs on headwater beside Apache Kafka 4.3.1 (the oracle): the same ACL set-up on
+"""ACLs on headwater beside Apache Kafka 4.4.0 (the oracle): the same ACL set-up on
 both (StandardAuthorizer, `super.users=User:admin`, a PLAINTEXT listener whose principal
 is User:ANONYMOUS and a SASL_PLAINTEXT PLAIN listener), the same requests, the same
 answers: error codes, messages, authorized-operations bit fields, what is hidden.
@@ -417,7 +417,7 @@ def run(target: Target, names: list[str] | dict[str, Any]) -> dict[str, dict[str
     return got
 
 
-# Scenario -> (the ACLs, all for User:ANONYMOUS unless said; request -> Kafka 4.3.1's
+# Scenario -> (the ACLs, all for User:ANONYMOUS unless said; request -> Kafka 4.4.0's
 # answer). Requests run in order (the last of "allowed" deletes t-del). The answers were
 # read from Kafka; headwater must give the same, but for `headwater_expects`.
 SCENARIOS: dict[str, tuple[list[AclBinding], dict[str, dict[str, Any]]]] = {

@@ -1,4 +1,4 @@
-"""Client quotas: `kafka-configs` against headwater and the Kafka 4.3.1 reference gives the
+"""Client quotas: `kafka-configs` against headwater and the Kafka 4.4.0 reference gives the
 same answers; byte-rate quotas throttle producers and consumers as Kafka does (the
 client is told `throttle_time_ms` and the connection is muted); quotas survive a
 restart."""

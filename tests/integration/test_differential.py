@@ -1,5 +1,5 @@
 """Differential tests: the same client, the same scenario, against headwater and against
-Apache Kafka 4.3.1 (the `kafka_ref` reference, one per module), comparing what a client
+Apache Kafka 4.4.0 (the `kafka_ref` reference, one per module), comparing what a client
 can observe: error codes of bad requests, ListOffsets answers, a new topic's described
 configs, a described group.
 
@@ -405,7 +405,7 @@ def test_describe_configs_of_a_new_topic(both: dict[str, Target]) -> None:
     """Every key, value and source as Kafka's, but for the documented differences: Kafka's
     storage format writes a cluster-wide min.insync.replicas (for ELR, KIP-966), so its
     source there is DYNAMIC_DEFAULT_BROKER_CONFIG; and headwater lacks the throttle and
-    tiered-storage keys, and Kafka 4.3.1 lacks 4.4's errors.deadletterqueue.group.enable."""
+    tiered-storage keys, and Kafka 4.4.0 lacks 4.4's errors.deadletterqueue.group.enable."""
     seen = observe(both, describe_new_topic)
     hw, kafka = seen["headwater"], seen["kafka"]
     assert kafka["retention.ms"] == hw["retention.ms"] == (

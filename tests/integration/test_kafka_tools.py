@@ -1,4 +1,4 @@
-"""Apache Kafka's own command-line tools (4.3.1, Java clients nobody here wrote) against
+"""Apache Kafka's own command-line tools (4.4.0, Java clients nobody here wrote) against
 headwater, each outcome asserted. A tool that fails here is a headwater bug, or a
 divergence documented in docs/kafka-tools.md.
 

@@ -1,4 +1,4 @@
-"""More of Apache Kafka 4.3.1's command-line tools, each run against the reference Kafka
+"""More of Apache Kafka 4.4.0's command-line tools, each run against the reference Kafka
 (`kafka_ref`) and against headwater with the same arguments: the exit status and the
 essential output must be the same, once the values that differ by nature (cluster ids,
 ports, data directories, timestamps, metadata offsets) are normalized.

@@ -1,5 +1,5 @@
 """Committed offsets through real clients: simple commits, fetch, restart, load in progress,
-and commits for a topic that does not exist, on headwater and on Apache Kafka 4.3.1."""
+and commits for a topic that does not exist, on headwater and on Apache Kafka 4.4.0."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Per-record produce errors (KIP-467) through real clients, on headwater and on Apache
-Kafka 4.3.1 side by side: every scenario runs against both and asserts the same outcome.
+Kafka 4.4.0 side by side: every scenario runs against both and asserts the same outcome.
 
 A batch with some bad records (keyless records on a compacted topic, timestamps out of
 bounds) is rejected whole, but the response names the bad records, so librdkafka fails
@@ -111,7 +111,7 @@ def test_librdkafka_fails_exactly_the_keyless_records(target: Target, topic_name
     exact = {i: KafkaError.INVALID_RECORD if i in keyless
              else KafkaError._INVALID_DIFFERENT_RECORD for i in range(100)}
     if isinstance(target, KafkaReference) and codes != exact:
-        # Seen once from Kafka 4.3.1 on a loaded machine: the whole batch failed with
+        # Seen once from Kafka 4.4.0 on a loaded machine: the whole batch failed with
         # INVALID_RECORD and no per-record errors. headwater must always be exact.
         assert codes == {i: KafkaError.INVALID_RECORD for i in range(100)}, codes
     else:

@@ -1,5 +1,5 @@
 """Share-group administration (issue 11): DescribeShareGroupOffsets, AlterShareGroupOffsets,
-DeleteShareGroupOffsets and DeleteGroups against real clients, with Kafka 4.3.1's own
+DeleteShareGroupOffsets and DeleteGroups against real clients, with Kafka 4.4.0's own
 kafka-share-groups (ShareGroupCommand) as the judge, and `headwater share-groups`.
 """
 

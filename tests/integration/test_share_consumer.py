@@ -147,7 +147,7 @@ def test_closing_a_consumer_hands_its_records_to_another(broker, queue):
     poll_until(second, lambda: len(again) >= 5,
                on_message=lambda m: again.append((int(m.value()), m.delivery_count())))
     assert sorted(v for v, _ in again) == list(range(5))
-    # The first delivery counts, as in Kafka 4.3.1 (test_share_delivery_vs_kafka.py).
+    # The first delivery counts, as in Kafka 4.4.0 (test_share_delivery_vs_kafka.py).
     assert {c for _, c in again} == {2}
 
 
@@ -219,7 +219,7 @@ def test_read_committed_never_delivers_aborted_records(broker, queue):
 
 @pytest.mark.timeout(120)
 def test_kafkas_own_share_consumer_and_share_group_tool(broker, queue):
-    """Kafka 4.3.1's Java share consumer (kafka-console-share-consumer) reads the queue,
+    """Kafka 4.4.0's Java share consumer (kafka-console-share-consumer) reads the queue,
     and kafka-share-groups lists the group and describes its state."""
     from tests.support.kafka_reference import run_tool
 

@@ -1,4 +1,4 @@
-"""Share-group delivery, headwater beside Apache Kafka 4.3.1 (the oracle): the same
+"""Share-group delivery, headwater beside Apache Kafka 4.4.0 (the oracle): the same
 scenarios with the same client (confluent-kafka's ShareConsumer) and Kafka's own
 `kafka-verifiable-share-consumer` must see the same records with the same delivery
 counts, and the share-group tool the same start offset and lag afterwards.

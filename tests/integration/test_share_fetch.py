@@ -163,7 +163,7 @@ def test_two_members_get_disjoint_records_and_a_closing_one_hands_its_records_ov
     assert a.acknowledge({0: []}, epoch=-1).error_code == E.none
     again = acquired(b.fetch({0: [(min(seen_b), max(seen_b), ACCEPT)]}))
     assert {o for _p, f, last, _c in again for o in range(f, last + 1)} == seen_a
-    assert all(c == 2 for *_rest, c in again)  # the first delivery counts (Kafka 4.3.1)
+    assert all(c == 2 for *_rest, c in again)  # the first delivery counts (Kafka 4.4.0)
 
 
 @pytest.mark.timeout(60)
@@ -282,7 +282,7 @@ def test_renew_keeps_a_slow_record_from_being_redelivered(broker_factory, topic_
 
 @pytest.mark.timeout(60)
 def test_only_members_of_the_group_get_records(broker, queue):
-    """As Kafka 4.3.1 answers it (checked on the reference broker): a ShareFetch from a
+    """As Kafka 4.4.0 answers it (checked on the reference broker): a ShareFetch from a
     member id that never joined acquires nothing, without an error."""
     topic, tid, member = queue
     a = member("a")

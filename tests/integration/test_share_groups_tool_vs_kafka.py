@@ -1,4 +1,4 @@
-"""Kafka 4.3.1's own `kafka-share-groups` (ShareGroupCommand) against headwater and
+"""Kafka 4.4.0's own `kafka-share-groups` (ShareGroupCommand) against headwater and
 against the Apache Kafka reference broker, for the same history: every command's output,
 normalised for what is not comparable (member ids, client hosts, the coordinator's
 address), must be the same (issue 11, "What must be shown").

@@ -1,4 +1,4 @@
-"""Share-group membership, headwater beside Apache Kafka 4.3.1 (the `kafka_ref` oracle):
+"""Share-group membership, headwater beside Apache Kafka 4.4.0 (the `kafka_ref` oracle):
 the same requests must get the same error codes, messages and describe answers.
 
 Known, documented differences are normalised here and nowhere else: Kafka hands a

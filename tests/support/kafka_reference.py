@@ -1,8 +1,8 @@
 """Apache Kafka beside headwater: the reference broker and Kafka's own tools.
 
-`make kafka` puts Apache Kafka 4.3.1's jars in `.kafka/lib/` (see kafka-ref/). There are
+`make kafka` puts Apache Kafka 4.4.0's jars in `.kafka/lib/` (see kafka-ref/). There are
 no bin/ scripts (they are not in Maven), so tools run as `java -cp '.kafka/lib/*'
-<main class>`; `TOOLS` maps each script name to its class in Kafka 4.3.
+<main class>`; `TOOLS` maps each script name to its class in Kafka 4.4.
 
 `KafkaReference` has `BrokerProcess`'s interface (`bootstrap`, `port`, `start()`,
 `stop()`, `kill()`, `logs()`), so a test or a benchmark can run the same code against
@@ -26,7 +26,7 @@ from .wire import RawClient
 ROOT = Path(__file__).resolve().parents[2]
 KAFKA_LIB = ROOT / ".kafka" / "lib"
 SPARK_KAFKA_LIB = ROOT / ".kafka" / "spark"
-KAFKA_VERSION = "4.3.1"
+KAFKA_VERSION = "4.4.0"
 
 # bin/<script>.sh -> main class, as in Kafka 4.3's scripts.
 TOOLS = {

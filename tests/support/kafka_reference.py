@@ -31,7 +31,7 @@ KAFKA_VERSION = "4.4.0"
 # bin/<script>.sh -> main class, as in Kafka 4.3's scripts.
 TOOLS = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
-    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",

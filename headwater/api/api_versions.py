@@ -14,16 +14,17 @@ if TYPE_CHECKING:
 
 # Kafka's feature levels (MetadataVersion / GroupVersion / TransactionVersion of 4.3).
 # metadata.version 25 is 4.0-IV3; group.version 1 is KIP-848's consumer protocol;
-# transaction.version stays 0: the coordinator writes TransactionLog v0 records and has no
-# KIP-890 part 2 epoch bump, so a finalized TV 2 would switch Java producers (4.x) to a
-# protocol headwater does not speak. Level 0 features are supported but not finalized,
-# as Kafka reports them.
+# transaction.version 2 (KIP-890 part 2, Kafka 4.0's default): the coordinator bumps the
+# epoch at every EndTxn v5 and adds partitions on Produce v12 / TxnOffsetCommit v5 (see
+# docs/transactions-v2.md); Java producers (4.x) switch to that protocol when they see it
+# finalized. Level 0 features are supported but not finalized, as Kafka reports them.
 # share.version 1 (KIP-932 share groups, finalized by default since Kafka 4.2): the Java
 # client and Kafka's tools look for it before using share groups.
 SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION), "kraft.version": (0, 0),
-                      "group.version": (0, 1), "transaction.version": (0, 0),
+                      "group.version": (0, 1), "transaction.version": (0, 2),
                       "share.version": (0, 1)}
-FINALIZED_FEATURES = {"metadata.version": METADATA_VERSION, "group.version": 1, "share.version": 1}
+FINALIZED_FEATURES = {"metadata.version": METADATA_VERSION, "group.version": 1, "share.version": 1,
+                      "transaction.version": 2}
 FINALIZED_FEATURES_EPOCH = 1
 
 

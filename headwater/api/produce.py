@@ -25,6 +25,14 @@ stable offset). Not in the transaction: INVALID_TXN_STATE; a fenced epoch:
 INVALID_PRODUCER_EPOCH; coordinator busy or loading: NOT_ENOUGH_REPLICAS, which clients
 retry without a metadata refresh (Kafka's mapping for them). Kafka's broker config
 `transaction.partition.verification.enable` (default true) turns it off.
+
+Transaction version 2 (KIP-890 part 2): a Produce v12+ client sends no
+AddPartitionsToTxn; the same check *adds* the partition to its transaction instead of
+only verifying it (Kafka's AddPartitionsToTxnManager with ADD_PARTITION, in-process
+here). Errors follow Kafka's ReplicaManager: CONCURRENT_TRANSACTIONS (the previous
+transaction's markers are still being written) stays as is for such a client, which
+retries it; a partition outside the transaction is TRANSACTION_ABORTABLE from Produce
+v11 on and INVALID_TXN_STATE before.
 """
 
 from __future__ import annotations
@@ -53,7 +61,9 @@ ZERO_UUID = uuid.UUID(int=0)
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write internal topics
 _RETRY_AS_NOT_ENOUGH_REPLICAS = {
     E.coordinator_load_in_progress, E.coordinator_not_available, E.not_coordinator,
-    E.concurrent_transactions}
+    E.network_exception}
+FIRST_ABORTABLE_PRODUCE = 11  # older clients get INVALID_TXN_STATE for TRANSACTION_ABORTABLE
+FIRST_TV2_PRODUCE = 12  # the client speaks transaction version 2: add, not just verify
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
@@ -69,9 +79,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 "error_message": message}
 
     def unverified(txn_id: str | None, topic: str, plog: PartitionLog,
-                   records: bytes) -> tuple[int, str] | None:
+                   records: bytes, version: int) -> tuple[int, str] | None:
         """Why a transactional record set may not be written (see the module docstring);
-        None when it may."""
+        None when it may. At Produce v12+ the partition is added to the transaction."""
         if not verify or txn_id is None or not has_transactional_batch(records):
             return None
         h = parse_header(records)
@@ -80,15 +90,25 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if broker.transactions is None:
             return E.not_enough_replicas, "the transaction coordinator is not available"
         tp = (topic, plog.partition)
+        tv2 = version >= FIRST_TV2_PRODUCE
         try:
-            code = broker.transactions.verify_partitions(txn_id, h.producer_id,
-                                                         h.producer_epoch, [tp])[tp]
+            if tv2:
+                code = broker.transactions.add_partitions(txn_id, h.producer_id,
+                                                          h.producer_epoch, [tp], 2)
+            else:
+                code = broker.transactions.verify_partitions(txn_id, h.producer_id,
+                                                             h.producer_epoch, [tp])[tp]
         except NotReady as exc:
             code = exc.code
         if code == E.none:
             return None
-        if code in _RETRY_AS_NOT_ENOUGH_REPLICAS:
-            return E.not_enough_replicas, f"transaction verification: {E(code).name}"
+        if code in _RETRY_AS_NOT_ENOUGH_REPLICAS or (
+                code == E.concurrent_transactions and not tv2):
+            return E.not_enough_replicas, ("Unable to verify the partition has been added "
+                                           f"to the transaction. Underlying error: "
+                                           f"{E(code).name}")
+        if code == E.transaction_abortable and version < FIRST_ABORTABLE_PRODUCE:
+            code = E.invalid_txn_state
         if code in (E.producer_fenced, E.invalid_producer_epoch):
             return E.invalid_producer_epoch, (f"producer {h.producer_id} epoch "
                                               f"{h.producer_epoch} is fenced")
@@ -159,7 +179,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     parts_out.append(partition_error(pd.index, E.corrupt_message,
                                                      "empty record set"))
                     continue
-                refused = unverified(txn_id, topic.name, plog, records)
+                refused = unverified(txn_id, topic.name, plog, records, ctx.api_version)
                 if refused is not None:
                     log.info("produce to %s-%d refused: %s", topic.name, pd.index, refused[1])
                     parts_out.append(partition_error(pd.index, *refused))

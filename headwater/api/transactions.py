@@ -8,6 +8,14 @@ until the transaction's marker), DescribeTransactions (65) and ListTransactions 
 InitProducerId with a transactional id is in `producers.py`.
 
 Older request versions predate PRODUCER_FENCED (KIP-588) and get INVALID_PRODUCER_EPOCH.
+
+Transaction version 2 (KIP-890 part 2, see docs/transactions-v2.md): the client's version
+comes from the request's version, as Kafka derives it (TransactionVersion
+.transactionVersionForEndTxn / ...ForAddPartitionsToTxn), never from the cluster's
+finalized level: EndTxn v5+ bumps the epoch and answers the producer id and epoch to
+continue with; AddPartitionsToTxn v4+ (the brokers' batched form) adds as a version 2
+client; TxnOffsetCommit v5+ adds the group's `__consumer_offsets` partition to the
+transaction itself, since such a client sends no AddOffsetsToTxn.
 """
 
 from __future__ import annotations
@@ -31,6 +39,11 @@ if TYPE_CHECKING:
     from ..txn.coordinator import TransactionCoordinator
 
 TopicPartition = tuple[str, int]
+
+FIRST_TV2_END_TXN = 5  # EndTxn v5+: the client speaks transaction version 2
+FIRST_TV2_ADD_PARTITIONS = 4  # AddPartitionsToTxn v4+ (the brokers' batched form)
+FIRST_TV2_TXN_OFFSET_COMMIT = 5  # TxnOffsetCommit v5+: adds the group implicitly
+FIRST_ABORTABLE_TXN_OFFSET_COMMIT = 4  # below: INVALID_TXN_STATE instead (Kafka's map)
 
 
 def fenced_as(code: int, version: int, first_version: int) -> int:
@@ -85,7 +98,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             except NotReady as exc:
                 return {tp: exc.code for tp in parts}
             return {tp: fenced_as(c, version, 2) for tp, c in codes.items()}
-        code = call(lambda: coordinator().add_partitions(txn_id, pid, epoch, parts))
+        client_tv = 2 if version >= FIRST_TV2_ADD_PARTITIONS else 0
+        code = call(lambda: coordinator().add_partitions(txn_id, pid, epoch, parts, client_tv))
         code = fenced_as(code, version, 2)
         return {tp: code for tp in parts}
 
@@ -139,10 +153,15 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if refused:
             return {"throttle_time": 0, "error_code": refused, "producer_id": -1,
                     "producer_epoch": -1}
-        code = call(lambda: coordinator().end_txn(req.transactional_id, req.producer_id,
-                                                  req.producer_epoch, req.committed))
-        return {"throttle_time": 0, "error_code": fenced_as(code, ctx.api_version, 2),
-                "producer_id": req.producer_id, "producer_epoch": req.producer_epoch}
+        client_tv = 2 if ctx.api_version >= FIRST_TV2_END_TXN else 0
+        try:
+            result = coordinator().end_txn(req.transactional_id, req.producer_id,
+                                           req.producer_epoch, req.committed, client_tv)
+        except NotReady as exc:
+            return {"throttle_time": 0, "error_code": exc.code, "producer_id": -1,
+                    "producer_epoch": -1}
+        return {"throttle_time": 0, "error_code": fenced_as(result.error, ctx.api_version, 2),
+                "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
 
     # ---- TxnOffsetCommit -----------------------------------------------------------
     def handle_txn_offset_commit(ctx: RequestContext, req: Any) -> dict:
@@ -165,15 +184,16 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             if parts:
                 commits.append((t.name, parts))
         if commits:
-            for (topic, partition), code in commit_offsets(req, commits).items():
+            for (topic, partition), code in commit_offsets(req, commits,
+                                                           ctx.api_version).items():
                 codes[(topic, partition)] = code
         return {"throttle_time": 0, "topics": [
             {"name": topic, "partitions": [{"partition_index": p, "error_code": c}
                                            for p, c in parts.items()]}
             for topic, parts in by_topic(codes).items()]}
 
-    def commit_offsets(req: Any, commits: list[tuple[str, list[PartitionCommit]]]
-                       ) -> dict[TopicPartition, int]:
+    def commit_offsets(req: Any, commits: list[tuple[str, list[PartitionCommit]]],
+                       version: int) -> dict[TopicPartition, int]:
         def every(code: int) -> dict[TopicPartition, int]:
             if code == E.producer_fenced:
                 code = E.invalid_producer_epoch  # what every client reads as "fenced"
@@ -183,15 +203,22 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if groups is None:
             return every(E.coordinator_not_available)
         partition = groups.partition_for(req.group_id)
+        tp = (OFFSETS_TOPIC, partition)
         # Only a transaction that added this group (AddOffsetsToTxn) may commit here, so
         # a late or zombie commit cannot leave a transaction open in __consumer_offsets.
+        # A transaction version 2 client (v5+) sends no AddOffsetsToTxn: the group's
+        # partition is added here, under the same producer id and epoch checks.
         try:
-            verified = coordinator().verify_partitions(
-                req.transactional_id, req.producer_id, req.producer_epoch,
-                [(OFFSETS_TOPIC, partition)])
+            if version >= FIRST_TV2_TXN_OFFSET_COMMIT:
+                code = coordinator().add_partitions(req.transactional_id, req.producer_id,
+                                                    req.producer_epoch, [tp], 2)
+            else:
+                code = coordinator().verify_partitions(
+                    req.transactional_id, req.producer_id, req.producer_epoch, [tp])[tp]
         except NotReady as exc:
             return every(exc.code)
-        code = verified[(OFFSETS_TOPIC, partition)]
+        if code == E.transaction_abortable and version < FIRST_ABORTABLE_TXN_OFFSET_COMMIT:
+            code = E.invalid_txn_state
         if code:
             return every(code)
         member = getattr(req, "member_id", "")
@@ -223,7 +250,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                         continue
                     code = call(lambda m=marker, t=t, p=p: coordinator().write_marker(
                         t.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
-                        m.coordinator_epoch))
+                        m.coordinator_epoch, getattr(m, "transaction_version", 0)))
                     parts.append({"partition_index": p, "error_code": code})
                 topics.append({"name": t.name, "partitions": parts})
             results.append({"producer_id": marker.producer_id, "topics": topics})

@@ -272,13 +272,15 @@ class CoordinatorRuntime:
         return result.response
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int,
-                     commit: bool, coordinator_epoch: int) -> int:
+                     commit: bool, coordinator_epoch: int,
+                     transaction_version: int = 0) -> int:
         """Append a COMMIT/ABORT marker ending `producer_id`'s transaction on `partition`
         and replay it into the shard; returns its offset. NotReady while loading (the
         loader would miss it), LogError if the log refuses it."""
         shard = self.shard(partition)
         offset = self._log(partition).append_marker(producer_id, producer_epoch, commit,
-                                                    coordinator_epoch, self.broker.now_ms())
+                                                    coordinator_epoch, self.broker.now_ms(),
+                                                    transaction_version)
         shard.replay_end_transaction(producer_id, producer_epoch, commit)
         return offset
 

@@ -246,12 +246,13 @@ class PartitionLog:
     # ---- append -----------------------------------------------------------------------
 
     def append(self, data: bytes | bytearray | memoryview, now_ms: int,
-               *, origin_client: bool = True) -> AppendResult:
+               *, origin_client: bool = True,
+               transaction_version: int = 0) -> AppendResult:
         """Validate, assign offsets and write a produce request's record set for this
         partition. Nothing is written unless every batch is valid. `origin_client=False`
         lets the broker's own writers append control batches."""
         with self._lock:
-            result = self._append(data, now_ms, origin_client)
+            result = self._append(data, now_ms, origin_client, transaction_version)
         if not result.duplicate:
             for callback in self.on_append:
                 try:
@@ -262,7 +263,8 @@ class PartitionLog:
         return result
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool,
-                      coordinator_epoch: int, now_ms: int) -> int:
+                      coordinator_epoch: int, now_ms: int,
+                      transaction_version: int = 0) -> int:
         """Write a COMMIT (`commit`) or ABORT marker ending the producer's transaction on
         this partition; returns the marker's offset. An abort of an open transaction is
         added to the aborted-transaction index. A marker for a producer with nothing open
@@ -270,12 +272,14 @@ class PartitionLog:
         LogError INVALID_PRODUCER_EPOCH (47) if `producer_epoch` is older than the
         producer's, TRANSACTION_COORDINATOR_FENCED (52) if `coordinator_epoch` is older
         than the last marker's. Wakes long-polling fetches like any append (the LSO may
-        have moved)."""
+        have moved). At `transaction_version` 2 the epoch must be above the producer's
+        (the coordinator bumped it), or equal with nothing open (a re-sent marker)."""
         data = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
-        return self.append(data, now_ms, origin_client=False).base_offset
+        return self.append(data, now_ms, origin_client=False,
+                           transaction_version=transaction_version).base_offset
 
     def _append(self, data: bytes | bytearray | memoryview, now_ms: int,
-                origin_client: bool) -> AppendResult:
+                origin_client: bool, transaction_version: int = 0) -> AppendResult:
         self._check_open()
         config = self.config
         headers = validate_produce_records(data, config.max_message_bytes,
@@ -287,7 +291,8 @@ class PartitionLog:
         # looking for markers.
         markers = None if origin_client else parse_markers(data, headers)
         first_offset = self.log_end_offset
-        duplicate = self._producers.check_all(headers, first_offset, markers)
+        duplicate = self._producers.check_all(headers, first_offset, markers,
+                                              transaction_version)
         if duplicate is not None:
             return AppendResult(duplicate.base_offset, duplicate.last_offset,
                                 duplicate.timestamp if append_time else -1,

@@ -143,14 +143,25 @@ def _check_txn_state(entry: ProducerEntry | None, h: BatchHeader, offset: int) -
                        f"{entry.current_txn_first_offset} is still open")
 
 
-def _check_marker(entry: ProducerEntry | None, h: BatchHeader, marker: EndTxnMarker) -> None:
-    """Kafka's fencing of markers (transaction version 0/1 rule: an equal epoch is fine)."""
+def _check_marker(entry: ProducerEntry | None, h: BatchHeader, marker: EndTxnMarker,
+                  transaction_version: int = 0) -> None:
+    """Kafka's fencing of markers. Transaction version 0/1: an equal epoch is fine.
+    Version 2: the coordinator bumped the epoch before writing the marker, so one that
+    is not above the producer's is late or a duplicate and would fold two transactions
+    into one epoch; the exception is an equal epoch with nothing open, a marker re-sent
+    after it landed (coordinator restart, lost answer: Kafka's KAFKA-19999 rule)."""
     if entry is None:
         return
-    if h.producer_epoch < entry.epoch:
+    if transaction_version >= 2:
+        stale = h.producer_epoch <= entry.epoch and not (
+            h.producer_epoch == entry.epoch and entry.current_txn_first_offset < 0)
+    else:
+        stale = h.producer_epoch < entry.epoch
+    if stale:
+        relation = "not above" if transaction_version >= 2 else "older than"
         raise LogError(INVALID_PRODUCER_EPOCH,
                        f"marker for producer {h.producer_id} has epoch {h.producer_epoch}, "
-                       f"older than current epoch {entry.epoch}")
+                       f"{relation} current epoch {entry.epoch} (TV{transaction_version})")
     if marker.coordinator_epoch < entry.coordinator_epoch:
         raise LogError(TRANSACTION_COORDINATOR_FENCED,
                        f"marker for producer {h.producer_id} has coordinator epoch "
@@ -258,8 +269,8 @@ class ProducerStateManager:
         return None
 
     def check_all(self, headers: Iterable[BatchHeader], first_offset: int,
-                  markers: dict[int, EndTxnMarker | None] | None = None
-                  ) -> DuplicateBatch | None:
+                  markers: dict[int, EndTxnMarker | None] | None = None,
+                  transaction_version: int = 0) -> DuplicateBatch | None:
         """`check` for a request's batches in order, each against the state the earlier
         ones would leave (nothing is changed); the first duplicate wins, as in Kafka.
         `markers` (the broker's own writes only) maps the index of each control batch to
@@ -274,7 +285,7 @@ class ProducerStateManager:
                 if markers is not None and h.is_control:
                     marker = markers.get(i)
                     if marker is not None:
-                        _check_marker(entry, h, marker)
+                        _check_marker(entry, h, marker, transaction_version)
                         staged[pid] = _apply_marker(entry.copy() if entry else None, pid,
                                                     h.producer_epoch, marker, h.max_timestamp)
                 else:

@@ -25,7 +25,7 @@ from ..coordinator.runtime import CoordinatorRuntime, NotReady, Result, Timer
 from ..log.errors import KAFKA_STORAGE_ERROR, LogError
 from .config import TxnConfig
 from .records import CODEC
-from .shard import InitResult, MarkerJob, TxnShard
+from .shard import EndResult, InitResult, MarkerJob, TxnShard
 from .state import TxnState
 
 if TYPE_CHECKING:
@@ -96,10 +96,10 @@ class TransactionCoordinator:
                                                                      expected, now))
 
     def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition]) -> int:
+                       partitions: Iterable[TopicPartition], client_tv: int = 0) -> int:
         parts = list(partitions)
         return self._write(txn_id, lambda s, now: s.add_partitions(
-            txn_id, producer_id, producer_epoch, parts, now))
+            txn_id, producer_id, producer_epoch, parts, now, client_tv))
 
     def verify_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -108,9 +108,9 @@ class TransactionCoordinator:
             txn_id, producer_id, producer_epoch, parts))
 
     def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int,
-                commit: bool) -> int:
+                commit: bool, client_tv: int = 0) -> EndResult:
         return self._write(txn_id, lambda s, now: s.end_txn(
-            txn_id, producer_id, producer_epoch, commit, now))
+            txn_id, producer_id, producer_epoch, commit, now, client_tv))
 
     def describe(self, txn_id: str) -> dict[str, Any]:
         return self._read(txn_id, lambda s: s.describe(txn_id))
@@ -129,15 +129,19 @@ class TransactionCoordinator:
 
     # ---- markers -------------------------------------------------------------------
     def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                     commit: bool, coordinator_epoch: int) -> int:
+                     commit: bool, coordinator_epoch: int,
+                     transaction_version: int = 0) -> int:
         """Append one COMMIT/ABORT marker; 0 or a Kafka error code. Also the path of
-        WriteTxnMarkers (an operator aborting a hanging transaction)."""
+        WriteTxnMarkers (an operator aborting a hanging transaction). A
+        `transaction_version` 2 marker must carry an epoch above the producer's on the
+        partition (the coordinator bumped it)."""
         try:
             if topic == OFFSETS_TOPIC:
                 if self.broker.groups is None:
                     return UNKNOWN_TOPIC_OR_PARTITION
                 self.broker.groups.runtime.write_marker(partition, producer_id, producer_epoch,
-                                                        commit, coordinator_epoch)
+                                                        commit, coordinator_epoch,
+                                                        transaction_version)
                 return 0
             # Never the metadata log: Broker.partition does not return it (a marker there
             # once kept the broker from starting; found by fuzzing).
@@ -145,7 +149,7 @@ class TransactionCoordinator:
             if plog is None:
                 return UNKNOWN_TOPIC_OR_PARTITION
             plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
-                               self.broker.now_ms())
+                               self.broker.now_ms(), transaction_version)
             return 0
         except NotReady as exc:
             return exc.code
@@ -204,7 +208,7 @@ class TransactionCoordinator:
         complete = True
         for topic, partition in sorted(job.partitions - done):
             code = self.write_marker(topic, partition, job.producer_id, job.producer_epoch,
-                                     job.commit, coordinator_epoch)
+                                     job.commit, coordinator_epoch, job.transaction_version)
             if code in RETRIABLE_MARKER_ERRORS:
                 complete = False
                 continue

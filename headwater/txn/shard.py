@@ -20,6 +20,7 @@ import re2
 from ..coordinator.record_codec import CoordinatorRecord
 from ..coordinator.runtime import Result, Timer
 from .config import TxnConfig
+from .epoch_bump import completed_identity, decide_end_v2, needs_new_producer_id, prepared
 from .metadata import MAX_EPOCH, TxnMetadata, epoch_exhausted
 from .records import metadata_of, txn_record, txn_tombstone
 from .state import NONE, Event, TxnState, step
@@ -31,6 +32,7 @@ INVALID_TRANSACTION_TIMEOUT = 50
 CONCURRENT_TRANSACTIONS = 51
 PRODUCER_FENCED = 90
 TRANSACTIONAL_ID_NOT_FOUND = 105
+TRANSACTION_ABORTABLE = 120
 
 ABORT_TIMER = "abort-timed-out-transactions"
 EXPIRE_TIMER = "expire-transactional-ids"
@@ -44,14 +46,25 @@ class InitResult(NamedTuple):
     producer_epoch: int = -1
 
 
+class EndResult(NamedTuple):
+    """EndTxn's answer: v5+ returns the id and epoch the producer continues with."""
+
+    error: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
 class MarkerJob(NamedTuple):
-    """Markers owed for a transaction in Prepare*: one per partition, then `complete`."""
+    """Markers owed for a transaction in Prepare*: one per partition, then `complete`.
+    `transaction_version` 2 markers carry a bumped epoch, which the partitions check
+    strictly (see `log.producer_state`)."""
 
     transactional_id: str
     producer_id: int
     producer_epoch: int
     commit: bool
     partitions: frozenset[TopicPartition]
+    transaction_version: int = 0
 
 
 class TxnShard:
@@ -114,8 +127,11 @@ class TxnShard:
         return Result([txn_record(new)], InitResult(NONE, pid, epoch))
 
     def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition], now_ms: int) -> Result:
-        """AddPartitionsToTxn / AddOffsetsToTxn; the response is one error code."""
+                       partitions: Iterable[TopicPartition], now_ms: int,
+                       client_tv: int = 0) -> Result:
+        """AddPartitionsToTxn / AddOffsetsToTxn, and the implicit add of a transaction
+        version 2 Produce / TxnOffsetCommit (`client_tv` 2, recorded as Kafka's
+        `prepareAddPartitions` does); the response is one error code."""
         meta, error = self._producer(txn_id, producer_id, producer_epoch)
         if meta is None:
             return Result([], error)
@@ -130,13 +146,15 @@ class TxnShard:
         else:
             start = now_ms
         new = meta.to(TxnState.ONGOING, now_ms, partitions=meta.partitions | added,
-                      start_ms=start)
+                      start_ms=start, client_tv=client_tv)
         return Result([txn_record(new)], NONE)
 
     def verify_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Are these partitions in the producer's ongoing transaction? (AddPartitionsToTxn
-        v4+ verify-only, and TxnOffsetCommit). Reads only."""
+        v4+ verify-only, and TxnOffsetCommit). Reads only. One that is not gets
+        TRANSACTION_ABORTABLE, as Kafka 4.x's coordinator answers (the produce path turns
+        it into INVALID_TXN_STATE for clients older than Produce v11)."""
         parts = list(partitions)
         meta, error = self._producer(txn_id, producer_id, producer_epoch)
         if meta is None:
@@ -144,24 +162,45 @@ class TxnShard:
         if meta.state.is_prepare:
             return {tp: CONCURRENT_TRANSACTIONS for tp in parts}
         ongoing = meta.state is TxnState.ONGOING
-        return {tp: NONE if ongoing and tp in meta.partitions else INVALID_TXN_STATE
+        return {tp: NONE if ongoing and tp in meta.partitions else TRANSACTION_ABORTABLE
                 for tp in parts}
 
     def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                now_ms: int) -> Result:
-        """EndTxn: Ongoing -> Prepare*; the markers follow (see `pending_markers`)."""
+                now_ms: int, client_tv: int = 0) -> Result:
+        """EndTxn: Ongoing -> Prepare*; the markers follow (see `pending_markers`).
+        `client_tv` 2 (EndTxn v5+) bumps the epoch (`epoch_bump.py`); below that the
+        epoch stays and the answer names no producer. The response is an EndResult."""
+        if client_tv >= 2:
+            return self._end_txn_v2(txn_id, producer_id, producer_epoch, commit, now_ms)
         meta, error = self._producer(txn_id, producer_id, producer_epoch)
         if meta is None:
-            return Result([], error)
+            return Result([], EndResult(error))
         target = step(meta.state, Event.COMMIT if commit else Event.ABORT)
         if target.state is None:
-            return Result([], target.error)
-        return Result([txn_record(meta.to(target.state, now_ms))], target.error)
+            return Result([], EndResult(target.error))
+        new = meta.to(target.state, now_ms, client_tv=client_tv, next_producer_id=-1)
+        return Result([txn_record(new)], EndResult(target.error))
+
+    def _end_txn_v2(self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                    now_ms: int) -> Result:
+        if not txn_id:
+            return Result([], EndResult(INVALID_REQUEST))
+        meta = self.txns.get(txn_id)
+        if meta is None:
+            return Result([], EndResult(INVALID_PRODUCER_ID_MAPPING))
+        decision = decide_end_v2(meta, producer_id, producer_epoch, commit)
+        if decision.prepare is None:
+            if decision.error == NONE:  # a retry of the EndTxn that bumped the epoch
+                return Result([], EndResult(NONE, meta.producer_id, meta.producer_epoch))
+            return Result([], EndResult(decision.error))
+        next_pid = self.allocate_producer_id() if needs_new_producer_id(meta) else -1
+        new = prepared(meta, decision.prepare, next_pid, now_ms, decision.no_partition_added)
+        return Result([txn_record(new)], EndResult(NONE, *completed_identity(new)))
 
     # ---- markers -------------------------------------------------------------------
     def pending_markers(self) -> list[MarkerJob]:
         return [MarkerJob(m.transactional_id, m.producer_id, m.producer_epoch,
-                          m.state is TxnState.PREPARE_COMMIT, m.partitions)
+                          m.state is TxnState.PREPARE_COMMIT, m.partitions, m.client_tv)
                 for m in self.txns.values() if m.state.is_prepare]
 
     def complete(self, job: MarkerJob, now_ms: int) -> Result:
@@ -173,7 +212,14 @@ class TxnShard:
             return Result([])
         target = step(meta.state, Event.MARKERS_WRITTEN)
         assert target.state is not None
-        return Result([txn_record(meta.to(target.state, now_ms, partitions=frozenset()))])
+        if meta.client_tv >= 2 and meta.next_producer_id >= 0:
+            # The exhausted epoch's rotation (Kafka's prepareComplete): the new id at 0.
+            new = meta.to(target.state, now_ms, partitions=frozenset(),
+                          producer_id=meta.next_producer_id, producer_epoch=0,
+                          prev_producer_id=meta.producer_id, next_producer_id=-1)
+        else:
+            new = meta.to(target.state, now_ms, partitions=frozenset(), next_producer_id=-1)
+        return Result([txn_record(new)])
 
     # ---- coordinator-initiated aborts and expiry -----------------------------------
     def abort_timed_out(self, now_ms: int) -> Result:
@@ -198,6 +244,9 @@ class TxnShard:
     def _fenced(self, meta: TxnMetadata, now_ms: int) -> TxnMetadata:
         target = step(meta.state, Event.FENCE)
         assert target.state is not None
+        # One bump whatever the client's version: at transaction version 2 Kafka 4.4
+        # lets the abort's own bump (prepareAbortOrCommit) be the fence's, so the
+        # markers go out at epoch + 1 as at version 0/1 (seen side by side).
         epoch = min(meta.producer_epoch + 1, MAX_EPOCH)
         return meta.to(target.state, now_ms, producer_epoch=epoch)
 

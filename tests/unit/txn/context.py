@@ -45,7 +45,19 @@ class TxnContext(ShardContext):
         return self.write(lambda s, now: s.add_partitions(txn_id, pid, epoch, partitions, now))
 
     def end(self, pid: int, epoch: int, commit: bool, txn_id: str = "tx") -> int:
-        return self.write(lambda s, now: s.end_txn(txn_id, pid, epoch, commit, now))
+        """EndTxn v4 and older (transaction version 0/1): the error code."""
+        return self.write(lambda s, now: s.end_txn(txn_id, pid, epoch, commit, now)).error
+
+    def end_v2(self, pid: int, epoch: int, commit: bool,
+               txn_id: str = "tx") -> tuple[int, int, int]:
+        """EndTxn v5 (transaction version 2): (error, producer id, producer epoch)."""
+        return tuple(self.write(lambda s, now: s.end_txn(txn_id, pid, epoch, commit, now, 2)))
+
+    def add_v2(self, pid: int, epoch: int, *partitions: tuple[str, int],
+               txn_id: str = "tx") -> int:
+        """The implicit add of a Produce v12 / TxnOffsetCommit v5."""
+        return self.write(lambda s, now: s.add_partitions(txn_id, pid, epoch, partitions,
+                                                          now, 2))
 
     def markers(self) -> list[MarkerJob]:
         jobs = self.shard.pending_markers()

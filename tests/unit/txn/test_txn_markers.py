@@ -22,7 +22,7 @@ class FakePartition:
         self.markers: list[tuple[int, int, bool, int]] = []
 
     def append_marker(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
-                      now_ms: int) -> int:
+                      now_ms: int, transaction_version: int = 0) -> int:
         self.markers.append((pid, epoch, commit, coordinator_epoch))
         return len(self.markers) - 1
 
@@ -35,7 +35,7 @@ class FakeGroupRuntime:
         self.markers: list[tuple[int, int, int, bool]] = []
 
     def write_marker(self, partition: int, pid: int, epoch: int, commit: bool,
-                     coordinator_epoch: int) -> int:
+                     coordinator_epoch: int, transaction_version: int = 0) -> int:
         if not self.ready:
             raise NotReady(14)
         self.markers.append((partition, pid, epoch, commit))
@@ -91,7 +91,7 @@ def test_markers_are_written_once_each_and_a_loading_offsets_partition_is_retrie
         assert (error, pid, epoch) == (0, 501, 0)
         parts = [("t", 0), ("t", 1), ("__consumer_offsets", 3)]
         assert txns.add_partitions("tx", pid, epoch, parts) == 0
-        assert txns.end_txn("tx", pid, epoch, commit=True) == 0
+        assert txns.end_txn("tx", pid, epoch, commit=True).error == 0
         # The data partitions have their markers; __consumer_offsets is still loading.
         assert broker.data[("t", 0)].markers == [(pid, epoch, True, 0)]
         assert broker.data[("t", 1)].markers == [(pid, epoch, True, 0)]

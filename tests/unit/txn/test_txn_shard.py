@@ -16,6 +16,7 @@ INVALID_TRANSACTION_TIMEOUT = 50
 CONCURRENT_TRANSACTIONS = 51
 PRODUCER_FENCED = 90
 TRANSACTIONAL_ID_NOT_FOUND = 105
+TRANSACTION_ABORTABLE = 120
 T0, T1 = ("t", 0), ("t", 1)
 
 
@@ -195,15 +196,16 @@ def test_verify_partitions():
     ctx = TxnContext()
     _, pid, epoch = ctx.init()
     verify = ctx.shard.verify_partitions
-    assert verify("tx", pid, epoch, [T0]) == {T0: INVALID_TXN_STATE}  # nothing added
+    # Not in the transaction: TRANSACTION_ABORTABLE, as Kafka 4.x's coordinator answers.
+    assert verify("tx", pid, epoch, [T0]) == {T0: TRANSACTION_ABORTABLE}  # nothing added
     ctx.add(pid, epoch, T0)
-    assert verify("tx", pid, epoch, [T0, T1]) == {T0: 0, T1: INVALID_TXN_STATE}
+    assert verify("tx", pid, epoch, [T0, T1]) == {T0: 0, T1: TRANSACTION_ABORTABLE}
     assert verify("tx", pid, epoch + 1, [T0]) == {T0: PRODUCER_FENCED}
     assert verify("tx", pid + 1, epoch, [T0]) == {T0: INVALID_PRODUCER_ID_MAPPING}
     ctx.end(pid, epoch, commit=True)
     assert verify("tx", pid, epoch, [T0]) == {T0: CONCURRENT_TRANSACTIONS}
     ctx.markers()
-    assert verify("tx", pid, epoch, [T0]) == {T0: INVALID_TXN_STATE}
+    assert verify("tx", pid, epoch, [T0]) == {T0: TRANSACTION_ABORTABLE}
 
 
 def test_describe_and_list_with_filters():

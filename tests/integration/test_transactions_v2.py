@@ -1,0 +1,329 @@
+"""Transaction version 2 (KIP-890 part 2) side by side on headwater and Apache Kafka
+4.4.0: the same requests or the same Java tools against both brokers, the same answers.
+
+* On the wire, a TV2 client's life: InitProducerId, Produce v12 that adds its partition
+  itself, TxnOffsetCommit v5 that adds the group itself, EndTxn v5 bumping the epoch at
+  every commit and abort (retries, an empty abort, INVALID_TXN_STATE), and the fencing
+  of zombies by a new instance (Produce, EndTxn from old epochs). Every answer is
+  compared, with the producer id replaced by whether it is the same one.
+* Kafka's Java 4.4 client, which turns TV2 on when it sees `transaction.version` 2
+  finalized: kafka-producer-perf-test with a transactional id, and the
+  TransactionalMessageCopier (consume-transform-produce with the offsets in the
+  transaction, no AddOffsetsToTxn). kafka-transactions describes the same state and the
+  same epoch on both; read_committed sees the same records.
+* A TV1 client (librdkafka via confluent-kafka) on both: its epoch does not move.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from headwater.log.batch import build_batch
+from tests.integration.test_clients_round_trip import create_topic
+from tests.integration.test_kafka_tools import table, tool
+from tests.integration.test_transactions import describe, raw, read_all, wait_for
+from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_reference import KafkaReference, run_tool
+
+pytestmark = pytest.mark.timeout(300)
+
+RETRIABLE = {14, 15, 16, 51}  # coordinator loading / not available / not coordinator, busy
+COPIER = "org.apache.kafka.tools.TransactionalMessageCopier"
+
+
+@pytest.fixture(scope="module")
+def brokers(broker: BrokerProcess, kafka_ref: KafkaReference) -> dict[str, Any]:
+    return {"headwater": broker, "kafka": kafka_ref}
+
+
+def retry(call: Callable[[], Any], code: Callable[[Any], int], timeout: float = 30.0) -> Any:
+    """Repeat `call` while its answer carries a retriable code (a fresh Kafka creates
+    and loads `__transaction_state` on first use)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = call()
+        if code(answer) not in RETRIABLE:
+            return answer
+        assert time.monotonic() < deadline, f"still retriable: {code(answer)}"
+        time.sleep(0.1)
+
+
+class Tv2Client:
+    """A transaction version 2 client on the raw wire (what Kafka's Java client sends
+    when TV2 is finalized), one per producer instance."""
+
+    def __init__(self, bootstrap: str, txn_id: str, topic: str) -> None:
+        self.c = raw(bootstrap)
+        self.txn_id, self.topic = txn_id, topic
+        self.pid, self.epoch, self.seq = -1, -1, 0
+
+    def close(self) -> None:
+        self.c.close()
+
+    def find_coordinator(self, key: str, key_type: int) -> None:
+        """FindCoordinator until it answers: Kafka creates its internal topic then."""
+        retry(lambda: self.c.request(10, 3, {"key": key, "key_type": key_type}),
+              lambda r: int(r.error_code))
+
+    def init(self) -> tuple[int, int]:
+        """InitProducerId v5 as a new instance; (first error, final error) — a fence
+        answers CONCURRENT_TRANSACTIONS until the old transaction is aborted."""
+        self.find_coordinator(self.txn_id, 1)
+        first = []
+
+        def call() -> Any:
+            r = self.c.request(22, 5, {"transactional_id": self.txn_id,
+                                       "transaction_timeout": 60000, "producer_id": -1,
+                                       "producer_epoch": -1})
+            if int(r.error_code) not in (14, 15, 16):  # not yet loaded: not an answer
+                first.append(int(r.error_code))
+            return r
+
+        r = retry(call, lambda r: int(r.error_code))
+        if int(r.error_code) == 0:
+            self.pid, self.epoch, self.seq = r.producer_id, r.producer_epoch, 0
+        return first[0], int(r.error_code)
+
+    def produce(self, value: bytes, epoch: int | None = None) -> int:
+        """Produce v12, transactional: the broker adds the partition to the transaction."""
+        e = self.epoch if epoch is None else epoch
+        batch = build_batch([(None, value, [], int(time.time() * 1000))],
+                            producer_id=self.pid, producer_epoch=e,
+                            base_sequence=self.seq if epoch is None else 0,
+                            is_transactional=True)
+
+        def call() -> int:
+            r = self.c.request(0, 12, {"transactional_id": self.txn_id, "acks": -1,
+                                       "timeout": 10000, "topic_data": [{
+                                           "name": self.topic, "partition_data": [
+                                               {"index": 0, "records": batch}]}]})
+            return int(r.responses[0].partition_responses[0].error_code)
+
+        code = retry(call, lambda c: c)
+        if code == 0 and epoch is None:
+            self.seq += 1
+        return code
+
+    def commit_offset(self, group: str, offset: int) -> int:
+        """TxnOffsetCommit v5 with no AddOffsetsToTxn before it."""
+        self.find_coordinator(group, 0)
+
+        def call() -> int:
+            r = self.c.request(28, 5, {
+                "transactional_id": self.txn_id, "group_id": group,
+                "producer_id": self.pid, "producer_epoch": self.epoch,
+                "generation_id": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": self.topic, "partitions": [{
+                    "partition_index": 0, "committed_offset": offset,
+                    "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+            return int(r.topics[0].partitions[0].error_code)
+
+        return retry(call, lambda c: c)
+
+    def end(self, commit: bool, epoch: int | None = None) -> tuple[int, str, int]:
+        """EndTxn v5: (error, "same"/"other"/"none" producer id, epoch returned); adopts
+        the returned identity when `epoch` is None (the live producer)."""
+        e = self.epoch if epoch is None else epoch
+        r = retry(lambda: self.c.request(26, 5, {
+            "transactional_id": self.txn_id, "producer_id": self.pid, "producer_epoch": e,
+            "committed": commit}), lambda r: int(r.error_code))
+        pid = ("none" if r.producer_id == -1 else
+               "same" if r.producer_id == self.pid else "other")
+        if int(r.error_code) == 0 and epoch is None:
+            self.pid, self.epoch, self.seq = r.producer_id, r.producer_epoch, 0
+        return int(r.error_code), pid, r.producer_epoch
+
+
+def committed(bootstrap: str, group: str, topic: str) -> int:
+    c = raw(bootstrap)
+    try:
+        def call() -> Any:
+            return c.request(9, 8, {"groups": [{"group_id": group, "topics": [
+                {"name": topic, "partition_indexes": [0]}]}], "require_stable": True})
+
+        def code(r: Any) -> int:
+            err = int(r.groups[0].error_code) or int(
+                r.groups[0].topics[0].partitions[0].error_code)
+            # UNSTABLE_OFFSET_COMMIT: Kafka writes the markers after answering EndTxn.
+            return 51 if err == 88 else err
+
+        r = retry(call, code)
+        return r.groups[0].topics[0].partitions[0].committed_offset
+    finally:
+        c.close()
+
+
+def tv2_story(bootstrap: str, topic: str) -> list[tuple]:
+    """One transactional id through commits, retries, an empty abort and two fences;
+    what each step answered."""
+    create_topic(bootstrap, topic)
+    txn_id, group = f"{topic}-tx", f"{topic}-g"
+    steps: list[tuple] = []
+
+    def state() -> tuple[str, int]:
+        d = describe(bootstrap, txn_id)
+        return d.transaction_state, d.producer_epoch
+
+    live = Tv2Client(bootstrap, txn_id, topic)
+    zombie = None
+    try:
+        steps.append(("init", live.init(), live.epoch))
+        steps.append(("produce a", live.produce(b"a")))
+        steps.append(("after produce", state(), describe(bootstrap, txn_id).partitions))
+        steps.append(("commit", live.end(True)))
+        steps.append(("commit retried", live.end(True, epoch=live.epoch - 1)))
+        steps.append(("commit, no transaction", live.end(True)))
+        steps.append(("empty abort", live.end(False)))
+        steps.append(("after empty abort", state()))
+        steps.append(("produce b", live.produce(b"b")))
+        steps.append(("offsets, no AddOffsetsToTxn", live.commit_offset(group, 5)))
+        steps.append(("old epoch produces", live.produce(b"z", epoch=live.epoch - 1)))
+        steps.append(("commit b", live.end(True)))
+        steps.append(("committed offset", committed(bootstrap, group, topic)))
+        # A new instance of the same transactional id: the old one is a zombie.
+        zombie, live = live, Tv2Client(bootstrap, txn_id, topic)
+        steps.append(("new instance", live.init(), live.epoch))
+        steps.append(("zombie produces", zombie.produce(b"z")))
+        steps.append(("zombie commits", zombie.end(True, epoch=zombie.epoch)))
+        steps.append(("produce c", live.produce(b"c")))
+        # A third instance fences an open transaction: it is aborted first.
+        third = Tv2Client(bootstrap, txn_id, topic)
+        try:
+            steps.append(("third instance", third.init(), third.epoch))
+        finally:
+            third.close()
+        steps.append(("fenced commits", live.end(True, epoch=live.epoch)))
+        steps.append(("fenced produces", live.produce(b"y", epoch=live.epoch)))
+        steps.append(("final", state()))
+    finally:
+        live.close()
+        if zombie is not None:
+            zombie.close()
+    steps.append(("read_committed", read_all(bootstrap, topic, "read_committed")))
+    return steps
+
+
+def test_tv2_wire_story_same_answers_as_kafka(brokers: dict[str, Any], topic_name: str):
+    stories = {name: tv2_story(b.bootstrap, topic_name) for name, b in brokers.items()}
+    for ours, theirs in zip(stories["headwater"], stories["kafka"], strict=True):
+        assert ours == theirs, (ours, theirs)
+    story = dict((s[0], s[1:]) for s in stories["headwater"])
+    # The epoch moves at every end: commit 0 -> 1, empty abort -> 2, commit -> 3, a new
+    # instance -> 4, the third instance's fence aborts at 5 and hands out 6.
+    assert story["commit"] == ((0, "same", 1),)
+    assert story["empty abort"] == ((0, "same", 2),)
+    assert story["final"] == (("Empty", 6),)
+    assert story["read_committed"] == (["a", "b"],)
+
+
+def completed(bootstrap: str, txn_id: str) -> Any:
+    """DescribeTransactions once the last transaction completed (Kafka answers EndTxn
+    before its markers are written)."""
+    def done() -> Any:
+        d = describe(bootstrap, txn_id)
+        return None if d.transaction_state.startswith("Prepare") else d
+
+    return wait_for(done, what="the transaction to complete")
+
+
+def java_epoch(bootstrap: str, txn_id: str) -> tuple[str, int]:
+    """kafka-transactions describe: (state, epoch) once the last transaction completed
+    (Kafka answers EndTxn before its markers are written)."""
+    deadline = time.monotonic() + 30
+    while True:
+        (row,) = table(tool("kafka-transactions", bootstrap, "describe",
+                            "--transactional-id", txn_id).stdout)
+        if not row["TransactionState"].startswith("Prepare"):
+            return row["TransactionState"], int(row["ProducerEpoch"])
+        assert time.monotonic() < deadline, row
+        time.sleep(0.1)
+
+
+def test_java_copier_consume_transform_produce_side_by_side(brokers: dict[str, Any],
+                                                           topic_name: str):
+    """Kafka's TransactionalMessageCopier (the Java 4.4 client at TV2): 300 records in
+    transactions of 50, the input offsets committed with them (TxnOffsetCommit v5, no
+    AddOffsetsToTxn). Six commits: epoch 6 on both, same output, same offset."""
+    results = {}
+    for name, b in brokers.items():
+        src, dst = f"{topic_name}-in", f"{topic_name}-out"
+        txn_id, group = f"{topic_name}-copier", f"{topic_name}-g"
+        create_topic(b.bootstrap, src)
+        create_topic(b.bootstrap, dst)
+        p = Producer({"bootstrap.servers": b.bootstrap})
+        for i in range(300):
+            p.produce(src, f"m{i}".encode(), partition=0)
+        assert p.flush(30) == 0
+        run_tool(COPIER, "--broker-list", b.bootstrap, "--input-topic", src,
+                 "--input-partition", "0", "--output-topic", dst, "--transactional-id",
+                 txn_id, "--consumer-group", group, "--transaction-size", "50",
+                 "--max-messages", "300", "--use-group-metadata", timeout=150)
+        results[name] = (java_epoch(b.bootstrap, txn_id),
+                         sorted(read_all(b.bootstrap, dst, "read_committed")),
+                         committed(b.bootstrap, group, src))
+    assert results["headwater"] == results["kafka"]
+    (state, epoch), values, offset = results["headwater"]
+    assert state == "CompleteCommit" and epoch == 6
+    assert values == sorted(f"m{i}" for i in range(300)) and offset == 300
+
+
+def test_java_perf_producer_transactions_side_by_side(brokers: dict[str, Any],
+                                                      topic_name: str):
+    """kafka-producer-perf-test with a transactional id: every transaction of the Java
+    4.4 producer ends with an epoch bump (one per transaction, so the epoch counts the
+    commits), and kafka-transactions lists and describes the same on both brokers."""
+    results = {}
+    for name, b in brokers.items():
+        txn_id = f"{topic_name}-perf"
+        create_topic(b.bootstrap, topic_name, partitions=2)
+        perf = run_tool("kafka-producer-perf-test", "--bootstrap-server", b.bootstrap,
+                        "--topic", topic_name, "--num-records", "1000",
+                        "--payload-monotonic", "--throughput", "-1",
+                        "--transactional-id", txn_id, "--transaction-duration-ms", "100",
+                        timeout=150)
+        assert re.search(r"^1000 records sent", perf.stdout, re.M), perf.stdout
+        listed = [r for r in table(tool("kafka-transactions", b.bootstrap, "list").stdout)
+                  if r["TransactionalId"] == txn_id]
+        state, epoch = java_epoch(b.bootstrap, txn_id)
+        values = read_all(b.bootstrap, topic_name, "read_committed", partitions=2)
+        results[name] = (listed[0]["TransactionState"], state, epoch >= 1,
+                         sorted(map(int, values)))
+    assert results["headwater"] == results["kafka"]
+    assert results["headwater"][:3] == ("CompleteCommit", "CompleteCommit", True)
+    assert results["headwater"][3] == list(range(1000))
+
+
+def test_tv1_client_keeps_its_epoch_on_both(brokers: dict[str, Any], topic_name: str):
+    """librdkafka speaks EndTxn below v5 (transaction version 1): no epoch bump at the
+    end, on a TV2 cluster too; same records and offsets on both brokers."""
+    results = {}
+    for name, b in brokers.items():
+        create_topic(b.bootstrap, topic_name)
+        txn_id, group = f"{topic_name}-tv1", f"{topic_name}-g"
+        p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": txn_id})
+        p.init_transactions(30)
+        meta = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group})
+        try:
+            for i, commit in enumerate((True, False, True)):
+                p.begin_transaction()
+                p.produce(topic_name, f"v{i}".encode(), partition=0)
+                p.send_offsets_to_transaction([TopicPartition(topic_name, 0, i + 1)],
+                                              meta.consumer_group_metadata(), 30)
+                if commit:
+                    p.commit_transaction(30)
+                else:
+                    p.abort_transaction(30)
+        finally:
+            meta.close()
+        d = completed(b.bootstrap, txn_id)
+        results[name] = (d.transaction_state, d.producer_epoch,
+                         read_all(b.bootstrap, topic_name, "read_committed"),
+                         committed(b.bootstrap, group, topic_name))
+    assert results["headwater"] == results["kafka"]
+    assert results["headwater"] == ("CompleteCommit", 0, ["v0", "v2"], 3)

@@ -16,6 +16,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from tests.integration.test_clients_round_trip import create_topic
 from tests.integration.test_transactions import (
     FAST_SCAN,
+    INVALID_PRODUCER_EPOCH,
+    PRODUCER_FENCED,
     describe,
     lso_and_hw,
     raw,
@@ -195,3 +197,114 @@ def test_consume_transform_produce_survives_sigkill_with_exactly_once_output(
     # The killed instance's open transaction did reach the log, and was aborted.
     assert len(read_all(b.bootstrap, dst, "read_uncommitted")) > n
     assert describe(b.bootstrap, txn_id).producer_epoch >= 2
+
+
+# ---- transaction version 2 (KIP-890 part 2) -------------------------------------------
+
+
+def tv2_client(bootstrap: str, txn_id: str, topic: str, pid: int = -1, epoch: int = -1,
+               seq: int = 0, timeout_ms: int = 60000):  # noqa: ANN201
+    """A raw-wire TV2 producer; with `pid`/`epoch` it resumes an identity (a producer
+    that lived through the broker's crash reconnects with what it had)."""
+    from tests.integration.test_transactions_v2 import Tv2Client
+
+    client = Tv2Client(bootstrap, txn_id, topic, timeout_ms)
+    if pid >= 0:
+        client.pid, client.epoch, client.seq = pid, epoch, seq
+    return client
+
+
+def test_kill_9_mid_tv2_transaction_aborts_it_whole_and_fences_the_zombie(broker_factory,
+                                                                         topic_name):
+    """A TV2 producer (Produce v12 adding its partition, TxnOffsetCommit v5 adding the
+    group) is mid-transaction when headwater is killed -9. After the restart the open
+    transaction times out and is aborted whole (its records and its offset), with the
+    epoch bumped; the producer that survived it is a zombie: its writes and its commit
+    are refused, and a new instance takes over."""
+    b = broker_factory(*FAST_SCAN)
+    create_topic(b.bootstrap, topic_name)
+    txn_id, group = f"{topic_name}-tx", f"{topic_name}-g"
+    p = tv2_client(b.bootstrap, txn_id, topic_name, timeout_ms=3000)
+    try:
+        assert p.init() == (0, 0)
+        assert p.produce(b"kept") == 0
+        assert p.end(True) == (0, "same", 1)
+        for i in range(3):
+            assert p.produce(f"doomed-{i}".encode()) == 0
+        assert p.commit_offset(group, 4) == 0
+        d = describe(b.bootstrap, txn_id)
+        assert (d.transaction_state, d.producer_epoch) == ("Ongoing", 1)
+        assert {t for t, _ in d.partitions} == {topic_name, "__consumer_offsets"}
+        pid, seq = p.pid, p.seq
+    finally:
+        p.close()
+    b.kill()
+
+    b.start()
+    assert lso_and_hw(b.bootstrap, topic_name) == (2, 5)  # "kept" + marker, then 3 open
+    wait_for(lambda: describe(b.bootstrap, txn_id).transaction_state == "CompleteAbort",
+             timeout=30, what="the timed-out transaction to be aborted")
+    assert describe(b.bootstrap, txn_id).producer_epoch == 2  # the fence's bump
+    assert read_all(b.bootstrap, topic_name, "read_committed") == ["kept"]
+    assert lso_and_hw(b.bootstrap, topic_name) == (6, 6)
+    assert committed_offset(b.bootstrap, group, topic_name) == -1  # aborted with it
+
+    zombie = tv2_client(b.bootstrap, txn_id, topic_name, pid, 1, seq)
+    fresh = tv2_client(b.bootstrap, txn_id, topic_name)
+    try:
+        assert zombie.produce(b"zombie") == INVALID_PRODUCER_EPOCH
+        assert fresh.init() == (0, 0) and (fresh.pid, fresh.epoch) == (pid, 3)
+        assert zombie.end(True, epoch=1) == (PRODUCER_FENCED, "none", -1)
+        assert fresh.produce(b"fresh") == 0
+        assert fresh.end(True) == (0, "same", 4)
+    finally:
+        zombie.close()
+        fresh.close()
+    assert read_all(b.bootstrap, topic_name, "read_committed") == ["kept", "fresh"]
+
+
+def test_crash_after_tv2_prepare_commit_completes_whole_at_the_bumped_epoch(broker_factory,
+                                                                           topic_name):
+    """The broker exits right after a TV2 PrepareCommit (epoch bumped, no marker yet).
+    After the restart the markers go out at the bumped epoch, the transaction is
+    committed whole (records and offset), the producer's retried EndTxn learns the new
+    epoch and carries on, and a write at the old epoch is fenced."""
+    b = broker_factory(*CRASH_AFTER_PREPARE)
+    create_topic(b.bootstrap, topic_name, partitions=2)
+    txn_id, group = f"{topic_name}-tx", f"{topic_name}-g"
+    p = tv2_client(b.bootstrap, txn_id, topic_name)
+    try:
+        assert p.init() == (0, 0)
+        for i in range(5):
+            assert p.produce(f"v{i}".encode()) == 0
+        assert p.commit_offset(group, 42) == 0
+        pid = p.pid
+        try:
+            p.end(True)  # the broker exits before answering
+        except Exception:
+            pass
+    finally:
+        p.close()
+    assert b.proc is not None and b.proc.wait(15) == 1
+    b.extra = [arg for arg in b.extra if arg not in CRASH_AFTER_PREPARE]
+    b.start()
+
+    state = wait_for(lambda: describe(b.bootstrap, txn_id).transaction_state
+                     in ("CompleteCommit", "CompleteAbort")
+                     and describe(b.bootstrap, txn_id).transaction_state)
+    assert state == "CompleteCommit"
+    assert describe(b.bootstrap, txn_id).producer_epoch == 1
+    assert sorted(read_all(b.bootstrap, topic_name, "read_committed", 2)) == \
+        [f"v{i}" for i in range(5)]
+    assert committed_offset(b.bootstrap, group, topic_name) == 42
+
+    p = tv2_client(b.bootstrap, txn_id, topic_name, pid, 0, 5)
+    try:
+        assert p.end(True) == (0, "same", 1)  # the lost answer, by retrying
+        assert p.produce(b"stale", epoch=0) == INVALID_PRODUCER_EPOCH
+        assert p.produce(b"next") == 0
+        assert p.end(True) == (0, "same", 2)
+    finally:
+        p.close()
+    assert sorted(read_all(b.bootstrap, topic_name, "read_committed", 2)) == \
+        sorted([f"v{i}" for i in range(5)] + ["next"])

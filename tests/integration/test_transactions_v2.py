@@ -58,9 +58,10 @@ class Tv2Client:
     """A transaction version 2 client on the raw wire (what Kafka's Java client sends
     when TV2 is finalized), one per producer instance."""
 
-    def __init__(self, bootstrap: str, txn_id: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, txn_id: str, topic: str,
+                 timeout_ms: int = 60000) -> None:
         self.c = raw(bootstrap)
-        self.txn_id, self.topic = txn_id, topic
+        self.txn_id, self.topic, self.timeout_ms = txn_id, topic, timeout_ms
         self.pid, self.epoch, self.seq = -1, -1, 0
 
     def close(self) -> None:
@@ -79,7 +80,8 @@ class Tv2Client:
 
         def call() -> Any:
             r = self.c.request(22, 5, {"transactional_id": self.txn_id,
-                                       "transaction_timeout": 60000, "producer_id": -1,
+                                       "transaction_timeout": self.timeout_ms,
+                                       "producer_id": -1,
                                        "producer_epoch": -1})
             if int(r.error_code) not in (14, 15, 16):  # not yet loaded: not an answer
                 first.append(int(r.error_code))

@@ -175,6 +175,31 @@ def test_marker_with_older_producer_epoch_is_fenced(open_log) -> None:
     assert a.end(commit=True, epoch=5) == 1  # the same epoch is fine (Kafka TV0/1)
 
 
+def test_tv2_marker_must_carry_a_bumped_epoch(open_log) -> None:
+    """Transaction version 2: the coordinator bumps the epoch before writing the marker,
+    so a marker at the producer's own epoch is late (Kafka's ProducerAppendInfo rule);
+    the same bumped marker again, with nothing open, is a re-send and is written."""
+    plog = open_log()
+    a = Producer(plog, A, epoch=3)
+    a.send()
+
+    def tv2(epoch: int, commit: bool = True) -> int:
+        return plog.append_marker(A, epoch, commit, 0, 5000, transaction_version=2)
+
+    assert code_of(lambda: tv2(3)) == errors.INVALID_PRODUCER_EPOCH
+    assert code_of(lambda: tv2(2)) == errors.INVALID_PRODUCER_EPOCH
+    assert plog.last_stable_offset == 0
+    assert tv2(4) == 1  # the bump: ends the transaction
+    assert plog.last_stable_offset == 2
+    assert tv2(4) == 2  # re-sent after a coordinator restart: nothing open, accepted
+    assert code_of(lambda: a.send()) == errors.INVALID_PRODUCER_EPOCH  # epoch 3 is old
+    a.epoch, a.seq = 4, 0
+    a.send()  # the next transaction at the bumped epoch
+    assert code_of(lambda: tv2(4, commit=False)) == errors.INVALID_PRODUCER_EPOCH
+    assert tv2(5, commit=False) == 4
+    assert plog.aborted_transactions(0, 5) == [(A, 3)]
+
+
 def test_marker_with_newer_epoch_ends_the_transaction_and_fences_old_writes(open_log) -> None:
     """The coordinator bumps the epoch when it aborts a timed-out transaction."""
     plog = open_log()

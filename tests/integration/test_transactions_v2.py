@@ -329,3 +329,67 @@ def test_tv1_client_keeps_its_epoch_on_both(brokers: dict[str, Any], topic_name:
                          committed(b.bootstrap, group, topic_name))
     assert results["headwater"] == results["kafka"]
     assert results["headwater"] == ("CompleteCommit", 0, ["v0", "v2"], 3)
+
+
+def test_aiokafka_and_kafka_python_tv1_transactions_on_both(brokers: dict[str, Any],
+                                                            topic_name: str):
+    """aiokafka and kafka-python are TV1 clients (AddPartitionsToTxn, AddOffsetsToTxn,
+    EndTxn below v5): one committed and one aborted transaction each, same outcome on
+    both brokers."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as ATopicPartition
+    from kafka import KafkaProducer
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    async def with_aiokafka(bootstrap: str, txn_id: str, group: str) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id)
+        await producer.start()
+        try:
+            for value, commit in ((b"aio-1", True), (b"aio-2", False)):
+                async with producer.transaction():
+                    await producer.send_and_wait(topic_name, value, partition=0)
+                    await producer.send_offsets_to_transaction(
+                        {ATopicPartition(topic_name, 0): 7}, group)
+                    if not commit:
+                        raise _Abort
+        except _Abort:
+            pass
+        finally:
+            await producer.stop()
+
+    results = {}
+    for name, b in brokers.items():
+        create_topic(b.bootstrap, topic_name)
+        asyncio.run(with_aiokafka(b.bootstrap, f"{topic_name}-aio", f"{topic_name}-aio-g"))
+        kp = KafkaProducer(bootstrap_servers=b.bootstrap,
+                           transactional_id=f"{topic_name}-kp")
+        try:
+            kp.init_transactions()
+            for value, commit in ((b"kp-1", True), (b"kp-2", False)):
+                kp.begin_transaction()
+                kp.send(topic_name, value, partition=0)
+                kp.send_offsets_to_transaction(
+                    {KTopicPartition(topic_name, 0): OffsetAndMetadata(9, "", -1)},
+                    f"{topic_name}-kp-g")
+                if commit:
+                    kp.commit_transaction()
+                else:
+                    kp.abort_transaction()
+        finally:
+            kp.close()
+        results[name] = (
+            [(d.transaction_state, d.producer_epoch) for d in (
+                completed(b.bootstrap, f"{topic_name}-aio"),
+                completed(b.bootstrap, f"{topic_name}-kp"))],
+            read_all(b.bootstrap, topic_name, "read_committed"),
+            committed(b.bootstrap, f"{topic_name}-aio-g", topic_name),
+            committed(b.bootstrap, f"{topic_name}-kp-g", topic_name))
+    assert results["headwater"] == results["kafka"]
+    assert results["headwater"][1:] == (["aio-1", "kp-1"], 7, 9)
+
+
+class _Abort(Exception):
+    """Leaves aiokafka's `transaction()` block so that it aborts."""

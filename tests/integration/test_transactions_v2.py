@@ -27,7 +27,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from headwater.log.batch import build_batch
 from tests.integration.test_clients_round_trip import create_topic
 from tests.integration.test_kafka_tools import table, tool
-from tests.integration.test_transactions import describe, raw, read_all, wait_for
+from tests.integration.test_transactions import (
+    describe,
+    lso_and_hw,
+    raw,
+    read_all,
+    wait_for,
+)
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_reference import KafkaReference, run_tool
 
@@ -393,3 +399,56 @@ def test_aiokafka_and_kafka_python_tv1_transactions_on_both(brokers: dict[str, A
 
 class _Abort(Exception):
     """Leaves aiokafka's `transaction()` block so that it aborts."""
+
+
+def test_java_zombie_is_fenced_by_a_second_producer_side_by_side(brokers: dict[str, Any],
+                                                                 topic_name: str):
+    """Two Java 4.4 transactional producers (TV2) with the same transactional id: the
+    second one's initTransactions fences the first, which fails with Kafka's fencing
+    error and writes nothing more; the second commits its records. Same on both."""
+    import subprocess
+    import tempfile
+
+    from tests.support.kafka_reference import tool_command
+
+    results = {}
+    for name, b in brokers.items():
+        topic, txn_id = f"{topic_name}-{name}", f"{topic_name}-zombie"
+        create_topic(b.bootstrap, topic)
+        err = tempfile.TemporaryFile(mode="w+")
+        first = subprocess.Popen(tool_command(
+            "kafka-producer-perf-test", "--bootstrap-server", b.bootstrap, "--topic", topic,
+            "--num-records", "1000000", "--payload-monotonic", "--throughput", "500",
+            "--transactional-id", txn_id, "--transaction-duration-ms", "200"),
+            stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, text=True)
+        try:
+            # The first producer is running once one of its transactions committed.
+            wait_for(lambda b=b, t=topic: lso_and_hw(b.bootstrap, t)[0] > 0,
+                     timeout=60, what="the first producer's first commit")
+            second = run_tool("kafka-producer-perf-test", "--bootstrap-server", b.bootstrap,
+                              "--topic", topic, "--num-records", "100",
+                              "--payload-monotonic", "--throughput", "-1",
+                              "--transactional-id", txn_id,
+                              "--transaction-duration-ms", "100000", timeout=120)
+            assert re.search(r"^100 records sent", second.stdout, re.M), second.stdout
+            code = first.wait(60)  # fenced: it stops by itself
+        finally:
+            if first.poll() is None:
+                first.kill()
+                first.wait(10)
+        err.seek(0)
+        fenced = sorted(set(re.findall(r"(ProducerFencedException|InvalidProducerEpochException"
+                                       r"|TransactionAbortableException)", err.read())))
+        state, epoch = java_epoch(b.bootstrap, txn_id)
+        values = list(map(int, read_all(b.bootstrap, topic, "read_committed")))
+        # The second producer's 100 records are the last committed, in order; whatever the
+        # first committed before it was fenced precedes them.
+        results[name] = (code != 0, fenced, state, values[-100:] == list(range(100)))
+    # Which of the two fencing errors the first producer meets depends on where it was
+    # (a send: InvalidProducerEpoch, both brokers in the runs seen; its commit:
+    # ProducerFenced), so only its kind is compared.
+    kinds = {name: (r[0], bool(r[1]) and set(r[1]) <= {
+        "ProducerFencedException", "InvalidProducerEpochException"}, *r[2:])
+        for name, r in results.items()}
+    assert kinds["headwater"] == kinds["kafka"] == (True, True, "CompleteCommit", True), \
+        results

@@ -78,10 +78,53 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                   for i, m in record_errors],
                 "error_message": message}
 
+    def resolve(image: Any, td: Any) -> tuple[Any, int]:
+        """A request topic's image entry (None if unknown) and the error for unknown."""
+        topic_id = getattr(td, "topic_id", None)
+        if topic_id is not None or not hasattr(td, "name"):
+            # v13 names topics by id only; a zero id (kio's None) is an unknown id.
+            topic = image.topic_by_id(topic_id) if topic_id is not None else None
+            return topic, E.unknown_topic_id
+        return image.topic(td.name), E.unknown_topic_or_partition
+
+    def implicit_adds(ctx: RequestContext, req: Any, txn_id: str
+                      ) -> dict[tuple[str, int], int]:
+        """Produce v12+ (transaction version 2): every partition of the request that a
+        producer writes transactionally without a transaction open there is added to
+        its transaction in one coordinator call per producer and epoch (Kafka sends one
+        AddPartitionsToTxn per request). Partition -> the add's error code."""
+        wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
+        for td in req.topic_data:
+            topic, _ = resolve(broker.image, td)
+            if topic is None or topic.name in INTERNAL_TOPICS or (
+                    broker.access.enabled and not broker.access.allowed(
+                        ctx, A.WRITE, A.TOPIC, topic.name)):
+                continue
+            for pd in td.partition_data:
+                if not pd.records or not has_transactional_batch(pd.records):
+                    continue
+                plog = broker.partition(topic.name, pd.index)
+                h = parse_header(pd.records)
+                if plog is None or plog.in_transaction(h.producer_id, h.producer_epoch):
+                    continue
+                wanted.setdefault((h.producer_id, h.producer_epoch), []).append(
+                    (topic.name, pd.index))
+        codes: dict[tuple[str, int], int] = {}
+        for (pid, epoch), tps in wanted.items():
+            try:
+                assert broker.transactions is not None
+                code = broker.transactions.add_partitions(txn_id, pid, epoch, tps, 2)
+            except NotReady as exc:
+                code = exc.code
+            codes.update(dict.fromkeys(tps, code))
+        return codes
+
     def unverified(txn_id: str | None, topic: str, plog: PartitionLog,
-                   records: bytes, version: int) -> tuple[int, str] | None:
+                   records: bytes, version: int,
+                   added: dict[tuple[str, int], int]) -> tuple[int, str] | None:
         """Why a transactional record set may not be written (see the module docstring);
-        None when it may. At Produce v12+ the partition is added to the transaction."""
+        None when it may. At Produce v12+ the partition is added to the transaction
+        (`added`: what `implicit_adds` did for the request)."""
         if not verify or txn_id is None or not has_transactional_batch(records):
             return None
         h = parse_header(records)
@@ -92,7 +135,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         tp = (topic, plog.partition)
         tv2 = version >= FIRST_TV2_PRODUCE
         try:
-            if tv2:
+            if tv2 and tp in added:
+                code = added[tp]
+            elif tv2:
                 code = broker.transactions.add_partitions(txn_id, h.producer_id,
                                                           h.producer_epoch, [tp], 2)
             else:
@@ -139,15 +184,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         now = now_ms()
         to_flush: list[PartitionLog] = []
         topics_out = []
+        added = (implicit_adds(ctx, req, txn_id)
+                 if verify and txn_id is not None and broker.transactions is not None
+                 and ctx.api_version >= FIRST_TV2_PRODUCE else {})
         for td in req.topic_data:
             topic_id = getattr(td, "topic_id", None)
-            if topic_id is not None or not hasattr(td, "name"):
-                # v13 names topics by id only; a zero id (kio's None) is an unknown id.
-                topic = image.topic_by_id(topic_id) if topic_id is not None else None
-                missing = E.unknown_topic_id
-            else:
-                topic = image.topic(td.name)
-                missing = E.unknown_topic_or_partition
+            topic, missing = resolve(image, td)
             parts_out = []
             name = topic.name if topic is not None else getattr(td, "name", None)
             if access.enabled and name is not None and not access.allowed(
@@ -179,7 +221,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     parts_out.append(partition_error(pd.index, E.corrupt_message,
                                                      "empty record set"))
                     continue
-                refused = unverified(txn_id, topic.name, plog, records, ctx.api_version)
+                refused = unverified(txn_id, topic.name, plog, records, ctx.api_version,
+                                     added)
                 if refused is not None:
                     log.info("produce to %s-%d refused: %s", topic.name, pd.index, refused[1])
                     parts_out.append(partition_error(pd.index, *refused))

@@ -84,11 +84,10 @@ def decide_end_v2(meta: TxnMetadata, producer_id: int, producer_epoch: int,
 
 def prepared(meta: TxnMetadata, state: TxnState, next_producer_id: int, now_ms: int,
              no_partition_added: bool) -> TxnMetadata:
-    """Kafka's `prepareAbortOrCommit` at transaction version 2: epoch + 1 (an abort at
-    32767 stays there: a broken state is let through so it can recover)."""
-    epoch = meta.producer_epoch
-    if not (epoch == MAX_EPOCH and state is TxnState.PREPARE_ABORT):
-        epoch += 1
+    """Kafka's `prepareAbortOrCommit` at transaction version 2: epoch + 1. At 32767 (only
+    reachable by a client that uses the epoch a fence reserved) it stays there: Kafka
+    lets such an abort through so the id can recover, and an int16 has no more."""
+    epoch = min(meta.producer_epoch + 1, MAX_EPOCH)
     return meta.to(state, now_ms, producer_epoch=epoch, client_tv=2,
                    next_producer_id=next_producer_id,
                    start_ms=now_ms if no_partition_added else meta.start_ms,

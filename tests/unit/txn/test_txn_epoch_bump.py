@@ -164,3 +164,14 @@ def test_records_are_transaction_log_value_v1_and_v0_still_reads():
     old = CODEC.decode(old_key, old_value)
     assert old is not None and old.value["producer_id"] == pid
     assert old.value.get("client_transaction_version", 0) == 0
+
+
+def test_an_epoch_at_the_int16_limit_never_overflows():
+    """Only a client using the epoch a fence reserved gets here; nothing may wrap."""
+    ctx, pid = started()
+    meta = dataclasses.replace(ctx.meta(), producer_epoch=32767)
+    ctx.write(lambda s, now: Result([txn_record(meta)], None))
+    error, new_pid, epoch = ctx.end_v2(pid, 32767, commit=True)
+    assert error == 0 and ctx.meta().producer_epoch == 32767
+    (job,) = ctx.markers()
+    assert job.producer_epoch == 32767 and (new_pid, epoch) == (1001, 0)

@@ -134,6 +134,19 @@ class Tv2Client:
 
         return retry(call, lambda c: c)
 
+    def add_v5(self, partition: int, verify_only: bool) -> int:
+        """AddPartitionsToTxn v5, the brokers' batched form, for one partition."""
+        r = retry(lambda: self.c.request(24, 5, {"transactions": [{
+            "transactional_id": self.txn_id, "producer_id": self.pid,
+            "producer_epoch": self.epoch, "verify_only": verify_only, "topics": [
+                {"name": self.topic, "partitions": [partition]}]}]}),
+            lambda r: int(r.error_code) or int(
+                r.results_by_transaction[0].topic_results[0].results_by_partition[0]
+                .partition_error_code))
+        return int(r.error_code) or int(
+            r.results_by_transaction[0].topic_results[0].results_by_partition[0]
+            .partition_error_code)
+
     def end(self, commit: bool, epoch: int | None = None) -> tuple[int, str, int]:
         """EndTxn v5: (error, "same"/"other"/"none" producer id, epoch returned); adopts
         the returned identity when `epoch` is None (the live producer)."""
@@ -170,7 +183,7 @@ def committed(bootstrap: str, group: str, topic: str) -> int:
 def tv2_story(bootstrap: str, topic: str) -> list[tuple]:
     """One transactional id through commits, retries, an empty abort and two fences;
     what each step answered."""
-    create_topic(bootstrap, topic)
+    create_topic(bootstrap, topic, partitions=2)
     txn_id, group = f"{topic}-tx", f"{topic}-g"
     steps: list[tuple] = []
 
@@ -184,6 +197,10 @@ def tv2_story(bootstrap: str, topic: str) -> list[tuple]:
         steps.append(("init", live.init(), live.epoch))
         steps.append(("produce a", live.produce(b"a")))
         steps.append(("after produce", state(), describe(bootstrap, txn_id).partitions))
+        steps.append(("verify-only, added", live.add_v5(0, verify_only=True)))
+        steps.append(("verify-only, not added", live.add_v5(1, verify_only=True)))
+        steps.append(("add v5", live.add_v5(1, verify_only=False),
+                      sorted(describe(bootstrap, txn_id).partitions)))
         steps.append(("commit", live.end(True)))
         steps.append(("commit retried", live.end(True, epoch=live.epoch - 1)))
         steps.append(("commit, no transaction", live.end(True)))
@@ -213,7 +230,7 @@ def tv2_story(bootstrap: str, topic: str) -> list[tuple]:
         live.close()
         if zombie is not None:
             zombie.close()
-    steps.append(("read_committed", read_all(bootstrap, topic, "read_committed")))
+    steps.append(("read_committed", read_all(bootstrap, topic, "read_committed", 2)))
     return steps
 
 
@@ -228,6 +245,7 @@ def test_tv2_wire_story_same_answers_as_kafka(brokers: dict[str, Any], topic_nam
     assert story["empty abort"] == ((0, "same", 2),)
     assert story["final"] == (("Empty", 6),)
     assert story["read_committed"] == (["a", "b"],)
+    assert story["verify-only, not added"] == (120,)  # TRANSACTION_ABORTABLE
 
 
 def completed(bootstrap: str, txn_id: str) -> Any:

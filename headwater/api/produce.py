@@ -146,6 +146,14 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         except NotReady as exc:
             code = exc.code
         if code == E.none:
+            if tv2 and h.base_sequence != 0 and not plog.knows_producer(h.producer_id):
+                # Kafka's check for a TV2 producer's first write to a partition that
+                # has no state for it: its sequences start at 0 (a gap is a lost batch).
+                return E.out_of_order_sequence_number, (
+                    f"Invalid sequence number for producer {h.producer_id} in "
+                    f"{topic}-{plog.partition}: {h.base_sequence} (incoming seq. number). "
+                    "Expected sequence 0 for transactions v2 idempotent producer with no "
+                    "existing state.")
             return None
         if code in _RETRY_AS_NOT_ENOUGH_REPLICAS or (
                 code == E.concurrent_transactions and not tv2):

@@ -590,6 +590,11 @@ class PartitionLog:
 
     # ---- log cleaner --------------------------------------------------------------------
 
+    def knows_producer(self, producer_id: int) -> bool:
+        """Whether this partition has any state for the producer (batches or markers)."""
+        with self._lock:
+            return producer_id in self._producers.producers
+
     def in_transaction(self, producer_id: int, producer_epoch: int) -> bool:
         """Whether this producer (at this epoch) has a transaction open on the partition."""
         with self._lock:

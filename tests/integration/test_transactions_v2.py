@@ -98,23 +98,26 @@ class Tv2Client:
             self.pid, self.epoch, self.seq = r.producer_id, r.producer_epoch, 0
         return first[0], int(r.error_code)
 
-    def produce(self, value: bytes, epoch: int | None = None) -> int:
-        """Produce v12, transactional: the broker adds the partition to the transaction."""
+    def produce(self, value: bytes, epoch: int | None = None, partition: int = 0,
+                seq: int | None = None) -> int:
+        """Produce v12, transactional: the broker adds the partition to the transaction.
+        With `epoch` or `seq` given, a one-off write that does not advance `seq`."""
         e = self.epoch if epoch is None else epoch
+        one_off = epoch is not None or seq is not None
         batch = build_batch([(None, value, [], int(time.time() * 1000))],
                             producer_id=self.pid, producer_epoch=e,
-                            base_sequence=self.seq if epoch is None else 0,
+                            base_sequence=(seq or 0) if one_off else self.seq,
                             is_transactional=True)
 
         def call() -> int:
             r = self.c.request(0, 12, {"transactional_id": self.txn_id, "acks": -1,
                                        "timeout": 10000, "topic_data": [{
                                            "name": self.topic, "partition_data": [
-                                               {"index": 0, "records": batch}]}]})
+                                               {"index": partition, "records": batch}]}]})
             return int(r.responses[0].partition_responses[0].error_code)
 
         code = retry(call, lambda c: c)
-        if code == 0 and epoch is None:
+        if code == 0 and not one_off:
             self.seq += 1
         return code
 
@@ -188,7 +191,7 @@ def tv2_story(bootstrap: str, topic: str) -> list[tuple]:
     steps: list[tuple] = []
 
     def state() -> tuple[str, int]:
-        d = describe(bootstrap, txn_id)
+        d = completed(bootstrap, txn_id)  # Kafka completes after answering EndTxn
         return d.transaction_state, d.producer_epoch
 
     live = Tv2Client(bootstrap, txn_id, topic)
@@ -201,6 +204,8 @@ def tv2_story(bootstrap: str, topic: str) -> list[tuple]:
         steps.append(("verify-only, not added", live.add_v5(1, verify_only=True)))
         steps.append(("add v5", live.add_v5(1, verify_only=False),
                       sorted(describe(bootstrap, txn_id).partitions)))
+        steps.append(("first write not at sequence 0", live.produce(b"g", partition=1,
+                                                                    seq=3)))
         steps.append(("commit", live.end(True)))
         steps.append(("commit retried", live.end(True, epoch=live.epoch - 1)))
         steps.append(("commit, no transaction", live.end(True)))
@@ -246,6 +251,7 @@ def test_tv2_wire_story_same_answers_as_kafka(brokers: dict[str, Any], topic_nam
     assert story["final"] == (("Empty", 6),)
     assert story["read_committed"] == (["a", "b"],)
     assert story["verify-only, not added"] == (120,)  # TRANSACTION_ABORTABLE
+    assert story["first write not at sequence 0"] == (45,)  # OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 def completed(bootstrap: str, txn_id: str) -> Any:

@@ -21,7 +21,8 @@ partition, while no transaction of that producer is open there, is only written 
 transaction coordinator confirms the partition belongs to the producer's ongoing
 transaction. Otherwise a late or retried batch arriving after its transaction ended would
 open a transaction nothing ever closes (a "hanging" transaction that pins the last
-stable offset). Not in the transaction: INVALID_TXN_STATE; a fenced epoch:
+stable offset). Not in the transaction: TRANSACTION_ABORTABLE (Produce v11+; before,
+INVALID_TXN_STATE); a fenced epoch:
 INVALID_PRODUCER_EPOCH; coordinator busy or loading: NOT_ENOUGH_REPLICAS, which clients
 retry without a metadata refresh (Kafka's mapping for them). Kafka's broker config
 `transaction.partition.verification.enable` (default true) turns it off.

@@ -476,3 +476,45 @@ def test_java_zombie_is_fenced_by_a_second_producer_side_by_side(brokers: dict[s
         for name, r in results.items()}
     assert kinds["headwater"] == kinds["kafka"] == (True, True, "CompleteCommit", True), \
         results
+
+
+def test_transaction_log_records_side_by_side(brokers: dict[str, Any], topic_name: str):
+    """`__transaction_state` itself, read by Kafka's kafka-dump-log on both brokers'
+    segment files: the same TransactionLogValue v1 records (state, epoch, the client's
+    transaction version) for a TV2 client's commit and empty abort."""
+    from pathlib import Path
+
+    from tests.integration.test_kafka_tools import decoded, segment_files
+
+    results = {}
+    for name, b in brokers.items():
+        create_topic(b.bootstrap, topic_name)
+        txn_id = f"{topic_name}-log"
+        client = Tv2Client(b.bootstrap, txn_id, topic_name)
+        try:
+            client.init()
+            assert client.produce(b"x") == 0
+            assert client.end(True)[0] == 0
+            completed(b.bootstrap, txn_id)
+            assert client.end(False)[0] == 0
+            completed(b.bootstrap, txn_id)
+        finally:
+            client.close()
+
+        def records(b: Any = b, txn_id: str = txn_id) -> list[tuple]:
+            out = run_tool("kafka-dump-log", "--transaction-log-decoder", "--files",
+                           ",".join(segment_files(Path(b.data_dir), "__transaction_state")))
+            return [(v["version"], v["data"]["transactionStatus"],
+                     v["data"]["producerEpoch"], v["data"].get("clientTransactionVersion", 0),
+                     sorted(p["topic"] for p in v["data"]["transactionPartitions"] or []))
+                    for k, v in decoded(out.stdout)
+                    if v is not None and k["data"].get("transactionalId") == txn_id]
+
+        # Kafka flushes its segments lazily: wait until the last record is readable.
+        results[name] = wait_for(lambda r=records: (lambda got: got if got and got[-1][1]
+                                                    == "CompleteAbort" else None)(r()),
+                                 timeout=30, what="the records in the segment files")
+    assert results["headwater"] == results["kafka"]
+    assert [r[1:4] for r in results["headwater"]] == [
+        ("Empty", 0, 0), ("Ongoing", 0, 2), ("PrepareCommit", 1, 2), ("CompleteCommit", 1, 2),
+        ("PrepareAbort", 2, 2), ("CompleteAbort", 2, 2)]

@@ -518,3 +518,37 @@ def test_transaction_log_records_side_by_side(brokers: dict[str, Any], topic_nam
     assert [r[1:4] for r in results["headwater"]] == [
         ("Empty", 0, 0), ("Ongoing", 0, 2), ("PrepareCommit", 1, 2), ("CompleteCommit", 1, 2),
         ("PrepareAbort", 2, 2), ("CompleteAbort", 2, 2)]
+
+
+def test_timed_out_tv2_transaction_side_by_side(brokers: dict[str, Any], topic_name: str):
+    """A TV2 transaction left open past its timeout is aborted by the coordinator with
+    one epoch bump. The producer then learns it: its produce is fenced, a commit is
+    INVALID_TXN_STATE, and an abort reads as the retry of the abort that happened (NONE
+    with the bumped epoch), after which it carries on."""
+    results = {}
+    for name, b in brokers.items():
+        create_topic(b.bootstrap, topic_name)
+        txn_id = f"{topic_name}-timeout"
+        client = Tv2Client(b.bootstrap, txn_id, topic_name, timeout_ms=1000)
+        steps: list[tuple] = []
+        try:
+            client.init()
+            steps.append(("produce", client.produce(b"late")))
+            # The coordinator's scan runs every 10 s (Kafka's default, on both).
+            d = wait_for(lambda b=b, t=txn_id: (lambda d: d if d.transaction_state
+                                                == "CompleteAbort" else None)(
+                describe(b.bootstrap, t)), timeout=40, what="the timeout's abort")
+            steps.append(("aborted by the timeout", d.producer_epoch))
+            steps.append(("produce", client.produce(b"more")))
+            steps.append(("commit", client.end(True, epoch=client.epoch)))
+            steps.append(("abort", client.end(False)))
+            steps.append(("next transaction", client.produce(b"next"),
+                          client.end(True)))
+        finally:
+            client.close()
+        steps.append(("read_committed", read_all(b.bootstrap, topic_name, "read_committed")))
+        results[name] = steps
+    assert results["headwater"] == results["kafka"]
+    assert results["headwater"][1:5] == [
+        ("aborted by the timeout", 1), ("produce", 47), ("commit", (48, "none", -1)),
+        ("abort", (0, "same", 1))]

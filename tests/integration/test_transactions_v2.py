@@ -535,10 +535,12 @@ def test_timed_out_tv2_transaction_side_by_side(brokers: dict[str, Any], topic_n
             client.init()
             steps.append(("produce", client.produce(b"late")))
             # The coordinator's scan runs every 10 s (Kafka's default, on both).
-            d = wait_for(lambda b=b, t=txn_id: (lambda d: d if d.transaction_state
-                                                == "CompleteAbort" else None)(
-                describe(b.bootstrap, t)), timeout=40, what="the timeout's abort")
-            steps.append(("aborted by the timeout", d.producer_epoch))
+            def aborted(b: Any = b, t: str = txn_id) -> Any:
+                found = describe(b.bootstrap, t)
+                return found if found.transaction_state == "CompleteAbort" else None
+
+            fenced = wait_for(aborted, timeout=40, what="the timeout's abort")
+            steps.append(("aborted by the timeout", fenced.producer_epoch))
             steps.append(("produce", client.produce(b"more")))
             steps.append(("commit", client.end(True, epoch=client.epoch)))
             steps.append(("abort", client.end(False)))

@@ -277,11 +277,14 @@ def java_epoch(bootstrap: str, txn_id: str) -> tuple[str, int]:
         time.sleep(0.1)
 
 
+@pytest.mark.parametrize("group_mode", [False, True], ids=["assigned", "group-mode"])
 def test_java_copier_consume_transform_produce_side_by_side(brokers: dict[str, Any],
-                                                           topic_name: str):
+                                                           topic_name: str,
+                                                           group_mode: bool):
     """Kafka's TransactionalMessageCopier (the Java 4.4 client at TV2): 300 records in
     transactions of 50, the input offsets committed with them (TxnOffsetCommit v5, no
-    AddOffsetsToTxn). Six commits: epoch 6 on both, same output, same offset."""
+    AddOffsetsToTxn; in group mode with the member id and generation of a subscribed
+    consumer). Six commits: epoch 6 on both, same output, same offset."""
     results = {}
     for name, b in brokers.items():
         src, dst = f"{topic_name}-in", f"{topic_name}-out"
@@ -295,7 +298,8 @@ def test_java_copier_consume_transform_produce_side_by_side(brokers: dict[str, A
         run_tool(COPIER, "--broker-list", b.bootstrap, "--input-topic", src,
                  "--input-partition", "0", "--output-topic", dst, "--transactional-id",
                  txn_id, "--consumer-group", group, "--transaction-size", "50",
-                 "--max-messages", "300", "--use-group-metadata", timeout=150)
+                 "--max-messages", "300", "--use-group-metadata",
+                 *(["--group-mode"] if group_mode else []), timeout=150)
         results[name] = (java_epoch(b.bootstrap, txn_id),
                          sorted(read_all(b.bootstrap, dst, "read_committed")),
                          committed(b.bootstrap, group, src))

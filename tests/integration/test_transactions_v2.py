@@ -558,3 +558,32 @@ def test_timed_out_tv2_transaction_side_by_side(brokers: dict[str, Any], topic_n
     assert results["headwater"][1:5] == [
         ("aborted by the timeout", 1), ("produce", 47), ("commit", (48, "none", -1)),
         ("abort", (0, "same", 1))]
+
+
+def test_java_copier_with_random_aborts_is_exactly_once_on_both(brokers: dict[str, Any],
+                                                                topic_name: str):
+    """The copier aborting transactions at random (TV2: every abort bumps the epoch, the
+    consumer rewinds to the committed offset): read_committed sees every input exactly
+    once, on both brokers. The epochs differ run to run (random), so only the outcome
+    is compared."""
+    results = {}
+    for name, b in brokers.items():
+        src, dst = f"{topic_name}-in", f"{topic_name}-out"
+        txn_id, group = f"{topic_name}-copier", f"{topic_name}-g"
+        create_topic(b.bootstrap, src)
+        create_topic(b.bootstrap, dst)
+        p = Producer({"bootstrap.servers": b.bootstrap})
+        for i in range(400):
+            p.produce(src, f"m{i}".encode(), partition=0)
+        assert p.flush(30) == 0
+        run_tool(COPIER, "--broker-list", b.bootstrap, "--input-topic", src,
+                 "--input-partition", "0", "--output-topic", dst, "--transactional-id",
+                 txn_id, "--consumer-group", group, "--transaction-size", "20",
+                 "--max-messages", "400", "--use-group-metadata", "--enable-random-aborts",
+                 timeout=150)
+        state, epoch = java_epoch(b.bootstrap, txn_id)
+        values = read_all(b.bootstrap, dst, "read_committed")
+        results[name] = (state, epoch >= 20, sorted(values), len(values),
+                         committed(b.bootstrap, group, src))
+    assert results["headwater"] == results["kafka"]
+    assert results["headwater"][1:] == (True, sorted(f"m{i}" for i in range(400)), 400, 400)

@@ -221,6 +221,7 @@ def tv2_story(bootstrap: str, topic: str) -> list[tuple]:
         zombie, live = live, Tv2Client(bootstrap, txn_id, topic)
         steps.append(("new instance", live.init(), live.epoch))
         steps.append(("zombie produces", zombie.produce(b"z")))
+        steps.append(("zombie commits offsets", zombie.commit_offset(group, 9)))
         steps.append(("zombie commits", zombie.end(True, epoch=zombie.epoch)))
         steps.append(("produce c", live.produce(b"c")))
         # A third instance fences an open transaction: it is aborted first.

@@ -1,0 +1,225 @@
+"""The APIs and versions Apache Kafka 4.4.0's clients and tools use that headwater
+gained with 4.4 as the reference: DescribeTopicPartitions (75) with its cursor paging,
+ListOffsets v11, Fetch v18. Each is run with Kafka's own tool (or the same raw request)
+against the reference Kafka and headwater, and the answers compared.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.integration.test_kafka_tools_more import (
+    Broker,
+    both,
+    create_topic,
+    produce,
+    same,
+)
+from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_reference import KafkaReference
+from tests.support.wire import RawClient
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def pair(kafka_ref: KafkaReference, broker: BrokerProcess) -> tuple[Broker, Broker]:
+    return kafka_ref, broker
+
+
+def request(b: Broker, api_key: int, version: int, body: dict) -> Any:
+    host, port = b.bootstrap.rsplit(":", 1)
+    client = RawClient(host, int(port), timeout=15)
+    try:
+        return client.request(api_key, version, body)
+    finally:
+        client.close()
+
+
+def on_pair(pair: tuple[Broker, Broker], fn: Callable[[Broker], object]) -> list[object]:
+    return [fn(b) for b in pair]
+
+
+# --- DescribeTopicPartitions (75) ----------------------------------------------------
+
+
+def dtp(b: Broker, topics: list[str], limit: int = 2000,
+        cursor: tuple[str, int] | None = None) -> tuple[list[tuple], tuple | None]:
+    """A DescribeTopicPartitions v0 answer without what differs by nature (topic ids are
+    reduced to zero / non-zero)."""
+    resp = request(b, 75, 0, {
+        "topics": [{"name": t} for t in topics], "response_partition_limit": limit,
+        "cursor": None if cursor is None else {"topic_name": cursor[0],
+                                               "partition_index": cursor[1]}})
+    out = [(t.name, int(t.error_code), t.is_internal, t.topic_id not in (None, 0)
+            and t.topic_id.int != 0, t.topic_authorized_operations,
+            [(p.partition_index, int(p.error_code), p.leader_id, p.leader_epoch,
+              p.replica_nodes, p.isr_nodes, p.eligible_leader_replicas, p.last_known_elr,
+              p.offline_replicas) for p in t.partitions]) for t in resp.topics]
+    nxt = resp.next_cursor
+    return out, None if nxt is None else (nxt.topic_name, nxt.partition_index)
+
+
+def test_describe_topic_partitions_paging_and_errors(pair: tuple[Broker, Broker]) -> None:
+    """The same answers from both brokers: whole topics, pages cut inside a topic and at
+    a topic's end (NextCursor), a cursor into a topic, past its last partition, limits of
+    0 and below (Kafka serves at least one partition), unknown and illegal names, the
+    cursor's own errors (INVALID_REQUEST for every topic), all topics from a cursor."""
+    a, b_, c = "dtpq-a", "dtpq-b", "dtpq-c"
+    for b in pair:
+        create_topic(b, a, 3)
+        create_topic(b, b_, 1)
+        create_topic(b, c, 5)
+    cases: list[tuple[list[str], int, tuple[str, int] | None]] = [
+        ([a, b_, c], 2000, None),
+        ([a, b_, c], 4, None),            # page ends with b: the cursor is c:0
+        ([a, b_, c], 3, None),            # page ends exactly with a
+        ([a, b_, c], 2, (a, 2)),
+        ([a, b_, c], 2, (c, 4)),
+        ([a, b_, c], 2, (c, 9)),          # past the last partition: no partitions
+        ([a, b_], 2, ("dtpq-x", 0)),      # cursor topic not requested: INVALID_REQUEST
+        ([a, b_], 2, (a, -1)),            # malformed cursor: INVALID_REQUEST
+        ([c, a], 0, None),                # a limit below 1 serves 1
+        ([c, a], -5, None),
+        ([], 3, (b_, 0)),                 # all topics from b on
+        ([], 3, ("dtpq-aa", 0)),          # a cursor topic that does not exist
+        ([], 3, (a, -1)),                 # malformed cursor, no topics: empty answer
+        (["dtpq-nope", b_, "bad/name", a], 2000, None),
+        (["dtpq-nope", b_, "bad/name", a], 1, None),
+        (["zzz-dtpq", b_], 1, None),      # the next page starts at an unknown topic
+        ([b_, b_], 2000, None),
+        ([""], 2000, None),
+    ]
+    for topics, limit, cursor in cases:
+        k, h = on_pair(pair, lambda b, t=topics, lim=limit, cur=cursor: dtp(b, t, lim, cur))
+        if not topics:  # all topics: other tests' topics sort after ours, cut them off
+            k, h = ([e for e in k[0] if e[0].startswith("dtpq-")], k[1]), (
+                [e for e in h[0] if e[0].startswith("dtpq-")], h[1])
+        assert k == h, f"{topics} {limit} {cursor}\nkafka: {k}\nheadwater: {h}"
+    # the cursor walk: pages of 2 partitions through 9 partitions
+    for b in pair:
+        seen, cursor = [], None
+        while True:
+            topics, cursor = dtp(b, [a, b_, c], 2, cursor)
+            seen += [(t[0], p[0]) for t in topics for p in t[5]]
+            if cursor is None:
+                break
+        assert seen == [(a, 0), (a, 1), (a, 2), (b_, 0)] + [(c, i) for i in range(5)]
+
+
+def _describe_out(text: str) -> str:
+    text = re.sub(r"TopicId: \S+", "TopicId: ID", text)
+    # Kafka's storage format writes a cluster-level min.insync.replicas (docs/differences.md)
+    return text.replace("Configs: min.insync.replicas=1", "Configs: ")
+
+
+def test_kafka_topics_describe_uses_describe_topic_partitions(
+        pair: tuple[Broker, Broker], topic_name: str) -> None:
+    """kafka-topics --describe (Kafka 4.4's admin client describes topics with
+    DescribeTopicPartitions once the broker advertises it: Elr / LastKnownElr columns),
+    one page of 2 partitions at a time (--partition-size-limit-per-response) over a
+    topic of 5 partitions and one of 1; an unknown topic fails the same way."""
+    for b in pair:
+        create_topic(b, f"{topic_name}-p5", 5)
+        create_topic(b, f"{topic_name}-p1", 1)
+    k, h = both(pair, "kafka-topics", "--describe", "--topic", f"{topic_name}-.*",
+                "--partition-size-limit-per-response", "2")
+    assert k[0] == h[0] == 0, (k, h)
+    assert _describe_out(k[1]) == _describe_out(h[1]), f"\nkafka: {k}\nheadwater: {h}"
+    assert h[1].count("\tElr: ") == 6 and "Partition: 4" in h[1], h[1]
+    k, h = both(pair, "kafka-topics", "--describe", "--topic", f"{topic_name}-p5")
+    assert _describe_out(k[1]) == _describe_out(h[1]), f"\nkafka: {k}\nheadwater: {h}"
+    code, out = same(pair, "kafka-topics", "--describe", "--topic", f"{topic_name}-nope")
+    assert code == 1 and "does not exist" in out, out
+
+
+# --- ListOffsets v11, Fetch v18 ----------------------------------------------------
+
+
+def _versions(out: str, *apis: str) -> dict[str, str]:
+    found = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*(\w+)\((\d+)\): (.*?),?$", line)
+        if m and m.group(1) in apis:
+            found[m.group(1)] = m.group(3)
+    return found
+
+
+def test_api_versions_of_kafka_44(pair: tuple[Broker, Broker]) -> None:
+    """kafka-broker-api-versions: the APIs this work added are advertised with the
+    versions Kafka 4.4 advertises (and its tools use them: usable = the maximum)."""
+    k, h = both(pair, "kafka-broker-api-versions")
+    apis = ("Fetch", "ListOffsets", "DescribeTopicPartitions")
+    assert _versions(k[1], *apis) == _versions(h[1], *apis), f"\nkafka: {k}\nheadwater: {h}"
+    assert _versions(h[1], *apis) == {
+        "Fetch": "4 to 18 [usable: 18]", "ListOffsets": "1 to 11 [usable: 11]",
+        "DescribeTopicPartitions": "0 [usable: 0]"}, h[1]
+
+
+def test_list_offsets_v11_earliest_pending_upload(pair: tuple[Broker, Broker],
+                                                  topic_name: str) -> None:
+    """kafka-get-offsets --time -6 (earliest-pending-upload, KIP-1023) needs ListOffsets
+    v11: without tiered storage both brokers answer no offset; the special times below
+    their version get UNSUPPORTED_VERSION for the partition, as Kafka's ReplicaManager."""
+    for b in pair:
+        create_topic(b, topic_name, 2)
+        produce(b, topic_name, 10, partitions=2)
+    for t in ("-6", "earliest-pending-upload", "-5", "-4", "-1"):
+        code, out = same(pair, "kafka-get-offsets", "--topic", topic_name, "--time", t)
+        assert code == 0, out
+    assert same(pair, "kafka-get-offsets", "--topic", topic_name, "--time", "-1")[1] == (
+        f"{topic_name}:0:5\n{topic_name}:1:5\n")
+
+    def ask(b: Broker, version: int, ts: int) -> tuple:
+        body = {"replica_id": -1, "isolation_level": 0, "timeout": 1000, "topics": [{
+            "name": topic_name, "partitions": [{"partition_index": 0,
+                                                "current_leader_epoch": -1,
+                                                "timestamp": ts}]}]}
+        p = request(b, 2, version, body).topics[0].partitions[0]
+        # a record's timestamp (max-timestamp) differs by nature
+        return int(p.error_code), "T" if p.timestamp > 0 else p.timestamp, p.offset, \
+            p.leader_epoch
+    for version in (6, 7, 8, 9, 10, 11):
+        for ts in (-1, -2, -3, -4, -5, -6, -7):
+            k, h = on_pair(pair, lambda b, v=version, t=ts: ask(b, v, t))
+            assert k == h, f"v{version} {ts}: kafka {k} headwater {h}"
+    assert ask(pair[1], 11, -6) == (0, -1, -1, -1)
+    assert ask(pair[1], 10, -6)[0] == 35  # UNSUPPORTED_VERSION
+
+
+def test_fetch_v18_java_consumer_and_raw(pair: tuple[Broker, Broker],
+                                         topic_name: str) -> None:
+    """Fetch v18 (KIP-1166): the Java consumer of 4.4 fetches with v18 from both brokers
+    (the usable version above); a v18 fetch carrying a follower's high watermark (the new
+    tagged field) is answered as by Kafka (headwater has no followers: ignored)."""
+    for b in pair:
+        create_topic(b, topic_name, 1)
+        produce(b, topic_name, 5)
+    code, out = same(pair, "kafka-console-consumer", "--topic", topic_name,
+                     "--from-beginning", "--max-messages", "5", "--timeout-ms", "30000")
+    assert code == 0 and out.split() == ["0", "1", "2", "3", "4"], out
+
+    def fetch(b: Broker) -> tuple:
+        meta = request(b, 3, 12, {"topics": [{"name": topic_name, "topic_id": None}],
+                                  "allow_auto_topic_creation": False,
+                                  "include_topic_authorized_operations": False})
+        topic_id = meta.topics[0].topic_id
+        resp = request(b, 1, 18, {
+            "replica_id": -1, "replica_state": {"replica_id": -1, "replica_epoch": -1},
+            "max_wait": 100, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{
+                "topic_id": topic_id, "partitions": [{
+                    "partition": 0, "current_leader_epoch": -1, "fetch_offset": 2,
+                    "last_fetched_epoch": -1, "log_start_offset": -1,
+                    "partition_max_bytes": 1 << 20, "replica_directory_id": None,
+                    "high_watermark": 5}]}],
+            "forgotten_topics_data": (), "rack_id": ""})
+        p = resp.responses[0].partitions[0]
+        return (int(resp.error_code), int(p.error_code), p.high_watermark,
+                p.last_stable_offset, p.log_start_offset, len(p.records or b"") > 0)
+    k, h = on_pair(pair, fetch)
+    assert k == h == (0, 0, 5, 5, 0, True), f"kafka {k} headwater {h}"

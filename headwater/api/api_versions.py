@@ -3,6 +3,7 @@ levels headwater implements, as a KRaft broker does (`kafka-features describe`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..metadata.records import METADATA_VERSION
@@ -10,6 +11,7 @@ from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
+    from ..metadata.image import MetadataImage
 
 
 # Kafka's feature levels (MetadataVersion / GroupVersion / TransactionVersion of 4.3).
@@ -19,12 +21,41 @@ if TYPE_CHECKING:
 # protocol headwater does not speak. Level 0 features are supported but not finalized,
 # as Kafka reports them.
 # share.version 1 (KIP-932 share groups, finalized by default since Kafka 4.2): the Java
-# client and Kafka's tools look for it before using share groups.
+# client and Kafka's tools look for it before using share groups. share.version 2 (Kafka
+# 4.4's default) adds the share groups' dead-letter topics (KIP-1191): below it a group's
+# errors.deadletterqueue.topic.name is ignored (records are archived), as Kafka's
+# SharePartition.isDLQEnabledForGroup does.
+# eligible.leader.replicas.version and streams.version (finalized by Kafka 4.4) are not
+# supported: one node has no ELR to keep, and headwater has no streams groups.
 SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION), "kraft.version": (0, 0),
                       "group.version": (0, 1), "transaction.version": (0, 0),
-                      "share.version": (0, 1)}
-FINALIZED_FEATURES = {"metadata.version": METADATA_VERSION, "group.version": 1, "share.version": 1}
-FINALIZED_FEATURES_EPOCH = 1
+                      "share.version": (0, 2)}
+# The levels of a cluster that has no FeatureLevelRecord for a feature (a new metadata log
+# holds only metadata.version; UpdateFeatures writes the others, level 0 included).
+FINALIZED_FEATURES = {"metadata.version": METADATA_VERSION, "group.version": 1, "share.version": 2}
+
+
+def finalized_features(image: MetadataImage) -> dict[str, int]:
+    """The finalized levels: the image's FeatureLevelRecords over FINALIZED_FEATURES; a
+    feature at level 0 is not finalized (Kafka leaves it out of ApiVersions)."""
+    levels: dict[str, int] = dict(FINALIZED_FEATURES)
+    levels.update(image.features)
+    return {k: v for k, v in levels.items() if v > 0}
+
+
+def feature_level(image: MetadataImage, name: str) -> int:
+    return finalized_features(image).get(name, 0)
+
+
+def finalized_epoch(image: MetadataImage) -> int:
+    """Kafka's finalized-features epoch is the offset of the metadata image it was read
+    from (never below 1 here, as before UpdateFeatures existed)."""
+    return max(image.offset, 1)
+
+
+def _levels(features: Mapping[str, int]) -> list[dict]:
+    return [{"name": k, "min_version_level": v, "max_version_level": v}
+            for k, v in features.items()]
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
@@ -36,10 +67,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             "throttle_time": 0,
             "supported_features": [{"name": k, "min_version": lo, "max_version": hi}
                                    for k, (lo, hi) in SUPPORTED_FEATURES.items()],
-            "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
-            "finalized_features": [{"name": k, "min_version_level": v,
-                                    "max_version_level": v}
-                                   for k, v in FINALIZED_FEATURES.items()],
+            "finalized_features_epoch": finalized_epoch(broker.image),
+            "finalized_features": _levels(finalized_features(broker.image)),
         }
 
     dispatcher.register(18, 0, 4, handle)

@@ -223,3 +223,167 @@ def test_fetch_v18_java_consumer_and_raw(pair: tuple[Broker, Broker],
                 p.last_stable_offset, p.log_start_offset, len(p.records or b"") > 0)
     k, h = on_pair(pair, fetch)
     assert k == h == (0, 0, 5, 5, 0, True), f"kafka {k} headwater {h}"
+
+
+# --- UpdateFeatures (57), kafka-features -------------------------------------------
+
+
+def _feature_lines(out: str, *names: str) -> dict[str, str]:
+    """kafka-features describe's line of each feature in `names`, without its epoch (the
+    offset of the metadata image: differs by nature)."""
+    found = {}
+    for line in out.splitlines():
+        m = re.match(r"Feature: (\S+)\s+(.*?)\s+Epoch: \d+$", line)
+        if m and m.group(1) in names:
+            found[m.group(1)] = re.sub(r"\s+", " ", m.group(2))
+    return found
+
+
+def test_kafka_features_upgrade_downgrade_side_by_side(pair: tuple[Broker, Broker]) -> None:
+    """kafka-features upgrade / downgrade / disable, dry runs and refusals (unknown
+    feature, a level out of range, a downgrade asked as an upgrade, a negative level), then
+    a real downgrade of share.version to 1 and the upgrade back: the same output and
+    exit status from Kafka 4.4 and headwater, and describe shows the same levels."""
+    features = ("share.version", "group.version")
+    k, h = both(pair, "kafka-features", "describe")
+    assert _feature_lines(k[1], *features) == _feature_lines(h[1], *features), (k, h)
+    assert _feature_lines(h[1], "share.version") == {"share.version": (
+        "SupportedMinVersion: 0 SupportedMaxVersion: 2 FinalizedVersionLevel: 2")}, h[1]
+    for args, code in [
+        (("upgrade", "--feature", "share.version=2", "--dry-run"), 0),
+        (("downgrade", "--feature", "share.version=1", "--dry-run"), 0),
+        (("disable", "--feature", "group.version", "--dry-run"), 0),
+        (("upgrade", "--feature", "share.version=1", "--dry-run"), 1),
+        (("upgrade", "--feature", "foo.version=1", "--dry-run"), 1),
+        (("upgrade", "--feature", "share.version=5", "--dry-run"), 1),
+        (("downgrade", "--feature", "share.version=3", "--dry-run"), 1),
+        (("upgrade", "--feature", "share.version=-1", "--dry-run"), 1),
+        (("upgrade", "--feature", "group.version=1", "--feature", "share.version=9",
+          "--dry-run"), 1),
+        (("upgrade", "--feature", "group.version=5", "--feature", "foo.version=1",
+          "--feature", "share.version=7", "--dry-run"), 1),
+    ]:
+        got, out = same(pair, "kafka-features", *args)
+        assert got == code, (args, out)
+    try:
+        code, out = same(pair, "kafka-features", "downgrade", "--feature", "share.version=1")
+        assert code == 0 and out == "share.version was downgraded to 1.\n", out
+        k, h = both(pair, "kafka-features", "describe")
+        assert _feature_lines(k[1], *features) == _feature_lines(h[1], *features), (k, h)
+        assert "FinalizedVersionLevel: 1" in _feature_lines(h[1], "share.version")[
+            "share.version"]
+    finally:
+        code, out = same(pair, "kafka-features", "upgrade", "--feature", "share.version=2")
+    assert code == 0 and out == "share.version was upgraded to 2.\n", out
+    k, h = both(pair, "kafka-features", "describe")
+    assert _feature_lines(k[1], *features) == _feature_lines(h[1], *features), (k, h)
+
+
+def update_features(b: Broker, version: int, updates: list[tuple],
+                    validate_only: bool = True) -> tuple:
+    """UpdateFeatures `version`: (feature, level[, upgrade type or v0 allow_downgrade])."""
+    keys = []
+    for u in updates:
+        key = {"feature": u[0], "max_version_level": u[1]}
+        if version == 0:
+            key["allow_downgrade"] = u[2] if len(u) > 2 else False
+        else:
+            key["upgrade_type"] = u[2] if len(u) > 2 else 1
+        keys.append(key)
+    resp = request(b, 57, version, {"timeout": 60000, "feature_updates": keys,
+                                    "validate_only": validate_only})
+    return (int(resp.error_code), resp.error_message,
+            [(r.feature, int(r.error_code), r.error_message)
+             for r in getattr(resp, "results", ())])
+
+
+def test_update_features_wire_errors(pair: tuple[Broker, Broker]) -> None:
+    """Raw UpdateFeatures v0-v2, validate-only: Kafka's codes and messages for a negative
+    level, an unknown upgrade type, an unknown feature (at level 1 and at 0), a level out
+    of range, a downgrade without the downgrade type, an upgrade with it, kraft.version,
+    several features at once (the first error in Kafka's map order fails them all), a
+    feature named twice, none; v0/v1's per-feature results."""
+    cases: list[tuple[int, list[tuple]]] = [
+        (2, [("share.version", -1, 1)]),
+        (2, [("share.version", -1, 2)]),
+        (2, [("share.version", 1, 7)]),
+        (2, [("share.version", 1, 0)]),
+        (2, [("foo.version", 1, 1)]),
+        (2, [("foo.version", 0, 1)]),
+        (2, [("", 1)]),
+        (2, [("share.version", 5, 1)]),
+        (2, [("share.version", 1, 1)]),
+        (2, [("share.version", 1, 2)]),
+        (2, [("share.version", 1, 3)]),
+        (2, [("share.version", 2, 2)]),
+        (2, [("group.version", 0, 1)]),
+        (2, [("group.version", 0, 2)]),
+        (2, [("kraft.version", 0, 1)]),
+        (2, [("a.version", 1), ("b.version", 1), ("group.version", 5),
+             ("share.version", 7), ("zz", 1)]),
+        (2, [("share.version", 1, 2), ("share.version", 2, 1)]),
+        (2, []),
+        (1, [("share.version", 1, 2), ("group.version", 1)]),
+        (1, [("share.version", 1, 1), ("group.version", 1)]),
+        (1, []),
+        (0, [("share.version", 1, True)]),
+        (0, [("share.version", 2, False)]),
+    ]
+    for version, updates in cases:
+        k, h = on_pair(pair, lambda b, v=version, u=updates: update_features(b, v, u))
+        assert k == h, f"v{version} {updates}\nkafka: {k}\nheadwater: {h}"
+    k = update_features(pair[1], 2, [("share.version", -1, 1)])
+    assert k[0] == 95 and "A feature version cannot be less than 0." in k[1]
+
+
+def test_metadata_version_rules_on_headwater(broker_factory: Any) -> None:
+    """metadata.version as Kafka's FeatureControlManager rules it, on headwater's range
+    (3.3-IV3 to 4.0-IV3; Kafka 4.4 finalizes 4.4-IV2, from which no downgrade is safe, so
+    the real downgrade is shown here alone): 4.0-IV3 -> 4.0-IV2 / 4.0-IV1 are safe (no
+    metadata change in between), 4.0-IV0 crosses 4.0-IV1's change and is refused, an
+    unsafe one too; above the range is refused; the real downgrade and the feature levels
+    are records in the metadata log and survive a restart."""
+    b = broker_factory()
+    assert update_features(b, 2, [("metadata.version", 22, 2)]) == (
+        95, "The update failed for all features since the following feature had an error: "
+            "Unsupported metadata.version downgrade from 25 to 22. Refusing to perform the "
+            "requested downgrade because it might delete metadata information.", [])
+    assert update_features(b, 2, [("metadata.version", 22, 3)])[1].endswith(
+        "Unsafe metadata downgrade is not supported in this version.")
+    assert update_features(b, 2, [("metadata.version", 33, 1)])[1].endswith(
+        "Invalid update version 33 for feature metadata.version. Local controller 1 only "
+        "supports versions 7-25")
+    assert update_features(b, 2, [("metadata.version", 23, 2)]) == (0, None, [])
+    code, out = run_tool_out(b, "downgrade", "--metadata", "4.0-IV2")
+    assert code == 0 and "metadata.version was downgraded to 24." in out, out
+    code, out = run_tool_out(b, "downgrade", "--feature", "group.version=0")
+    assert code == 0 and "group.version was downgraded to 0." in out, out
+    code, out = run_tool_out(b, "downgrade", "--feature", "share.version=1")
+    assert code == 0, out
+    expected = {"metadata.version": "SupportedMinVersion: 3.3-IV3 SupportedMaxVersion: "
+                                    "4.0-IV3 FinalizedVersionLevel: 4.0-IV2",
+                "group.version": "SupportedMinVersion: 0 SupportedMaxVersion: 1 "
+                                 "FinalizedVersionLevel: 0",
+                "share.version": "SupportedMinVersion: 0 SupportedMaxVersion: 2 "
+                                 "FinalizedVersionLevel: 1"}
+    names = tuple(expected)
+    assert _feature_lines(run_tool_out(b, "describe")[1], *names) == expected
+    b.restart()
+    assert _feature_lines(run_tool_out(b, "describe")[1], *names) == expected
+    code, out = run_tool_out(b, "upgrade", "--metadata", "4.0-IV3", "--feature",
+                             "group.version=1", "--feature", "share.version=2")
+    assert code == 0, out
+    b.restart()
+    out = run_tool_out(b, "describe")[1]
+    assert "FinalizedVersionLevel: 4.0-IV3" in out and _feature_lines(
+        out, "group.version", "share.version") == {
+        "group.version": "SupportedMinVersion: 0 SupportedMaxVersion: 1 "
+                         "FinalizedVersionLevel: 1",
+        "share.version": "SupportedMinVersion: 0 SupportedMaxVersion: 2 "
+                         "FinalizedVersionLevel: 2"}, out
+
+
+def run_tool_out(b: Broker, *args: str) -> tuple[int, str]:
+    from tests.support.kafka_reference import run_tool
+    proc = run_tool("kafka-features", "--bootstrap-server", b.bootstrap, *args, check=False)
+    return proc.returncode, proc.stdout + proc.stderr

@@ -48,3 +48,4 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
                    share_state, share_fetch, share_admin, client_quotas, sasl, acls, quorum,
                    elections, reassignments, delegation_tokens, config_resources, features):
         module.register(dispatcher, broker)
+    features.gate_group_apis(dispatcher, broker)

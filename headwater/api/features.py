@@ -154,3 +154,50 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return answer(0, None)
 
     dispatcher.register(57, 0, 2, handle_update_features)
+
+
+# Kafka 4.4's KafkaApis answers the share-group APIs UNSUPPORTED_VERSION while share.version
+# is below 1 (isShareGroupProtocolEnabled), and the KIP-848 consumer-group APIs while
+# group.version is below 1 (isConsumerGroupProtocolEnabled); they stay advertised.
+_GATED_APIS = {76: "share.version", 77: "share.version", 78: "share.version",
+               79: "share.version", 90: "share.version", 91: "share.version",
+               92: "share.version", 68: "group.version", 69: "group.version"}
+_UNSUPPORTED_MESSAGE = "The version of API is not supported."
+
+
+def _refusal(api_key: int, req: Any) -> dict:
+    code = E.unsupported_version
+    if api_key in (69, 77):
+        return {"throttle_time": 0, "groups": [
+            {"group_id": g, "error_code": code, "error_message": None, "members": ()}
+            for g in req.group_ids]}
+    if api_key == 90:
+        return {"throttle_time": 0, "groups": [
+            {"group_id": g.group_id, "topics": (), "error_code": code, "error_message": None}
+            for g in req.groups]}
+    if api_key in (91, 92):
+        return {"throttle_time": 0, "error_code": code,
+                "error_message": _UNSUPPORTED_MESSAGE, "responses": ()}
+    if api_key in (78, 79):
+        return {"throttle_time": 0, "error_code": code, "error_message": None,
+                "acquisition_lock_timeout": 0, "responses": (), "node_endpoints": ()}
+    return {"throttle_time": 0, "error_code": code, "error_message": None}
+
+
+def gate_group_apis(dispatcher: Dispatcher, broker: Broker) -> None:
+    """Wrap the share-group and consumer-group (KIP-848) handlers: below level 1 of their
+    feature they are refused as Kafka's."""
+    from .api_versions import feature_level
+
+    for api_key, feature in _GATED_APIS.items():
+        entry = dispatcher.get(api_key)
+        if entry is None:
+            continue
+
+        def gated(ctx: RequestContext, req: Any, _handler: Any = entry.handler,
+                  _key: int = api_key, _feature: str = feature) -> Any:
+            if feature_level(broker.image, _feature) < 1:
+                return _refusal(_key, req)
+            return _handler(ctx, req)
+        dispatcher.register(api_key, entry.min_version, entry.max_version, gated,
+                            entry.accepted_max)

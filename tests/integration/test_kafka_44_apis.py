@@ -387,3 +387,48 @@ def run_tool_out(b: Broker, *args: str) -> tuple[int, str]:
     from tests.support.kafka_reference import run_tool
     proc = run_tool("kafka-features", "--bootstrap-server", b.bootstrap, *args, check=False)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+GATED_REQUESTS = {
+    (76, 1): {"group_id": "gated", "member_id": "m" * 22, "member_epoch": 0,
+              "rack_id": None, "subscribed_topic_names": ["t"]},
+    (77, 1): {"group_ids": ["gated", "other"], "include_authorized_operations": False},
+    (78, 1): {"group_id": "gated", "member_id": "m", "share_session_epoch": 0,
+              "max_wait": 100, "min_bytes": 1, "max_bytes": 1000, "max_records": 10,
+              "batch_size": 10, "topics": [], "forgotten_topics_data": []},
+    (79, 1): {"group_id": "gated", "member_id": "m", "share_session_epoch": 1,
+              "topics": []},
+    (90, 1): {"groups": [{"group_id": "gated", "topics": None}]},
+    (91, 0): {"group_id": "gated", "topics": [{"topic_name": "t", "partitions": [
+        {"partition_index": 0, "start_offset": 0}]}]},
+    (92, 0): {"group_id": "gated", "topics": [{"topic_name": "t"}]},
+    (68, 1): {"group_id": "gated", "member_id": "m" * 22, "member_epoch": 0,
+              "instance_id": None, "rack_id": None, "rebalance_timeout": 30000,
+              "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
+              "server_assignor": None, "topic_partitions": []},
+    (69, 1): {"group_ids": ["gated", "other"], "include_authorized_operations": False},
+}
+
+
+def test_disabled_share_and_group_versions_refuse_their_apis(
+        pair: tuple[Broker, Broker]) -> None:
+    """share.version 0 (kafka-features disable): the share-group APIs (ShareGroupHeartbeat,
+    ShareGroupDescribe, ShareFetch, ShareAcknowledge, Describe/Alter/DeleteShareGroupOffsets)
+    answer UNSUPPORTED_VERSION, as Kafka 4.4's KafkaApis; group.version 0 likewise
+    ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848). They stay advertised. Both
+    brokers give the same answers; the levels are restored after."""
+    try:
+        for feature in ("share.version", "group.version"):
+            code, out = same(pair, "kafka-features", "disable", "--feature", feature)
+            assert code == 0 and out == f"{feature} was disabled.\n", out
+        for (key, version), body in GATED_REQUESTS.items():
+            k, h = on_pair(pair, lambda b, a=key, v=version, d=body: request(b, a, v, d))
+            assert k == h, f"{key} v{version}\nkafka: {k}\nheadwater: {h}"
+            assert "unsupported_version" in repr(h), h
+        k, h = both(pair, "kafka-broker-api-versions")
+        assert _versions(h[1], "ShareFetch", "ConsumerGroupHeartbeat") == {
+            "ShareFetch": "1 to 2 [usable: 2]", "ConsumerGroupHeartbeat": "0 to 1 [usable: 1]"}
+    finally:
+        code, out = same(pair, "kafka-features", "upgrade", "--feature", "share.version=2",
+                         "--feature", "group.version=1")
+    assert code == 0, out

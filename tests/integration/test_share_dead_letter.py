@@ -3,8 +3,8 @@ ShareConsumer: rejected records and records past the delivery-count limit land i
 group's dead-letter topic once, with Kafka's headers, also across a kill -9 between the
 archive and the write; bad dead-letter topic names get Kafka's errors.
 
-Kafka 4.3.1 (the reference broker here) has no dead-letter topics: what is asserted is
-trunk's behaviour (ShareGroupDLQRecordHelper, ShareGroupDLQValidator, GroupConfig)."""
+What is asserted is Kafka 4.4's behaviour (ShareGroupDLQRecordHelper,
+ShareGroupDLQValidator, GroupConfig), including its gate: share.version 2."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The APIs and versions Apache Kafka 4.4.0's clients and tools use that headwater
 gained with 4.4 as the reference: DescribeTopicPartitions (75) with its cursor paging,
-ListOffsets v11, Fetch v18. Each is run with Kafka's own tool (or the same raw request)
+ListOffsets v11, Fetch v18, DescribeLogDirs v5, UpdateFeatures (57) and the feature levels
+(share.version 2, the share-group and consumer-group APIs gated by their features). Each is run with Kafka's own tool (or the same raw request)
 against the reference Kafka and headwater, and the answers compared.
 """
 
@@ -153,11 +154,17 @@ def test_api_versions_of_kafka_44(pair: tuple[Broker, Broker]) -> None:
     """kafka-broker-api-versions: the APIs this work added are advertised with the
     versions Kafka 4.4 advertises (and its tools use them: usable = the maximum)."""
     k, h = both(pair, "kafka-broker-api-versions")
-    apis = ("Fetch", "ListOffsets", "DescribeTopicPartitions")
+    apis = ("Fetch", "ListOffsets", "DescribeTopicPartitions", "UpdateFeatures",
+            "DescribeLogDirs")
     assert _versions(k[1], *apis) == _versions(h[1], *apis), f"\nkafka: {k}\nheadwater: {h}"
     assert _versions(h[1], *apis) == {
         "Fetch": "4 to 18 [usable: 18]", "ListOffsets": "1 to 11 [usable: 11]",
-        "DescribeTopicPartitions": "0 [usable: 0]"}, h[1]
+        "DescribeTopicPartitions": "0 [usable: 0]", "UpdateFeatures": "0 to 2 [usable: 2]",
+        "DescribeLogDirs": "1 to 5 [usable: 5]"}, h[1]
+    # DescribeLogDirs v5 (KIP-1066): the log dir is not cordoned on either
+    k, h = on_pair(pair, lambda b: [(int(r.error_code), r.is_cordoned) for r in request(
+        b, 35, 5, {"topics": []}).results])
+    assert k == h == [(0, False)], (k, h)
 
 
 def test_list_offsets_v11_earliest_pending_upload(pair: tuple[Broker, Broker],

@@ -131,8 +131,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     "results": results}
 
         if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
-            return answer(E.cluster_authorization_failed,
-                          "Cluster authorization failed.")
+            # Kafka's message is its internal Request object's toString (docs/differences.md)
+            return answer(E.cluster_authorization_failed, None)
         current = finalized_features(broker.image)
         records = []
         try:

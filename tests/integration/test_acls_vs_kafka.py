@@ -407,6 +407,10 @@ def build(name: str) -> tuple[int, int, dict]:
         "CreateAcls": lambda: create_acls(allow(A.TOPIC, "x", A.READ)),
         "DeleteAcls": lambda: (31, 3, {"filters": [describe_filter(A.TOPIC, "x")]}),
         "DescribeCluster": describe_cluster,
+        "UpdateFeatures": lambda: (57, 2, {"timeout": 60000, "validate_only": True,
+                                           "feature_updates": [
+                                               {"feature": "group.version",
+                                                "max_version_level": 1, "upgrade_type": 1}]}),
         "DescribeTopicPartitions": lambda *topics: (75, 0, {
             "topics": [{"name": t} for t in topics if t != "*"],
             "response_partition_limit": 2000, "cursor": None}),
@@ -435,6 +439,8 @@ SCENARIOS: dict[str, tuple[list[AclBinding], dict[str, dict[str, Any]]]] = {
         "DescribeTopicPartitions t-plain t-missing": {"t-missing": (TOPIC_AUTH, NO_OPS),
                                                       "t-plain": (TOPIC_AUTH, NO_OPS)},
         "DescribeTopicPartitions *": {},
+        "UpdateFeatures": {"error_code": CLUSTER_AUTH,
+                           "error_message": "Request <request> needs ALTER permission."},
         "Produce t-plain": {"responses.0.partition_responses.0.error_code": TOPIC_AUTH},
         "Fetch t-plain": {"responses.0.partitions.0.error_code": TOPIC_AUTH},
         "ListOffsets t-plain": {"topics.0.partitions.0.error_code": TOPIC_AUTH},
@@ -635,6 +641,7 @@ SCENARIOS: dict[str, tuple[list[AclBinding], dict[str, dict[str, Any]]]] = {
     }),
     "all on the cluster": ([allow(A.CLUSTER, A.CLUSTER_NAME, A.ALL)], {
         "DescribeCluster": {"cluster_authorized_operations": ALL_CLUSTER_OPS},
+        "UpdateFeatures": {},
         "Metadata *": {"cluster": ALL_CLUSTER_OPS},
         "CreateTopics t-new": {"topics.0.topic_config_error_code": TOPIC_AUTH},
         "DescribeConfigs broker 1": {"results.0.error_message": ""},

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from ..metadata.image import MetadataImage
 
 
-# Kafka's feature levels (MetadataVersion / GroupVersion / TransactionVersion of 4.3).
-# metadata.version 25 is 4.0-IV3; group.version 1 is KIP-848's consumer protocol;
+# Kafka's feature levels (MetadataVersion / GroupVersion / TransactionVersion of 4.4).
+# metadata.version 29 is 4.2-IV1 (see records.py); group.version 1 is KIP-848's consumers;
 # transaction.version stays 0: the coordinator writes TransactionLog v0 records and has no
 # KIP-890 part 2 epoch bump, so a finalized TV 2 would switch Java producers (4.x) to a
 # protocol headwater does not speak. Level 0 features are supported but not finalized,

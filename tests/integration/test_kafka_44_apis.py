@@ -345,30 +345,30 @@ def test_update_features_wire_errors(pair: tuple[Broker, Broker]) -> None:
 
 def test_metadata_version_rules_on_headwater(broker_factory: Any) -> None:
     """metadata.version as Kafka's FeatureControlManager rules it, on headwater's range
-    (3.3-IV3 to 4.0-IV3; Kafka 4.4 finalizes 4.4-IV2, from which no downgrade is safe, so
-    the real downgrade is shown here alone): 4.0-IV3 -> 4.0-IV2 / 4.0-IV1 are safe (no
+    (3.3-IV3 to 4.2-IV1; Kafka 4.4 finalizes 4.4-IV2, from which no downgrade is safe, so
+    the real downgrade is shown here alone): 4.2-IV1 -> 4.0-IV3 ... 4.0-IV1 are safe (no
     metadata change in between), 4.0-IV0 crosses 4.0-IV1's change and is refused, an
     unsafe one too; above the range is refused; the real downgrade and the feature levels
     are records in the metadata log and survive a restart."""
     b = broker_factory()
     assert update_features(b, 2, [("metadata.version", 22, 2)]) == (
         95, "The update failed for all features since the following feature had an error: "
-            "Unsupported metadata.version downgrade from 25 to 22. Refusing to perform the "
+            "Unsupported metadata.version downgrade from 29 to 22. Refusing to perform the "
             "requested downgrade because it might delete metadata information.", [])
     assert update_features(b, 2, [("metadata.version", 22, 3)])[1].endswith(
         "Unsafe metadata downgrade is not supported in this version.")
     assert update_features(b, 2, [("metadata.version", 33, 1)])[1].endswith(
         "Invalid update version 33 for feature metadata.version. Local controller 1 only "
-        "supports versions 7-25")
+        "supports versions 7-29")
     assert update_features(b, 2, [("metadata.version", 23, 2)]) == (0, None, [])
-    code, out = run_tool_out(b, "downgrade", "--metadata", "4.0-IV2")
-    assert code == 0 and "metadata.version was downgraded to 24." in out, out
+    code, out = run_tool_out(b, "downgrade", "--metadata", "4.0-IV3")
+    assert code == 0 and "metadata.version was downgraded to 25." in out, out
     code, out = run_tool_out(b, "downgrade", "--feature", "group.version=0")
     assert code == 0 and "group.version was downgraded to 0." in out, out
     code, out = run_tool_out(b, "downgrade", "--feature", "share.version=1")
     assert code == 0, out
     expected = {"metadata.version": "SupportedMinVersion: 3.3-IV3 SupportedMaxVersion: "
-                                    "4.0-IV3 FinalizedVersionLevel: 4.0-IV2",
+                                    "4.2-IV1 FinalizedVersionLevel: 4.0-IV3",
                 "group.version": "SupportedMinVersion: 0 SupportedMaxVersion: 1 "
                                  "FinalizedVersionLevel: 0",
                 "share.version": "SupportedMinVersion: 0 SupportedMaxVersion: 2 "
@@ -377,12 +377,12 @@ def test_metadata_version_rules_on_headwater(broker_factory: Any) -> None:
     assert _feature_lines(run_tool_out(b, "describe")[1], *names) == expected
     b.restart()
     assert _feature_lines(run_tool_out(b, "describe")[1], *names) == expected
-    code, out = run_tool_out(b, "upgrade", "--metadata", "4.0-IV3", "--feature",
+    code, out = run_tool_out(b, "upgrade", "--metadata", "4.2-IV1", "--feature",
                              "group.version=1", "--feature", "share.version=2")
     assert code == 0, out
     b.restart()
     out = run_tool_out(b, "describe")[1]
-    assert "FinalizedVersionLevel: 4.0-IV3" in out and _feature_lines(
+    assert "FinalizedVersionLevel: 4.2-IV1" in out and _feature_lines(
         out, "group.version", "share.version") == {
         "group.version": "SupportedMinVersion: 0 SupportedMaxVersion: 1 "
                          "FinalizedVersionLevel: 1",

@@ -11,7 +11,7 @@ from headwater.metadata import records as R
 from headwater.metadata import snapshot
 from headwater.metadata.image import MetadataImage
 
-CURRENT = {"metadata.version": 25, "group.version": 1, "share.version": 2}
+CURRENT = {"metadata.version": 29, "group.version": 1, "share.version": 2}
 
 
 def refusal(name: str, level: int, upgrade_type: int = F.UPGRADE) -> str:
@@ -45,9 +45,9 @@ def test_refusals_have_kafkas_messages():
     assert refusal("share.version", 1).endswith(
         "Can't downgrade the version of this feature without setting the upgrade type to "
         "either safe or unsafe downgrade.")
-    assert refusal("metadata.version", 26).endswith("only supports versions 7-25")
+    assert refusal("metadata.version", 30).endswith("only supports versions 7-29")
     assert refusal("metadata.version", 22, F.SAFE_DOWNGRADE) == (
-        "Unsupported metadata.version downgrade from 25 to 22. Refusing to perform the "
+        "Unsupported metadata.version downgrade from 29 to 22. Refusing to perform the "
         "requested downgrade because it might delete metadata information.")
     assert refusal("metadata.version", 22, F.UNSAFE_DOWNGRADE).endswith(
         "Unsafe metadata downgrade is not supported in this version.")
@@ -68,19 +68,21 @@ def test_accepted_updates_and_their_records():
 
 
 def test_metadata_changed_is_kafkas_check():
-    assert not F._metadata_changed(25, 23)  # 24 and 25 changed nothing
-    assert F._metadata_changed(25, 22)  # 23 (4.0-IV1) did
+    assert not F._metadata_changed(29, 23)  # 24 to 29 changed nothing
+    assert F._metadata_changed(29, 22)  # 23 (4.0-IV1) did
     assert F._metadata_changed(33, 32)
 
 
 def test_finalized_levels_default_and_disabled_features_survive_a_snapshot():
     """No record: headwater's defaults. A record at level 0 disables the feature (left
     out of the finalized levels) and, unlike a feature never set, survives a snapshot."""
-    image = MetadataImage().apply([R.FeatureLevelRecord("metadata.version", 25)], 0)
+    image = MetadataImage().apply([R.FeatureLevelRecord("metadata.version",
+                                                        R.METADATA_VERSION)], 0)
     assert finalized_features(image) == FINALIZED_FEATURES
     image = image.apply([R.FeatureLevelRecord("group.version", 0),
                          R.FeatureLevelRecord("share.version", 1)], 2)
-    assert finalized_features(image) == {"metadata.version": 25, "share.version": 1}
+    assert finalized_features(image) == {"metadata.version": R.METADATA_VERSION,
+                                         "share.version": 1}
     assert feature_level(image, "group.version") == 0
     restored = MetadataImage().apply(snapshot.image_records(image), 2)
     assert finalized_features(restored) == finalized_features(image)

@@ -49,17 +49,19 @@ rabbitmq:
 	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	            rabbitmq-server >/dev/null; }
 
-# Apache Kafka 4.4.0 (broker, tools, Java clients) into .kafka/lib/ and Spark's Kafka
-# connector into .kafka/spark/, as listed in kafka-ref/ (README: "Apache Kafka beside
+# Apache Kafka 4.4.0 (broker, tools, Java clients) into .kafka/lib/, kafka-metadata-shell
+# (4.3.1's, the newest served) into .kafka/shell/ and Spark's Kafka connector into
+# .kafka/spark/, as listed in kafka-ref/ (README: "Apache Kafka beside
 # headwater"). The stamp makes a second run a no-op that needs no network.
 KAFKA_STAMP := .kafka/.fetched
-$(KAFKA_STAMP): kafka-ref/pom.xml kafka-ref/kafka/pom.xml kafka-ref/spark/pom.xml
+$(KAFKA_STAMP): kafka-ref/pom.xml kafka-ref/kafka/pom.xml kafka-ref/shell/pom.xml \
+                kafka-ref/spark/pom.xml
 	@command -v mvn >/dev/null \
 	  || { echo "installing maven"; \
 	       SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	       $$SUDO apt-get update -qq \
 	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; }
-	rm -rf .kafka/lib .kafka/spark
+	rm -rf .kafka/lib .kafka/shell .kafka/spark
 	mvn -q -B -f kafka-ref/pom.xml dependency:copy-dependencies
 	touch $@
 

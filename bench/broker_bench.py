@@ -1,4 +1,4 @@
-"""Benchmark headwater against Apache Kafka 4.3.1 and Tansu with confluent-kafka (librdkafka).
+"""Benchmark headwater against Apache Kafka 4.4.0 and Tansu with confluent-kafka (librdkafka).
 
 Workloads, run against each broker in turn (never concurrently), each on a fresh topic:
 
@@ -246,7 +246,7 @@ def process_cpu_seconds(pid: int) -> float:
 
 @dataclass
 class KafkaBroker(Broker):
-    """Apache Kafka 4.3.1 in KRaft combined mode, started by the tests' `KafkaReference`
+    """Apache Kafka 4.4.0 in KRaft combined mode, started by the tests' `KafkaReference`
     (kafka-storage format, then kafka.Kafka) with Kafka's defaults and a `heap` heap."""
 
     heap: str = KAFKA_HEAP

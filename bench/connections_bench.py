@@ -1,6 +1,6 @@
 """Many connections at once: thousands of idle clients beside hundreds of active producers.
 
-Per broker (headwater, and Apache Kafka 4.3.1 for the ratio), freshly started:
+Per broker (headwater, and Apache Kafka 4.4.0 for the ratio), freshly started:
 
 1. IDLE connections (default 5,000) are opened from one asyncio loop; each sends an
    ApiVersions request and reads its answer (so each is a real Kafka connection, not a

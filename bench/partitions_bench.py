@@ -1,6 +1,6 @@
 """Many partitions: how long a broker takes to create them, stop, and start again.
 
-Per broker (headwater, and Apache Kafka 4.3.1 for the ratio), freshly started on an
+Per broker (headwater, and Apache Kafka 4.4.0 for the ratio), freshly started on an
 empty data directory: PARTITIONS partitions are created in topics of at most 9,000
 (one CreateTopics each: Kafka refuses one admin request of 10,000+ records), one record
 is produced to every `--produce-every`-th partition (default 10), then the broker is stopped cleanly and started (timed

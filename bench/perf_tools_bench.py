@@ -1,4 +1,4 @@
-"""Kafka's own perf tools (a JVM client) against headwater and Apache Kafka 4.3.1.
+"""Kafka's own perf tools (a JVM client) against headwater and Apache Kafka 4.4.0.
 
 bench/broker_bench.py drives every broker with librdkafka from a Python loop, which tops
 out near 1M msgs/s of 100 B records on 2 cores. Kafka's `kafka-producer-perf-test`
@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = failed[0] if failed else median_of_rounds(runs)
     table = build_table(results, plan, brokers)
     header = [
-        f"Kafka's perf tools (Java kafka-clients 4.3.1) against {', '.join(brokers)}, "
+        f"Kafka's perf tools (Java kafka-clients 4.4.0) against {', '.join(brokers)}, "
         f"{os.cpu_count()} CPUs" + (" [--quick]" if args.quick else ""),
         "brokers: " + ", ".join(f"{n} {versions.get(n, '?')}" for n in brokers)
         + f"; {THROUGHPUT_PARTITIONS} partitions; producer: Kafka 4.3 client defaults "

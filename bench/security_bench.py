@@ -1,5 +1,5 @@
 """What TLS and SASL cost: produce and consume over PLAINTEXT and SASL_SSL (PLAIN), on
-headwater and on Apache Kafka 4.3.1, in one run.
+headwater and on Apache Kafka 4.4.0, in one run.
 
 Each broker is started once with two listeners (PLAINTEXT and SASL_SSL, a certificate
 from a private CA made here with openssl). Per listener: COUNT records of SIZE bytes are

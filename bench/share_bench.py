@@ -1,4 +1,4 @@
-"""Benchmark share groups (KIP-932 queues): headwater against Apache Kafka 4.3.1's share
+"""Benchmark share groups (KIP-932 queues): headwater against Apache Kafka 4.4.0's share
 groups with the same client (confluent-kafka's ShareConsumer), a classic consumer group
 on headwater as the baseline, and RabbitMQ (a quorum queue, manual acks, prefetch 500).
 

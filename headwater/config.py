@@ -33,6 +33,9 @@ BROKER_DEFAULTS: dict[str, str] = {
     "controller.quota.window.num": "11",
     "controller.quota.window.size.seconds": "1",
     "message.max.bytes": "1048588",
+    # Kafka 4.4: the largest record body the broker will decompress (Integer.MAX_VALUE - 8,
+    # Java's largest array, by default).
+    "max.decompressed.message.bytes": "2147483639",
     "log.segment.bytes": "1073741824",
     "log.roll.ms": "",
     "log.roll.hours": "168",
@@ -96,6 +99,7 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
     "flush.ms": "log.flush.interval.ms",
     "index.interval.bytes": "log.index.interval.bytes",
     "max.message.bytes": "message.max.bytes",
+    "max.decompressed.message.bytes": "max.decompressed.message.bytes",
     "message.timestamp.type": "log.message.timestamp.type",
     "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
@@ -310,12 +314,14 @@ def validate_topic_config(key: str, value: str | None) -> None:
             raise ConfigError(f"Invalid value {value} for configuration {key}: "
                               "Expected value to be either true or false")
         return
+    kind, bits = ("INT", 31) if key in _INT_KEYS else ("LONG", 63)
     try:
         number = int(value)
     except ValueError:
-        kind = "INT" if key in _INT_KEYS else "LONG"
+        number = None
+    if number is None or not -(2**bits) <= number < 2**bits:  # Java's parseInt/parseLong
         raise ConfigError(f"Invalid value {value} for configuration {key}: "
-                          f"Not a number of type {kind}") from None
+                          f"Not a number of type {kind}")
     minimum, maximum = _INT_RANGES.get(key, (-1, None))
     if number < minimum:
         raise ConfigError(f"Invalid value {value} for configuration {key}: "
@@ -327,6 +333,7 @@ def validate_topic_config(key: str, value: str | None) -> None:
 
 # Kafka's INT-typed topic keys (the others are LONG): its "Not a number of type ..." message.
 _INT_KEYS = frozenset({"segment.bytes", "max.message.bytes", "min.insync.replicas",
+                       "max.decompressed.message.bytes",
                        "index.interval.bytes", "segment.index.bytes", "compression.gzip.level",
                        "compression.lz4.level", "compression.zstd.level"})
 
@@ -334,6 +341,7 @@ _INT_KEYS = frozenset({"segment.bytes", "max.message.bytes", "min.insync.replica
 # keeps 14 (one empty batch) so tests can roll segments quickly (docs/differences.md).
 _INT_RANGES: dict[str, tuple[int, int | None]] = {
     "segment.bytes": (14, None), "max.message.bytes": (0, None),
+    "max.decompressed.message.bytes": (1, None),
     "min.insync.replicas": (1, None), "index.interval.bytes": (0, None),
     "segment.ms": (1, None), "flush.messages": (1, None),
     "min.compaction.lag.ms": (0, None), "max.compaction.lag.ms": (1, None),
@@ -352,6 +360,7 @@ class LogConfig:
     retention_ms: int = 604800000
     retention_bytes: int = -1
     max_message_bytes: int = 1048588
+    max_decompressed_message_bytes: int = 2147483639
     index_interval_bytes: int = 4096
     message_timestamp_type: str = "CreateTime"
     cleanup_policy: str = "delete"
@@ -383,6 +392,7 @@ class LogConfig:
             retention_ms=int(value("retention.ms")),
             retention_bytes=int(value("retention.bytes")),
             max_message_bytes=int(value("max.message.bytes")),
+            max_decompressed_message_bytes=int(value("max.decompressed.message.bytes")),
             index_interval_bytes=int(value("index.interval.bytes")),
             message_timestamp_type=value("message.timestamp.type"),
             cleanup_policy=value("cleanup.policy"),

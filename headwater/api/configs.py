@@ -57,7 +57,7 @@ BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
 _TYPES = {
     "cleanup.policy": LIST, "compression.type": STRING, "message.timestamp.type": STRING,
     "unclean.leader.election.enable": BOOLEAN, "min.insync.replicas": INT,
-    "max.message.bytes": INT, "segment.bytes": INT, "index.interval.bytes": INT,
+    "max.message.bytes": INT, "max.decompressed.message.bytes": INT, "segment.bytes": INT, "index.interval.bytes": INT,
     "segment.index.bytes": INT, "min.cleanable.dirty.ratio": 6, "preallocate": BOOLEAN,
     "compression.gzip.level": INT, "compression.lz4.level": INT,
     "compression.zstd.level": INT, "errors.deadletterqueue.group.enable": BOOLEAN,

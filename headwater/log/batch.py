@@ -192,6 +192,9 @@ def validate_produce_records(
 
 
 NO_LIMIT = 9223372036854775807
+# Kafka's Records.SOFT_MAX_ARRAY_LENGTH: max.decompressed.message.bytes' default, at which
+# nothing is decompressed just to check it.
+NO_DECOMPRESSED_LIMIT = 2147483639
 _U64 = 1 << 64
 
 
@@ -203,7 +206,8 @@ def _java_long(value: int) -> int:
 
 def check_records(data: Buffer, headers: list[BatchHeader], now_ms: int, *, compacted: bool,
                   log_append_time: bool, before_max_ms: int, after_max_ms: int,
-                  topic_partition: str, target_codec: int | None = None) -> None:
+                  topic_partition: str, target_codec: int | None = None,
+                  max_decompressed: int = NO_DECOMPRESSED_LIMIT) -> None:
     """Kafka's per-record produce checks (LogValidator.validateRecord): a key on compacted
     topics; on CreateTime topics a timestamp within message.timestamp.before/after.max.ms
     of `now_ms`; no LogAppendTime batch from a client on LogAppendTime topics (nor one
@@ -214,9 +218,14 @@ def check_records(data: Buffer, headers: list[BatchHeader], now_ms: int, *, comp
     before bound is set (the header has no minimum timestamp) or when the header
     already shows a failure. Otherwise this is a few comparisons per batch header.
     `target_codec` is the topic's compression (None: the producer's), which decides how
-    Kafka prints a record in one of its messages."""
+    Kafka prints a record in one of its messages. `max_decompressed` is Kafka 4.4's
+    max.decompressed.message.bytes: a compressed batch holding a larger record body fails
+    whole with INVALID_RECORD (no record errors), as Kafka's decompressing iterator
+    throws InvalidRecordException."""
     pos = 0
     for h in headers:
+        if h.compression and max_decompressed < NO_DECOMPRESSED_LIMIT:
+            _check_decompressed(memoryview(data)[pos:pos + h.size], h, max_decompressed)
         stamped = h.attributes & TIMESTAMP_TYPE_BIT
         if log_append_time:
             check_time = bool(stamped)
@@ -236,6 +245,20 @@ def check_records(data: Buffer, headers: list[BatchHeader], now_ms: int, *, comp
             if errors:
                 raise _validation_error(errors)
         pos += h.size
+
+
+def _check_decompressed(batch: memoryview, h: BatchHeader, limit: int) -> None:
+    body = decompress(h.compression, batch[HEADER_SIZE:])
+    pos = 0
+    try:
+        for _ in range(h.records_count):
+            length, pos = _read_varint(body, pos)
+            if length > limit:
+                raise LogError(INVALID_RECORD, f"Record body of {length} bytes exceeds "
+                                               f"max.decompressed.message.bytes {limit}")
+            pos += length
+    except IndexError:
+        raise LogError(CORRUPT_MESSAGE, "truncated record") from None
 
 
 def _record_errors(batch: memoryview, h: BatchHeader, now_ms: int, compacted: bool,

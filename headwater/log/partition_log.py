@@ -344,7 +344,8 @@ class PartitionLog:
                       before_max_ms=config.timestamp_before_max_ms,
                       after_max_ms=config.timestamp_after_max_ms,
                       topic_partition=self._name,
-                      target_codec=TOPIC_CODECS.get(config.compression_type))
+                      target_codec=TOPIC_CODECS.get(config.compression_type),
+                      max_decompressed=config.max_decompressed_message_bytes)
 
     def _update_with_markers(self, segment: LogSegment, stored: list[BatchHeader],
                              markers: dict[int, EndTxnMarker | None]) -> None:

@@ -10,6 +10,8 @@ gives for a binding it refuses to create.
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 from dataclasses import dataclass
 
 # ResourceType
@@ -131,4 +133,47 @@ def validate(b: AclBinding) -> str | None:
     if ":" not in b.principal:  # as Kafka's SecurityUtils: ":x" and "User:" parse
         return (f"Could not parse principal from `{b.principal}` (no colon is present "
                 "separating the principal type from the principal name)")
+    return host_problem(b.host)
+
+
+def host_problem(host: str) -> str | None:
+    """Kafka 4.4's host check (KIP-1276): a host is "*", an address, or a CIDR range
+    (`10.0.0.0/8`, `fd00::/8`; host bits may be set); Kafka's messages otherwise."""
+    if not host:
+        return "Host pattern cannot be null or empty"
+    if "/" not in host:
+        return None
+    address, _, prefix = host.partition("/")
+    try:
+        width = ipaddress.ip_address(address).max_prefixlen
+    except ValueError:
+        return f"Invalid CIDR notation '{host}': Could not parse [{host}]"
+    if not prefix.isdigit():
+        return f"Invalid CIDR notation '{host}': Could not parse [{host}]"
+    if int(prefix) > width:
+        return f"Invalid CIDR notation '{host}': Value [{prefix}] not in range [0,{width}]"
     return None
+
+
+@functools.lru_cache(maxsize=1024)
+def host_network(host: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """The range of a CIDR ACL host (None for "*" or a single address)."""
+    if "/" not in host:
+        return None
+    try:
+        return ipaddress.ip_network(host, strict=False)
+    except ValueError:
+        return None
+
+
+def host_matches(pattern: str, host: str) -> bool:
+    """Whether an ACL's host covers the client's address."""
+    if pattern == WILDCARD or pattern == host:
+        return True
+    network = host_network(pattern)
+    if network is None:
+        return False
+    try:
+        return ipaddress.ip_address(host) in network
+    except ValueError:
+        return False

@@ -5,7 +5,8 @@ Off unless `authorizer.class.name` is set (as in Kafka); then, for a request:
 - a principal in `super.users` may do anything;
 - the ACLs that apply to the resource are the LITERAL ones naming it, the LITERAL "*"
   ones, and the PREFIXED ones whose name starts the resource's name;
-- among those whose principal (or `User:*`) and host (or "*") match, a DENY for the
+- among those whose principal (or `User:*`) and host (or "*", or a CIDR range holding
+  the client's address, Kafka 4.4's KIP-1276) match, a DENY for the
   operation (or ALL) wins; otherwise an ALLOW for it (or ALL, or, for DESCRIBE, an
   ALLOW for READ / WRITE / DELETE / ALTER; for DESCRIBE_CONFIGS, ALTER_CONFIGS) allows;
 - if no ACL applies to the resource at all, `allow.everyone.if.no.acl.found` decides
@@ -43,7 +44,7 @@ def _result(acl: AclBinding, principal: str, host: str, op: int) -> bool | None:
     """True (allow) / False (deny) when `acl` applies to the request, else None."""
     if acl.principal != principal and acl.principal != A.WILDCARD_PRINCIPAL:
         return None
-    if acl.host != A.WILDCARD and acl.host != host:
+    if acl.host != A.WILDCARD and acl.host != host and not A.host_matches(acl.host, host):
         return None
     if acl.operation != A.ALL:
         if acl.permission == A.ALLOW:

@@ -626,6 +626,17 @@ SCENARIOS: dict[str, tuple[list[AclBinding], dict[str, dict[str, Any]]]] = {
         "Produce pw-1": {},
         "Produce pw-2": {"responses.0.partition_responses.0.error_code": TOPIC_AUTH},
     }),
+    # Kafka 4.4 (KIP-1276): a CIDR range as the host
+    "cidr hosts": ([
+        allow(A.TOPIC, "t-read", A.READ, host="127.0.0.0/8"),
+        allow(A.TOPIC, "t-plain", A.READ, host="10.0.0.0/8"),
+        allow(A.TOPIC, "pw-1", A.ALL), deny(A.TOPIC, "pw-1", A.WRITE, host="127.1.2.3/8"),
+        allow(A.TOPIC, "pw-2", A.ALL), deny(A.TOPIC, "pw-2", A.WRITE, host="::1/128")], {
+        "Fetch t-read": {},
+        "Fetch t-plain": {"responses.0.partitions.0.error_code": TOPIC_AUTH},
+        "Produce pw-1": {"responses.0.partition_responses.0.error_code": TOPIC_AUTH},
+        "Produce pw-2": {},
+    }),
     "operations": ([
         allow(A.TOPIC, "t-read", A.ALL), allow(A.GROUP, "g-ok", A.DELETE),
         allow(A.CLUSTER, A.CLUSTER_NAME, A.ALTER_CONFIGS),
@@ -781,7 +792,14 @@ CREATIONS: dict[str, tuple[AclBinding, tuple[int, str | None]]] = {
     "empty principal type": (binding(principal=":carol"), (0, "")),
     "empty principal name": (binding(principal="User:"), (0, "")),
     "another principal type": (binding(principal="Group:x"), (0, "")),
-    "empty host": (binding(host=""), (0, "")),
+    "empty host": (binding(host=""), (INVALID_REQUEST, "Host pattern cannot be null or empty")),
+    "cidr host": (binding(host="10.0.0.0/8"), (0, "")),
+    "cidr host v6": (binding(host="::1/128"), (0, "")),
+    "cidr host with host bits": (binding(host="10.1.2.3/8"), (0, "")),
+    "bad cidr prefix": (binding(host="10.0.0.0/33"), (INVALID_REQUEST, (
+        "Invalid CIDR notation '10.0.0.0/33': Value [33] not in range [0,32]"))),
+    "not a cidr": (binding(host="not/a/cidr"), (INVALID_REQUEST, (
+        "Invalid CIDR notation 'not/a/cidr': Could not parse [not/a/cidr]"))),
     "an IP host": (binding(host="10.1.2.3"), (0, "")),
     "operation the type lacks": (binding(op=A.IDEMPOTENT_WRITE), (0, "")),
     "prefixed *": (binding(name="*", pattern=A.PREFIXED), (0, "")),

@@ -50,8 +50,8 @@ SCENARIO = [
 
 
 def configs(bootstrap: str, *args: str) -> tuple[int, str]:
-    out = run_tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args,
-                   check=False)
+    out = run_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap,
+                   *args, check=False)
     text = out.stdout + out.stderr
     # The first line names the error; the rest is the tool's stack trace and the port.
     first = [line for line in text.splitlines() if line and not line.startswith("\tat ")]

@@ -385,9 +385,8 @@ DEFAULT_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, DYNAMIC_TOPIC_CONFIG = 5, 3, 1
 # (one node, no replication) and tiered storage (none here). docs/differences.md.
 KAFKA_ONLY_TOPIC_KEYS = {"leader.replication.throttled.replicas",
                          "follower.replication.throttled.replicas", "remote.storage.enable",
-                         "remote.log.copy.disable", "remote.log.delete.on.disable"}
-# Kafka 4.4's (KIP-1191: a topic share groups may use as their dead-letter topic).
-HEADWATER_ONLY_TOPIC_KEYS = {"errors.deadletterqueue.group.enable"}
+                         "remote.log.copy.disable", "remote.log.delete.on.disable",
+                         "remote.copy.lag.bytes", "remote.copy.lag.ms"}
 
 
 def describe_new_topic(bootstrap: str) -> dict[str, tuple[str | None, int, bool, bool]]:
@@ -405,7 +404,7 @@ def test_describe_configs_of_a_new_topic(both: dict[str, Target]) -> None:
     """Every key, value and source as Kafka's, but for the documented differences: Kafka's
     storage format writes a cluster-wide min.insync.replicas (for ELR, KIP-966), so its
     source there is DYNAMIC_DEFAULT_BROKER_CONFIG; and headwater lacks the throttle and
-    tiered-storage keys, and Kafka 4.4.0 lacks 4.4's errors.deadletterqueue.group.enable."""
+    tiered-storage keys (Kafka 4.4 adds remote.copy.lag.*)."""
     seen = observe(both, describe_new_topic)
     hw, kafka = seen["headwater"], seen["kafka"]
     assert kafka["retention.ms"] == hw["retention.ms"] == (
@@ -413,12 +412,50 @@ def test_describe_configs_of_a_new_topic(both: dict[str, Target]) -> None:
     assert kafka["min.insync.replicas"] == ("1", DYNAMIC_DEFAULT_BROKER_CONFIG, False, False)
     assert hw["min.insync.replicas"] == ("1", DEFAULT_CONFIG, False, False)
     assert set(kafka) - set(hw) == KAFKA_ONLY_TOPIC_KEYS
-    assert set(hw) - set(kafka) == HEADWATER_ONLY_TOPIC_KEYS
+    assert set(hw) <= set(kafka)
     assert all(kafka[k][1] == DEFAULT_CONFIG for k in KAFKA_ONLY_TOPIC_KEYS)
     assert hw["errors.deadletterqueue.group.enable"] == ("false", DEFAULT_CONFIG, False, False)
-    same = set(hw) - {"min.insync.replicas"} - HEADWATER_ONLY_TOPIC_KEYS
+    assert hw["max.decompressed.message.bytes"] == ("2147483639", DEFAULT_CONFIG, False, False)
+    same = set(hw) - {"min.insync.replicas"}
     assert len(same) >= 25
     assert {k: hw[k] for k in same} == {k: kafka[k] for k in same}
+
+
+def decompressed_limit(bootstrap: str) -> dict[str, Any]:
+    """Kafka 4.4's max.decompressed.message.bytes: CreateTopics validation of its value,
+    then a topic limited to 100 bytes: an uncompressed batch with a 500-byte record is
+    accepted, an lz4 batch holding one fails whole with INVALID_RECORD."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    refused = {}
+    for value in ("-1", "0", "abc", "2147483648"):
+        name = unique("decomp-bad")
+        fut = admin.create_topics([NewTopic(name, 1, 1, config={
+            "max.decompressed.message.bytes": value})], validate_only=True)[name]
+        try:
+            fut.result(30)
+            refused[value] = None
+        except KafkaException as exc:
+            refused[value] = (exc.args[0].code(), exc.args[0].str())
+    topic = unique("decomp")
+    create_topic(bootstrap, topic, **{"max.decompressed.message.bytes": "100"})
+    delivered: dict[str, list[int]] = {}
+    for codec in ("none", "lz4"):
+        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
+                             "linger.ms": 20, "enable.idempotence": False, "retries": 0})
+        codes: list[int] = []
+        for size in (50, 500, 50):
+            producer.produce(topic, b"x" * size, on_delivery=lambda err, _m, codes=codes:
+                             codes.append(err.code() if err else 0))
+        assert producer.flush(30) == 0
+        delivered[codec] = sorted(codes)
+    return {"refused": refused, "delivered": delivered}
+
+
+def test_max_decompressed_message_bytes(both: dict[str, Target]) -> None:
+    seen = observe(both, decompressed_limit)
+    assert seen["headwater"] == seen["kafka"]
+    assert seen["kafka"]["delivered"] == {"none": [0, 0, 0], "lz4": [87, 87, 87]}
+    assert seen["kafka"]["refused"]["-1"][0] == INVALID_CONFIG
 
 
 # ---- a described group ----------------------------------------------------------------

@@ -456,8 +456,9 @@ def test_kafka_dump_log_decodes_headwater_internal_topics(broker: BrokerProcess,
                 ",".join(segment_files(broker.data_dir, "__transaction_state")))
     ours = [v["data"] for k, v in decoded(txns.stdout)
             if v is not None and k["data"].get("transactionalId") == txn_id]
-    # Kafka's TransactionState ids: Empty 0, Ongoing 1, PrepareCommit 2, CompleteCommit 4.
-    assert [v["transactionStatus"] for v in ours] == [0, 1, 1, 2, 4], txns.stdout[-3000:]
+    # Kafka 4.4's decoder prints the TransactionState by name (4.3 printed its id).
+    assert [v["transactionStatus"] for v in ours] == [
+        "Empty", "Ongoing", "Ongoing", "PrepareCommit", "CompleteCommit"], txns.stdout[-3000:]
     prepare = {p["topic"]: p["partitionIds"] for p in ours[3]["transactionPartitions"]}
     assert set(prepare) == {"__consumer_offsets", topic_name} and prepare[topic_name] == [0]
     assert ours[-1]["transactionPartitions"] == []

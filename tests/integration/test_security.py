@@ -226,7 +226,7 @@ def test_scram_users_are_metadata_records(secured: Secured, tmp_path: Path) -> N
     props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
                      "sasl.jaas.config=org.apache.kafka.common.security.plain."
                      'PlainLoginModule required username="alice" password="alice-secret";\n')
-    base = ("kafka.admin.ConfigCommand", "--bootstrap-server",
+    base = ("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server",
             secured.bootstrap("SASL_PLAINTEXT"), "--command-config", str(props))
     out = run_tool(*base, "--alter", "--entity-type", "users", "--entity-name", "erin",
                    "--add-config", "SCRAM-SHA-512=[iterations=4096,password=erin-pw]")

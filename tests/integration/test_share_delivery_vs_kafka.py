@@ -170,7 +170,10 @@ def verifiable_run(bootstrap: str, records: int) -> dict[str, Any]:
                    for p in e["partitions"])
     acked = [e for e in events if e["name"] == "offsets_acknowledged"]
     acked_count = sum(p["count"] for e in acked for p in e["partitions"])
-    return {"first": names[0], "last": names[-1], "consumed": consumed,
+    # Kafka 4.4's tool may print shutdown_requested (its shutdown hook) after
+    # shutdown_complete; 4.3's printed them the other way round.
+    return {"first": names[0], "shut down": "shutdown_complete" in names[-2:],
+            "consumed": consumed,
             "acknowledged": acked_count, "all acks succeeded": all(e["success"] for e in acked),
             "offsets": start_and_lag(bootstrap, group)}
 
@@ -178,5 +181,5 @@ def verifiable_run(bootstrap: str, records: int) -> dict[str, Any]:
 def test_kafkas_verifiable_share_consumer(pair):
     ours = verifiable_run(pair["headwater"], 200)
     assert ours["consumed"] == ours["acknowledged"] == 200, ours
-    assert ours["all acks succeeded"] and ours["last"] == "shutdown_complete", ours
+    assert ours["all acks succeeded"] and ours["shut down"], ours
     same_answers("verifiable share consumer", ours, verifiable_run(pair["kafka"], 200))

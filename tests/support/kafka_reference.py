@@ -26,12 +26,15 @@ from .wire import RawClient
 ROOT = Path(__file__).resolve().parents[2]
 KAFKA_LIB = ROOT / ".kafka" / "lib"
 SPARK_KAFKA_LIB = ROOT / ".kafka" / "spark"
+# kafka-metadata-shell runs on its own 4.3.1 jars (kafka-ref/shell/pom.xml says why).
+SHELL_LIB = ROOT / ".kafka" / "shell"
+SHELL_CLASS = "org.apache.kafka.shell.MetadataShell"
 KAFKA_VERSION = "4.4.0"
 
 # bin/<script>.sh -> main class, as in Kafka 4.3's scripts.
 TOOLS = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
-    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
@@ -59,6 +62,7 @@ TOOLS = {
     "kafka-delegation-tokens": "org.apache.kafka.tools.DelegationTokenCommand",
     "kafka-replica-verification": "org.apache.kafka.tools.ReplicaVerificationTool",
     "kafka-server-start": "kafka.Kafka",
+    "kafka-metadata-shell": SHELL_CLASS,
 }
 
 # A short-lived tool JVM spends most of its life starting: C1 only, serial GC and the
@@ -124,8 +128,14 @@ def _tools_log4j() -> Path:
 def tool_command(main_class: str, *args: str) -> list[str]:
     """The java command line of a Kafka tool (`main_class` or a `TOOLS` script name)."""
     main_class = TOOLS.get(main_class, main_class)
+    if main_class == SHELL_CLASS:
+        if not list(SHELL_LIB.glob("kafka-shell-*.jar")):
+            raise RuntimeError(f"kafka-metadata-shell missing in {SHELL_LIB}: run `make kafka`")
+        classpath = f"{SHELL_LIB}/*"
+    else:
+        classpath = kafka_classpath()
     return [java(), *TOOL_JVM_OPTS, f"-Dlog4j2.configurationFile={_tools_log4j()}",
-            "-cp", kafka_classpath(), main_class, *args]
+            "-cp", classpath, main_class, *args]
 
 
 def run_tool(main_class: str, *args: str, timeout: float = 60.0, check: bool = True,

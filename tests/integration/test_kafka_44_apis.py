@@ -8,6 +8,7 @@ against the reference Kafka and headwater, and the answers compared.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -155,12 +156,13 @@ def test_api_versions_of_kafka_44(pair: tuple[Broker, Broker]) -> None:
     versions Kafka 4.4 advertises (and its tools use them: usable = the maximum)."""
     k, h = both(pair, "kafka-broker-api-versions")
     apis = ("Fetch", "ListOffsets", "DescribeTopicPartitions", "UpdateFeatures",
-            "DescribeLogDirs")
+            "DescribeLogDirs", "ApiVersions", "DeleteGroups")
     assert _versions(k[1], *apis) == _versions(h[1], *apis), f"\nkafka: {k}\nheadwater: {h}"
     assert _versions(h[1], *apis) == {
         "Fetch": "4 to 18 [usable: 18]", "ListOffsets": "1 to 11 [usable: 11]",
         "DescribeTopicPartitions": "0 [usable: 0]", "UpdateFeatures": "0 to 2 [usable: 2]",
-        "DescribeLogDirs": "1 to 5 [usable: 5]"}, h[1]
+        "DescribeLogDirs": "1 to 5 [usable: 5]", "ApiVersions": "0 to 5 [usable: 5]",
+        "DeleteGroups": "0 to 3 [usable: 3]"}, h[1]
     # DescribeLogDirs v5 (KIP-1066): the log dir is not cordoned on either
     k, h = on_pair(pair, lambda b: [(int(r.error_code), r.is_cordoned) for r in request(
         b, 35, 5, {"topics": []}).results])
@@ -439,3 +441,54 @@ def test_disabled_share_and_group_versions_refuse_their_apis(
         code, out = same(pair, "kafka-features", "upgrade", "--feature", "share.version=2",
                          "--feature", "group.version=1")
     assert code == 0, out
+
+
+def test_api_versions_v5_and_delete_groups_v3(pair: tuple[Broker, Broker]) -> None:
+    """ApiVersions v5 (KIP-1242, every 4.4 Java client's first request): the cluster id
+    and node id the client expects, both or neither (else INVALID_REQUEST), and this
+    broker's (else REBOOTSTRAP_REQUIRED); the v3+ software name / version checks.
+    DeleteGroups v3: per-group error messages, null for these errors on both."""
+    def cluster_id(b: Broker) -> str:
+        return request(b, 60, 0, {"include_cluster_authorized_operations": False}).cluster_id
+
+    def api_versions(b: Broker, version: int, name: str = "java", software: str = "4.4.0",
+                     expect: tuple[str | None, int] | None = None,
+                     own: bool = False) -> tuple:
+        body: dict = {"client_software_name": name, "client_software_version": software}
+        if version >= 5:
+            cid, node = (cluster_id(b), 1) if own else (expect or (None, -1))
+            body.update(cluster_id=cid, node_id=node)
+        resp = request(b, 18, version, body)
+        return int(resp.error_code), [(k.min_version, k.max_version) for k in resp.api_keys
+                                      if k.api_key == 18]
+    cases: list[tuple[int, dict]] = [
+        (5, {}), (5, {"own": True}), (5, {"expect": ("other-cluster", 1)}),
+        (5, {"expect": (None, 1)}), (5, {"name": "bad name!"}), (4, {"name": "bad name!"}),
+        (4, {"software": ""}), (3, {"software": "-x"}), (4, {}),
+    ]
+    for version, kw in cases:
+        k, h = on_pair(pair, lambda b, v=version, a=kw: api_versions(b, v, **a))
+        assert k == h, f"v{version} {kw}\nkafka: {k}\nheadwater: {h}"
+    for b in pair:
+        wrong_node = request(b, 18, 5, {"client_software_name": "java",
+                                        "client_software_version": "4.4.0",
+                                        "cluster_id": cluster_id(b), "node_id": 2})
+        wrong_cluster_only = request(b, 18, 5, {"client_software_name": "java",
+                                                "client_software_version": "4.4.0",
+                                                "cluster_id": cluster_id(b), "node_id": -1})
+        assert (int(wrong_node.error_code), int(wrong_cluster_only.error_code)) == (129, 42)
+    assert api_versions(pair[1], 5, own=True) == (0, [(0, 5)])
+
+    def delete_groups(b: Broker) -> set:
+        deadline = time.monotonic() + 60
+        # a fresh Kafka creates __consumer_offsets at the first FindCoordinator
+        request(b, 10, 4, {"key_type": 0, "coordinator_keys": ["dg-missing"]})
+        while True:
+            resp = request(b, 42, 3, {"groups_names": ["dg-missing", ""]})
+            got = {(r.group_id, int(r.error_code), r.error_message) for r in resp.results}
+            if not {code for _g, code, _m in got} & {14, 15, 16} or \
+                    time.monotonic() > deadline:
+                return got
+            time.sleep(0.2)
+    k, h = on_pair(pair, delete_groups)
+    assert k == h == {("dg-missing", 69, None), ("", 69, None)}, (k, h)

@@ -1,8 +1,9 @@
 """The APIs and versions Apache Kafka 4.4.0's clients and tools use that headwater
 gained with 4.4 as the reference: DescribeTopicPartitions (75) with its cursor paging,
-ListOffsets v11, Fetch v18, DescribeLogDirs v5, UpdateFeatures (57) and the feature levels
-(share.version 2, the share-group and consumer-group APIs gated by their features). Each is run with Kafka's own tool (or the same raw request)
-against the reference Kafka and headwater, and the answers compared.
+ListOffsets v11, Fetch v18, DescribeLogDirs v5, ApiVersions v5, DeleteGroups v3,
+UpdateFeatures (57) and the feature levels (share.version 2; the share-group and
+consumer-group APIs gated by their features). Each is run with Kafka's own tool (or the
+same raw request) against the reference Kafka and headwater, and the answers compared.
 """
 
 from __future__ import annotations

@@ -157,13 +157,15 @@ def test_api_versions_of_kafka_44(pair: tuple[Broker, Broker]) -> None:
     versions Kafka 4.4 advertises (and its tools use them: usable = the maximum)."""
     k, h = both(pair, "kafka-broker-api-versions")
     apis = ("Fetch", "ListOffsets", "DescribeTopicPartitions", "UpdateFeatures",
-            "DescribeLogDirs", "ApiVersions", "DeleteGroups")
+            "DescribeLogDirs", "ApiVersions", "DeleteGroups", "AddRaftVoter",
+            "RemoveRaftVoter")
     assert _versions(k[1], *apis) == _versions(h[1], *apis), f"\nkafka: {k}\nheadwater: {h}"
     assert _versions(h[1], *apis) == {
         "Fetch": "4 to 18 [usable: 18]", "ListOffsets": "1 to 11 [usable: 11]",
         "DescribeTopicPartitions": "0 [usable: 0]", "UpdateFeatures": "0 to 2 [usable: 2]",
         "DescribeLogDirs": "1 to 5 [usable: 5]", "ApiVersions": "0 to 5 [usable: 5]",
-        "DeleteGroups": "0 to 3 [usable: 3]"}, h[1]
+        "DeleteGroups": "0 to 3 [usable: 3]", "AddRaftVoter": "0 to 1 [usable: 1]",
+        "RemoveRaftVoter": "0 [usable: 0]"}, h[1]
     # DescribeLogDirs v5 (KIP-1066): the log dir is not cordoned on either
     k, h = on_pair(pair, lambda b: [(int(r.error_code), r.is_cordoned) for r in request(
         b, 35, 5, {"topics": []}).results])
@@ -493,3 +495,47 @@ def test_api_versions_v5_and_delete_groups_v3(pair: tuple[Broker, Broker]) -> No
             time.sleep(0.2)
     k, h = on_pair(pair, delete_groups)
     assert k == h == {("dg-missing", 69, None), ("", 69, None)}, (k, h)
+
+
+def test_raft_voter_changes_refused_as_a_static_quorum(pair: tuple[Broker, Broker]) -> None:
+    """kafka-metadata-quorum remove-controller (RemoveRaftVoter) and AddRaftVoter: a
+    single node with kraft.version 0, like the reference (a static controller.quorum.voters
+    quorum): the same errors, in Kafka's order (cluster id, a valid voter, an endpoint,
+    then UNSUPPORTED_VERSION: the voter set cannot change)."""
+    import uuid
+
+    directory = uuid.UUID("e5873efa-687f-4e74-81e2-bcdd95cbca82")
+    endpoint = [{"name": "CONTROLLER", "host": "127.0.0.1", "port": 9999}]
+
+    def cluster_id(b: Broker) -> str:
+        return request(b, 60, 0, {"include_cluster_authorized_operations": False}).cluster_id
+
+    def change(b: Broker, key: int, version: int, own: bool = True, cid: str | None = None,
+               **body: Any) -> tuple:
+        body = {"cluster_id": cluster_id(b) if own else cid, "voter_id": 2,
+                "voter_directory_id": directory, **body}
+        if key == 80:
+            body.setdefault("listeners", endpoint)
+            body.update(timeout=30000, ack_when_committed=True)
+        resp = request(b, key, version, body)
+        return int(resp.error_code), resp.error_message
+    cases: list[tuple[int, int, dict]] = [
+        (81, 0, {}), (81, 0, {"own": False}), (81, 0, {"voter_directory_id": None}),
+        (81, 0, {"voter_id": -1}), (80, 1, {}), (80, 0, {}), (80, 1, {"own": False}),
+        (80, 1, {"voter_directory_id": None}), (80, 1, {"voter_id": -3}),
+    ]
+    for key, version, kw in cases:
+        k, h = on_pair(pair, lambda b, a=key, v=version, x=kw: change(b, a, v, **x))
+        assert k == h, f"{key} v{version} {kw}\nkafka: {k}\nheadwater: {h}"
+    for b in pair:  # the cluster id in the message is each broker's own
+        assert change(b, 81, 0, own=False, cid="other") == (
+            104, f'The given id "other" doesn\'t match the cluster id "{cluster_id(b)}"')
+    assert change(pair[1], 80, 1, listeners=[])[0] == 42
+    assert change(pair[1], 81, 0) == (
+        35, "Cluster doesn't support removing voter because the kraft.version feature is 0")
+    for directory_id in ("5Yc-vmh_TnSB4rzdlcvK8g", "AAAAAAAAAAAAAAAAAAAAAA"):
+        k, h = both(pair, "kafka-metadata-quorum", "remove-controller", "--controller-id",
+                    "1", "--controller-directory-id", directory_id)
+        first = [next((line for line in out[2].splitlines() if "Exception:" in line), "")
+                 for out in (k, h)]
+        assert k[0] == h[0] == 1 and first[0] == first[1] != "", (k, h)

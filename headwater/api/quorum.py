@@ -1,5 +1,6 @@
-"""DescribeQuorum (55), UnregisterBroker (64) and Add/RemoveRaftVoter (80, 81): the one
-node as its own KRaft quorum (static: kraft.version 0, no voter changes).
+"""DescribeQuorum (55), UnregisterBroker (64), Add/RemoveRaftVoter (80, 81) and
+UnregisterController (94): the one node as its own KRaft quorum (static: kraft.version 0,
+no voter changes).
 
 headwater is Kafka's combined mode on one node without Raft: the node is the only voter
 and always the leader of `__cluster_metadata-0`, there are no observers, and the
@@ -24,6 +25,8 @@ from kio.schema.errors import ErrorCode as E
 from ..metadata.controller import METADATA_TOPIC
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
+
+CONTROLLER_ID_NOT_REGISTERED = 136
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -106,5 +109,21 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     dispatcher.register(55, 0, 2, describe_quorum)
     dispatcher.register(64, 0, 0, unregister_broker)
+    def unregister_controller(ctx: RequestContext, req: Any) -> dict:
+        """`kafka-cluster unregister-controller` (Kafka 4.4): the only controller is this
+        node, active, so as Kafka: itself INVALID_REQUEST, any other id
+        CONTROLLER_ID_NOT_REGISTERED (136, not in kio's ErrorCode)."""
+        if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
+            return {"throttle_time": 0, "error_code": int(E.cluster_authorization_failed),
+                    "error_message": None}
+        if req.controller_id == broker.node_id:
+            return {"throttle_time": 0, "error_code": int(E.invalid_request),
+                    "error_message": "Controller cannot unregister itself while it is "
+                                     "active."}
+        return {"throttle_time": 0, "error_code": CONTROLLER_ID_NOT_REGISTERED,
+                "error_message": f"Controller ID {req.controller_id} is not currently "
+                                 "registered."}
+
+    dispatcher.register(94, 0, 0, unregister_controller)
     dispatcher.register(80, 0, 1, lambda ctx, req: voter_change(ctx, req, "add"))
     dispatcher.register(81, 0, 0, lambda ctx, req: voter_change(ctx, req, "remove"))

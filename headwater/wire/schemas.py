@@ -8,6 +8,8 @@ bounds pre-pass in `guard.py` take them like its own):
   default -1); the response is v4's.
 * DeleteGroups v3: each result carries an error message (`DeleteGroupsResponse.json` of
   4.4: ErrorMessage nullable string, default null).
+* UnregisterController v0 (key 94, new in 4.4): ControllerId int32; the answer an error
+  code and message.
 """
 
 
@@ -134,10 +136,39 @@ class DeleteGroupsResponseV3:
     results: tuple[DeletableGroupResultV3, ...]
 
 
+# ---- UnregisterController v0 (key 94) ------------------------------------------------
+# Kafka 4.4 (`kafka-cluster unregister-controller`). The error code is a plain int16 here:
+# its CONTROLLER_ID_NOT_REGISTERED (136) is not in kio's ErrorCode.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnregisterControllerRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(94)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    controller_id: i32 = field(metadata={"kafka_type": "int32"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnregisterControllerResponse:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(94)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    error_code: i16 = field(metadata={"kafka_type": "int16"})
+    error_message: str | None = field(metadata={"kafka_type": "string"}, default=None)
+
+
 _REQUESTS: dict[tuple[int, int], type] = {(18, 5): ApiVersionsRequestV5,
-                                          (42, 3): DeleteGroupsRequestV3}
+                                          (42, 3): DeleteGroupsRequestV3,
+                                          (94, 0): UnregisterControllerRequest}
 _RESPONSES: dict[tuple[int, int], type] = {(18, 5): ApiVersionsResponseV5,
-                                           (42, 3): DeleteGroupsResponseV3}
+                                           (42, 3): DeleteGroupsResponseV3,
+                                           (94, 0): UnregisterControllerResponse}
 
 
 def load_request_schema(api_key: int, version: int) -> Any:

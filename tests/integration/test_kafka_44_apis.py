@@ -158,14 +158,14 @@ def test_api_versions_of_kafka_44(pair: tuple[Broker, Broker]) -> None:
     k, h = both(pair, "kafka-broker-api-versions")
     apis = ("Fetch", "ListOffsets", "DescribeTopicPartitions", "UpdateFeatures",
             "DescribeLogDirs", "ApiVersions", "DeleteGroups", "AddRaftVoter",
-            "RemoveRaftVoter")
+            "RemoveRaftVoter", "UnregisterController")
     assert _versions(k[1], *apis) == _versions(h[1], *apis), f"\nkafka: {k}\nheadwater: {h}"
     assert _versions(h[1], *apis) == {
         "Fetch": "4 to 18 [usable: 18]", "ListOffsets": "1 to 11 [usable: 11]",
         "DescribeTopicPartitions": "0 [usable: 0]", "UpdateFeatures": "0 to 2 [usable: 2]",
         "DescribeLogDirs": "1 to 5 [usable: 5]", "ApiVersions": "0 to 5 [usable: 5]",
         "DeleteGroups": "0 to 3 [usable: 3]", "AddRaftVoter": "0 to 1 [usable: 1]",
-        "RemoveRaftVoter": "0 [usable: 0]"}, h[1]
+        "RemoveRaftVoter": "0 [usable: 0]", "UnregisterController": "0 [usable: 0]"}, h[1]
     # DescribeLogDirs v5 (KIP-1066): the log dir is not cordoned on either
     k, h = on_pair(pair, lambda b: [(int(r.error_code), r.is_cordoned) for r in request(
         b, 35, 5, {"topics": []}).results])
@@ -539,3 +539,23 @@ def test_raft_voter_changes_refused_as_a_static_quorum(pair: tuple[Broker, Broke
         first = [next((line for line in out[2].splitlines() if "Exception:" in line), "")
                  for out in (k, h)]
         assert k[0] == h[0] == 1 and first[0] == first[1] != "", (k, h)
+
+
+def test_kafka_cluster_unregister_controller(pair: tuple[Broker, Broker]) -> None:
+    """kafka-cluster unregister-controller (UnregisterController, new in Kafka 4.4): an
+    unknown id is CONTROLLER_ID_NOT_REGISTERED, the active controller itself
+    INVALID_REQUEST, with Kafka's messages; `kafka-cluster api-versions` lists it."""
+    for controller_id, error in (("5", "ControllerIdNotRegisteredException: Controller ID 5 "
+                                       "is not currently registered."),
+                                 ("1", "InvalidRequestException: Controller cannot "
+                                       "unregister itself while it is active.")):
+        k, h = both(pair, "kafka-cluster", "unregister-controller", "--bootstrap-server",
+                    "{B}", "--id", controller_id, bootstrap="")
+        first = [next((line for line in out[2].splitlines() if "Exception:" in line), "")
+                 for out in (k, h)]
+        assert k[0] == h[0] == 1 and first[0] == first[1] and error in first[1], (k, h)
+    k, h = both(pair, "kafka-cluster", "api-versions", "--bootstrap-server", "{B}",
+                bootstrap="")
+    assert k[0] == h[0] == 0, (k, h)
+    assert _versions(h[1], "UnregisterController") == _versions(
+        k[1], "UnregisterController") == {"UnregisterController": "0 [usable: 0]"}

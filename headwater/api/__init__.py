@@ -22,6 +22,7 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         consumer_groups,
         delegation_tokens,
         elections,
+        features,
         fetch,
         find_coordinator,
         group_admin,
@@ -45,5 +46,6 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
                    offsets, producers, log_dirs, find_coordinator, offset_commits,
                    group_admin, classic_groups, consumer_groups, share_groups, transactions,
                    share_state, share_fetch, share_admin, client_quotas, sasl, acls, quorum,
-                   elections, reassignments, delegation_tokens, config_resources):
+                   elections, reassignments, delegation_tokens, config_resources, features):
         module.register(dispatcher, broker)
+    features.gate_group_apis(dispatcher, broker)

@@ -1,4 +1,4 @@
-"""Metadata (key 3) and DescribeCluster (key 60).
+"""Metadata (key 3), DescribeCluster (key 60) and DescribeTopicPartitions (key 75).
 
 Metadata is also where topics are auto-created (`auto.create.topics.enable`), as in
 Kafka: a client asking for an unknown topic with allow_auto_topic_creation gets it
@@ -154,5 +154,94 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 if req.include_cluster_authorized_operations else -2147483648),
         }
 
+    def handle_describe_topic_partitions(ctx: RequestContext, req: Any) -> dict:
+        return describe_topic_partitions(broker, ctx, req)
+
     dispatcher.register(3, 0, 13, handle_metadata)
     dispatcher.register(60, 0, 2, handle_describe_cluster)
+    dispatcher.register(75, 0, 0, handle_describe_topic_partitions)
+
+
+def _dtp_error(req: Any, code: int) -> dict:
+    """Kafka's error response (DescribeTopicPartitionsRequest.getErrorResponse): every
+    requested topic with the error, nothing else (no cursor)."""
+    return {"throttle_time": 0, "next_cursor": None, "topics": [
+        {"error_code": code, "name": t.name, "topic_id": ZERO_UUID, "is_internal": False,
+         "partitions": ()} for t in req.topics]}
+
+
+def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> dict:
+    """DescribeTopicPartitions (KIP-966), as Kafka 4.4's
+    DescribeTopicPartitionsRequestHandler and KRaftMetadataCache.describeTopicResponse
+    answer it: the requested topics (all topics when none is named) from the cursor's
+    topic on, sorted by name, authorized for DESCRIBE; partitions from the cursor's
+    partition for the cursor's topic; at most min(max.request.partition.size.limit,
+    ResponsePartitionLimit) partitions (at least 1), NextCursor pointing at the first
+    partition left out. A named topic that is unknown (or illegally named) is answered
+    with its error; a named topic the principal may not describe with
+    TOPIC_AUTHORIZATION_FAILED after the others. A cursor with a negative partition, or
+    naming a topic the list does not contain, is INVALID_REQUEST for every topic."""
+    image = broker.image
+    access = broker.access
+    cursor = req.cursor
+    cursor_topic = cursor.topic_name if cursor is not None else ""
+    fetch_all = not req.topics
+    if any(not t.name for t in req.topics):
+        # Kafka fails the request (an empty resource name) with UNKNOWN_SERVER_ERROR
+        return _dtp_error(req, E.unknown_server_error)
+    if fetch_all:
+        names = {n for n in image.topics_by_name if n >= cursor_topic}
+    else:
+        names = {t.name for t in req.topics if t.name >= cursor_topic}
+        if cursor is not None and cursor.topic_name not in names:
+            return _dtp_error(req, E.invalid_request)
+    if cursor is not None and cursor.partition_index < 0:
+        return _dtp_error(req, E.invalid_request)
+    limit = broker.config.get_int("max.request.partition.size.limit", 2000)
+    remaining = max(min(limit, req.response_partition_limit), 1)
+    topics: list[dict] = []
+    denied: list[dict] = []
+    next_cursor = None
+    for name in sorted(names):
+        if access.enabled and not access.allowed(ctx, A.DESCRIBE, A.TOPIC, name):
+            if not fetch_all:
+                denied.append({"error_code": E.topic_authorization_failed, "name": name,
+                               "topic_id": ZERO_UUID, "is_internal": False,
+                               "partitions": ()})
+            continue
+        if remaining == 0:
+            # the previous topics are complete: the next page starts at this one
+            # (which may not exist, as in Kafka)
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        topic = image.topic(name)
+        if topic is None:
+            if not fetch_all:
+                code = (E.invalid_topic_exception if topic_name_error(name)
+                        else E.unknown_topic_or_partition)
+                topics.append({"error_code": code, "name": name, "topic_id": ZERO_UUID,
+                               "is_internal": name in INTERNAL_TOPICS, "partitions": ()})
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
+        count = len(topic.partitions)
+        upper = min(count, start + remaining)
+        parts = [{
+            "error_code": 0,
+            "partition_index": p.partition_id,
+            "leader_id": p.leader,
+            "leader_epoch": p.leader_epoch,
+            "replica_nodes": p.replicas,
+            "isr_nodes": p.isr,
+            "eligible_leader_replicas": (),
+            "last_known_elr": (),
+            "offline_replicas": (),
+        } for p in topic.partitions[start:upper]] if start < upper else []
+        topics.append({"error_code": 0, "name": name, "topic_id": topic.topic_id,
+                       "is_internal": name in INTERNAL_TOPICS, "partitions": parts})
+        remaining -= len(parts)
+        if upper < count:
+            next_cursor = {"topic_name": name, "partition_index": upper}
+            break
+    for entry in topics:
+        entry["topic_authorized_operations"] = access.operations(ctx, A.TOPIC, entry["name"])
+    return {"throttle_time": 0, "topics": topics + denied, "next_cursor": next_cursor}

@@ -196,9 +196,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 "session_id": session.session_id if session is not None else 0,
                 "responses": responses}
 
-    # v18 (KIP-1166: a follower's high watermark) is served but not advertised, as by
-    # Kafka 4.3; kafka-replica-verification sends it.
-    dispatcher.register(1, 4, 17, handle, accepted_max=18)
+    # v18 (KIP-1166) adds a follower's high watermark (a tagged field a consumer leaves
+    # at its default); advertised as by Kafka 4.4 (4.3 served it without advertising).
+    # headwater has no followers, so the field is read and ignored, as Kafka ignores it
+    # from a consumer.
+    dispatcher.register(1, 4, 18, handle)
 
 
 def aborted_in(plog: Any, fetch_offset: int, upper: int, data: bytes) -> list[dict]:

@@ -70,6 +70,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             if broker.access.denies(ctx, A.DELETE, A.GROUP, group_id):
                 results.append({"group_id": group_id, "error_code": GROUP_AUTHORIZATION_FAILED})
                 continue
+            if not group_id:  # Kafka: an empty id names no group (not INVALID_GROUP_ID)
+                results.append({"group_id": group_id, "error_code": GROUP_ID_NOT_FOUND})
+                continue
             try:
                 # A share group: pending-deletion record, state tombstones, then the
                 # group's tombstones below (seed 000; api/share_admin.py).
@@ -85,4 +88,6 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     dispatcher.register(16, 0, 5, handle_list)
     dispatcher.register(15, 0, 6, handle_describe)
-    dispatcher.register(42, 0, 2, handle_delete)
+    # v3 (Kafka 4.4) adds a per-group error message, which Kafka leaves null for these
+    # errors (schema in wire/schemas.py)
+    dispatcher.register(42, 0, 3, handle_delete)

@@ -35,6 +35,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         usage = shutil.disk_usage(broker.data_dir)
         return {"throttle_time": 0, "error_code": 0, "results": [{
             "error_code": 0, "log_dir": str(broker.data_dir), "topics": topics,
-            "total_bytes": usage.total, "usable_bytes": usage.free}]}
+            "total_bytes": usage.total, "usable_bytes": usage.free,
+            # v5 (Kafka 4.4, KIP-1066): headwater has no cordoned.log.dirs, so its one
+            # log dir is never cordoned
+            "is_cordoned": False}]}
 
-    dispatcher.register(35, 1, 4, handle)
+    dispatcher.register(35, 1, 5, handle)

@@ -14,6 +14,13 @@ if TYPE_CHECKING:
     from ..broker import Broker
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+EARLIEST_PENDING_UPLOAD = -6
+# The first ListOffsets version of each special target time (Kafka's ReplicaManager: an
+# older version, or a negative time it does not know, gets UNSUPPORTED_VERSION for the
+# partition). -6 (KIP-1023, v11): with no tiered storage there is no pending upload, so
+# the answer is offset -1, as Kafka's UnifiedLog gives without remote storage.
+SPECIAL_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8,
+                 LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
 LEADER_EPOCH = 0
 READ_COMMITTED = 1
 
@@ -46,6 +53,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     continue
                 ts = p.timestamp
                 offset, found_ts = -1, -1
+                if ts < 0 and ctx.api_version < SPECIAL_SINCE.get(ts, 1 << 15):
+                    parts.append({**base, "error_code": E.unsupported_version,
+                                  "timestamp": -1, "offset": -1, "leader_epoch": -1})
+                    continue
                 if ts == LATEST or ts == LATEST_TIERED:
                     # read_committed consumers must not be told of offsets they cannot
                     # read yet: "latest" is the last stable offset for them.
@@ -59,10 +70,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     entry = plog.max_timestamp_entry()
                     if entry is not None:
                         offset, found_ts = entry
-                elif ts < 0:
-                    parts.append({**base, "error_code": E.invalid_request,
-                                  "timestamp": -1, "offset": -1})
-                    continue
+                elif ts == EARLIEST_PENDING_UPLOAD:
+                    offset = -1
                 else:
                     entry = plog.offset_for_timestamp(ts)
                     if entry is not None:
@@ -131,6 +140,6 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             topics.append({"name": t.name, "partitions": parts})
         return {"throttle_time": 0, "topics": topics}
 
-    dispatcher.register(2, 1, 10, handle_list_offsets)
+    dispatcher.register(2, 1, 11, handle_list_offsets)
     dispatcher.register(23, 2, 4, handle_offset_for_leader_epoch)
     dispatcher.register(21, 0, 2, handle_delete_records)

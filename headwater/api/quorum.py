@@ -1,4 +1,6 @@
-"""DescribeQuorum (55) and UnregisterBroker (64): the one node as its own KRaft quorum.
+"""DescribeQuorum (55), UnregisterBroker (64), Add/RemoveRaftVoter (80, 81) and
+UnregisterController (94): the one node as its own KRaft quorum (static: kraft.version 0,
+no voter changes).
 
 headwater is Kafka's combined mode on one node without Raft: the node is the only voter
 and always the leader of `__cluster_metadata-0`, there are no observers, and the
@@ -23,6 +25,8 @@ from kio.schema.errors import ErrorCode as E
 from ..metadata.controller import METADATA_TOPIC
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
+
+CONTROLLER_ID_NOT_REGISTERED = 136
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -76,5 +80,50 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                  "single-node cluster and serves this request; it cannot "
                                  "be unregistered"}
 
+    def voter_change(ctx: RequestContext, req: Any, verb: str) -> dict:
+        """AddRaftVoter / RemoveRaftVoter (`kafka-metadata-quorum add-controller /
+        remove-controller`), checked as Kafka 4.4's KafkaRaftClient checks them, in its
+        order: ALTER on the cluster, the cluster id, a valid voter (id >= 0, a directory
+        id), for an addition an endpoint; then, as Kafka with a static quorum, refused:
+        kraft.version is 0 (headwater supports no other), the voter set cannot change."""
+        def answer(code: int, message: str | None) -> dict:
+            return {"throttle_time": 0, "error_code": code, "error_message": message}
+        if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
+            return answer(E.cluster_authorization_failed, None)
+        if req.cluster_id is not None and req.cluster_id != broker.cluster_id:
+            return answer(E.inconsistent_cluster_id,
+                          f'The given id "{req.cluster_id}" doesn\'t match the cluster id '
+                          f'"{broker.cluster_id}"')
+        directory = req.voter_directory_id
+        if req.voter_id < 0 or directory is None or directory == ZERO_UUID:
+            return answer(E.invalid_request,
+                          f"{verb.capitalize()} voter request didn't include a valid voter")
+        if verb == "add" and not req.listeners:
+            return answer(E.invalid_request,
+                          "Add voter request didn't include the endpoint "
+                          "(Endpoints(endpoints={})) for the default listener "
+                          f"ListenerName({broker.listeners[0].name})")
+        return answer(E.unsupported_version,
+                      f"Cluster doesn't support {'adding' if verb == 'add' else 'removing'} "
+                      "voter because the kraft.version feature is 0")
+
     dispatcher.register(55, 0, 2, describe_quorum)
     dispatcher.register(64, 0, 0, unregister_broker)
+    def unregister_controller(ctx: RequestContext, req: Any) -> dict:
+        """`kafka-cluster unregister-controller` (Kafka 4.4): the only controller is this
+        node, active, so as Kafka: itself INVALID_REQUEST, any other id
+        CONTROLLER_ID_NOT_REGISTERED (136, not in kio's ErrorCode)."""
+        if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
+            return {"throttle_time": 0, "error_code": int(E.cluster_authorization_failed),
+                    "error_message": None}
+        if req.controller_id == broker.node_id:
+            return {"throttle_time": 0, "error_code": int(E.invalid_request),
+                    "error_message": "Controller cannot unregister itself while it is "
+                                     "active."}
+        return {"throttle_time": 0, "error_code": CONTROLLER_ID_NOT_REGISTERED,
+                "error_message": f"Controller ID {req.controller_id} is not currently "
+                                 "registered."}
+
+    dispatcher.register(94, 0, 0, unregister_controller)
+    dispatcher.register(80, 0, 1, lambda ctx, req: voter_change(ctx, req, "add"))
+    dispatcher.register(81, 0, 0, lambda ctx, req: voter_change(ctx, req, "remove"))

@@ -70,7 +70,9 @@ class MetadataImage:
         default_factory=lambda: _EMPTY)
     # ACLs: id -> AclBinding (headwater/security/acl.py)
     acls: Mapping[str, AclBinding] = field(default_factory=lambda: _EMPTY)
-    # Finalized feature levels (metadata.version first): a snapshot must carry them.
+    # Feature levels of FeatureLevelRecords (metadata.version first), level 0 included: a
+    # feature set to 0 (disabled) differs from one never set (api_versions.py's default).
+    # A snapshot must carry them.
     features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
 
     def topic(self, name: str) -> TopicImage | None:
@@ -153,10 +155,7 @@ class MetadataImage:
                 _apply_quota(quotas, rec)
             elif isinstance(rec, FeatureLevelRecord):
                 features = dict(self.features) if features is None else features
-                if rec.feature_level == 0:  # level 0: the feature is not finalized
-                    features.pop(rec.name, None)
-                else:
-                    features[rec.name] = rec.feature_level
+                features[rec.name] = rec.feature_level
         for tid, parts in changed.items():
             topic = replace(by_id[tid], partitions=tuple(parts))
             by_id[tid] = topic

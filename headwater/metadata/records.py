@@ -162,10 +162,14 @@ _TYPES: dict[str, type] = {cls.TYPE: cls for cls in (
     AccessControlEntryRecord, RemoveAccessControlEntryRecord)}
 
 VERSION = 0
-# metadata.version 25 (4.0-IV3): the level headwater finalizes (api/api_versions.py) and
+# metadata.version 29 (4.2-IV1): the level headwater finalizes (api/api_versions.py) and
 # writes first in a new metadata log, as Kafka's bootstrap does; Kafka's metadata loader
-# (kafka-metadata-shell) refuses a log that does not say it.
-METADATA_VERSION = 25
+# (kafka-metadata-shell) refuses a log that does not say it. The newest level whose gates
+# headwater has (Kafka 4.4's MetadataVersion): Fetch v18 (4.1-IV1) and ListOffsets v11
+# (4.2-IV1) served; no metadata change after 4.0-IV1, so the records are the same as at
+# 4.0-IV3 (25, what a log written before says). 4.3-IV0 gates cordoned log dirs, 4.4-IV1
+# CIDR ACL hosts, 4.4-IV2 controller unregistration: not here.
+METADATA_VERSION = 29
 
 
 def encode(record: Any) -> tuple[bytes | None, bytes]:

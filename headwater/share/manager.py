@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from ..api.api_versions import feature_level
 from ..group.group_configs import DLQ_TOPIC
 from ..log.batch import iter_batches
 from ..log.errors import LogError
@@ -136,7 +137,10 @@ class SharePartitionManager:
                                              defaults.delivery_count_limit)),
             max_record_locks=int(cfg.get("share.partition.max.record.locks",
                                          defaults.max_record_locks)),
-            dead_letter=bool((cfg.get(DLQ_TOPIC) or "").strip()))
+            # Kafka's SharePartition.isDLQEnabledForGroup: share.version 2 (KIP-1191)
+            # and a dead-letter topic named; below level 2 the name is ignored.
+            dead_letter=(bool((cfg.get(DLQ_TOPIC) or "").strip())
+                         and feature_level(image, "share.version") >= 2))
         self._config_cache[group_id] = cfg, part
         return cfg, part
 

@@ -8,11 +8,11 @@ import socket
 import struct
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from .client_security import PLAINTEXT, ClientSecurity
 from .codec import build
+from .schemas import load_request_schema, load_response_schema
 
 
 def encode_request(api_key: int, version: int, body: Any, correlation_id: int = 1,

@@ -18,11 +18,11 @@ from enum import Enum
 from functools import cache
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from .guard import UNKNOWN_TAGS, body_checker, strip_unknown_tags
+from .schemas import load_request_schema, load_response_schema
 
 _ZERO_UUID = uuid.UUID(int=0)
 

@@ -32,9 +32,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from kio.index import load_request_schema
-
 from .header import read_uvarint, uvarint
+from .schemas import load_request_schema
 
 _FIXED_SIZE = {
     "bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "error_code": 2,

@@ -18,11 +18,11 @@ import uuid
 from functools import cache
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.serial import entity_writer
 
 from headwater.wire.codec import decode_request
 from headwater.wire.header import parse_request_header, skip_tagged_fields
+from headwater.wire.schemas import load_request_schema
 
 _INTS = {
     "int8": [-128, -1, 0, 1, 127], "uint8": [0, 1, 255],

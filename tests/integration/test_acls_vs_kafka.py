@@ -285,7 +285,7 @@ def list_groups() -> tuple[int, int, dict]:
 
 
 #: api key 3 (Metadata): topics are compared by name, not by position
-METADATA, LIST_GROUPS = 3, 16
+METADATA, LIST_GROUPS, DESCRIBE_TOPIC_PARTITIONS = 3, 16, 75
 #: headwater creates its share-state topic at start, Kafka with the first share group;
 #: not an ACL matter, so all-topic listings leave it out
 HEADWATER_ONLY_TOPICS = frozenset({"__share_group_state"})
@@ -304,6 +304,9 @@ def answer(key: int, resp: Any) -> dict[str, Any]:
                                if t.name not in HEADWATER_ONLY_TOPICS}
         got["cluster"] = int(resp.cluster_authorized_operations)
         return got
+    if key == DESCRIBE_TOPIC_PARTITIONS:  # by topic name, in the answer's order
+        return {t.name: (int(t.error_code), int(t.topic_authorized_operations))
+                for t in resp.topics if t.name not in HEADWATER_ONLY_TOPICS}
     got = {}
     for path, value in outcome(resp).items():
         if isinstance(value, str):
@@ -404,6 +407,13 @@ def build(name: str) -> tuple[int, int, dict]:
         "CreateAcls": lambda: create_acls(allow(A.TOPIC, "x", A.READ)),
         "DeleteAcls": lambda: (31, 3, {"filters": [describe_filter(A.TOPIC, "x")]}),
         "DescribeCluster": describe_cluster,
+        "UpdateFeatures": lambda: (57, 2, {"timeout": 60000, "validate_only": True,
+                                           "feature_updates": [
+                                               {"feature": "group.version",
+                                                "max_version_level": 1, "upgrade_type": 1}]}),
+        "DescribeTopicPartitions": lambda *topics: (75, 0, {
+            "topics": [{"name": t} for t in topics if t != "*"],
+            "response_partition_limit": 2000, "cursor": None}),
     }
     return builders[api](*args)
 
@@ -426,6 +436,11 @@ SCENARIOS: dict[str, tuple[list[AclBinding], dict[str, dict[str, Any]]]] = {
         "Metadata t-missing": {"t-missing": (TOPIC_AUTH, NO_OPS), "cluster": 0},
         "Metadata+autocreate t-missing": {"t-missing": (TOPIC_AUTH, NO_OPS), "cluster": 0},
         "Metadata *": {"cluster": 0},
+        "DescribeTopicPartitions t-plain t-missing": {"t-missing": (TOPIC_AUTH, NO_OPS),
+                                                      "t-plain": (TOPIC_AUTH, NO_OPS)},
+        "DescribeTopicPartitions *": {},
+        "UpdateFeatures": {"error_code": CLUSTER_AUTH,
+                           "error_message": "Request <request> needs ALTER permission."},
         "Produce t-plain": {"responses.0.partition_responses.0.error_code": TOPIC_AUTH},
         "Fetch t-plain": {"responses.0.partitions.0.error_code": TOPIC_AUTH},
         "ListOffsets t-plain": {"topics.0.partitions.0.error_code": TOPIC_AUTH},
@@ -490,6 +505,15 @@ SCENARIOS: dict[str, tuple[list[AclBinding], dict[str, dict[str, Any]]]] = {
                        "t-del": (0, ops(A.DESCRIBE, A.DELETE)),
                        "t-plain": (0, ops(A.WRITE, A.DESCRIBE)),
                        "t-read": (0, ops(A.READ, A.DESCRIBE)), "cluster": ops(A.DESCRIBE)},
+        "DescribeTopicPartitions t-write t-read t-missing pw-1": {
+            "pw-1": (0, ops(A.WRITE, A.DESCRIBE)), "t-read": (0, ops(A.READ, A.DESCRIBE)),
+            "t-missing": (TOPIC_AUTH, NO_OPS), "t-write": (TOPIC_AUTH, NO_OPS)},
+        "DescribeTopicPartitions *": {"pw-1": (0, ops(A.WRITE, A.DESCRIBE)),
+                                      "pw-2": (0, ops(A.WRITE, A.DESCRIBE)),
+                                      "t-del": (0, ops(A.DESCRIBE, A.DELETE)),
+                                      "t-plain": (0, ops(A.WRITE, A.DESCRIBE)),
+                                      "t-read": (0, ops(A.READ, A.DESCRIBE))},
+        "DescribeTopicPartitions new-9": {"new-9": (TOPIC_AUTH, NO_OPS)},
         "Produce pw-1": {},
         "Produce t-plain": {},
         "Produce t-read": {"responses.0.partition_responses.0.error_code": TOPIC_AUTH},
@@ -533,6 +557,16 @@ SCENARIOS: dict[str, tuple[list[AclBinding], dict[str, dict[str, Any]]]] = {
                        "t-plain": (0, ops(A.READ, A.DESCRIBE)),
                        "t-read": (0, ops(A.READ, A.DESCRIBE)),
                        "t-write": (0, ops(A.READ, A.DESCRIBE)), "cluster": 0},
+        "DescribeTopicPartitions *": {"__consumer_offsets": (0, ops(A.READ, A.DESCRIBE)),
+                                      "__transaction_state": (0, ops(A.READ, A.DESCRIBE)),
+                                      "pw-1": (0, ops(A.READ, A.DESCRIBE)),
+                                      "pw-2": (0, ops(A.READ, A.DESCRIBE)),
+                                      "t-deny": (0, ops(A.READ, A.DESCRIBE)),
+                                      "t-del": (0, ops(A.READ, A.DESCRIBE)),
+                                      "t-plain": (0, ops(A.READ, A.DESCRIBE)),
+                                      "t-read": (0, ops(A.READ, A.DESCRIBE)),
+                                      "t-write": (0, ops(A.READ, A.DESCRIBE))},
+        "DescribeTopicPartitions t-missing": {"t-missing": (3, ops(A.READ, A.DESCRIBE))},
         "Fetch t-plain": {},
         "Produce t-plain": {"responses.0.partition_responses.0.error_code": TOPIC_AUTH},
         "OffsetCommit g-hidden t-plain": {},
@@ -572,6 +606,8 @@ SCENARIOS: dict[str, tuple[list[AclBinding], dict[str, dict[str, Any]]]] = {
         allow(A.TOPIC, "t-deny", A.READ), deny(A.TOPIC, "t-deny", A.DESCRIBE),
         allow(A.TOPIC, "t-read", A.ALL), deny(A.TOPIC, "t-read", A.READ, principal="User:*")], {
         "Metadata t-deny": {"t-deny": (TOPIC_AUTH, NO_OPS), "cluster": 0},
+        "DescribeTopicPartitions t-deny t-read": {
+            "t-read": (0, ALL_TOPIC_OPS & ~ops(A.READ)), "t-deny": (TOPIC_AUTH, NO_OPS)},
         "Fetch t-deny": {},
         "ListOffsets t-deny": {"topics.0.partitions.0.error_code": TOPIC_AUTH},
         "Metadata t-read": {"t-read": (0, ALL_TOPIC_OPS & ~ops(A.READ)), "cluster": 0},
@@ -616,6 +652,7 @@ SCENARIOS: dict[str, tuple[list[AclBinding], dict[str, dict[str, Any]]]] = {
     }),
     "all on the cluster": ([allow(A.CLUSTER, A.CLUSTER_NAME, A.ALL)], {
         "DescribeCluster": {"cluster_authorized_operations": ALL_CLUSTER_OPS},
+        "UpdateFeatures": {},
         "Metadata *": {"cluster": ALL_CLUSTER_OPS},
         "CreateTopics t-new": {"topics.0.topic_config_error_code": TOPIC_AUTH},
         "DescribeConfigs broker 1": {"results.0.error_message": ""},

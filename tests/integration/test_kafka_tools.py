@@ -172,12 +172,12 @@ def test_kafka_log_dirs(broker: BrokerProcess, topic_name: str) -> None:
 
 def test_kafka_features_describe(broker: BrokerProcess) -> None:
     """ApiVersions v3+ carries the feature levels; headwater finalizes metadata.version
-    4.0-IV3, group.version 1 (KIP-848) and transaction.version 2 (KIP-890 part 2)."""
+    4.2-IV1, group.version 1 (KIP-848) and transaction.version 2 (KIP-890 part 2)."""
     out = tool("kafka-features", broker.bootstrap, "describe").stdout
     features = {name: (lo, hi, level) for name, lo, hi, level in re.findall(
         r"Feature: (\S+)\s+SupportedMinVersion: (\S+)\s+SupportedMaxVersion: (\S+)\s+"
         r"FinalizedVersionLevel: (\S+)", out)}
-    assert features["metadata.version"] == ("3.3-IV3", "4.0-IV3", "4.0-IV3"), out
+    assert features["metadata.version"] == ("3.3-IV3", "4.2-IV1", "4.2-IV1"), out
     assert features["group.version"] == ("0", "1", "1"), out
     assert features["transaction.version"] == ("0", "2", "2"), out
 

@@ -92,7 +92,7 @@ def test_kafkas_tools_read_headwaters_metadata_log(broker_factory):
     assert after[:2] == ["retention.ms:", "60000"]
     version = metadata_shell(broker.data_dir, "cat", "/image/features/metadataVersion",
                              until=lambda out: "IV" in out)
-    assert "4.0-IV3" in version
+    assert "4.2-IV1" in version
 
     broker.start()  # and the broker itself still reads it
     listed = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30)

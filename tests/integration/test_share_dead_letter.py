@@ -3,8 +3,8 @@ ShareConsumer: rejected records and records past the delivery-count limit land i
 group's dead-letter topic once, with Kafka's headers, also across a kill -9 between the
 archive and the write; bad dead-letter topic names get Kafka's errors.
 
-Kafka 4.3.1 (the reference broker here) has no dead-letter topics: what is asserted is
-trunk's behaviour (ShareGroupDLQRecordHelper, ShareGroupDLQValidator, GroupConfig)."""
+What is asserted is Kafka 4.4's behaviour (ShareGroupDLQRecordHelper,
+ShareGroupDLQValidator, GroupConfig), including its gate: share.version 2."""
 
 from __future__ import annotations
 
@@ -289,3 +289,44 @@ def test_kill_9_between_archive_and_write_leaves_exactly_one_copy(broker_factory
     assert again == [(3, 1)]
     assert len(dead_letters(b2.bootstrap, "dlq.crash", expect=1)) == 1
     c.close()  # its broker is gone: only its leave fails
+
+
+def test_share_version_2_gates_dead_letters(broker_factory, topic_name):
+    """share.version 2 (Kafka 4.4's default) enables the dead-letter topics: finalized at
+    1 (kafka-features downgrade), the group's errors.deadletterqueue.topic.name is ignored
+    (Kafka's SharePartition.isDLQEnabledForGroup): a rejected record is archived without a
+    dead letter. Upgraded back to 2, the next rejected record lands."""
+    from tests.support.kafka_reference import run_tool
+
+    b = broker_factory()
+
+    def features(*args: str) -> str:
+        return run_tool("kafka-features", "--bootstrap-server", b.bootstrap, *args).stdout
+
+    group = f"dl-{uuid.uuid4().hex[:6]}"
+    dlq = f"dlq.{group}"
+    make_topic(b, topic_name)
+    dlq_topic(b.bootstrap, dlq)
+    set_group_configs(b.bootstrap, group, share_auto_offset_reset="earliest",
+                      **{"errors.deadletterqueue.topic.name": dlq})
+    produce_batches(b.bootstrap, topic_name, batches=1, per_batch=2)
+    assert features("downgrade", "--feature", "share.version=1") == (
+        "share.version was downgraded to 1.\n")
+    seen = run_consumer(b.bootstrap, group, topic_name,
+                        lambda v, _c: AcknowledgeType.REJECT if v == 0
+                        else AcknowledgeType.RELEASE, deliveries=1)
+    assert seen and seen[0] == (0, 1)
+    # record 0 is done (ARCHIVED: a dead letter would have been written before that)
+    deadline = time.monotonic() + 20
+    while offsets(b.bootstrap, group) != {(topic_name, 0): (1, 1)}:
+        assert time.monotonic() < deadline, offsets(b.bootstrap, group)
+        time.sleep(0.1)
+    assert dead_letters(b.bootstrap, dlq, expect=0, timeout=3) == []
+    assert features("upgrade", "--feature", "share.version=2") == (
+        "share.version was upgraded to 2.\n")
+    seen = run_consumer(b.bootstrap, group, topic_name,
+                        lambda v, _c: AcknowledgeType.REJECT, deliveries=1)
+    assert seen and seen[0][0] == 1
+    letters = dead_letters(b.bootstrap, dlq, expect=1)
+    assert context(letters[0])["__dlq.errors.offset"] == "1"
+    assert offsets(b.bootstrap, group) == {(topic_name, 0): (2, 0)}

@@ -9,11 +9,11 @@ from __future__ import annotations
 import struct
 
 import pytest
-from kio.index import load_request_schema
 
 from headwater.wire.codec import build, decode_request
 from headwater.wire.guard import MalformedRequest, body_checker
 from headwater.wire.header import parse_request_header, skip_tagged_fields
+from headwater.wire.schemas import load_request_schema
 from tests.support.wire import encode_request
 
 # Issue 16: a ListOffsets v7 frame whose topics array claims 2^32 - 2 entries.

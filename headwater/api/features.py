@@ -1,0 +1,203 @@
+"""UpdateFeatures (key 57): finalized feature levels changed as Kafka 4.4's controller
+(QuorumController.updateFeatures / FeatureControlManager) changes them, and written as
+FeatureLevelRecords to the metadata log, so they survive a restart (and a snapshot).
+
+Validation, per update in the order of Kafka's HashMap (`_java_order`), the first error
+failing the whole request (no record written):
+* upgrade type 1 (upgrade), 2 (safe downgrade) or 3 (unsafe downgrade); v0 always upgrades;
+* a level >= 0, inside the range this broker supports (api_versions.SUPPORTED_FEATURES);
+  an unknown feature is supported in no level but 0 ("Feature X not found." then);
+* a lower level needs a downgrade type, a higher one the upgrade type;
+* metadata.version: a downgrade across a version that changed the metadata
+  (MetadataVersion.didMetadataChange) is refused, an unsafe one too;
+* kraft.version: only its current level (0; headwater has no dynamic quorum).
+validate_only (`kafka-features ... --dry-run`) validates and writes nothing. v0 and v1
+answer per feature on success (message "NONE", as Kafka) and only the top-level error on
+failure; v2 has only the top-level error.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..metadata import records as R
+from ..metadata.controller import ControllerError
+from ..security import acl as A
+from ..wire.dispatch import Dispatcher, RequestContext
+from .api_versions import SUPPORTED_FEATURES, finalized_features
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
+METADATA_VERSION = "metadata.version"
+KRAFT_VERSION = "kraft.version"
+
+# MetadataVersion of Kafka 4.4 from 3.3-IV3 (level 7) on: the levels whose version
+# changed the metadata (didMetadataChange), which a downgrade may not cross.
+_METADATA_CHANGED = frozenset({7, 8, 11, 13, 14, 15, 17, 23, 30, 32, 33})
+# The feature names Kafka 4.4 knows (Feature.java), for the "not found" of level 0.
+_KNOWN = frozenset({METADATA_VERSION, KRAFT_VERSION, "transaction.version", "group.version",
+                    "eligible.leader.replicas.version", "share.version", "streams.version"})
+
+
+class _Refused(Exception):
+    pass
+
+
+def _java_hash(text: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units), unsigned."""
+    data = text.encode("utf-16-le")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "little")) & 0xFFFFFFFF
+    return h
+
+
+def _java_order(names: list[str]) -> list[str]:
+    """`names` (distinct, in insertion order) as a java.util.HashMap iterates them: by
+    bucket of (h ^ h >>> 16) & (capacity - 1), insertion order within a bucket."""
+    capacity = 16
+    while len(names) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = _java_hash(name)
+        return (h ^ (h >> 16)) & (capacity - 1)
+    return sorted(names, key=bucket)  # stable: insertion order within a bucket
+
+
+def _metadata_changed(high: int, low: int) -> bool:
+    """Kafka's MetadataVersion.checkIfMetadataChanged for high > low."""
+    return any(v in _METADATA_CHANGED for v in range(low + 1, high + 1))
+
+
+def _invalid(name: str, level: int, message: str) -> _Refused:
+    return _Refused(f"Invalid update version {level} for feature {name}. {message}")
+
+
+def check_update(node_id: int, current_levels: dict[str, int], name: str, level: int,
+                 upgrade_type: int) -> R.FeatureLevelRecord | None:
+    """The record one update writes (None: nothing to write), or _Refused."""
+    if upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+        raise _invalid(name, level, "The controller does not support the given upgrade type.")
+    current = current_levels.get(name, 0)
+    if level < 0:
+        raise _invalid(name, level, "A feature version cannot be less than 0.")
+    lo, hi = SUPPORTED_FEATURES.get(name, (0, 0))
+    if not lo <= level <= hi:
+        if hi == 0:
+            raise _invalid(name, level, f"Local controller {node_id} does not support this "
+                                        "feature.")
+        raise _invalid(name, level, f"Local controller {node_id} only supports versions "
+                                    f"{lo}-{hi}")
+    if level < current and upgrade_type == UPGRADE:
+        raise _invalid(name, level, "Can't downgrade the version of this feature without "
+                                    "setting the upgrade type to either safe or unsafe "
+                                    "downgrade.")
+    if level > current and upgrade_type != UPGRADE:
+        raise _invalid(name, level, "Can't downgrade to a newer version.")
+    if name == METADATA_VERSION:
+        if level < current and _metadata_changed(current, level):
+            reason = ("Unsafe metadata downgrade is not supported in this version."
+                      if upgrade_type == UNSAFE_DOWNGRADE else
+                      "Refusing to perform the requested downgrade because it might delete "
+                      "metadata information.")
+            raise _Refused(f"Unsupported metadata.version downgrade from {current} to "
+                           f"{level}. {reason}")
+        return R.FeatureLevelRecord(name, level)
+    if name == KRAFT_VERSION:
+        return None  # only its current level gets here: nothing changes
+    if name not in _KNOWN:
+        raise _invalid(name, level, f"Feature {name} not found.")
+    return R.FeatureLevelRecord(name, level)
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    def handle_update_features(ctx: RequestContext, req: Any) -> dict:
+        version = ctx.api_version
+        updates: dict[str, tuple[int, int]] = {}
+        for u in req.feature_updates:  # a name given twice: the last one counts (a map)
+            updates[u.feature] = (u.max_version_level,
+                                  getattr(u, "upgrade_type", UPGRADE) if version >= 1
+                                  else UPGRADE)
+
+        def answer(code: int, message: str | None) -> dict:
+            results = [{"feature": name, "error_code": 0, "error_message": "NONE"}
+                       for name in updates] if code == 0 else []
+            return {"throttle_time": 0, "error_code": code, "error_message": message,
+                    "results": results}
+
+        if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
+            # Kafka's message is its internal Request object's toString (docs/differences.md)
+            return answer(E.cluster_authorization_failed, None)
+        current = finalized_features(broker.image)
+        records = []
+        try:
+            for name in _java_order(list(updates)):
+                level, upgrade_type = updates[name]
+                rec = check_update(broker.node_id, current, name, level, upgrade_type)
+                if rec is not None:
+                    records.append(rec)
+        except _Refused as exc:
+            return answer(E.invalid_update_version,
+                          "The update failed for all features since the following feature "
+                          f"had an error: {exc}")
+        if records and not getattr(req, "validate_only", False):
+            assert broker.controller is not None
+            try:
+                broker.controller.commit(records)
+            except ControllerError as exc:
+                return answer(exc.code, str(exc))
+        return answer(0, None)
+
+    dispatcher.register(57, 0, 2, handle_update_features)
+
+
+# Kafka 4.4's KafkaApis answers the share-group APIs UNSUPPORTED_VERSION while share.version
+# is below 1 (isShareGroupProtocolEnabled), and the KIP-848 consumer-group APIs while
+# group.version is below 1 (isConsumerGroupProtocolEnabled); they stay advertised.
+_GATED_APIS = {76: "share.version", 77: "share.version", 78: "share.version",
+               79: "share.version", 90: "share.version", 91: "share.version",
+               92: "share.version", 68: "group.version", 69: "group.version"}
+_UNSUPPORTED_MESSAGE = "The version of API is not supported."
+
+
+def _refusal(api_key: int, req: Any) -> dict:
+    code = E.unsupported_version
+    if api_key in (69, 77):
+        return {"throttle_time": 0, "groups": [
+            {"group_id": g, "error_code": code, "error_message": None, "members": ()}
+            for g in req.group_ids]}
+    if api_key == 90:
+        return {"throttle_time": 0, "groups": [
+            {"group_id": g.group_id, "topics": (), "error_code": code, "error_message": None}
+            for g in req.groups]}
+    if api_key in (91, 92):
+        return {"throttle_time": 0, "error_code": code,
+                "error_message": _UNSUPPORTED_MESSAGE, "responses": ()}
+    if api_key in (78, 79):
+        return {"throttle_time": 0, "error_code": code, "error_message": None,
+                "acquisition_lock_timeout": 0, "responses": (), "node_endpoints": ()}
+    return {"throttle_time": 0, "error_code": code, "error_message": None}
+
+
+def gate_group_apis(dispatcher: Dispatcher, broker: Broker) -> None:
+    """Wrap the share-group and consumer-group (KIP-848) handlers: below level 1 of their
+    feature they are refused as Kafka's."""
+    from .api_versions import feature_level
+
+    for api_key, feature in _GATED_APIS.items():
+        entry = dispatcher.get(api_key)
+        if entry is None:
+            continue
+
+        def gated(ctx: RequestContext, req: Any, _handler: Any = entry.handler,
+                  _key: int = api_key, _feature: str = feature) -> Any:
+            if feature_level(broker.image, _feature) < 1:
+                return _refusal(_key, req)
+            return _handler(ctx, req)
+        dispatcher.register(api_key, entry.min_version, entry.max_version, gated,
+                            entry.accepted_max)

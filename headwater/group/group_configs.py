@@ -171,10 +171,9 @@ def validate(overrides: Mapping[str, str | None], config: BrokerConfig) -> None:
         low_key, high_key = key.bounds
         value = values[name]
         assert isinstance(value, int)
-        if value < int(broker_value(config, low_key)):
-            raise GroupConfigError(f"{name} must be greater than or equal to {low_key}")
-        if value > int(broker_value(config, high_key)):
-            raise GroupConfigError(f"{name} must be less than or equal to {high_key}")
+        low, high = int(broker_value(config, low_key)), int(broker_value(config, high_key))
+        if not low <= value <= high:  # Kafka 4.4's message (4.3 named the broker keys)
+            raise GroupConfigError(f"{name} must be in the range {low} to {high} inclusive.")
     for kind in ("consumer", "share"):
         session, heartbeat = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"
         if (session in given or heartbeat in given) \

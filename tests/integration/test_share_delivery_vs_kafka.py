@@ -178,5 +178,7 @@ def verifiable_run(bootstrap: str, records: int) -> dict[str, Any]:
 def test_kafkas_verifiable_share_consumer(pair):
     ours = verifiable_run(pair["headwater"], 200)
     assert ours["consumed"] == ours["acknowledged"] == 200, ours
-    assert ours["all acks succeeded"] and ours["last"] == "shutdown_complete", ours
+    # Kafka 4.4's tool ends with shutdown_requested (4.3.1's with shutdown_complete), on
+    # both brokers: same_answers compares it.
+    assert ours["all acks succeeded"] and ours["last"].startswith("shutdown_"), ours
     same_answers("verifiable share consumer", ours, verifiable_run(pair["kafka"], 200))

@@ -30,8 +30,12 @@ from tests.support.wire import RawClient
 
 HEARTBEAT_MS = 300
 SESSION_MS = 2000
+# Assignments at once (no wait for the first assignment of an empty group): these tests
+# follow epochs heartbeat by heartbeat; test_share_initial_assignment.py and
+# test_share_fetch_vs_kafka.py cover the wait.
 SHARE_OVERRIDES = ("--override", f"group.share.heartbeat.interval.ms={HEARTBEAT_MS}",
-                   "--override", f"group.share.session.timeout.ms={SESSION_MS}")
+                   "--override", f"group.share.session.timeout.ms={SESSION_MS}",
+                   "--override", "group.share.assignment.interval.ms=0")
 
 
 @pytest.fixture(scope="module")
@@ -360,7 +364,7 @@ def test_group_configs_through_admin_client(broker, raw):
             admin.incremental_alter_configs([res])[res].result(15)
         assert refused.value.args[0].code() == 40, key  # INVALID_CONFIG
         messages[key] = refused.value.args[0].str()
-    assert "must be less than or equal to group.share.max.delivery.count.limit" in \
+    assert "share.delivery.count.limit must be in the range 2 to 10 inclusive." in \
         messages["share_delivery_count_limit"]
     assert "Value must be at least 1000" in messages["share_record_lock_duration_ms"]
     assert "Unknown group config name: share.unknown.key" in messages["share_unknown_key"]

@@ -330,7 +330,7 @@ class ShareGroupManager(GroupsOfType[ShareGroup]):
         interval = self.heartbeat_interval_ms(g)
         due = self._initial_due.get(g)
         if due is not None:  # come back for the first assignment when it is made
-            interval = max(1, min(interval, due - now_ms + 50))
+            interval = max(100, min(interval, due - now_ms + 50))  # 100: a late timer
         return Result(records, ShareHeartbeatResponse(
             member_id=member.member_id, member_epoch=current.member_epoch,
             heartbeat_interval_ms=interval,

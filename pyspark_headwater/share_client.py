@@ -47,6 +47,10 @@ log = logging.getLogger("pyspark_headwater")
 
 CLIENT_ID = b"pyspark-headwater-share"
 ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
+# ShareFetch v2's ShareAcquireMode (KIP-1206): batch_optimized hands out whole producer
+# batches (MaxRecords is a soft bound); record_limit never more than MaxRecords, cutting
+# a batch, which is what an exact maxRecordsPerTrigger needs.
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1
 TopicPartition = tuple[str, int]
 Range = tuple[int, int, int]  # first offset, last offset (inclusive), delivery count
 
@@ -144,13 +148,15 @@ class ShareMember:
 
     def __init__(self, bootstrap: str, group: str, topics: Iterable[str],
                  timeout_s: float = 30.0, fetch_bytes: int = 8 << 20,
-                 security: ClientSecurity = PLAINTEXT) -> None:
+                 security: ClientSecurity = PLAINTEXT,
+                 acquire_mode: int = RECORD_LIMIT) -> None:
         self.bootstrap = [(h.strip("[]") or "localhost", int(p or 9092)) for h, _, p in
                           (s.strip().rpartition(":") for s in bootstrap.split(","))]
         self.group = group
         self.topics = sorted(set(topics))
         self.timeout_s = timeout_s
         self.fetch_bytes = fetch_bytes
+        self.acquire_mode = acquire_mode
         self.security = security
         self.member_id = uuid.uuid4().hex
         self.epoch = 0
@@ -376,7 +382,8 @@ class ShareMember:
             group_id=self.group, member_id=self.member_id, share_session_epoch=session.epoch,
             max_wait=datetime.timedelta(milliseconds=wait_ms), min_bytes=1,
             max_bytes=self.fetch_bytes, max_records=max_records,
-            batch_size=min(max_records, 10_000), share_acquire_mode=0, is_renew_ack=False,
+            batch_size=min(max_records, 10_000), share_acquire_mode=self.acquire_mode,
+            is_renew_ack=False,
             topics=tuple(sf_req.FetchTopic(topic_id=t, partitions=tuple(
                 sf_req.FetchPartition(partition_index=p, acknowledgement_batches=())
                 for p in ps)) for t, ps in topics.items()),

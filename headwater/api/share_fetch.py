@@ -3,7 +3,8 @@ acquisition of records from share-partitions (KIP-932).
 
 A ShareFetch first applies its acknowledgements, then acquires from the session's
 partitions in turn (the starting partition rotates, so one busy partition does not
-starve the others) until MaxRecords or MaxBytes; with nothing acquired it waits up to
+starve the others) until MaxRecords or MaxBytes (MaxBytes 0: nothing, at once, as
+Kafka answers it); with nothing acquired it waits up to
 MaxWaitMs, woken by an append, an acknowledgement, a release or a lock expiry on one of
 them. Each acknowledgement is answered only after its state write was persisted.
 
@@ -201,6 +202,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         keys = [key for key in session.partitions if key not in denied]
         if not keys or not is_member(session.group_id, session.member_id):
             return fetched, errors
+        if req.max_bytes <= 0:
+            # Kafka 4.4 answers MaxBytes 0 at once with no records (its byte budget per
+            # partition is 0); so do we, rather than read it as "no limit".
+            return fetched, errors
         turn = next(rotation) % len(keys)
         keys = keys[turn:] + keys[:turn]
         mode = AcquireMode(getattr(req, "share_acquire_mode", 0) or 0)
@@ -210,7 +215,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         while True:
-            budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+            budget = req.max_bytes
             left = max_records
             for key in keys:
                 if left <= 0 or budget <= 0:

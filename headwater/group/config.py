@@ -45,6 +45,7 @@ class GroupConfig:
     load_delay_ms: int = 0
     share_session_timeout_ms: int = 45000
     share_heartbeat_interval_ms: int = 5000
+    share_assignment_interval_ms: int = 1000
     share_max_size: int = 200
 
     @classmethod
@@ -75,5 +76,6 @@ class GroupConfig:
             load_delay_ms=int(get("headwater.coordinator.load.delay.ms")),
             share_session_timeout_ms=int(share("group.share.session.timeout.ms")),
             share_heartbeat_interval_ms=int(share("group.share.heartbeat.interval.ms")),
+            share_assignment_interval_ms=int(share("group.share.assignment.interval.ms")),
             share_max_size=int(share("group.share.max.size")),
         )

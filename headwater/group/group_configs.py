@@ -1,4 +1,4 @@
-"""Group-level configs (the GROUP config resource, type 32): Kafka 4.4's names, types,
+"""Group-level configs (the GROUP config resource, type 32): Kafka 4.3's names, types,
 defaults, broker bounds and error messages (`GroupConfig`, `GroupCoordinatorConfig`,
 `ShareGroupConfig`).
 
@@ -172,7 +172,7 @@ def validate(overrides: Mapping[str, str | None], config: BrokerConfig) -> None:
         value = values[name]
         assert isinstance(value, int)
         low, high = int(broker_value(config, low_key)), int(broker_value(config, high_key))
-        if not low <= value <= high:  # Kafka 4.4's message (4.3 named the broker key)
+        if not low <= value <= high:  # Kafka 4.4's message (4.3 named the broker keys)
             raise GroupConfigError(f"{name} must be in the range {low} to {high} inclusive.")
     for kind in ("consumer", "share"):
         session, heartbeat = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"

@@ -17,7 +17,13 @@ Every change is an operation returning records; `replay` is the only state chang
    subscribed topics;
 5. when the group epoch is ahead of the target epoch, run the simple assignor
    (share_assignor.py): records 13 for members whose target changed, record 15 for
-   share-partitions handed out for the first time, then record 12;
+   share-partitions handed out for the first time, then record 12. Except for the
+   first assignment of an empty group: members that join an empty group within
+   `share.assignment.interval.ms` (1 s) get an empty target first, and a timer one
+   interval after the first join bumps the group epoch and assigns them all at once,
+   so consumers started together share the partitions (Kafka 4.4 likewise answers a
+   join with an empty assignment and assigns about a second later). Meanwhile their
+   heartbeat interval is cut to the time left, so they come back for it;
 6. bring the member to the target (record 14): no revocation, partitions are shared;
 7. re-arm the session timer. The response carries the assignment when the member
    (re)joined or its assignment changed, as Kafka does.
@@ -108,6 +114,12 @@ class ShareGroupManager(GroupsOfType[ShareGroup]):
         super().__init__(shard)
         # Told (group id, member id) when a member leaves or is fenced (after load).
         self.member_removed: Callable[[str, str], None] | None = None
+        # Groups whose first assignment waits for its timer: group id -> when (ms).
+        self._initial_due: dict[str, int] = {}
+
+    def assignment_interval_ms(self, group_id: str) -> int:
+        return self._group_config(group_id, "share.assignment.interval.ms",
+                                  self.shard.config.share_assignment_interval_ms)
 
     def assignment(self, group_id: str, member_id: str) -> Assignment | None:
         group = self.group(group_id)
@@ -147,11 +159,15 @@ class ShareGroupManager(GroupsOfType[ShareGroup]):
                 log.exception("share member listener failed")
 
     def on_loaded(self, now_ms: int) -> None:
-        """Members keep their epochs across a restart but must heartbeat in time."""
+        """Members keep their epochs across a restart but must heartbeat in time; a
+        group whose first assignment was still pending gets it now."""
         self._loaded = True
         for group in self.groups():
             for member_id in group.members:
                 self._arm_session(group.group_id, member_id)
+            if group.members and not any(group.target.get(m) for m in group.members) \
+                    and any(m.subscribed_topic_names for m in group.members.values()):
+                self._schedule_initial(group.group_id, now_ms, 0)
 
     def on_metadata_update(self, image: MetadataImage, now_ms: int) -> list[CoordinatorRecord]:
         """Topics created, deleted or grown: bump the epoch of groups whose subscribed
@@ -178,7 +194,7 @@ class ShareGroupManager(GroupsOfType[ShareGroup]):
             _validate(req)
             if req.member_epoch == LEAVE_EPOCH:
                 return self._leave(req)
-            return self._heartbeat(req)
+            return self._heartbeat(req, now_ms)
         except HeartbeatError as exc:
             return Result([], ShareHeartbeatResponse(exc.code, exc.message))
 
@@ -259,13 +275,17 @@ class ShareGroupManager(GroupsOfType[ShareGroup]):
                                  f"abandon all its partitions and rejoin.")
         return member
 
-    def _heartbeat(self, req: ShareHeartbeatRequest) -> Result:
+    def _heartbeat(self, req: ShareHeartbeatRequest, now_ms: int) -> Result:
         image = self.shard.image()
         records: list[CoordinatorRecord] = []
         group = self._group_for_heartbeat(req)
         g = group.group_id
         member = self._member_for_heartbeat(group, req)
         is_new = member.member_id not in group.members
+        if is_new and not group.members and g not in self._initial_due:
+            interval = self.assignment_interval_ms(g)
+            if interval > 0:  # the first member of an empty group: wait for the others
+                self._schedule_initial(g, now_ms, interval)
 
         # 1. The member's changes (record 10) and the group epoch (record 11).
         names = (tuple(sorted(set(req.subscribed_topic_names)))
@@ -288,7 +308,8 @@ class ShareGroupManager(GroupsOfType[ShareGroup]):
         # 2. The target assignment (records 13, 15, then 12).
         targets = dict(group.target)
         if group_epoch > group.assignment_epoch:
-            targets = self._assign(group, everyone, image, records, group_epoch)
+            targets = self._assign(group, everyone, image, records, group_epoch,
+                                   empty=g in self._initial_due)
             target_epoch = group_epoch
         else:
             target_epoch = group.assignment_epoch
@@ -306,16 +327,51 @@ class ShareGroupManager(GroupsOfType[ShareGroup]):
         # 4. The session timer (only now: the heartbeat can no longer fail).
         self._arm_session(g, member.member_id)
         changed = dict(current.assigned) != dict(member.assigned)
+        interval = self.heartbeat_interval_ms(g)
+        due = self._initial_due.get(g)
+        if due is not None:  # come back for the first assignment when it is made
+            interval = max(100, min(interval, due - now_ms + 50))  # 100: a late timer
         return Result(records, ShareHeartbeatResponse(
             member_id=member.member_id, member_epoch=current.member_epoch,
-            heartbeat_interval_ms=self.heartbeat_interval_ms(g),
+            heartbeat_interval_ms=interval,
             assignment=current.assigned if req.member_epoch == JOIN_EPOCH or changed
             else None))
 
+    def _schedule_initial(self, group_id: str, now_ms: int, delay_ms: int) -> None:
+        self._initial_due[group_id] = now_ms + delay_ms
+        self.shard.timer.schedule(f"share-initial-assignment\0{group_id}", delay_ms,
+                                  lambda now: self._initial_assignment(group_id))
+
+    def _initial_assignment(self, group_id: str) -> Result:
+        """Timer operation: the first assignment of the members that joined an empty
+        group meanwhile (a new group epoch, so they take it at their next heartbeat)."""
+        self._initial_due.pop(group_id, None)
+        group = self.group(group_id)
+        if group is None or not group.members:
+            return Result([])
+        image = self.shard.image()
+        records: list[CoordinatorRecord] = []
+        epoch = group.group_epoch + 1
+        members = list(group.members.values())
+        records.append(group_epoch_record(
+            group_id, epoch, metadata_hash(group.subscribed_topics(members), image)))
+        self._assign(group, members, image, records, epoch)
+        log.info("share group %s: first assignment of %d members", group_id, len(members))
+        return Result(records)
+
     def _assign(self, group: ShareGroup, members: Iterable[ShareGroupMember],
                 image: MetadataImage, records: list[CoordinatorRecord],
-                epoch: int) -> dict[str, Assignment]:
+                epoch: int, empty: bool = False) -> dict[str, Assignment]:
+        """The target assignment at `epoch` (records 13, 15, 12); with `empty`, every
+        member's target is empty (the first assignment of an empty group is pending)."""
         g = group.group_id
+        if empty:
+            targets = {m.member_id: EMPTY for m in members}
+            for mid in sorted(targets):
+                if mid not in group.target or dict(group.target[mid]):
+                    records.append(target_member_record(g, mid, EMPTY))
+            records.append(target_metadata_record(g, epoch))
+            return targets
         subscriptions: dict[str, frozenset[uuid.UUID]] = {}
         counts: dict[uuid.UUID, int] = {}
         names: dict[uuid.UUID, str] = dict(group.topic_names)

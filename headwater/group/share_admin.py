@@ -74,11 +74,15 @@ class Plan:
     delete: dict[uuid.UUID, list[int]] = field(default_factory=dict)
 
 
-def empty_share_group(shard: GroupShard, group_id: str) -> ShareGroup:
-    """The group, or AdminError with Kafka's code: alter and delete need an empty one."""
+def empty_share_group(shard: GroupShard, group_id: str, create: bool = False) -> ShareGroup:
+    """The group, or AdminError with Kafka's code: alter and delete need an empty one.
+    With `create`, an unknown id is a new share group (Kafka's
+    `getOrMaybeCreateShareGroup(groupId, true)`); it exists once a record names it."""
     if not group_id:
         raise AdminError(INVALID_GROUP_ID, None)
     group = shard.groups.get(group_id)
+    if group is None and create:
+        return ShareGroup(group_id)
     if group is None:
         raise AdminError(GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
     if not isinstance(group, ShareGroup):
@@ -98,8 +102,11 @@ def _record(group: ShareGroup, initialized: dict[uuid.UUID, frozenset[int]],
 def alter_offsets(shard: GroupShard, group_id: str,
                   topics: Sequence[tuple[str, Sequence[tuple[int, int]]]]) -> Result:
     """AlterShareGroupOffsets, step 1: validate and record the partitions as the
-    group's (record 15). Response: `Plan` (or AdminError raised, nothing written)."""
-    group = empty_share_group(shard, group_id)
+    group's (record 15). Response: `Plan` (or AdminError raised, nothing written).
+    A group id nobody used becomes an empty share group when some partition is
+    initialized (record 15 creates it on replay, as a first heartbeat's records do);
+    with every partition refused nothing is written and no group appears, as in Kafka."""
+    group = empty_share_group(shard, group_id, create=True)
     image = shard.image()
     plan = Plan()
     initialized = dict(group.initialized)

@@ -77,7 +77,6 @@ class _Leader:
     key: LeaderKey
     part: SharePartition
     topic: str
-    isolation: str
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: asyncio.TimerHandle | None = None
     timer_at: int = 0
@@ -234,8 +233,7 @@ class SharePartitionManager:
             raise ShareError(_WRITE_ERRORS.get(code, ErrorCode.unknown_server_error),
                              f"reading share-partition state failed ({code})")
         self._hook(plog, topic_id, partition)
-        isolation = cfg.get("share.isolation.level", "read_uncommitted")
-        leader = _Leader(key, part, topic, isolation, last_used_ms=now)
+        leader = _Leader(key, part, topic, last_used_ms=now)
         if part.dead_letters():  # a restart came between ARCHIVING and ARCHIVED
             await self._dead_letter(leader, recovering=True)
         return leader
@@ -309,7 +307,10 @@ class SharePartitionManager:
             if not part.can_acquire():
                 return PartitionFetch()
             offset = max(part.next_fetch_offset(), plog.log_start_offset)
-            committed = leader.isolation == READ_COMMITTED
+            # Read per fetch (cached per metadata image): a change of the group's
+            # share.isolation.level applies to the next fetch, as in Kafka.
+            committed = self.group_config(key[0]).get(
+                "share.isolation.level", "read_uncommitted") == READ_COMMITTED
             upper = plog.last_stable_offset if committed else plog.high_watermark
             try:
                 data, headers = self._read(leader, plog, offset, max_bytes, upper,

@@ -30,8 +30,12 @@ from tests.support.wire import RawClient
 
 HEARTBEAT_MS = 300
 SESSION_MS = 2000
+# Assignments at once (no wait for the first assignment of an empty group): these tests
+# follow epochs heartbeat by heartbeat; test_share_initial_assignment.py and
+# test_share_fetch_vs_kafka.py cover the wait.
 SHARE_OVERRIDES = ("--override", f"group.share.heartbeat.interval.ms={HEARTBEAT_MS}",
-                   "--override", f"group.share.session.timeout.ms={SESSION_MS}")
+                   "--override", f"group.share.session.timeout.ms={SESSION_MS}",
+                   "--override", "group.share.assignment.interval.ms=0")
 
 
 @pytest.fixture(scope="module")

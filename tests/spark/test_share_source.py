@@ -431,3 +431,22 @@ def test_the_pipeline_releases_and_rejects_single_records(spark, broker, topic_n
     assert got == sorted([f"r{i}:1" for i in range(20) if i not in (3, 5)] + ["r5:2"])
     dead = consume_all(bs, dlq, 1)
     assert [dict(h)["__dlq.errors.offset"] for *_, h in dead] == [b"3"]
+
+
+@pytest.mark.timeout(300)
+def test_max_records_per_trigger_is_exact_over_large_producer_batches(spark, broker,
+                                                                      topic_name, tmp_path):
+    """Producer batches of 1,000 records and maxRecordsPerTrigger=100: the source asks
+    for ShareFetch v2's record_limit acquisition (KIP-1206), so a batch is cut and no
+    micro-batch has more than 100 rows (batch_optimized would hand out 1,000 at once)."""
+    from tests.integration.test_share_consumer import produce_batches
+
+    bs, group = broker.bootstrap, f"s-{uuid.uuid4().hex[:8]}"
+    create_topic(bs, topic_name, 1)
+    produce_batches(bs, topic_name, batches=2, per_batch=1000)
+    rows: list = []
+    q = run_available_now(share_reader(spark, bs, topic_name, group,
+                                       maxRecordsPerTrigger="100"), tmp_path / "c", rows)
+    assert sorted(int(r.value) for r in rows) == list(range(2000))  # all, once
+    sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == 2000 and max(sizes) <= 100, sizes

@@ -1,5 +1,6 @@
-"""Group config validation: Kafka 4.4.0's messages (taken from its GroupConfig.validate
-with default broker bounds) and the effective values."""
+"""Group config validation: Kafka's messages (taken from its GroupConfig.validate with
+default broker bounds; the range messages are Kafka 4.4.0's, checked against the
+reference) and the effective values."""
 
 from __future__ import annotations
 
@@ -20,21 +21,30 @@ KAFKA_ANSWERS = {
     ("share.auto.offset.reset", "EARLIEST"): "Invalid value EARLIEST",
     ("share.record.lock.duration.ms", "999"): "Invalid value 999 for configuration "
     "share.record.lock.duration.ms: Value must be at least 1000",
-    ("share.record.lock.duration.ms", "1000"): "share.record.lock.duration.ms must be in the range 15000 to 60000 inclusive.",
-    ("share.record.lock.duration.ms", "70000"): "share.record.lock.duration.ms must be in the range 15000 to 60000 inclusive.",
+    ("share.record.lock.duration.ms", "1000"): "share.record.lock.duration.ms must be in "
+    "the range 15000 to 60000 inclusive.",
+    ("share.record.lock.duration.ms", "70000"): "share.record.lock.duration.ms must be in "
+    "the range 15000 to 60000 inclusive.",
     ("share.record.lock.duration.ms", "abc"): "Invalid value abc for configuration "
     "share.record.lock.duration.ms: Not a number of type INT",
     ("share.delivery.count.limit", "1"): "Invalid value 1 for configuration "
     "share.delivery.count.limit: Value must be at least 2",
-    ("share.delivery.count.limit", "11"): "share.delivery.count.limit must be in the range 2 to 10 inclusive.",
+    ("share.delivery.count.limit", "11"): "share.delivery.count.limit must be in the range "
+    "2 to 10 inclusive.",
     ("share.delivery.count.limit", "10"): None,
     ("share.partition.max.record.locks", "99"): "Invalid value 99 for configuration "
     "share.partition.max.record.locks: Value must be at least 100",
-    ("share.partition.max.record.locks", "5000"): "share.partition.max.record.locks must be in the range 100 to 4000 inclusive.",
-    ("share.session.timeout.ms", "1000"): "share.session.timeout.ms must be in the range 45000 to 60000 inclusive.",
+    ("share.partition.max.record.locks", "5000"): "share.partition.max.record.locks must be "
+    "in the range 100 to 4000 inclusive.",
+    ("share.session.timeout.ms", "1000"): "share.session.timeout.ms must be in the range "
+    "45000 to 60000 inclusive.",
     ("share.session.timeout.ms", "50000"): None,
-    ("share.heartbeat.interval.ms", "4000"): "share.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive.",
-    ("share.heartbeat.interval.ms", "16000"): "share.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive.",
+    ("share.heartbeat.interval.ms", "4000"): "share.heartbeat.interval.ms must be in the "
+    "range 5000 to 15000 inclusive.",
+    ("share.heartbeat.interval.ms", "16000"): "share.heartbeat.interval.ms must be in the "
+    "range 5000 to 15000 inclusive.",
+    ("share.assignment.interval.ms", "20000"): "share.assignment.interval.ms must be in the "
+    "range 0 to 15000 inclusive.",
     ("share.isolation.level", "READ_COMMITTED"): "Invalid value READ_COMMITTED for "
     "configuration share.isolation.level: String must be one of: read_committed, "
     "read_uncommitted",

@@ -47,8 +47,30 @@ def test_alter_and_delete_need_an_empty_share_group() -> None:
             ctx.write(op)
         assert err.value.code == A.NON_EMPTY_GROUP
     with pytest.raises(A.AdminError) as err:
-        ctx.write(lambda s, now: A.alter_offsets(s, "none", []))
+        ctx.write(lambda s, now: A.delete_offsets(s, "none", ["foo"]))
     assert err.value.code == A.GROUP_ID_NOT_FOUND
+
+
+def test_alter_offsets_creates_an_unknown_group_as_kafka_does() -> None:
+    """Kafka's `getOrMaybeCreateShareGroup(groupId, true)`: the group exists once a
+    partition is initialized (record 15, replayed after a restart); with every
+    partition refused nothing is written and no group appears."""
+    ctx = ShareStory({"foo": 2})
+    plan = ctx.write(lambda s, now: A.alter_offsets(s, "new", [("nope", [(0, 1)])]))
+    assert [(r.name, r.partitions) for r in plan.rows] == \
+        [("nope", {0: (A.UNKNOWN_TOPIC_OR_PARTITION,
+                       "This server does not host this topic-partition.")})]
+    assert "new" not in ctx.shard.groups
+    plan = ctx.write(lambda s, now: A.alter_offsets(s, "new", [("foo", [(1, 7)])]))
+    assert plan.initialize == [(tid("foo"), 1, 7)]
+    group = ctx.shard.groups["new"]
+    assert group.group_type == "share" and not group.members and group.group_epoch == 0
+    assert group.initialized == {tid("foo"): frozenset({1})}
+    assert "new" in ctx.replayed().groups
+    ctx.assert_replay_matches()
+    # A member joining later is assigned the partitions as in any new group.
+    joined = ctx.hb("m1", 0, ["foo"], group="new")
+    assert joined.error_code == 0 and sorted(joined.assignment[tid("foo")]) == [0, 1]
 
 
 def test_delete_group_moves_everything_to_deleting_first() -> None:

@@ -14,6 +14,11 @@ from tests.unit.group.context import GroupContext
 
 
 class ShareStory(GroupContext):
+    def __init__(self, topics: dict[str, int] | None = None, **config: str) -> None:
+        # The stories assign at once; test_share_initial_assignment.py covers the wait.
+        config.setdefault("group.share.assignment.interval.ms", "0")
+        super().__init__(topics, **config)
+
     def hb(self, member: str, epoch: int, topics: Any = None, group: str = "g",
            rack: str | None = None) -> Any:
         req = ShareHeartbeatRequest(group, member, epoch, rack_id=rack,

@@ -72,7 +72,7 @@ class _Backlog:
 
 
 def leader() -> _Leader:
-    return _Leader(("g", None, 0), None, "t", "read_uncommitted")  # type: ignore[arg-type]
+    return _Leader(("g", None, 0), None, "t")  # type: ignore[arg-type]
 
 
 def read(ldr: _Leader, log: _Backlog, offset: int, max_bytes: int, upper: int,

@@ -17,9 +17,11 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,21 +163,61 @@ def _spark_block() -> Block:
     return block
 
 
-def _options(chain: str) -> dict[str, str]:
-    return dict(re.findall(r'\.option\("([^"]+)",\s*"([^"]*)"\)', chain))
+def _chains(code: str) -> list[tuple[str, dict[str, str]]]:
+    """("source" | "sink", options) of every format("headwater") chain in `code`: the
+    `.option(k, v)` calls of a chain ending in load() (a source) or start() / save() (a
+    sink), with literal arguments (Python joins adjacent string literals)."""
+    chains: list[tuple[str, dict[str, str]]] = []
+    for node in ast.walk(ast.parse(code)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("load", "start", "save")):
+            continue
+        opts: dict[str, str] = {}
+        headwater = False
+        call: ast.expr = node.func.value
+        while isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+            args = [a.value for a in call.args if isinstance(a, ast.Constant)]
+            if call.func.attr == "option" and len(args) == 2:
+                opts.setdefault(str(args[0]), str(args[1]))   # the last one set wins
+            headwater |= call.func.attr == "format" and args == ["headwater"]
+            call = call.func.value
+        if headwater:
+            chains.append(("source" if node.func.attr == "load" else "sink", opts))
+    return chains
+
+
+def _check_options(kind: str, opts: dict[str, str]) -> None:
+    from pyspark_headwater.options import check_streaming, parse_sink_options, parse_source_options
+    from pyspark_headwater.share_options import is_share_source, parse_share_options
+
+    if kind == "sink":
+        parse_sink_options(opts)
+    elif is_share_source(opts):
+        parse_share_options(opts, streaming=True)
+    else:
+        check_streaming(parse_source_options(opts, streaming=True), opts)
 
 
 @pytest.mark.timeout(60)
 def test_spark_job_options_are_the_connectors() -> None:
-    from pyspark_headwater.options import check_streaming, parse_sink_options, parse_source_options
-
     code = _spark_block().code
-    assert 'readStream.format("headwater")' in code and 'writeStream.format("headwater")' in code
-    source, _, sink = code.partition(".writeStream")
-    src, dst = _options(source), _options(sink)
-    assert src["kafka.bootstrap.servers"] == ADDRESS == dst["kafka.bootstrap.servers"]
-    check_streaming(parse_source_options(src, streaming=True), src)
-    assert parse_sink_options(dst).exactly_once
+    chains = _chains(code)
+    assert [kind for kind, _ in chains] == ["source", "sink"], chains
+    for kind, opts in chains:
+        assert opts["kafka.bootstrap.servers"] == ADDRESS
+        _check_options(kind, opts)
+    assert chains[1][1]["exactlyOnce"] == "true"
+
+
+@pytest.mark.timeout(60)
+def test_spark_docs_options_are_the_connectors() -> None:
+    """docs/spark.md's examples too (every chain with literal options)."""
+    text = (ROOT / "docs" / "spark.md").read_text()
+    chains = [c for m in FENCE.finditer(text) if m.group(1) == "python"
+              for c in _chains(textwrap.dedent(m.group(3)))]
+    assert len(chains) >= 4
+    for kind, opts in chains:
+        _check_options(kind, opts)
 
 
 def _read_topic(bootstrap: str, topic: str, count: int) -> list[tuple[str, str]]:

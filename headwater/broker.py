@@ -16,12 +16,15 @@ from pathlib import Path
 
 from . import __version__
 from .api import register_all
+from .api.fetch_sessions import FetchSessionCache
+from .api.share_admin import ShareAdmin
 from .config import BrokerConfig, LogConfig
 from .group.coordinator import GroupCoordinator
 from .limits import MAX_PARTITIONS, open_file_capacity, raise_nofile_limit
 from .log.fdcache import FILES
 from .log.manager import LogManager
 from .log.partition_log import PartitionLog
+from .log.waiters import PartitionWaiters
 from .metadata.controller import METADATA_TOPIC, Controller
 from .metadata.convert import convert_json_log
 from .metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, TopicImage
@@ -32,6 +35,8 @@ from .security.access import AccessControl
 from .security.sasl import SaslConfig, SaslSession
 from .security.scram import MECHANISMS, ScramCredential
 from .share.coordinator import ShareCoordinator
+from .share.manager import SharePartitionManager
+from .share.sessions import ShareSessionCache
 from .txn.coordinator import TransactionCoordinator
 from .wire.dispatch import LISTENER, Dispatcher, RequestContext
 from .wire.limits import ConnectionLimits
@@ -55,6 +60,10 @@ def _host_port(value: str) -> tuple[str, int]:
 
 
 class Broker:
+    # Built by `open` (they need the coordinators); see `_build_share_services`.
+    share_partitions: SharePartitionManager
+    share_admin: ShareAdmin
+
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.get_int("node.id")
@@ -77,7 +86,13 @@ class Broker:
         self.cluster_id = ""
         self._tasks: list[asyncio.Task[None]] = []
         self._log_configs: dict[str, LogConfig] = {}
-        self.api_state: dict[str, object] = {}
+        # Services the API handlers use (built here, not by the handlers): parked long
+        # polls of Fetch and ShareFetch, and the two session caches.
+        self.partition_waiters = PartitionWaiters()
+        self.fetch_sessions = FetchSessionCache(
+            config.get_int("max.incremental.fetch.session.cache.slots"))
+        self.share_sessions = ShareSessionCache(
+            config.get_int("group.share.max.share.sessions", 2000))
         # FindCoordinator key types served here (0 group; 1 transaction and 2 share
         # once their coordinators run).
         self.coordinator_key_types: set[int] = {0}
@@ -113,9 +128,24 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
         self.share_coordinator = ShareCoordinator(self)
+        self._build_share_services(self.groups, self.share_coordinator)
         self.quotas = ClientQuotas(self)
         self.access = AccessControl(self)
         register_all(self.dispatcher, self)
+
+    def _build_share_services(self, groups: GroupCoordinator,
+                              coordinator: ShareCoordinator) -> None:
+        """The share-partition leaders and the share admin, subscribed to the loads of
+        the coordinators they recover from."""
+        self.share_partitions = SharePartitionManager(self, coordinator, groups,
+                                                      self.partition_waiters)
+        coordinator.subscribe_load(self.share_partitions.recover_dead_letters)
+        assert self.controller is not None
+        # Group configs are dynamic: loaded leaders follow them (after `_sync_logs`).
+        self.controller.listeners.append(
+            lambda _old, _new: self.share_partitions.refresh_configs())
+        self.share_admin = ShareAdmin(self, self.share_partitions)
+        groups.runtime.subscribe_load(self.share_admin.group_partition_loaded)
 
     async def start(self) -> None:
         self.open()
@@ -236,9 +266,8 @@ class Broker:
                 if time.monotonic() - last_retention >= retention_every:
                     last_retention = time.monotonic()
                     self.logs.run_retention(self.now_ms())
-                    shares = self.api_state.get("share_partitions")
-                    if shares is not None:  # idle share-partitions: state stays persisted
-                        shares.unload_idle(self.now_ms())
+                    # idle share-partitions: their state stays persisted
+                    self.share_partitions.unload_idle(self.now_ms())
             except Exception:
                 log.exception("background log chore failed")
 
@@ -289,9 +318,6 @@ class Broker:
                     self.logs.create(name, part.partition_id, config)
                 elif changed:
                     self.logs.update_config(name, part.partition_id, config)
-        shares = self.api_state.get("share_partitions")
-        if shares is not None:  # group configs are dynamic: loaded leaders follow them
-            shares.refresh_configs()
 
     def partition(self, topic: str, partition: int) -> PartitionLog | None:
         """A topic partition's log. Never the metadata log: it is the controller's alone

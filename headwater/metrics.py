@@ -104,9 +104,7 @@ class BrokerCollector:
         end - SPSO - finished records in the window, KIP-1226), and counters of records
         acquired, redelivered, acknowledged by type, released by lock expiry and
         dead-lettered, and dead letters per group."""
-        manager = self.broker.api_state.get("share_partitions")
-        if manager is None:
-            return
+        manager = self.broker.share_partitions
         labels = ["group", "topic", "partition"]
         in_flight = GaugeMetricFamily("headwater_share_partition_in_flight_records",
                                       "Records between SPSO and SPEO not yet finished",

@@ -21,8 +21,7 @@ from ..log.batch import batches_end_offset
 from ..log.errors import LogError
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-from .fetch_sessions import CachedPartition, FetchSessionCache, FetchSessionError
-from .long_poll import AppendWaiters
+from .fetch_sessions import CachedPartition, FetchSessionError
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -32,10 +31,8 @@ READ_COMMITTED = 1
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    sessions = FetchSessionCache(broker.config.get_int("max.incremental.fetch.session.cache.slots"))
-    waiters = AppendWaiters()
-    broker.api_state["fetch_sessions"] = sessions
-    broker.api_state["append_waiters"] = waiters
+    sessions = broker.fetch_sessions
+    waiters = broker.partition_waiters
 
     def resolve_topic(name: str | None, topic_id: Any) -> tuple[str | None, Any, int]:
         image = broker.image

@@ -65,7 +65,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     async def handle_delete(ctx: RequestContext, req: Any) -> dict:
         results = []
-        share_admin = broker.api_state.get("share_admin")
+        share_admin = broker.share_admin
         for group_id in req.groups_names:
             if broker.access.denies(ctx, A.DELETE, A.GROUP, group_id):
                 results.append({"group_id": group_id, "error_code": GROUP_AUTHORIZATION_FAILED})
@@ -76,8 +76,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             try:
                 # A share group: pending-deletion record, state tombstones, then the
                 # group's tombstones below (seed 000; api/share_admin.py).
-                code = await share_admin.delete_group(group_id) \
-                    if share_admin is not None and group_id else None  # type: ignore[attr-defined]
+                code = await share_admin.delete_group(group_id) if group_id else None
                 if not code:
                     code = groups().write(group_id,
                                           lambda s, now, g=group_id: s.delete_group(g))

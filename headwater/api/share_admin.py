@@ -14,7 +14,7 @@ import asyncio
 import logging
 import os
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..coordinator.runtime import NotReady
 from ..group import share_admin as A
@@ -36,11 +36,19 @@ DEFAULT_LEADER_EPOCH = 0
 ZERO_UUID = uuid.UUID(int=0)
 
 
+class ShareLeaders(Protocol):
+    """The share-partition leaders of this broker, as the admin uses them."""
+
+    def forget(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None: ...
+
+
 class ShareAdmin:
     """The operations, callable from handlers and from the load hook."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, leaders: ShareLeaders) -> None:
         self.broker = broker
+        self.leaders = leaders
+        self._tasks: set[asyncio.Task[None]] = set()
         # A testing aid, off by default: exit (os._exit(1)) right after a pending-deletion
         # record is written, before any state tombstone, to test recovery on load.
         self.crash_after_pending = (broker.config.get(
@@ -52,9 +60,17 @@ class ShareAdmin:
         return self.broker.groups
 
     def _forget(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
-        manager = self.broker.api_state.get("share_partitions")
-        if manager is not None:
-            manager.forget(group_id, topic_id, partition)  # type: ignore[attr-defined]
+        self.leaders.forget(group_id, topic_id, partition)
+
+    def group_partition_loaded(self, partition: int) -> None:
+        """A group shard loaded (subscribed to the group runtime's loads): finish the
+        share-state deletions a crash interrupted there."""
+        if self.broker.groups is None or not self.broker.groups.runtime.read(
+                partition, A.pending_deletions):
+            return
+        task = asyncio.get_running_loop().create_task(self.finish_pending(partition))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     # ---- describe ------------------------------------------------------------------
     async def describe(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
@@ -213,20 +229,7 @@ def _group_error(group_id: str, code: int) -> dict[str, Any]:
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    admin = ShareAdmin(broker)
-    broker.api_state["share_admin"] = admin
-    tasks: set[asyncio.Task[None]] = set()
-
-    def after_load(partition: int) -> None:
-        if broker.groups is None or not broker.groups.runtime.read(
-                partition, A.pending_deletions):
-            return
-        task = asyncio.get_running_loop().create_task(admin.finish_pending(partition))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-
-    if broker.groups is not None:
-        broker.groups.runtime.after_load = after_load
+    admin = broker.share_admin
 
     async def handle_describe(ctx: RequestContext, req: Any) -> dict:
         out = []

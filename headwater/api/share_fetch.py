@@ -25,13 +25,12 @@ from kio.schema.errors import ErrorCode as E
 
 from ..security import acl as A
 from ..share.config import AcquireMode
-from ..share.manager import PartitionFetch, ShareError, SharePartitionManager
+from ..share.manager import PartitionFetch, ShareError
 from ..share.outcomes import AcknowledgementBatch
 from ..share.sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     ShareSession,
-    ShareSessionCache,
     ShareSessionError,
 )
 from ..wire.dispatch import Dispatcher, RequestContext
@@ -47,14 +46,11 @@ Key = tuple[uuid.UUID, int]
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    manager = SharePartitionManager(broker)
-    sessions = ShareSessionCache(broker.config.get_int("group.share.max.share.sessions", 2000))
-    broker.api_state["share_partitions"] = manager
-    broker.api_state["share_sessions"] = sessions
+    manager = broker.share_partitions
+    sessions = broker.share_sessions
     rotation = itertools.count()
 
-    listen = getattr(broker.groups, "add_share_member_listener", None)
-    if listen is not None:
+    if broker.groups is not None:
         def member_left(group_id: str, member_id: str) -> None:
             """A member left the group or was fenced. A consumer that closes sends its
             leave heartbeat first and its final acknowledgements (epoch -1) right after:
@@ -72,7 +68,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
             asyncio.get_running_loop().call_later(LEAVE_GRACE_S, expire)
 
-        listen(member_left)
+        broker.groups.add_share_member_listener(member_left)
 
     def top_error(code: E, message: str, lock_ms: int = 0) -> dict:
         return {"throttle_time": 0, "error_code": code, "error_message": message,
@@ -107,8 +103,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def is_member(group_id: str, member_id: str) -> bool:
         """Only members of the share group get records: Kafka 4.3 answers a ShareFetch
         from anyone else with nothing acquired (and no error), so do we."""
-        assignment = getattr(broker.groups, "share_assignment", None)
-        return assignment is None or assignment(group_id, member_id) is not None
+        groups = broker.groups
+        return groups is None or groups.share_assignment(group_id, member_id) is not None
 
     def renew_enabled(group_id: str) -> bool:
         """KIP-1222's group switch; RENEW acknowledgements are INVALID_REQUEST when off."""

@@ -16,7 +16,7 @@ epoch in the batch header, the transactional bit set), e.g. TxnOffsetCommit's of
 partition and hands it to the shard (`replay_end_transaction`), and loading does the same
 for every marker it finds, so a restart resolves pending transactional state exactly as
 the live path did. A service can watch its shards through `after_write` (called after
-every write, timer-driven ones included) and `after_load`.
+every write, timer-driven ones included) and subscribe to loads (`subscribe_load`).
 """
 
 from __future__ import annotations
@@ -127,10 +127,11 @@ class CoordinatorRuntime:
         self._loading: set[int] = set(range(num_partitions))
         self._task: asyncio.Task[None] | None = None
         self.load_times_ms: dict[int, float] = {}
-        # Hooks for the owning service: called with the partition after each write that
-        # appended records, and once a partition is loaded.
+        # Hook for the owning service: called with the partition after each write that
+        # appended records.
         self.after_write: Callable[[int], None] | None = None
-        self.after_load: Callable[[int], None] | None = None
+        # Called with the partition once it is loaded, in subscription order.
+        self._load_subscribers: list[Callable[[int], None]] = []
 
     # ---- lifecycle -----------------------------------------------------------------
     def ensure_topic(self) -> None:
@@ -183,8 +184,20 @@ class CoordinatorRuntime:
             if count:
                 log.info("loaded %s-%d: %d records in %.0f ms", self.topic, partition, count,
                          elapsed)
-            self._notify(self.after_load, partition)
+            for subscriber in list(self._load_subscribers):
+                self._notify(subscriber, partition)
             await asyncio.sleep(0)
+
+    def subscribe_load(self, callback: Callable[[int], None]) -> Callable[[], None]:
+        """Call `callback(partition)` once each partition is loaded; returns the
+        unsubscribe handle."""
+        self._load_subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._load_subscribers:
+                self._load_subscribers.remove(callback)
+
+        return unsubscribe
 
     def _notify(self, hook: Callable[[int], None] | None, partition: int) -> None:
         if hook is None:

@@ -88,9 +88,17 @@ class GroupCoordinator:
         values = group_configs.effective(overrides, self.broker.config)
         return {k: values[k] for k in group_configs.SHARE_KEYS}
 
-    def add_share_member_listener(self, callback: Callable[[str, str], None]) -> None:
-        """`callback(group_id, member_id)` when a share-group member leaves or is fenced."""
+    def add_share_member_listener(self, callback: Callable[[str, str], None]
+                                  ) -> Callable[[], None]:
+        """`callback(group_id, member_id)` when a share-group member leaves or is fenced;
+        returns the unsubscribe handle."""
         self._share_listeners.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._share_listeners:
+                self._share_listeners.remove(callback)
+
+        return unsubscribe
 
     def _share_member_removed(self, group_id: str, member_id: str) -> None:
         for callback in list(self._share_listeners):

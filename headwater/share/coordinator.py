@@ -90,9 +90,20 @@ class ShareCoordinator:
             broker, TOPIC, self.config.num_partitions, CODEC, factory,
             {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
             load_delay_ms=self.config.load_delay_ms)
-        self.runtime.after_load = self._after_load
-        # Called with a __share_group_state partition once it is loaded.
-        self.load_listeners: list[Callable[[int], None]] = []
+        self.runtime.subscribe_load(self._after_load)
+        # Called with a __share_group_state partition once it is loaded (and cleaned).
+        self._load_subscribers: list[Callable[[int], None]] = []
+
+    def subscribe_load(self, callback: Callable[[int], None]) -> Callable[[], None]:
+        """Call `callback(state_partition)` once each state partition is loaded and the
+        state of deleted topics dropped; returns the unsubscribe handle."""
+        self._load_subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._load_subscribers:
+                self._load_subscribers.remove(callback)
+
+        return unsubscribe
 
     async def start(self) -> None:
         await self.runtime.start()
@@ -192,8 +203,8 @@ class ShareCoordinator:
 
     def _after_load(self, state_partition: int) -> None:
         self._clean_deleted_topics(state_partition)
-        for listener in self.load_listeners:
-            listener(state_partition)
+        for subscriber in list(self._load_subscribers):
+            subscriber(state_partition)
 
     def archiving(self, state_partition: int) -> list[tuple[str, uuid.UUID, int]]:
         """Share-partitions of a loaded state partition with ARCHIVING records (KIP-1191):

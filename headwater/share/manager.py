@@ -19,9 +19,9 @@ import asyncio
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -29,12 +29,13 @@ from ..api.api_versions import feature_level
 from ..group.group_configs import DLQ_TOPIC
 from ..log.batch import iter_batches
 from ..log.errors import LogError
+from ..log.waiters import PartitionWaiters
 from .config import AcquireMode, OffsetReset, SharePartitionConfig, initial_start_offset
 from .dead_letter import DeadLetterWriter
 from .outcomes import AcknowledgementBatch, AcquiredRecords, Outcome
 from .partition import SharePartition
 from .record_state import RecordState
-from .records import StateWrite
+from .records import ShareSnapshot, StateWrite
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -85,13 +86,38 @@ class _Leader:
     dead_letters_due: bool = False  # ARCHIVING records whose finishing failed: retry
 
 
+class SharePersister(Protocol):
+    """The share coordinator as the leaders use it (Kafka's `Persister`): the state of a
+    share-partition read, initialized and written, and the ARCHIVING ones of a loaded
+    state partition."""
+
+    async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                         state_epoch: int, start_offset: int) -> int: ...
+
+    async def read(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                   leader_epoch: int) -> tuple[int, ShareSnapshot | None]: ...
+
+    async def write(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                    write: StateWrite, leader_epoch: int) -> int: ...
+
+    def archiving(self, state_partition: int) -> list[tuple[str, uuid.UUID, int]]: ...
+
+
+class ShareMembership(Protocol):
+    """The group coordinator as the leaders use it: a share group's `share.*` configs."""
+
+    def share_group_config(self, group_id: str) -> Mapping[str, str]: ...
+
+
 class SharePartitionManager:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, persister: SharePersister,
+                 membership: ShareMembership, waiters: PartitionWaiters) -> None:
         self.broker = broker
+        self.persister = persister
+        self.membership = membership
+        self.waiters = waiters
         self._leaders: dict[LeaderKey, _Leader] = {}
         self._loading: dict[LeaderKey, asyncio.Future[_Leader]] = {}
-        self._waiters: dict[tuple[uuid.UUID, int], set[asyncio.Future[None]]] = {}
-        self._hooked: set[int] = set()
         self.idle_ms = 10 * 60_000
         self._config_image: object = None
         self._config_cache: dict[str, tuple[dict[str, str], SharePartitionConfig]] = {}
@@ -100,9 +126,6 @@ class SharePartitionManager:
         self.counts: Counter[str] = Counter()
         self.dead_letters = DeadLetterWriter(broker)
         self._recovering: set[asyncio.Task[Any]] = set()
-        coordinator = getattr(broker, "share_coordinator", None)
-        if coordinator is not None:
-            coordinator.load_listeners.append(self._recover_dead_letters)
 
     def loaded(self) -> Iterator[tuple[LeaderKey, str, SharePartition]]:
         """(key, topic name, state) of every share-partition held in memory."""
@@ -126,8 +149,7 @@ class SharePartitionManager:
         hit = self._config_cache.get(group_id)
         if hit is not None:
             return hit
-        getter = getattr(self.broker.groups, "share_group_config", None)
-        cfg = dict(getter(group_id)) if getter is not None else {}
+        cfg = dict(self.membership.share_group_config(group_id))
         defaults = SharePartitionConfig()
         part = SharePartitionConfig(
             record_lock_duration_ms=int(cfg.get("share.record.lock.duration.ms",
@@ -152,11 +174,11 @@ class SharePartitionManager:
     def lock_duration_ms(self, group_id: str) -> int:
         return self.partition_config(group_id).record_lock_duration_ms
 
-    def _recover_dead_letters(self, state_partition: int) -> None:
+    def recover_dead_letters(self, state_partition: int) -> None:
         """A __share_group_state partition loaded: share-partitions left with ARCHIVING
         records are loaded now (which writes their dead letters), not at their next
         fetch, so a restart finishes them even if no consumer comes back."""
-        for key in self.broker.share_coordinator.archiving(state_partition):
+        for key in self.persister.archiving(state_partition):
             task = asyncio.get_running_loop().create_task(self._load_quietly(key))
             self._recovering.add(task)
             task.add_done_callback(self._recovering.discard)
@@ -205,7 +227,7 @@ class SharePartitionManager:
         group_id, topic_id, partition = key
         topic = self._topic_name(topic_id)
         plog = self._plog(topic, partition)
-        coordinator = self.broker.share_coordinator
+        coordinator = self.persister
         config = self.partition_config(group_id)
         cfg = self.group_config(group_id)
         code, snapshot = await coordinator.read(group_id, topic_id, partition, 0)
@@ -232,7 +254,6 @@ class SharePartitionManager:
         else:
             raise ShareError(_WRITE_ERRORS.get(code, ErrorCode.unknown_server_error),
                              f"reading share-partition state failed ({code})")
-        self._hook(plog, topic_id, partition)
         leader = _Leader(key, part, topic, last_used_ms=now)
         if part.dead_letters():  # a restart came between ARCHIVING and ARCHIVED
             await self._dead_letter(leader, recovering=True)
@@ -243,7 +264,7 @@ class SharePartitionManager:
         if outcome.write is None:
             return
         group_id, topic_id, partition = leader.key
-        code = await self.broker.share_coordinator.write(
+        code = await self.persister.write(
             group_id, topic_id, partition, outcome.write, leader.part.leader_epoch)
         if code != 0:
             leader.part.rollback(outcome)
@@ -457,37 +478,26 @@ class SharePartitionManager:
             self.wake(leader.key[1], leader.key[2])
 
     # ---- waiting -------------------------------------------------------------------
-    def _hook(self, plog: Any, topic_id: uuid.UUID, partition: int) -> None:
-        if id(plog) in self._hooked:
-            return
-        self._hooked.add(id(plog))
-        plog.on_append.append(lambda: self.wake(topic_id, partition))
+    def _log_of(self, topic_id: uuid.UUID, partition: int) -> Any:
+        topic = self.broker.image.topic_by_id(topic_id)
+        return None if topic is None else self.broker.partition(topic.name, partition)
 
     def wake(self, topic_id: uuid.UUID, partition: int) -> None:
-        """Something changed there (an append, an ack, a release, a lock expiry)."""
-        waiters = self._waiters.pop((topic_id, partition), None)
-        for fut in waiters or ():
-            if not fut.done():
-                fut.set_result(None)
+        """Something changed there that is not an append (an ack, a release, a lock
+        expiry): the waiters on its log return (appends wake them by themselves)."""
+        plog = self._log_of(topic_id, partition)
+        if plog is not None:
+            self.waiters.wake(plog)
 
     async def wait(self, keys: Sequence[tuple[uuid.UUID, int]], timeout_s: float) -> None:
         """Until one of `keys` changes, or `timeout_s` passes."""
         if timeout_s <= 0 or not keys:
             return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        for k in keys:
-            self._waiters.setdefault(k, set()).add(fut)
-        try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
-        except TimeoutError:
-            pass
-        finally:
-            for k in keys:
-                waiters = self._waiters.get(k)
-                if waiters is not None:
-                    waiters.discard(fut)
-                    if not waiters:
-                        self._waiters.pop(k, None)
+        plogs = [p for p in (self._log_of(*k) for k in keys) if p is not None]
+        if not plogs:  # all deleted meanwhile: nothing can wake us
+            await asyncio.sleep(timeout_s)
+            return
+        await self.waiters.wait(plogs, timeout_s)
 
     def unload_idle(self, now_ms: int) -> int:
         """Drop leaders nobody used for a while and that hold no acquired records; their

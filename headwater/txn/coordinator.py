@@ -57,7 +57,7 @@ class TransactionCoordinator:
             {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
             load_delay_ms=self.config.load_delay_ms)
         self.runtime.after_write = self._drive
-        self.runtime.after_load = self._drive
+        self.runtime.subscribe_load(self._drive)
         self._driving = False
         self._again: set[int] = set()
         self._retries: dict[int, asyncio.TimerHandle] = {}

@@ -295,3 +295,31 @@ def test_only_members_of_the_group_get_records(broker, queue):
         assert acquired(a.fetch()) == [(0, 0, 2, 1)]
     finally:
         stranger.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_waiting_fetch_wakes_on_produce_to_a_re_created_topic(broker, topic_name):
+    """A deleted and re-created partition gets a new log object, which may sit where
+    the freed one was (same `id()`): an append to it must still wake a parked
+    ShareFetch. Several rounds, to give an address reuse its chance."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for round_ in range(6):
+        topic_id = make_topic(broker, topic_name)
+        a = Member(broker.port, f"g-{topic_name}-{round_}", "a", topic_id, join=topic_name)
+        try:
+            a.fetch(wait_ms=0)  # loads the share-partition leader
+            timer = threading.Timer(0.5, produce, (broker, topic_name, 1))
+            timer.start()
+            start = time.monotonic()
+            resp = a.fetch(wait_ms=8_000)
+            elapsed = time.monotonic() - start
+            timer.join()
+            assert acquired(resp) == [(0, 0, 0, 1)], round_
+            assert elapsed < 4, (round_, elapsed)  # woken by the append, not the timeout
+        finally:
+            a.close()
+        admin.delete_topics([topic_name])[topic_name].result(15)
+        deadline = time.monotonic() + 10
+        while topic_name in admin.list_topics(timeout=5).topics:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)

@@ -13,7 +13,6 @@ import time
 import pytest
 from kafka.record import MemoryRecords
 
-from headwater.api.long_poll import AppendWaiters
 from headwater.config import LogConfig
 from headwater.log import errors, swap
 from headwater.log.batch import build_batch, decode_records, iter_batches, parse_header
@@ -24,6 +23,7 @@ from headwater.log.partition_log import PartitionLog
 from headwater.log.producer_state import SNAPSHOT_VERSION
 from headwater.log.segment import LogSegment
 from headwater.log.txn_index import ENTRY_SIZE, AbortedTxn
+from headwater.log.waiters import PartitionWaiters
 from tests.unit.log.crash import Crash, clean_until_crash
 
 A, B, C = 100, 200, 300
@@ -611,7 +611,7 @@ def test_marker_wakes_a_parked_fetch(open_log) -> None:
     a.send()
 
     async def park_then_commit() -> float:
-        waiters = AppendWaiters()
+        waiters = PartitionWaiters()
         asyncio.get_running_loop().call_later(0.05, a.end, True)
         start = time.monotonic()
         await waiters.wait([plog], 10)

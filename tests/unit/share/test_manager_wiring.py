@@ -1,0 +1,134 @@
+"""SharePartitionManager built with fakes of what it is given: the persister (share
+coordinator), the group membership (share group configs) and the partition waiters."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+from headwater.log.waiters import PartitionWaiters
+from headwater.share.manager import SharePartitionManager
+
+TID = uuid.uuid4()
+
+
+class FakeLog:
+    def __init__(self, start: int = 3, end: int = 10) -> None:
+        self.on_append: list[Callable[[], None]] = []
+        self.log_start_offset, self.log_end_offset = start, end
+
+    def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
+        return None
+
+    def append(self) -> None:
+        for callback in self.on_append:
+            callback()
+
+
+class FakeBroker:
+    def __init__(self, plog: FakeLog) -> None:
+        self.plog = plog
+        self.config = SimpleNamespace(get=lambda key: None)
+        self.image = SimpleNamespace(
+            topic_by_id=lambda tid: SimpleNamespace(name="t") if tid == TID else None)
+
+    def partition(self, topic: str, partition: int) -> FakeLog | None:
+        return self.plog if (topic, partition) == ("t", 0) else None
+
+    def now_ms(self) -> int:
+        return 1_000_000
+
+
+class FakePersister:
+    def __init__(self) -> None:
+        self.initialized: list[tuple[Any, ...]] = []
+        self.archiving_keys: list[tuple[str, uuid.UUID, int]] = []
+
+    async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                         state_epoch: int, start_offset: int) -> int:
+        self.initialized.append((group_id, topic_id, partition, state_epoch, start_offset))
+        return 0
+
+    async def read(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                   leader_epoch: int) -> tuple[int, None]:
+        return 0, None
+
+    async def write(self, *args: Any) -> int:
+        return 0
+
+    def archiving(self, state_partition: int) -> list[tuple[str, uuid.UUID, int]]:
+        return self.archiving_keys
+
+
+class FakeMembership:
+    def __init__(self, configs: dict[str, dict[str, str]]) -> None:
+        self.configs = configs
+
+    def share_group_config(self, group_id: str) -> dict[str, str]:
+        return self.configs.get(group_id, {})
+
+
+def manager(configs: dict[str, dict[str, str]] | None = None
+            ) -> tuple[SharePartitionManager, FakeLog, FakePersister, PartitionWaiters]:
+    plog, persister, waiters = FakeLog(), FakePersister(), PartitionWaiters()
+    m = SharePartitionManager(FakeBroker(plog), persister,  # type: ignore[arg-type]
+                              FakeMembership(configs or {}), waiters)
+    return m, plog, persister, waiters
+
+
+def test_a_new_share_partition_starts_where_the_groups_config_says() -> None:
+    m, _plog, persister, _w = manager({
+        "early": {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "7"},
+        "late": {}})
+
+    async def scenario() -> None:
+        await m.leader(("early", TID, 0))
+        await m.leader(("late", TID, 0))
+
+    asyncio.run(scenario())
+    assert persister.initialized == [("early", TID, 0, 0, 3), ("late", TID, 0, 0, 10)]
+    assert m.lock_duration_ms("early") == 7
+    assert sorted(key[0] for key, _topic, _part in m.loaded()) == ["early", "late"]
+
+
+def test_recovery_loads_the_share_partitions_the_persister_names() -> None:
+    m, _plog, persister, _w = manager()
+    persister.archiving_keys = [("g", TID, 0)]
+
+    async def scenario() -> None:
+        m.recover_dead_letters(0)
+        for _ in range(10):
+            await asyncio.sleep(0)
+
+    asyncio.run(scenario())
+    assert [key for key, _topic, _part in m.loaded()] == [("g", TID, 0)]
+
+
+def test_a_share_fetch_waiting_wakes_on_append_and_on_wake() -> None:
+    m, plog, _p, waiters = manager()
+
+    async def waited(trigger: Callable[[], None]) -> float:
+        asyncio.get_running_loop().call_later(0.05, trigger)
+        start = time.monotonic()
+        await m.wait([(TID, 0)], 10)
+        return time.monotonic() - start
+
+    assert asyncio.run(waited(plog.append)) < 5
+    assert asyncio.run(waited(lambda: m.wake(TID, 0))) < 5
+    assert waiters.waiting(plog) == 0
+    assert len(plog.on_append) == 1  # the one hook of the shared waiters
+
+
+def test_waiting_on_a_deleted_topic_sleeps_out_its_timeout() -> None:
+    m, _plog, _p, _w = manager()
+
+    async def scenario() -> float:
+        start = time.monotonic()
+        await m.wait([(uuid.uuid4(), 0)], 0.1)
+        return time.monotonic() - start
+
+    assert asyncio.run(scenario()) >= 0.09

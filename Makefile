@@ -51,7 +51,7 @@ rabbitmq:
 
 # Apache Kafka 4.4.0 (broker, tools, Java clients) into .kafka/lib/, kafka-metadata-shell
 # (4.3.1's, the newest served) into .kafka/shell/ and Spark's Kafka connector into
-# .kafka/spark/, as listed in kafka-ref/ (README: "Apache Kafka beside
+# .kafka/spark/, as listed in kafka-ref/ (docs/compatibility.md: "Apache Kafka beside
 # headwater"). The stamp makes a second run a no-op that needs no network.
 KAFKA_STAMP := .kafka/.fetched
 $(KAFKA_STAMP): kafka-ref/pom.xml kafka-ref/kafka/pom.xml kafka-ref/shell/pom.xml \

@@ -76,8 +76,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             try:
                 # A share group: pending-deletion record, state tombstones, then the
                 # group's tombstones below (seed 000; api/share_admin.py).
-                code = await share_admin.delete_group(group_id) \
-                    if share_admin is not None and group_id else None  # type: ignore[attr-defined]
+                code = (await share_admin.delete_group(group_id)  # type: ignore[attr-defined]  # api_state values are objects (issue 22 item 1)
+                        if share_admin is not None and group_id else None)
                 if not code:
                     code = groups().write(group_id,
                                           lambda s, now, g=group_id: s.delete_group(g))

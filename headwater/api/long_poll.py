@@ -43,7 +43,7 @@ class AppendWaiters:
             key = id(plog)
             keys.append(key)
             self._waiting.setdefault(key, set()).add(fut)
-        handle = loop.call_later(timeout_s, lambda: fut.done() or fut.set_result(None))
+        handle = loop.call_later(timeout_s, lambda: fut.done() or fut.set_result(None))  # type: ignore[func-returns-value]  # `or` runs it only when not done
         try:
             await fut
         finally:

@@ -156,7 +156,9 @@ class SharePartitionManager:
         """A __share_group_state partition loaded: share-partitions left with ARCHIVING
         records are loaded now (which writes their dead letters), not at their next
         fetch, so a restart finishes them even if no consumer comes back."""
-        for key in self.broker.share_coordinator.archiving(state_partition):
+        coordinator = self.broker.share_coordinator
+        assert coordinator is not None  # it is what calls this hook
+        for key in coordinator.archiving(state_partition):
             task = asyncio.get_running_loop().create_task(self._load_quietly(key))
             self._recovering.add(task)
             task.add_done_callback(self._recovering.discard)
@@ -206,6 +208,7 @@ class SharePartitionManager:
         topic = self._topic_name(topic_id)
         plog = self._plog(topic, partition)
         coordinator = self.broker.share_coordinator
+        assert coordinator is not None  # built with the share-partition manager
         config = self.partition_config(group_id)
         cfg = self.group_config(group_id)
         code, snapshot = await coordinator.read(group_id, topic_id, partition, 0)
@@ -243,7 +246,9 @@ class SharePartitionManager:
         if outcome.write is None:
             return
         group_id, topic_id, partition = leader.key
-        code = await self.broker.share_coordinator.write(
+        coordinator = self.broker.share_coordinator
+        assert coordinator is not None  # built with the share-partition manager
+        code = await coordinator.write(
             group_id, topic_id, partition, outcome.write, leader.part.leader_epoch)
         if code != 0:
             leader.part.rollback(outcome)
@@ -378,10 +383,10 @@ class SharePartitionManager:
                 open_aborts.discard(h.producer_id)
                 continue
             if committed and h.is_transactional:
-                firsts = aborted.get(h.producer_id)
-                while firsts and firsts[0] <= h.base_offset:
+                pending = aborted.get(h.producer_id)
+                while pending and pending[0] <= h.base_offset:
                     open_aborts.add(h.producer_id)
-                    firsts.pop(0)
+                    pending.pop(0)
                 if h.producer_id in open_aborts:
                     skip.append(span)
         return batches, skip

@@ -1,4 +1,5 @@
-# headwater: `make run` starts a single-node broker, `make test` runs the whole suite.
+# headwater: `make run` starts a single-node broker, `make lint` checks style, types and
+# layers, `make test` runs the lint and then the whole suite.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -70,11 +71,17 @@ kafka: java $(KAFKA_STAMP)
 run: $(STAMP)
 	$(BIN)/headwater serve --listen 127.0.0.1:9092 --data-dir ./data
 
+# The lint runs first: a layer broken or a type wrong fails the suite before it starts.
 test: $(STAMP) java kcat kafka
+	$(MAKE) --no-print-directory lint
 	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow" tests
 
+# ruff, mypy (strict on coordinator, group, share, txn, metadata, log) and import-linter's
+# layer contracts; all three configured in pyproject.toml.
 lint: $(STAMP)
 	$(BIN)/ruff check headwater pyspark_headwater tests bench examples
+	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
 
 # headwater, Apache Kafka 4.4.0 and Tansu with librdkafka; Kafka's own perf tools against
 # headwater and Kafka; format("headwater") against Spark's format("kafka") (bench/README.md).

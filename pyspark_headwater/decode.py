@@ -177,6 +177,21 @@ class ColumnBuilder:
     RecordBatch in the source schema (key, value, topic, partition, offset, timestamp,
     timestampType [, headers])."""
 
+    # Set in __init__ with setattr from _ROW_ARRAYS, _HEADER_ROW_ARRAYS, _HEADER_ARRAYS.
+    offsets: np.ndarray
+    stamps: np.ndarray
+    types: np.ndarray
+    key_ends: np.ndarray
+    key_valid: np.ndarray
+    value_ends: np.ndarray
+    value_valid: np.ndarray
+    header_ends: np.ndarray
+    hkey_ends: np.ndarray
+    hvalue_ends: np.ndarray
+    hvalue_valid: np.ndarray
+    hkey_data: np.ndarray
+    hvalue_data: np.ndarray
+
     def __init__(self, schema: pa.Schema, topic: str, partition: int, headers: bool,
                  rows_hint: int = 65536, bytes_hint: int = 8 << 20) -> None:
         self.schema = schema

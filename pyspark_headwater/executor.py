@@ -30,6 +30,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -81,7 +82,7 @@ class RangePartition(InputPartition):
 _consumers: dict[tuple[tuple[str, str], ...], Consumer] = {}
 
 
-def consumer_config(opts: SourceOptions) -> dict[str, object]:
+def consumer_config(opts: SourceOptions) -> dict[str, Any]:
     return {
         **_PERF_DEFAULTS,
         **opts.client_config,
@@ -114,11 +115,12 @@ def _binary(items: list[bytes | None], n: int) -> pa.Array:
         mask = np.fromiter((x is not None for x in items), dtype=bool, count=n)
         validity = pa.py_buffer(np.packbits(mask, bitorder="little"))
         items = [b"" if x is None else x for x in items]
+    present = cast("list[bytes]", items)  # no None left
     offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=n), out=offsets[1:])
+    np.cumsum(np.fromiter(map(len, present), dtype=np.int64, count=n), out=offsets[1:])
     if offsets[-1] > _INT32_MAX:  # only for >2 GiB per chunk: let Arrow pick its layout
-        return pa.array(items, pa.large_binary()).cast(pa.binary())
-    data = b"".join(items)
+        return pa.array(present, pa.large_binary()).cast(pa.binary())
+    data = b"".join(present)
     return pa.Array.from_buffers(pa.binary(), n, [validity,
                                                   pa.py_buffer(offsets.astype(np.int32)),
                                                   pa.py_buffer(data)], null_count=nulls)
@@ -159,7 +161,7 @@ class _BatchBuilder:
             return
         first, last = msgs[0].offset(), msgs[-1].offset()
         if last - first + 1 == n:  # no gaps (the usual case): offsets need no Python work
-            self.segments.append((first, n))
+            self.segments.append((first, n))  # type: ignore[arg-type]  # offset() of a consumed message is an int
         else:  # gaps from compaction, control records or aborted transactions
             self.segments.append(np.fromiter(map(Message.offset, msgs), np.int64, count=n))
         self.keys += map(Message.key, msgs)

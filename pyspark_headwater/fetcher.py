@@ -108,7 +108,7 @@ class _Connection:
         frame = self._read(size)
         if _SIZE.unpack_from(frame, 0)[0] != correlation:
             raise ConnectionError("response out of order")
-        result = entity_reader(response_type)(memoryview(frame).toreadonly(), 4)
+        result: Any = entity_reader(response_type)(memoryview(frame).toreadonly(), 4)
         return result[0] if isinstance(result, tuple) else result
 
     def _read(self, n: int) -> bytearray:
@@ -417,6 +417,7 @@ class _PartitionReader:
         if code != ErrorCode.none:
             raise FetchError(f"fetch of {self.topic}-{self.partition} at offset {pos} "
                              f"failed: {code.name}")
+        assert part is not None  # no partition comes with the response's error code
         data = part.records or b""
         aborted = [(a.producer_id, a.first_offset) for a in part.aborted_transactions or ()]
         walked = walk_batches(memoryview(data), pos, self.read_committed, aborted)

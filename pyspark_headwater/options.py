@@ -217,13 +217,13 @@ def _offset_spec(opts: Mapping[str, str], ts_key: str, by_ts_key: str, off_key: 
         return OffsetSpec("timestamps",
                           offsets=parse_partition_numbers(opts[by_ts_key],
                                                           SOURCE_OPTIONS[by_ts_key]))
-    raw = opts.get(off_key)
-    if raw is None:
+    given = opts.get(off_key)
+    if given is None:
         return OffsetSpec(default)
-    word = raw.strip().lower()
+    word = given.strip().lower()
     if word in ("earliest", "latest"):
         return OffsetSpec(word)
-    return OffsetSpec("offsets", offsets=parse_partition_numbers(raw, SOURCE_OPTIONS[off_key]))
+    return OffsetSpec("offsets", offsets=parse_partition_numbers(given, SOURCE_OPTIONS[off_key]))
 
 
 @dataclass(frozen=True)
@@ -253,7 +253,7 @@ class SourceOptions:
     kafka: tuple[tuple[str, str], ...] = ()  # kafka.* pass-through (prefix removed)
 
     @property
-    def client_config(self) -> dict[str, str]:
+    def client_config(self) -> dict[str, str | int | float | bool]:  # confluent-kafka's config type
         """Pass-through client properties (``kafka.`` stripped), bootstrap included."""
         return {**dict(self.kafka), "bootstrap.servers": self.bootstrap}
 
@@ -485,7 +485,7 @@ class SinkOptions:
     kafka: tuple[tuple[str, str], ...] = ()
 
     @property
-    def client_config(self) -> dict[str, str]:
+    def client_config(self) -> dict[str, str | int | float | bool]:  # confluent-kafka's config type
         return {**dict(self.kafka), "bootstrap.servers": self.bootstrap}
 
 

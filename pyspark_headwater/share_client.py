@@ -99,7 +99,7 @@ class _Conn:
         frame = self._read(size)
         if _SIZE.unpack_from(frame, 0)[0] != self.correlation:
             raise ConnectionError("response out of order")
-        result = entity_reader(response_type)(memoryview(frame).toreadonly(), 5)
+        result: Any = entity_reader(response_type)(memoryview(frame).toreadonly(), 5)
         return result[0] if isinstance(result, tuple) else result
 
     def _read(self, n: int) -> bytearray:

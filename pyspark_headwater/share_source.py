@@ -315,8 +315,8 @@ class HeadwaterShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         run acquired them, remember them as done until the broker redelivers them)."""
         if not self._loaded:
             now = time.monotonic()
-            for tp, rs in desc.done.items():
-                self._done.setdefault(tp, []).extend((lo, hi, now) for lo, hi in rs)
+            for tp, done_ranges in desc.done.items():
+                self._done.setdefault(tp, []).extend((lo, hi, now) for lo, hi in done_ranges)
             self._loaded = True
         if desc.seq <= self._settled:
             return
@@ -335,8 +335,8 @@ class HeadwaterShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         else:
             late = desc.acquired
         now = time.monotonic()
-        for tp, rs in late.items():
-            self._done.setdefault(tp, []).extend((f, last, now) for f, last, _ in rs)
+        for tp, late_ranges in late.items():
+            self._done.setdefault(tp, []).extend((f, last, now) for f, last, _ in late_ranges)
         self._settled = desc.seq
         self._prune_done()
 

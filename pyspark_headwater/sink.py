@@ -37,6 +37,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 import pyarrow as pa
@@ -336,7 +337,7 @@ def input_complete() -> bool | None:
     ``pyspark.worker.main`` up the stack) and peek at it without consuming anything.
     Returns None when the worker does not look like that (another PySpark layout).
     """
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "main" and "infile" in frame.f_locals \
                 and frame.f_code.co_filename.endswith("worker.py"):

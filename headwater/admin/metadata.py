@@ -18,7 +18,7 @@ import argparse
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..log.batch import iter_batches
 from ..metadata import snapshot
@@ -39,7 +39,7 @@ def _directory(args: argparse.Namespace) -> Path:
 
 
 def _summary(item: object) -> str:
-    fields = dataclasses.asdict(item) if dataclasses.is_dataclass(item) else {}
+    fields = dataclasses.asdict(cast(Any, item)) if dataclasses.is_dataclass(item) else {}
     parts = []
     for key, value in fields.items():
         if isinstance(value, (list, tuple)) and len(value) > 4:
@@ -103,10 +103,10 @@ def cmd_image(args: argparse.Namespace) -> str:
     for name, level in sorted(features.items()):
         rows.append(("feature", name, str(level)))
     rows.append(("producer-ids", "next block", str(image.next_producer_id)))
-    for entity, values in sorted(image.client_quotas.items(), key=str):
+    for entity, quota in sorted(image.client_quotas.items(), key=str):
         who = ",".join(f"{t}={n if n is not None else '<default>'}" for t, n in entity)
-        for key, value in sorted(values.items()):
-            rows.append(("quota", who, f"{key}={value}"))
+        for quota_key, limit in sorted(quota.items()):
+            rows.append(("quota", who, f"{quota_key}={limit}"))
     for user, mechanism in sorted(image.scram):
         rec = image.scram[(user, mechanism)]
         name = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}.get(mechanism, str(mechanism))

@@ -65,14 +65,14 @@ def cmd_describe(args: argparse.Namespace) -> str:
             return emit(["GROUP", "STATE", "#MEMBERS", "GROUP-EPOCH", "ASSIGNMENT-EPOCH"],
                         rows, args.json)
         if args.members:
-            rows = []
+            member_rows = []
             for m in g.members:
                 assigned = ",".join(f"{tp.topic_name}:{','.join(map(str, tp.partitions))}"
                                     for tp in m.assignment.topic_partitions)
-                rows.append((g.group_id, m.member_id, m.client_host, m.client_id,
-                             m.member_epoch, assigned))
+                member_rows.append((g.group_id, m.member_id, m.client_host, m.client_id,
+                                    m.member_epoch, assigned))
             return emit(["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "MEMBER-EPOCH",
-                         "ASSIGNMENT"], rows, args.json)
+                         "ASSIGNMENT"], member_rows, args.json)
         offsets = _offsets(client, args.group)
     finally:
         client.close()

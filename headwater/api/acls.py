@@ -93,6 +93,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     b.principal, b.host, b.operation, b.permission))
             results.append({"error_code": NONE, "error_message": ""})  # as Kafka
         if records:
+            assert broker.controller is not None
             broker.controller.commit(records)
         return {"throttle_time": 0, "results": results}
 
@@ -121,6 +122,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 {"error_code": NONE, "error_message": None, **_binding_dict(b)}
                 for _id, b in matched]})
         if removed:
+            assert broker.controller is not None
             broker.controller.commit([R.RemoveAccessControlEntryRecord(i) for i in removed])
         return {"throttle_time": 0, "filter_results": results}
 

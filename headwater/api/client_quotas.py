@@ -38,13 +38,14 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                         for op in entry.ops))
                        for entry in req.entries]
         if broker.access.denies(ctx, A.ALTER_CONFIGS, A.CLUSTER, A.CLUSTER_NAME):
-            results = [(CLUSTER_AUTHORIZATION_FAILED, None)] * len(alterations)
+            results: list[tuple[int, str | None]] = [(CLUSTER_AUTHORIZATION_FAILED, None)] * len(alterations)
             return {"throttle_time": 0, "entries": [
                 {"error_code": code, "error_message": message,
                  "entity": [{"entity_type": t, "entity_name": n} for t, n in alt.entity]}
                 for alt, (code, message) in zip(alterations, results, strict=True)]}
         records, results = alter(broker.image.client_quotas, alterations)
         if not req.validate_only:
+            assert broker.controller is not None
             broker.controller.commit(records)
         return {"throttle_time": 0, "entries": [
             {"error_code": code, "error_message": message,

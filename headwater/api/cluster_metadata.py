@@ -65,9 +65,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     "partitions": ()}
 
         if requested is None or (ctx.api_version == 0 and not requested):
-            for topic in image.topics_by_name.values():
-                if not hidden(topic.name):  # as Kafka: unauthorized topics are left out
-                    topics_out.append(topic_entry(broker, topic))
+            for listed in image.topics_by_name.values():
+                if not hidden(listed.name):  # as Kafka: unauthorized topics are left out
+                    topics_out.append(topic_entry(broker, listed))
         else:
             auto = (broker.config.get_bool("auto.create.topics.enable")
                     and getattr(req, "allow_auto_topic_creation", True))

@@ -45,7 +45,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def read_partition(name: str | None, index: int, cached: CachedPartition,
                        budget: int, isolation: int, missing_code: int) -> tuple[dict, int]:
         plog = broker.partition(name, index) if name is not None else None
-        base = {"partition_index": index, "preferred_read_replica": -1,
+        base: dict[str, Any] = {"partition_index": index, "preferred_read_replica": -1,
                 "aborted_transactions": [] if isolation == READ_COMMITTED else None}
         if plog is None:
             return {**base, "error_code": missing_code, "high_watermark": -1,
@@ -111,7 +111,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             name, _tid, _ = resolve_topic(getattr(t, "topic", None),
                                           getattr(t, "topic_id", None))
             for index in t.partitions:
-                wanted.pop((name, index), None)
+                wanted.pop((name, index), None)  # type: ignore[arg-type]  # an unresolved name is never a key
 
         if broker.access.enabled:
             # READ on every topic read, those an incremental session kept from earlier

@@ -65,6 +65,7 @@ class FetchSessionCache:
             if session_id:
                 self._sessions.pop(session_id, None)
             return None, True
+        session: FetchSession | None
         if epoch == INITIAL_EPOCH:
             if session_id:
                 self._sessions.pop(session_id, None)

@@ -45,6 +45,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             timeout_ms = int(timeout.total_seconds() * 1000) if hasattr(
                 timeout, "total_seconds") else int(timeout)
             expected = (pid, epoch) if pid >= 0 else None
+            error: int
             if broker.transactions is None:
                 error, pid, epoch = E.coordinator_not_available, -1, -1
             else:

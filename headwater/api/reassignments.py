@@ -97,6 +97,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         for d in req.dirs:
             # (a NUL byte is no path: resolve() would raise)
             here = "\0" not in d.path and Path(d.path).resolve() == broker.data_dir
+            code: int
             for t in d.topics:
                 topic = image.topic(t.name)
                 indexes = {p.partition_id for p in topic.partitions} if topic else set()

@@ -76,7 +76,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         users = sorted({u for u, _m in scram}) if not req.users else [
             u.name for u in req.users]
         counts = Counter(users)
-        results = []
+        results: list[dict[str, Any]] = []
         for user in dict.fromkeys(users):
             infos = [{"mechanism": m, "iterations": rec.iterations}
                      for (u, m), rec in sorted(scram.items()) if u == user]
@@ -140,6 +140,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     u.name, u.mechanism, cred.salt, cred.stored_key, cred.server_key,
                     cred.iterations))
         records = [r for r in records if r.name not in errors]  # type: ignore[attr-defined]
+        assert broker.controller is not None
         broker.controller.commit(records)
         return {"throttle_time": 0, "results": [
             {"user": user, "error_code": errors.get(user, (0, None))[0],

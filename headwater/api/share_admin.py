@@ -99,6 +99,7 @@ class ShareAdmin:
                 else:
                     wanted.append((topic.topic_id, name, list(ps)))
         coordinator = self.broker.share_coordinator
+        assert coordinator is not None  # built with the share-partition manager
         out = []
         for t, name, ps in wanted:
             rows = []
@@ -130,6 +131,7 @@ class ShareAdmin:
         except NotReady as exc:
             return exc.code, None, []
         coordinator = self.broker.share_coordinator
+        assert coordinator is not None  # built with the share-partition manager
         by_id = {row.topic_id: row for row in plan.rows}
         for t, p, offset in plan.initialize:
             summary = await coordinator.read_summary(group_id, t, p)
@@ -150,6 +152,7 @@ class ShareAdmin:
             logging.shutdown()
             os._exit(1)
         coordinator = self.broker.share_coordinator
+        assert coordinator is not None  # built with the share-partition manager
         errors: dict[uuid.UUID, int] = {}
         for t, ps in plan.items():
             errors[t] = 0

@@ -138,7 +138,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return out
 
     # ---- ShareFetch ------------------------------------------------------------------
-    async def share_fetch(ctx: RequestContext, req: Any) -> dict:
+    async def share_fetch(ctx: RequestContext, req: Any) -> dict[str, Any] | list[bytes | bytearray]:
         group_id, member_id, epoch = req.group_id, req.member_id, req.share_session_epoch
         bad = check_ids(ctx, req)
         if bad is not None:
@@ -255,7 +255,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return share_fetch_response(0, None, lock_ms, by_topic.items(), throttle_ms)
 
     # ---- ShareAcknowledge ------------------------------------------------------------
-    async def share_acknowledge(ctx: RequestContext, req: Any) -> dict:
+    async def share_acknowledge(ctx: RequestContext, req: Any
+                                ) -> dict[str, Any] | list[bytes | bytearray]:
         group_id, member_id, epoch = req.group_id, req.member_id, req.share_session_epoch
         bad = check_ids(ctx, req)
         if bad is not None:

@@ -248,7 +248,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                         parts.append({"partition_index": p,
                                       "error_code": E.cluster_authorization_failed})
                         continue
-                    code = call(lambda m=marker, t=t, p=p: coordinator().write_marker(
+                    code = call(lambda m=marker, t=t, p=p: coordinator().write_marker(  # type: ignore[misc]  # defaults bind the loop variables
                         t.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
                         m.coordinator_epoch, getattr(m, "transaction_version", 0)))
                     parts.append({"partition_index": p, "error_code": code})

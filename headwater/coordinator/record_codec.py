@@ -120,16 +120,16 @@ def _read(buf: bytes, pos: int, schema: Schema) -> tuple[dict[str, Any], int]:
             elif kind in ("[string]", "[int32]"):
                 (n,) = _I32.unpack_from(buf, pos)
                 pos += 4
-                items = []
+                values: list[Any] = []
                 for _ in range(max(n, 0)):
                     if kind == "[int32]":
-                        items.append(_I32.unpack_from(buf, pos)[0])
+                        values.append(_I32.unpack_from(buf, pos)[0])
                         pos += 4
                     else:
                         (ln,) = _I16.unpack_from(buf, pos)
-                        items.append(bytes(buf[pos + 2:pos + 2 + ln]).decode())
+                        values.append(bytes(buf[pos + 2:pos + 2 + ln]).decode())
                         pos += 2 + ln
-                out[name] = items
+                out[name] = values
             else:
                 raise CodecError(f"unknown field type {kind!r}")
     except struct.error as exc:

@@ -24,10 +24,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from ..log.batch import build_batch, decode_records, iter_batches
+from ..log.batch import BatchRecord, build_batch, decode_records, iter_batches
 from ..log.control import parse_marker
 from ..log.errors import LogError
 from .hashing import partition_for
@@ -207,7 +207,7 @@ class CoordinatorRuntime:
         except Exception:
             log.exception("hook on %s-%d failed", self.topic, partition)
 
-    def _scan(self, partition: int):
+    def _scan(self, partition: int) -> Iterator[tuple[int, int, int, Any]]:
         """(offset, producer id, epoch, record) per record; for a transaction marker the
         record is a bool, True for COMMIT."""
         plog = self._log(partition)
@@ -300,7 +300,7 @@ class CoordinatorRuntime:
     def append(self, partition: int, shard: Shard, records: list[CoordinatorRecord],
                now: int, producer_id: int = -1, producer_epoch: int = -1,
                transactional: bool = False) -> None:
-        entries = []
+        entries: list[BatchRecord] = []
         for record in records:
             key, value = self.codec.encode(record)
             entries.append((key, value, [], now))

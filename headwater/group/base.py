@@ -59,7 +59,7 @@ class GroupsOfType(Generic[G]):
     interval of a group (its `<prefix>.session.timeout.ms` / `.heartbeat.interval.ms`
     override, else the broker's `group.<prefix>.*` default)."""
 
-    group_class: type
+    group_class: type[G]
     config_prefix: str  # "consumer" or "share"
 
     def __init__(self, shard: Any) -> None:

@@ -40,12 +40,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..coordinator.record_codec import CoordinatorRecord
-from ..coordinator.runtime import Result
+from ..coordinator.runtime import Result, Timer
 from . import records as R
 from .classic_member import CONSUMER_PROTOCOL_TYPE, ClassicMember, Responder, subscribed_topics
 from .classic_state import CAN_REBALANCE, State, check_transition
 
 if TYPE_CHECKING:
+    from .config import GroupConfig
     from .shard import GroupShard
 
 log = logging.getLogger("headwater.group.classic")
@@ -431,11 +432,11 @@ class ClassicGroupManager:
         self.new_member_id: Callable[[str], str] = lambda prefix: f"{prefix}-{uuid.uuid4()}"
 
     @property
-    def config(self):
+    def config(self) -> GroupConfig:
         return self.shard.config
 
     @property
-    def timer(self):
+    def timer(self) -> Timer:
         return self.shard.timer
 
     def group(self, group_id: str) -> ClassicGroup | None:

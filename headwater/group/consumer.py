@@ -167,7 +167,8 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
 
     @property
     def default_assignor(self) -> str:
-        return self.shard.config.consumer_assignors[0]
+        assignor: str = self.shard.config.consumer_assignors[0]
+        return assignor
 
     # ---- replay --------------------------------------------------------------------
     def replay(self, record: CoordinatorRecord) -> None:

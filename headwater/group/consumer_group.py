@@ -75,7 +75,7 @@ class ConsumerGroupMember:
     def member_epoch(self) -> int:
         return self.current.member_epoch
 
-    def metadata(self) -> tuple:
+    def metadata(self) -> tuple[Any, ...]:
         """The record-5 part, for change detection."""
         return (self.instance_id, self.rack_id, self.client_id, self.client_host,
                 self.subscribed_topic_names, self.subscribed_topic_regex,
@@ -193,7 +193,8 @@ def metadata_hash(topic_names: Iterable[str], image: MetadataImage) -> int:
                  + struct.pack(">i", len(topic.partitions)))
     if not found:
         return 0
-    return struct.unpack(">q", h.digest())[0]
+    value: int = struct.unpack(">q", h.digest())[0]
+    return value
 
 
 # ---- the group -----------------------------------------------------------------------
@@ -441,7 +442,7 @@ class ConsumerGroup:
                 "authorized_operations": ALL_GROUP_OPERATIONS if include_operations
                 else INT32_MIN}
 
-    def snapshot(self) -> tuple:
+    def snapshot(self) -> tuple[Any, ...]:
         """Everything replay builds, for comparing a live group with a replayed one."""
         return (self.group_id, self.group_epoch, self.metadata_hash, self.assignment_epoch,
                 dict(sorted(self.members.items())), dict(sorted(self.static_members.items())),

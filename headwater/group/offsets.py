@@ -188,7 +188,7 @@ class OffsetManager:
 
     def fetch(self, group_id: str, member_id: str | None, member_epoch: int,
               topics: list[tuple[str, list[int]]] | None, require_stable: bool = False
-              ) -> tuple[int, dict[str, dict]]:
+              ) -> tuple[int, dict[str, dict[int, CommittedOffset | int | None]]]:
         """(group error, {topic: {partition: CommittedOffset | None}}); with
         `require_stable`, a partition with a pending transactional offset maps to the
         error UNSTABLE_OFFSET_COMMIT (an int) instead."""
@@ -277,7 +277,8 @@ def as_fetch_entry(partition: int, committed: CommittedOffset | None | int, erro
                    ) -> dict[str, Any]:
     """An OffsetFetch partition entry; `committed` may be an error code (see `fetch`)."""
     if isinstance(committed, int):
-        committed, error = None, committed
+        error = committed
+        committed = None
     if committed is None:
         return {"partition_index": partition, "committed_offset": -1,
                 "committed_leader_epoch": -1, "metadata": "", "error_code": error}

@@ -88,7 +88,7 @@ class GroupShard:
         """An offsets-only group (simple/admin commits) is an Empty classic group."""
         self.classic.create_empty(group_id)
 
-    def list_groups(self, states: set[str] | None, types: set[str] | None) -> list[dict]:
+    def list_groups(self, states: set[str] | None, types: set[str] | None) -> list[dict[str, Any]]:
         out = []
         for group in self.groups.values():
             state = group.state_name()

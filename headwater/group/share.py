@@ -366,7 +366,7 @@ class ShareGroupManager(GroupsOfType[ShareGroup]):
         member's target is empty (the first assignment of an empty group is pending)."""
         g = group.group_id
         if empty:
-            targets = {m.member_id: EMPTY for m in members}
+            targets: dict[str, Assignment] = {m.member_id: EMPTY for m in members}
             for mid in sorted(targets):
                 if mid not in group.target or dict(group.target[mid]):
                     records.append(target_member_record(g, mid, EMPTY))
@@ -388,7 +388,7 @@ class ShareGroupManager(GroupsOfType[ShareGroup]):
                     names[topic.topic_id] = name
             subscriptions[m.member_id] = frozenset(ids)
         computed = share_assignor.assign(subscriptions, counts, group.target)
-        targets: dict[str, Assignment] = {}
+        targets = {}
         for mid in sorted(computed):
             new_target = computed[mid]
             if mid not in group.target or dict(new_target) != dict(group.target[mid]):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..coordinator.runtime import Result
 from .share_group import ShareGroup, group_epoch_record, state_partitions_record
@@ -93,7 +93,7 @@ def empty_share_group(shard: GroupShard, group_id: str, create: bool = False) ->
 
 
 def _record(group: ShareGroup, initialized: dict[uuid.UUID, frozenset[int]],
-            names: dict[uuid.UUID, str], deleting: dict[uuid.UUID, str]) -> list:
+            names: dict[uuid.UUID, str], deleting: dict[uuid.UUID, str]) -> list[Any]:
     if initialized == group.initialized and deleting == group.deleting:
         return []
     return [state_partitions_record(group.group_id, initialized, names, deleting)]

@@ -61,7 +61,7 @@ class ShareGroupMember:
     previous_member_epoch: int = 0
     assigned: Assignment = field(default_factory=lambda: EMPTY)
 
-    def metadata(self) -> tuple:
+    def metadata(self) -> tuple[Any, ...]:
         return (self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names)
 
 
@@ -276,7 +276,7 @@ class ShareGroup:
                 "authorized_operations": SHARE_GROUP_OPERATIONS if include_operations
                 else INT32_MIN}
 
-    def snapshot(self) -> tuple:
+    def snapshot(self) -> tuple[Any, ...]:
         """Everything replay builds, for comparing a live group with a replayed one."""
         return (self.group_id, self.group_epoch, self.metadata_hash, self.assignment_epoch,
                 dict(sorted(self.members.items())),

@@ -476,8 +476,12 @@ def _encode_field(out: bytearray, data: bytes | None) -> None:
         out += data
 
 
+# One record for build_batch: key, value, headers, timestamp.
+BatchRecord = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int]
+
+
 def build_batch(
-    records: Sequence[tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int]],
+    records: Sequence[BatchRecord],
     base_offset: int = 0,
     compression: int = 0,
     producer_id: int = -1,

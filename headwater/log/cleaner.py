@@ -401,7 +401,7 @@ def _write_all(fd: int, data: Buffer) -> None:
         view = view[os.write(fd, view):]
 
 
-def _write_index(index: OffsetIndex | TimeIndex, keys: array, values: array) -> None:
+def _write_index(index: OffsetIndex | TimeIndex, keys: array[int], values: array[int]) -> None:
     try:
         index.replace(keys, values)
         index.flush()

@@ -50,7 +50,7 @@ class _PairIndex:
         self.keys.append(key)
         self.values.append(value)
 
-    def replace(self, keys: array, values: array) -> None:
+    def replace(self, keys: array[int], values: array[int]) -> None:
         """Rewrite the whole index (recovery) with one write."""
         pairs = array(self.TYPECODE, bytes(self._entry_size * len(keys)))
         pairs[0::2] = keys

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import BrokerConfig, ConfigError, validate_topic_config
-from ..log.batch import batches_end_offset, build_batch
+from ..log.batch import BatchRecord, batches_end_offset, build_batch
 from ..log.errors import LogError
 from ..log.partition_log import PartitionLog
 from . import faults, snapshot
@@ -237,7 +237,7 @@ class Controller:
                  snapshot_id.name, self.log.log_start_offset)
 
     # ---- committing ----------------------------------------------------------------
-    def _write(self, records: list[object]) -> int:
+    def _write(self, records: Sequence[object]) -> int:
         """Append `records` (a metadata transaction when they need several batches) and
         fsync; the offset of the last. If an append fails once the BeginTransaction batch
         is in the log, an AbortTransactionRecord is written before anything else, so
@@ -273,8 +273,8 @@ class Controller:
         self._open_transaction = False
         return last
 
-    def _append(self, chunk: list[object], now: int) -> int:
-        entries = []
+    def _append(self, chunk: Sequence[object], now: int) -> int:
+        entries: list[BatchRecord] = []
         for rec in chunk:
             key, value = R.encode(rec)
             entries.append((key, value, [], now))
@@ -300,7 +300,7 @@ class Controller:
         self._abort_reason = None
         self._open_transaction = False
 
-    def commit(self, records: list[object]) -> None:
+    def commit(self, records: Sequence[object]) -> None:
         if not records:
             return
         last = self._write(records)

@@ -14,9 +14,17 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
-from ..log.batch import build_batch, decode_records, iter_batches, set_base_offset
+from ..log.batch import (
+    BatchRecord,
+    Record,
+    build_batch,
+    decode_records,
+    iter_batches,
+    set_base_offset,
+)
 from ..log.swap import fsync_dir
 from . import kraft
 from . import records as R
@@ -32,7 +40,7 @@ def _segments(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.log"))
 
 
-def _batches(directory: Path):  # noqa: ANN202  (an iterator of record lists)
+def _batches(directory: Path) -> Iterator[list[Record]]:
     for segment in _segments(directory):
         data = segment.read_bytes()
         for pos, header in iter_batches(data):
@@ -67,7 +75,7 @@ def convert_json_log(directory: Path) -> int:
     first = [R.FeatureLevelRecord("metadata.version", R.METADATA_VERSION)]
     with open(building / SEGMENT, "wb") as out:
         for records in _batches(directory):
-            entries = []
+            entries: list[BatchRecord] = []
             for item in first:
                 entries.append((*R.encode(item), [], records[0].timestamp if records else 0))
             first = []

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any
 
 from ..security.acl import AclBinding
 from .records import (
@@ -31,7 +32,7 @@ BROKER_RESOURCE = 4
 GROUP_RESOURCE = 32
 CLIENT_METRICS_RESOURCE = 16  # KIP-714 subscriptions (headwater/client_metrics.py)
 
-_EMPTY: Mapping = MappingProxyType({})
+_EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +91,10 @@ class MetadataImage:
         by_id = dict(self.topics_by_id)
         configs = {k: dict(v) for k, v in self.configs.items()}
         next_pid = self.next_producer_id
-        quotas: dict | None = None
-        scram: dict | None = None
-        acls: dict | None = None
-        features: dict | None = None
+        quotas: dict[Any, Any] | None = None
+        scram: dict[Any, Any] | None = None
+        acls: dict[Any, Any] | None = None
+        features: dict[Any, Any] | None = None
         # Partitions of the topics these records change, materialized once at the end: a
         # topic's tuple rebuilt per PartitionRecord made a big topic quadratic to load.
         changed: dict[uuid.UUID, list[PartitionImage]] = {}
@@ -129,10 +130,10 @@ class MetadataImage:
             elif isinstance(rec, RemoveTopicRecord):
                 tid = uuid.UUID(rec.topic_id)
                 changed.pop(tid, None)
-                topic = by_id.pop(tid, None)
-                if topic is not None:
-                    by_name.pop(topic.name, None)
-                    configs.pop((TOPIC_RESOURCE, topic.name), None)
+                removed = by_id.pop(tid, None)
+                if removed is not None:
+                    by_name.pop(removed.name, None)
+                    configs.pop((TOPIC_RESOURCE, removed.name), None)
             elif isinstance(rec, ProducerIdsRecord):
                 next_pid = max(next_pid, rec.next_producer_id)
             elif isinstance(rec, UserScramCredentialRecord):
@@ -171,7 +172,7 @@ class MetadataImage:
             features=self.features if features is None else MappingProxyType(features))
 
 
-def _apply_quota(quotas: dict, rec: ClientQuotaRecord) -> None:
+def _apply_quota(quotas: dict[Any, Any], rec: ClientQuotaRecord) -> None:
     values = quotas.setdefault(rec.entity, {})
     if rec.remove:
         values.pop(rec.key, None)

@@ -14,6 +14,7 @@ replicas, directories, ELR); they are written with their defaults and skipped on
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid
 from collections.abc import Callable
@@ -88,19 +89,24 @@ class _Reader:
         return value
 
     def int8(self) -> int:
-        return _I8.unpack(self._take(1))[0]
+        value: int = _I8.unpack(self._take(1))[0]
+        return value
 
     def int16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
+        value: int = _I16.unpack(self._take(2))[0]
+        return value
 
     def int32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
+        value: int = _I32.unpack(self._take(4))[0]
+        return value
 
     def int64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
+        value: int = _I64.unpack(self._take(8))[0]
+        return value
 
     def float64(self) -> float:
-        return _F64.unpack(self._take(8))[0]
+        value: float = _F64.unpack(self._take(8))[0]
+        return value
 
     def uuid(self) -> str:
         return str(uuid.UUID(bytes=self._take(16)))
@@ -125,8 +131,8 @@ class _Reader:
         if n > 0:
             self._take(16 * (n - 1))
 
-    def tags(self) -> dict[int, bytes]:
-        found = {}
+    def tags(self) -> dict[int, builtins.bytes]:  # `bytes` here is the method above
+        found: dict[int, builtins.bytes] = {}
         for _ in range(self.uvarint()):
             tag = self.uvarint()
             found[tag] = self._take(self.uvarint())

@@ -33,6 +33,7 @@ from ..log.batch import (
     CRC_OFFSET,
     HEADER_SIZE,
     MIN_BATCH_LENGTH,
+    BatchRecord,
     batch_crc,
     build_batch,
     check_header,
@@ -141,7 +142,7 @@ def encode(records: list[object], snapshot_id: SnapshotId, last_timestamp: int,
     offset = 1
     for i in range(0, len(records), RECORDS_PER_BATCH):
         chunk = records[i:i + RECORDS_PER_BATCH]
-        entries = [(*R.encode(rec), [], now_ms) for rec in chunk]
+        entries: list[BatchRecord] = [(*R.encode(rec), [], now_ms) for rec in chunk]
         out += build_batch(entries, base_offset=offset, partition_leader_epoch=snapshot_id.epoch)
         offset += len(chunk)
     out += _control(SNAPSHOT_FOOTER, _I16.pack(0) + b"\x00", offset, snapshot_id.epoch, now_ms)
@@ -176,6 +177,7 @@ def _control_type(batch: bytes) -> int | None:
     rec = decode_records(batch)[0]  # Kafka's header batch may add KRaftVersion, Voters
     if rec.key is None or len(rec.key) != _CONTROL_KEY.size:
         raise SnapshotError("control record without a valid key")
+    kind: int
     version, kind = _CONTROL_KEY.unpack(rec.key)
     if version != 0:
         raise SnapshotError(f"control record key version {version}")

@@ -99,7 +99,7 @@ class ClientQuotas:
                          str(ctx.attrs.get(PRINCIPAL) or ANONYMOUS), ctx.client_id or "",
                          size, self.broker.now_ms())
 
-    def throttle(self, manager: QuotaManager, ctx: RequestContext, size: int) -> int:
+    def throttle(self, manager: QuotaManager, ctx: RequestContext, size: float) -> int:
         """Record `size` bytes for the connection; its throttle time in ms (0: none),
         with the connection muted for that long."""
         quotas = self.broker.image.client_quotas

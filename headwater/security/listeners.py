@@ -61,7 +61,7 @@ def parse(config: BrokerConfig) -> list[Listener]:
         if entry.strip():
             name, host, port = _split(entry)
             advertised[name] = (host, port)
-    out = []
+    out: list[Listener] = []
     for entry in (config.get("listeners") or "PLAINTEXT://127.0.0.1:9092").split(","):
         if not entry.strip():
             continue

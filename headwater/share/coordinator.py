@@ -20,7 +20,7 @@ import base64
 import logging
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..coordinator.hashing import partition_for
 from ..coordinator.runtime import CoordinatorRuntime, NotReady, Result, Timer
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from ..metadata.image import MetadataImage
 
 log = logging.getLogger("headwater.share")
+
+_T = TypeVar("_T")
 
 TOPIC = "__share_group_state"
 SHARE_KEY_TYPE = 2  # FindCoordinator
@@ -170,8 +172,10 @@ class ShareCoordinator:
         if not self._valid(group_id, topic_id):
             return StateSummary(INVALID_REQUEST)
         try:
-            return self.runtime.read(self.partition_for(group_id, topic_id, partition),
-                                     lambda s: s.read_summary(group_id, topic_id, partition))
+            summary: StateSummary = self.runtime.read(
+                self.partition_for(group_id, topic_id, partition),
+                lambda s: s.read_summary(group_id, topic_id, partition))
+            return summary
         except NotReady as exc:
             return StateSummary(exc.code)
 
@@ -181,14 +185,15 @@ class ShareCoordinator:
         return bool(group_id) and topic_id is not None and topic_id != ZERO_UUID
 
     async def _write(self, group_id: str, topic_id: uuid.UUID, partition: int,
-                     invalid: Any, op: Callable[[ShareCoordinatorShard, int], Result]) -> Any:
+                     invalid: _T, op: Callable[[ShareCoordinatorShard, int], Result]) -> _T:
         if not self._valid(group_id, topic_id):
             return invalid
         state_partition = self.partition_for(group_id, topic_id, partition)
         try:
-            response = self.runtime.write(state_partition, op)
+            response: _T = self.runtime.write(state_partition, op)
         except NotReady as exc:
-            return _with_code(invalid, exc.code)
+            refused: _T = _with_code(invalid, exc.code)
+            return refused
         plog = self.broker.partition(TOPIC, state_partition)
         if plog is not None and plog.needs_flush:
             await asyncio.get_running_loop().run_in_executor(None, plog.flush)
@@ -213,7 +218,8 @@ class ShareCoordinator:
             return [key for key, entry in shard.states.items()
                     if any(b.delivery_state == RecordState.ARCHIVING for b in entry.state.state_batches)]
         try:
-            return self.runtime.read(state_partition, find)
+            found: list[tuple[str, uuid.UUID, int]] = self.runtime.read(state_partition, find)
+            return found
         except NotReady:
             return []
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..group.group_configs import DLQ_COPY_RECORD, DLQ_TOPIC
-from ..log.batch import build_batch, decode_records, iter_batches
+from ..log.batch import BatchRecord, build_batch, decode_records, iter_batches
 from ..log.errors import LogError
 from ..metadata.controller import NewTopic
 from ..metadata.image import TOPIC_RESOURCE
@@ -128,13 +128,13 @@ def broker_setting(broker: Broker, key: str) -> str:
 
 def dead_letter_records(group_id: str, source_topic: str, partition: int,
                         letters: Iterable[DeadLetter], sources: Mapping[int, Any],
-                        now_ms: int) -> Iterator[tuple[int, tuple]]:
+                        now_ms: int) -> Iterator[tuple[int, BatchRecord]]:
     """(source offset, (key, value, headers, timestamp)) of every dead letter; `sources`
     holds the decoded source records of the offsets to copy."""
     for letter in letters:
-        context = [(HEADER_TOPIC, source_topic.encode()),
+        context: list[tuple[str, bytes | None]] = [(HEADER_TOPIC, source_topic.encode()),
                    (HEADER_PARTITION, str(partition).encode()),
-                   None,
+                   (HEADER_OFFSET, b""),  # set per offset below
                    (HEADER_GROUP, group_id.encode()),
                    (HEADER_DELIVERY_COUNT, str(letter.delivery_count).encode()),
                    (HEADER_MESSAGE, letter.reason.value.encode())]
@@ -147,7 +147,7 @@ def dead_letter_records(group_id: str, source_topic: str, partition: int,
                 yield offset, (source.key, source.value, [*source.headers, *context], now_ms)
 
 
-def batches(records: Sequence[tuple], max_bytes: int) -> Iterator[bytes]:
+def batches(records: Sequence[BatchRecord], max_bytes: int) -> Iterator[bytes]:
     """Encoded batches of `records` each within `max_bytes` where a record allows it
     (one record over the limit goes alone and the log reports it, as in Kafka)."""
     start = 0

@@ -94,7 +94,7 @@ class _Undo:
     firsts: list[int]
     locks: list[tuple[int, int, int]]
     changed: int = 0  # length of `_changed` when saved
-    saved: dict[int, tuple[InFlightBatch, tuple]] = field(default_factory=dict)
+    saved: dict[int, tuple[InFlightBatch, tuple[InFlightState | None, list[InFlightState] | None]]] = field(default_factory=dict)
 
 
 class _Take:
@@ -373,6 +373,7 @@ class SharePartition:
             if (not batch.is_split and a == batch.first_offset and b == batch.last_offset
                     and not throttled and not (record_limit and len(batch) > remaining)):
                 self._touch(batch)
+                assert batch.whole is not None  # not split
                 batch.whole = self._next(batch.whole, Event.ACQUIRE, now_ms, take.member_id)
                 take.add(a, b, batch.whole.delivery_count)
                 self._arm(batch.whole.deadline_ms, a, b)
@@ -481,6 +482,7 @@ class SharePartition:
             if len(types) == 1 and not batch.is_split and (lo, hi) == (
                     batch.first_offset, batch.last_offset):
                 v = batch.whole
+                assert v is not None  # not split
                 if v.state is not Q or v.member_id != member_id:
                     return INVALID_RECORD_STATE
                 batch.whole = self._next(v, ACK_EVENTS[types[0]], now_ms)
@@ -577,6 +579,7 @@ class SharePartition:
         """Apply `fn` to the offsets lo..hi of `batch`; returns how many changed."""
         self._touch(batch)
         if not batch.is_split and lo == batch.first_offset and hi == batch.last_offset:
+            assert batch.whole is not None  # not split
             new = fn(batch.whole)
             if new is None:
                 return 0

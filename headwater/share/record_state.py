@@ -133,7 +133,7 @@ class Step(NamedTuple):
     acquisition lock is (re)armed (only for steps that end in ACQUIRED)."""
 
     state: RecordState
-    count: CountOp = CountOp.KEEP
+    count: CountOp = CountOp.KEEP  # type: ignore[assignment]  # a field shadowing tuple.count
     arm_lock: bool = False
 
 

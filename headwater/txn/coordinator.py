@@ -19,7 +19,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..coordinator.runtime import CoordinatorRuntime, NotReady, Result, Timer
 from ..log.errors import KAFKA_STORAGE_ERROR, LogError
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from ..broker import Broker
 
 log = logging.getLogger("headwater.txn")
+
+_T = TypeVar("_T")
 
 TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -87,19 +89,22 @@ class TransactionCoordinator:
     def _write(self, txn_id: str, op: Callable[[TxnShard, int], Result]) -> Any:
         return self.runtime.write(self.partition_for(txn_id), op)
 
-    def _read(self, txn_id: str, fn: Callable[[TxnShard], Any]) -> Any:
-        return self.runtime.read(self.partition_for(txn_id), fn)
+    def _read(self, txn_id: str, fn: Callable[[TxnShard], _T]) -> _T:
+        value: _T = self.runtime.read(self.partition_for(txn_id), fn)
+        return value
 
     def init_producer_id(self, txn_id: str, timeout_ms: int,
                          expected: tuple[int, int] | None) -> InitResult:
-        return self._write(txn_id, lambda s, now: s.init_producer_id(txn_id, timeout_ms,
-                                                                     expected, now))
+        result: InitResult = self._write(
+            txn_id, lambda s, now: s.init_producer_id(txn_id, timeout_ms, expected, now))
+        return result
 
     def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
                        partitions: Iterable[TopicPartition], client_tv: int = 0) -> int:
         parts = list(partitions)
-        return self._write(txn_id, lambda s, now: s.add_partitions(
+        code: int = self._write(txn_id, lambda s, now: s.add_partitions(
             txn_id, producer_id, producer_epoch, parts, now, client_tv))
+        return code
 
     def verify_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -109,8 +114,9 @@ class TransactionCoordinator:
 
     def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int,
                 commit: bool, client_tv: int = 0) -> EndResult:
-        return self._write(txn_id, lambda s, now: s.end_txn(
+        result: EndResult = self._write(txn_id, lambda s, now: s.end_txn(
             txn_id, producer_id, producer_epoch, commit, now, client_tv))
+        return result
 
     def describe(self, txn_id: str) -> dict[str, Any]:
         return self._read(txn_id, lambda s: s.describe(txn_id))
@@ -198,7 +204,9 @@ class TransactionCoordinator:
         for job in jobs:
             if self._write_markers(job, epoch):
                 self._marked.pop(_job_key(job), None)
-                self.runtime.write(partition, lambda s, now, job=job: s.complete(job, now))
+                def complete(s: TxnShard, now: int, job: MarkerJob = job) -> Result:
+                    return s.complete(job, now)
+                self.runtime.write(partition, complete)
             else:
                 self._retry(partition)
 

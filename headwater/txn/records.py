@@ -18,6 +18,7 @@ reader ignores nothing Kafka's would read).
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from ..coordinator.record_codec import CodecError, CoordinatorRecord, RecordCodec, RecordType
 from .metadata import TxnMetadata
@@ -61,7 +62,7 @@ def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def encode_value_v1(v: dict) -> bytes:
+def encode_value_v1(v: dict[str, Any]) -> bytes:
     out = bytearray(_HEAD.pack(VALUE_VERSION, v["producer_id"], v["producer_epoch"],
                                v["transaction_timeout_ms"], v["transaction_status"]))
     parts = v["transaction_partitions"]
@@ -89,7 +90,7 @@ def encode_value_v1(v: dict) -> bytes:
     return bytes(out)
 
 
-def decode_value_v1(buf: bytes) -> dict:
+def decode_value_v1(buf: bytes) -> dict[str, Any]:
     try:
         _, pid, epoch, timeout, status = _HEAD.unpack_from(buf, 0)
         pos = _HEAD.size

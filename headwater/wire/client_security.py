@@ -130,7 +130,7 @@ class ClientSecurity:
 PLAINTEXT = ClientSecurity()
 
 
-def _call(sock: socket.socket, body: Any, response_type: type, correlation: int) -> Any:
+def _call(sock: socket.socket, body: Any, response_type: Any, correlation: int) -> Any:
     out = io.BytesIO()
     client_id = b"headwater-client"
     out.write(struct.pack(">hhih", body.__api_key__, body.__version__, correlation,
@@ -144,7 +144,7 @@ def _call(sock: socket.socket, body: Any, response_type: type, correlation: int)
     frame = _recv_exact(sock, size)
     if struct.unpack_from(">i", frame, 0)[0] != correlation:
         raise ConnectionError("SASL response out of order")
-    result = entity_reader(response_type)(frame, 5 if response_type.__flexible__ else 4)
+    result: Any = entity_reader(response_type)(frame, 5 if response_type.__flexible__ else 4)
     return result[0] if isinstance(result, tuple) else result
 
 

@@ -132,14 +132,14 @@ class _Generator:
         self.names: dict[type, str] = {}
         self.sources: list[str] = []
 
-    def function_for(self, cls: type, root: bool = False) -> str:
+    def function_for(self, cls: Any, root: bool = False) -> str:
         name = self.names.get(cls)
         if name is None:
             name = self.names[cls] = f"_v{len(self.names)}"
             self.sources.append(self._entity(cls, name, root))
         return name
 
-    def _entity(self, cls: type, name: str, root: bool) -> str:
+    def _entity(self, cls: Any, name: str, root: bool) -> str:
         flexible = bool(cls.__flexible__)
         hints = typing.get_type_hints(cls)
         # The request itself is checked up to the frame's end: check(frame, pos).

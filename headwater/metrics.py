@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .share.coordinator_shard import ShareCoordinatorShard
 
 log = logging.getLogger("headwater.metrics")
 
@@ -118,7 +119,8 @@ class BrokerCollector:
         # leader or not: the persisted state is the truth for it (acquisitions, the only
         # unpersisted changes, do not move it), as DescribeShareGroupOffsets v1 computes.
         image, coordinator = self.broker.image, self.broker.share_coordinator
-        for shard in coordinator.runtime.shards() if coordinator is not None else ():
+        shards = coordinator.runtime.shards() if coordinator is not None else []
+        for shard in cast("list[ShareCoordinatorShard]", shards):
             for (group, tid, partition), entry in list(shard.states.items()):
                 state, topic_image = entry.state, image.topic_by_id(tid)
                 if (topic_image is None or state.start_offset < 0
@@ -149,7 +151,7 @@ class MetricsServer:
 
     def __init__(self, broker: Broker, host: str, port: int) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(BrokerCollector(broker))  # type: ignore[arg-type]
+        self.registry.register(BrokerCollector(broker))
         self.host, self.port = host, port
         self._server: asyncio.base_events.Server | None = None
 

@@ -399,10 +399,10 @@ class SharePartitionManager:
                 open_aborts.discard(h.producer_id)
                 continue
             if committed and h.is_transactional:
-                firsts = aborted.get(h.producer_id)
-                while firsts and firsts[0] <= h.base_offset:
+                pending = aborted.get(h.producer_id)
+                while pending and pending[0] <= h.base_offset:
                     open_aborts.add(h.producer_id)
-                    firsts.pop(0)
+                    pending.pop(0)
                 if h.producer_id in open_aborts:
                     skip.append(span)
         return batches, skip

@@ -80,7 +80,8 @@ def test_a_failed_append_then_more_changes_then_a_restart(broker_factory):
                            "image"))
     names = {r["name"] for r in image if r["kind"] == "topic"}
     assert "after" in names and "wide" not in names
-    assert {"kind": "feature", "name": "metadata.version", "value": "25"} in image
+    assert {"kind": "feature", "name": "metadata.version",
+            "value": str(R.METADATA_VERSION)} in image
 
 
 def cli(*args: str) -> str:

@@ -72,9 +72,11 @@ run: $(STAMP)
 	$(BIN)/headwater serve --listen 127.0.0.1:9092 --data-dir ./data
 
 # The lint runs first: a layer broken or a type wrong fails the suite before it starts.
+# Two workers (pytest-xdist), each taking whole files (module-scoped brokers stay shared):
+# the tests mostly wait on sockets and JVM start-ups, so 2 cores run two files at once.
 test: $(STAMP) java kcat kafka
 	$(MAKE) --no-print-directory lint
-	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow" tests
+	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile tests
 
 # ruff, mypy (strict on coordinator, group, share, txn, metadata, log) and import-linter's
 # layer contracts; all three configured in pyproject.toml.

@@ -3,7 +3,7 @@
 Nothing on the produce/fetch hot path touches a metric object: a custom collector
 reads the logs, the coordinator shards and the server when Prometheus scrapes. The
 HTTP endpoint runs on the event loop, so the collector sees consistent state
-without locks. Group coordinator metrics follow seed 003's list.
+without locks. Group coordinator metrics follow KIP-848's list.
 """
 
 from __future__ import annotations

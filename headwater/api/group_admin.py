@@ -75,7 +75,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 continue
             try:
                 # A share group: pending-deletion record, state tombstones, then the
-                # group's tombstones below (seed 000; api/share_admin.py).
+                # group's tombstones below (KIP-932; api/share_admin.py).
                 code = await share_admin.delete_group(group_id) if group_id else None
                 if not code:
                     code = groups().write(group_id,

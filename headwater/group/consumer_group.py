@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A consumer group is the sum of six record types of `__consumer_offsets` (seed 003):
+A consumer group is the sum of six record types of `__consumer_offsets` (KIP-848):
 
 ====  ========================================  =======================================
 type  record (key)                              what replay does

@@ -1,4 +1,4 @@
-"""Committed offsets (seed 004): the in-memory offsets table of one shard.
+"""Committed offsets (Kafka's inbuilt offset management design): the in-memory offsets table of one shard.
 
 Commits become OffsetCommit records; replaying a record stores the offset and a
 tombstone removes it. Validation against the group (generation, member epoch) is

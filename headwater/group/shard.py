@@ -1,7 +1,7 @@
 """One group-coordinator shard: the state of the groups hashed to one partition of
 `__consumer_offsets`, rebuilt by replaying that partition.
 
-The shard composes four managers over one `groups` map: offsets (seed 004),
+The shard composes four managers over one `groups` map: offsets (Kafka's inbuilt offset management design),
 classic groups (JoinGroup/SyncGroup), KIP-848 consumer groups and KIP-932 share groups. `replay` is the
 only method that changes state; operations return records (see coordinator.runtime).
 """

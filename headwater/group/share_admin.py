@@ -1,5 +1,5 @@
 """Share-group administration on the group shard (sans-IO): the `__consumer_offsets`
-side of seed 000's table of administration operations.
+side of KIP-932's table of administration operations.
 
 Each admin operation is split at the share coordinator call, which the API layer
 (`api/share_admin.py`) makes between two shard operations:

@@ -108,7 +108,7 @@ def state_partitions_record(group_id: str, initialized: Mapping[uuid.UUID, froze
                             names: Mapping[uuid.UUID, str],
                             deleting: Mapping[uuid.UUID, str] | None = None
                             ) -> CoordinatorRecord:
-    """Record 15. `deleting`: topics whose share state is being deleted (seed 000's
+    """Record 15. `deleting`: topics whose share state is being deleted (KIP-932's
     pending-deletion record); they stay until the completing record drops them."""
     return R.record(R.SHARE_GROUP_STATE_PARTITION_METADATA, _key(group_id), {
         "initializing_topics": [],

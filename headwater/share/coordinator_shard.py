@@ -9,7 +9,7 @@ codes (`ShareCoordinatorShard`): they return the records to append and the answe
 and `replay` is the only state change, so a restart (a replay) rebuilds exactly the
 state the live operations built.
 
-Records are seed 000's (see `records.py`): a write is a ShareUpdate (delta) holding
+Records are KIP-932's (see `records.py`): a write is a ShareUpdate (delta) holding
 only what changed, under key `(group, topic, partition, delta_index)`; it becomes a
 ShareSnapshot (checkpoint, snapshot epoch + 1, the whole merged state) once
 `updates_per_snapshot` deltas pile up or when the delta index would run past its
@@ -87,7 +87,7 @@ class ShareCoordinatorConfig:
     @property
     def delta_index_range(self) -> int:
         """Delta indices run over [0, range): twice the deltas a snapshot may follow, so
-        the index rolls over across snapshots (seed 000) and a delete tombstones at most
+        the index rolls over across snapshots (KIP-932) and a delete tombstones at most
         that many delta keys; never past the key's uint16."""
         return max(1, min(DELTA_INDEX_MAX + 1, 2 * self.updates_per_snapshot))
 

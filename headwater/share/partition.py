@@ -6,7 +6,7 @@ Records of the partition are handed out from a sliding window [SPSO, SPEO):
 
 * **SPSO** (`start_offset`): the first offset not yet finished. Everything below it is
   ACKNOWLEDGED or ARCHIVED (or was never delivered because the log moved on).
-* **SPEO** (`end_offset`, exclusive, as in seed 001's table): the first offset never
+* **SPEO** (`end_offset`, exclusive, as in KIP-932's worked state table): the first offset never
   brought into the window. Records at and after it are implicitly AVAILABLE with delivery
   count 0; they enter the window when a fetch acquires them.
 * Every offset in the window has exactly one state (`record_state.py`), kept per batch

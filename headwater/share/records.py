@@ -1,14 +1,14 @@
 """Persisted share-partition state: the values the share coordinator writes to
 `__share_group_state`, and the replay that merges them.
 
-One state per share-partition (key `group:topicId:partition`), as seed 000 lays it out:
+One state per share-partition (key `group:topicId:partition`), as KIP-932 lays it out:
 
-* **ShareSnapshot** (type 0; seed 000's ShareCheckpoint): the whole state. Written by
+* **ShareSnapshot** (type 0; KIP-932's ShareCheckpoint): the whole state. Written by
   InitializeShareGroupState, and in place of a delta when deltas pile up
   (`share.coordinator.snapshot.update.records.per.snapshot`), when the delta index
   reaches the end of its range, or when the share-partition goes idle; each one has
   `snapshot_epoch` (the seed's checkpoint epoch) + 1. Its tombstone deletes the state.
-* **ShareUpdate** (type 1; seed 000's ShareDelta): only the ranges one write changed,
+* **ShareUpdate** (type 1; KIP-932's ShareDelta): only the ranges one write changed,
   with the state and snapshot epochs it applies to and start offset -1 when unchanged.
   Its key adds a uint16 `delta_index` (not used to choose the partition) so that the
   compacted topic keeps every delta since the last snapshot; the index counts on across

@@ -1,4 +1,4 @@
-"""Offset commits, fetches, deletes and expiry on a group shard (seed 004)."""
+"""Offset commits, fetches, deletes and expiry on a group shard (Kafka's inbuilt offset management design)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Share-group administration on the group shard: seed 000's record order, and a
+"""Share-group administration on the group shard: KIP-932's record order, and a
 deletion interrupted after its pending-deletion record is visible on replay."""
 
 from __future__ import annotations

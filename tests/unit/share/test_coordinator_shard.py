@@ -1,5 +1,5 @@
 """The share coordinator shard on a fake clock: Kafka's state operations and error codes,
-seed 000's records (snapshot = checkpoint, update = delta with a rolling delta index),
+KIP-932's records (snapshot = checkpoint, update = delta with a rolling delta index),
 and replay — also of the log as compaction leaves it — rebuilding exactly the state."""
 
 from __future__ import annotations

@@ -442,6 +442,7 @@ def test_java_zombie_is_fenced_by_a_second_producer_side_by_side(brokers: dict[s
     from tests.support.kafka_reference import tool_command
 
     results = {}
+    errors: dict[str, str] = {}
     for name, b in brokers.items():
         topic, txn_id = f"{topic_name}-{name}", f"{topic_name}-zombie"
         create_topic(b.bootstrap, topic)
@@ -467,21 +468,26 @@ def test_java_zombie_is_fenced_by_a_second_producer_side_by_side(brokers: dict[s
                 first.kill()
                 first.wait(10)
         err.seek(0)
+        stderr = err.read()
         fenced = sorted(set(re.findall(r"(ProducerFencedException|InvalidProducerEpochException"
-                                       r"|TransactionAbortableException)", err.read())))
+                                       r"|TransactionAbortableException)", stderr)))
+        errors[name] = stderr[-2000:]
         state, epoch = java_epoch(b.bootstrap, txn_id)
         values = list(map(int, read_all(b.bootstrap, topic, "read_committed")))
         # The second producer's 100 records are the last committed, in order; whatever the
         # first committed before it was fenced precedes them.
         results[name] = (code != 0, fenced, state, values[-100:] == list(range(100)))
-    # Which of the two fencing errors the first producer meets depends on where it was
-    # (a send: InvalidProducerEpoch, both brokers in the runs seen; its commit:
-    # ProducerFenced), so only its kind is compared.
-    kinds = {name: (r[0], bool(r[1]) and set(r[1]) <= {
-        "ProducerFencedException", "InvalidProducerEpochException"}, *r[2:])
-        for name, r in results.items()}
-    assert kinds["headwater"] == kinds["kafka"] == (True, True, "CompleteCommit", True), \
-        results
+    # Which fencing error the first producer meets depends on where it was (a send:
+    # InvalidProducerEpoch, both brokers in most runs; its commit: ProducerFenced). Once,
+    # under a loaded parallel run, Kafka's zombie stopped (non-zero exit, fenced: the
+    # second producer committed after it) without printing either, so the error's kind is
+    # asserted on headwater only; on both the zombie stops, and the second producer's
+    # records are the last committed.
+    assert results["headwater"][1] and set(results["headwater"][1]) <= {
+        "ProducerFencedException", "InvalidProducerEpochException"}, (results, errors)
+    kinds = {name: (r[0], *r[2:]) for name, r in results.items()}
+    assert kinds["headwater"] == kinds["kafka"] == (True, "CompleteCommit", True), \
+        (results, errors)
 
 
 def test_transaction_log_records_side_by_side(brokers: dict[str, Any], topic_name: str):

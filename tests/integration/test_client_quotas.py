@@ -354,9 +354,12 @@ def test_connection_creation_rate_as_kafka(broker: BrokerProcess,
     for name in ("headwater", "kafka"):
         burst = results[name]
         assert all(answered for answered, _ in burst[:20]), (name, burst)
-        # Closed by the broker after its throttle time: well after an immediate close (a
-        # few ms), shorter the longer the burst itself took (under load 0.25 s was seen).
-        assert not burst[20][0] and 0.1 < burst[20][1] < 1.5, (name, burst)
+        # The first refused connection: the 21st, or (Kafka under load, where the burst
+        # spreads over more of its sample windows) one or two later. It is closed by the
+        # broker after its throttle time: well after an immediate close (a few ms),
+        # shorter the longer the burst itself took (under load 0.25 s was seen).
+        first = next(i for i, (answered, _) in enumerate(burst) if not answered)
+        assert first <= 22 and 0.1 < burst[first][1] < 1.5, (name, burst)
         refused = [s for answered, s in burst[20:] if not answered]
         assert len(refused) >= 3 and all(0.1 < s < 2.5 for s in refused), (name, burst)
         assert results[name, "other"], name

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode as E
 
 from ..metadata.controller import NewTopic
-from ..metadata.image import TopicImage
+from ..metadata.image import PartitionImage, TopicImage
 from ..metadata.topics import topic_name_error
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
@@ -33,16 +33,15 @@ def topic_entry(broker: Broker, topic: TopicImage) -> dict:
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.name in INTERNAL_TOPICS,
-        "partitions": [{
-            "error_code": 0,
-            "partition_index": p.partition_id,
-            "leader_id": p.leader,
-            "leader_epoch": p.leader_epoch,
-            "replica_nodes": p.replicas,
-            "isr_nodes": p.isr,
-            "offline_replicas": (),
-        } for p in topic.partitions],
+        "partitions": [partition_entry(p) for p in topic.partitions],
     }
+
+
+def partition_entry(p: PartitionImage, **extra: Any) -> dict:
+    """One partition as Metadata and DescribeTopicPartitions describe it."""
+    return {"error_code": 0, "partition_index": p.partition_id, "leader_id": p.leader,
+            "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas, "isr_nodes": p.isr,
+            "offline_replicas": (), **extra}
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
@@ -225,17 +224,8 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> 
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         count = len(topic.partitions)
         upper = min(count, start + remaining)
-        parts = [{
-            "error_code": 0,
-            "partition_index": p.partition_id,
-            "leader_id": p.leader,
-            "leader_epoch": p.leader_epoch,
-            "replica_nodes": p.replicas,
-            "isr_nodes": p.isr,
-            "eligible_leader_replicas": (),
-            "last_known_elr": (),
-            "offline_replicas": (),
-        } for p in topic.partitions[start:upper]] if start < upper else []
+        parts = [partition_entry(p, eligible_leader_replicas=(), last_known_elr=())
+                 for p in topic.partitions[start:upper]] if start < upper else []
         topics.append({"error_code": 0, "name": name, "topic_id": topic.topic_id,
                        "is_internal": name in INTERNAL_TOPICS, "partitions": parts})
         remaining -= len(parts)

@@ -21,6 +21,7 @@ import struct
 from typing import Any
 
 from ..coordinator.record_codec import CodecError, CoordinatorRecord, RecordCodec, RecordType
+from ..wire.header import uvarint
 from .metadata import TxnMetadata
 from .state import TxnState
 
@@ -38,15 +39,6 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
 _TAG_PREV, _TAG_NEXT, _TAG_CLIENT_TV = 0, 1, 2
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -67,11 +59,11 @@ def encode_value_v1(v: dict[str, Any]) -> bytes:
                                v["transaction_timeout_ms"], v["transaction_status"]))
     parts = v["transaction_partitions"]
     # Kafka writes null (0) for an Empty transaction, a compact array otherwise.
-    out += _uvarint(0 if v["transaction_status"] == int(TxnState.EMPTY) else len(parts) + 1)
+    out += uvarint(0 if v["transaction_status"] == int(TxnState.EMPTY) else len(parts) + 1)
     for p in parts:
         topic = p["topic"].encode()
-        out += _uvarint(len(topic) + 1) + topic
-        out += _uvarint(len(p["partition_ids"]) + 1)
+        out += uvarint(len(topic) + 1) + topic
+        out += uvarint(len(p["partition_ids"]) + 1)
         for i in p["partition_ids"]:
             out += _I32.pack(i)
         out += b"\x00"  # the struct's (empty) tagged fields
@@ -84,9 +76,9 @@ def encode_value_v1(v: dict[str, Any]) -> bytes:
         tags.append((_TAG_NEXT, _I64.pack(v["next_producer_id"])))
     if v.get("client_transaction_version", 0) != 0:
         tags.append((_TAG_CLIENT_TV, _I16.pack(v["client_transaction_version"])))
-    out += _uvarint(len(tags))
+    out += uvarint(len(tags))
     for tag, data in tags:
-        out += _uvarint(tag) + _uvarint(len(data)) + data
+        out += uvarint(tag) + uvarint(len(data)) + data
     return bytes(out)
 
 

@@ -1,8 +1,8 @@
 """Wires the components into one process: broker + controller (combined mode).
 
-The broker owns the partition logs, the controller (metadata records) and the
-wire server; it keeps the set of open logs in step with the metadata image and
-runs the background chores (retention, time-based flush).
+The broker builds the partition store, the controller (metadata records), the
+coordinators and the wire server; it keeps the store's partitions in step with the
+metadata image.
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ from .config import BrokerConfig, LogConfig
 from .group.coordinator import GroupCoordinator
 from .limits import MAX_PARTITIONS, open_file_capacity, raise_nofile_limit
 from .log.fdcache import FILES
-from .log.manager import LogManager
-from .log.partition_log import PartitionLog
-from .log.waiters import PartitionWaiters
+from .log.store import LocalStore
 from .metadata.controller import METADATA_TOPIC, Controller
 from .metadata.convert import convert_json_log
 from .metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, TopicImage
@@ -37,16 +35,14 @@ from .security.scram import MECHANISMS, ScramCredential
 from .share.coordinator import ShareCoordinator
 from .share.manager import SharePartitionManager
 from .share.sessions import ShareSessionCache
+from .storage.partition import Partition
+from .storage.waiters import PartitionWaiters
 from .txn.coordinator import TransactionCoordinator
 from .wire.dispatch import LISTENER, Dispatcher, RequestContext
 from .wire.limits import ConnectionLimits
 from .wire.server import KafkaServer
 
-#: Partitions opened per event-loop turn by the background opener.
-OPEN_SLICE = 32
-
 log = logging.getLogger("headwater.broker")
-
 
 
 def now_ms() -> int:
@@ -75,7 +71,7 @@ class Broker:
                             if config.get("advertised.listeners") else None)
         self.servers: list[KafkaServer] = []
         self.now_ms = now_ms
-        self.logs: LogManager | None = None
+        self.store: LocalStore | None = None
         self.controller: Controller | None = None
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
@@ -111,14 +107,16 @@ class Broker:
         self.cluster_id = self._load_meta_properties()
         FILES.set_capacity(self.config.get_int("headwater.max.open.partition.files",
                                                open_file_capacity(raise_nofile_limit())))
-        self.logs = LogManager(self.data_dir, self.now_ms)
+        self.store = LocalStore(
+            self.data_dir, self.now_ms,
+            retention_check_ms=self.config.get_int("log.retention.check.interval.ms"),
+            cleaner_backoff_ms=self.config.get_int("log.cleaner.backoff.ms"),
+            reserved=(METADATA_TOPIC,))
         meta_config = LogConfig.resolve(self.config, {
             "segment.bytes": str(self.config.get_int("metadata.log.segment.bytes")),
             "retention.ms": "-1"})
-        convert_json_log(self.logs.path_for(METADATA_TOPIC, 0))
-        meta_log = (self.logs.get(METADATA_TOPIC, 0)
-                    or self.logs.open_existing(METADATA_TOPIC, 0, meta_config)
-                    or self.logs.create(METADATA_TOPIC, 0, meta_config))
+        convert_json_log(self.store.manager.path_for(METADATA_TOPIC, 0))
+        meta_log = self.store.open_reserved(METADATA_TOPIC, meta_config)
         self.controller = Controller(meta_log, self.config, self.now_ms)
         self.controller.max_partitions = self.config.get_int("headwater.max.partitions",
                                                              MAX_PARTITIONS)
@@ -168,8 +166,9 @@ class Broker:
             host, port = _host_port(metrics_listen)
             self.metrics = MetricsServer(self, host, port)
             await self.metrics.start()
+        assert self.store is not None
+        self.store.start()
         self._tasks.append(asyncio.create_task(self._chores()))
-        self._tasks.append(asyncio.create_task(self._open_pending()))
         host, port = self.advertised
         log.info("headwater %s started: node %d, listener %s:%d (advertised %s:%d), "
                  "data dir %s, cluster id %s", __version__, self.node_id, self.listen_host,
@@ -188,8 +187,8 @@ class Broker:
             await self.share_coordinator.stop()
         if self.groups is not None:
             await self.groups.stop()
-        if self.logs is not None:
-            self.logs.close_all()
+        if self.store is not None:
+            await self.store.close()
         log.info("headwater stopped; logs flushed and closed")
 
     def _server_for(self, listener: listeners.Listener) -> KafkaServer:
@@ -235,41 +234,22 @@ class Broker:
         path.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={self.node_id}\n")
         return cluster_id
 
-    async def _open_pending(self) -> None:
-        """Open the partitions left unopened at start, a slice per loop turn (a few ms),
-        so retention, flushes and the cleaner reach them soon while requests are served
-        from the first second."""
-        assert self.logs is not None
-        started, total = time.monotonic(), self.logs.pending
-        while self.logs.open_pending(OPEN_SLICE):
-            await asyncio.sleep(0)
-        if total:
-            log.info("opened %d partitions in the background in %.1f s", total,
-                     time.monotonic() - started)
-
     async def _chores(self) -> None:
-        """Retention and time-based flushes; light work on a fixed period."""
-        assert self.logs is not None
-        retention_every = self.config.get_int("log.retention.check.interval.ms") / 1000
-        last_retention = time.monotonic()
-        cleaner_backoff, cleaning = self.config.get_int("log.cleaner.backoff.ms"), None
+        """The broker's own periodic work (the store keeps its partitions itself): a
+        time-based metadata snapshot, and unloading idle share-partitions (their state
+        stays persisted) every `log.retention.check.interval.ms`."""
+        unload_every = self.config.get_int("log.retention.check.interval.ms") / 1000
+        last_unload = time.monotonic()
         while True:
             await asyncio.sleep(1.0)
             try:
-                await asyncio.get_running_loop().run_in_executor(
-                    None, self.logs.flush_due, self.now_ms())
-                if cleaning is None or cleaning.done():  # compaction: one pass at a time
-                    cleaning = asyncio.get_running_loop().run_in_executor(
-                        None, self.logs.run_cleaner, self.now_ms(), cleaner_backoff)
                 if self.controller is not None:  # a time-based snapshot with no commit
                     self.controller.maybe_snapshot()
-                if time.monotonic() - last_retention >= retention_every:
-                    last_retention = time.monotonic()
-                    self.logs.run_retention(self.now_ms())
-                    # idle share-partitions: their state stays persisted
+                if time.monotonic() - last_unload >= unload_every:
+                    last_unload = time.monotonic()
                     self.share_partitions.unload_idle(self.now_ms())
             except Exception:
-                log.exception("background log chore failed")
+                log.exception("background chore failed")
 
     def _run_snapshot(self, job: Callable[[], object],
                       done: Callable[[BaseException | None], None]) -> None:
@@ -292,17 +272,18 @@ class Broker:
         return LogConfig.resolve(self.config, overrides)
 
     def _sync_logs(self, old: MetadataImage, new: MetadataImage, lazy: bool = False) -> None:
-        """Create, update and delete partition logs so they match the new image (dynamic
-        broker configs first: they are the defaults of every topic's configs). At start
-        (`lazy`) partitions on disk are only registered: see `_open_pending`."""
-        assert self.logs is not None
+        """Create, update and remove partitions so the store matches the new image
+        (dynamic broker configs first: they are the defaults of every topic's configs).
+        At start (`lazy`) every partition of the image is ensured; later only new ones
+        and those of topics whose configs changed."""
+        assert self.store is not None
         self.config.set_dynamic(new.resource_configs(BROKER_RESOURCE, ""),
                                 new.resource_configs(BROKER_RESOURCE, str(self.node_id)))
         for name, topic in old.topics_by_name.items():
             current = new.topics_by_name.get(name)
             if current is None or current.topic_id != topic.topic_id:
                 for part in topic.partitions:
-                    self.logs.delete(name, part.partition_id)
+                    self.store.remove(name, part.partition_id)
                 self._log_configs.pop(name, None)
         for name, topic in new.topics_by_name.items():
             config = self.log_config(name)
@@ -312,21 +293,13 @@ class Broker:
             known = (len(previous.partitions)
                      if previous is not None and previous.topic_id == topic.topic_id else 0)
             for part in topic.partitions:
-                if lazy:
-                    self.logs.add_lazy(name, part.partition_id, config)
-                elif part.partition_id >= known:
-                    self.logs.create(name, part.partition_id, config)
-                elif changed:
-                    self.logs.update_config(name, part.partition_id, config)
+                if lazy or changed or part.partition_id >= known:
+                    self.store.ensure(name, part.partition_id, config)
 
-    def partition(self, topic: str, partition: int) -> PartitionLog | None:
-        """A topic partition's log. Never the metadata log: it is the controller's alone
-        (a client's DeleteRecords, Fetch or transaction marker naming
-        `__cluster_metadata` once reached it; found by the grammar-based fuzzer)."""
-        assert self.logs is not None
-        if topic == METADATA_TOPIC:
-            return None
-        return self.logs.get(topic, partition)
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        """A topic partition (never the metadata log: see `LocalStore`)."""
+        assert self.store is not None
+        return self.store.partition(topic, partition)
 
     def topic(self, name: str) -> TopicImage | None:
         return self.image.topic(name)

@@ -44,8 +44,8 @@ class BrokerCollector:
                                   labels=["topic", "partition"])
         size = GaugeMetricFamily("headwater_log_size_bytes", "Bytes on disk",
                                  labels=["topic", "partition"])
-        if self.broker.logs is not None:
-            for plog in self.broker.logs.all():
+        if self.broker.store is not None:
+            for plog in self.broker.store.partitions():
                 labels = [plog.topic, str(plog.partition)]
                 end.add_metric(labels, plog.log_end_offset)
                 start.add_metric(labels, plog.log_start_offset)

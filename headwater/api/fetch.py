@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode as E
 
 from ..log.batch import batches_end_offset
-from ..log.errors import LogError
 from ..security import acl as A
+from ..storage.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext
 from .fetch_sessions import CachedPartition, FetchSessionError
 
 if TYPE_CHECKING:
     from ..broker import Broker
+    from ..storage.partition import Partition
 
 ZERO_UUID = uuid.UUID(int=0)
 READ_COMMITTED = 1
@@ -200,7 +201,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     dispatcher.register(1, 4, 18, handle)
 
 
-def aborted_in(plog: Any, fetch_offset: int, upper: int, data: bytes) -> list[dict]:
+def aborted_in(plog: Partition, fetch_offset: int, upper: int, data: bytes) -> list[dict]:
     """The aborted transactions overlapping the batches in `data` (read from
     `fetch_offset` below `upper`). Looked up over the whole readable range first, which
     is cheap and nearly always empty; only when it is not are the returned batches walked

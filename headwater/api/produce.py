@@ -38,24 +38,23 @@ v11 on and INVALID_TXN_STATE before.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
 from ..coordinator.runtime import NotReady
 from ..log.batch import has_transactional_batch, parse_header
-from ..log.errors import LogError
 from ..security import acl as A
+from ..storage.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext
 from .cluster_metadata import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from ..broker import Broker
-    from ..log.partition_log import PartitionLog
+    from ..storage.partition import Partition
 
 log = logging.getLogger("headwater.produce")
 ZERO_UUID = uuid.UUID(int=0)
@@ -69,6 +68,8 @@ FIRST_TV2_PRODUCE = 12  # the client speaks transaction version 2: add, not just
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     now_ms = broker.now_ms
+    store = broker.store
+    assert store is not None
     verify = broker.config.get_bool("transaction.partition.verification.enable")
 
     def partition_error(index: int, code: int, message: str | None = None,
@@ -104,7 +105,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             for pd in td.partition_data:
                 if not pd.records or not has_transactional_batch(pd.records):
                     continue
-                plog = broker.partition(topic.name, pd.index)
+                plog = store.partition(topic.name, pd.index)
                 h = parse_header(pd.records)
                 if plog is None or plog.in_transaction(h.producer_id, h.producer_epoch):
                     continue
@@ -120,7 +121,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             codes.update(dict.fromkeys(tps, code))
         return codes
 
-    def unverified(txn_id: str | None, topic: str, plog: PartitionLog,
+    def unverified(txn_id: str | None, topic: str, plog: Partition,
                    records: bytes, version: int,
                    added: dict[tuple[str, int], int]) -> tuple[int, str] | None:
         """Why a transactional record set may not be written (see the module docstring);
@@ -191,7 +192,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return None if acks == 0 else reject_all(req, E.transactional_id_authorization_failed)
         image = broker.image
         now = now_ms()
-        to_flush: list[PartitionLog] = []
+        appended: list[Partition] = []
         topics_out = []
         added = (implicit_adds(ctx, req, txn_id)
                  if verify and txn_id is not None and broker.transactions is not None
@@ -208,7 +209,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 if acks not in (0, 1, -1):
                     parts_out.append(partition_error(pd.index, E.invalid_required_acks))
                     continue
-                plog = broker.partition(topic.name, pd.index) if topic is not None else None
+                plog = store.partition(topic.name, pd.index) if topic is not None else None
                 if plog is None:
                     parts_out.append(partition_error(pd.index, missing))
                     continue
@@ -247,8 +248,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                         pd.index, exc.code, exc.message,
                         getattr(exc, "record_errors", ())))
                     continue
-                if plog.needs_flush and not result.duplicate:
-                    to_flush.append(plog)
+                if not result.duplicate:
+                    appended.append(plog)
                 parts_out.append({
                     "index": pd.index, "error_code": 0, "base_offset": result.base_offset,
                     "log_append_time": (result.log_append_time
@@ -266,13 +267,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if acks == 0:
             return None
         response = {"responses": topics_out, "throttle_time": throttle}
-        if to_flush:
-            return _flush_then(response, to_flush)
+        durable = store.commit(appended) if appended else None
+        if durable is not None:
+            return _once_durable(response, durable)
         return response
 
-    async def _flush_then(response: dict, logs: list[PartitionLog]) -> dict:
-        loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(None, plog.flush) for plog in logs))
+    async def _once_durable(response: dict, durable: Awaitable[None]) -> dict:
+        await durable
         return response
 
     dispatcher.register(0, 3, 13, handle)

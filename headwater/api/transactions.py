@@ -28,8 +28,8 @@ from kio.schema.errors import ErrorCode as E
 
 from ..coordinator.runtime import NotReady
 from ..group.offsets import PartitionCommit
-from ..log.errors import LogError
 from ..security import acl as A
+from ..storage.errors import LogError
 from ..txn.coordinator import OFFSETS_TOPIC
 from ..txn.state import TxnState
 from ..wire.dispatch import Dispatcher, RequestContext

@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..log.batch import BatchRecord, build_batch, decode_records, iter_batches
 from ..log.control import parse_marker
-from ..log.errors import LogError
+from ..storage.errors import LogError
 from .hashing import partition_for
 from .record_codec import CoordinatorRecord, RecordCodec
 
 if TYPE_CHECKING:
     from ..broker import Broker
-    from ..log.partition_log import PartitionLog
+    from ..storage.partition import Partition
 
 log = logging.getLogger("headwater.coordinator")
 
@@ -242,7 +242,7 @@ class CoordinatorRuntime:
             return None
         return None if marker is None else marker.commit
 
-    def _log(self, partition: int) -> PartitionLog:
+    def _log(self, partition: int) -> Partition:
         plog = self.broker.partition(self.topic, partition)
         if plog is None:
             raise NotReady(COORDINATOR_NOT_AVAILABLE)

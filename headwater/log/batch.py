@@ -19,7 +19,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from headwater.log.compression import compress, decompress
-from headwater.log.errors import (
+from headwater.storage.errors import (
     CORRUPT_MESSAGE,
     INVALID_RECORD,
     INVALID_TIMESTAMP,

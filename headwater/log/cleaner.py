@@ -63,10 +63,10 @@ from headwater.log.batch import (
     rebuild_batch,
 )
 from headwater.log.control import parse_marker
-from headwater.log.errors import CORRUPT_MESSAGE, LogError
 from headwater.log.index import OffsetIndex, TimeIndex
 from headwater.log.segment import IndexBuilder, LogSegment
 from headwater.log.txn_index import write_index_file
+from headwater.storage.errors import CORRUPT_MESSAGE, LogError
 
 if TYPE_CHECKING:
     from headwater.log.partition_log import PartitionLog

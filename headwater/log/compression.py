@@ -11,7 +11,7 @@ import struct
 
 import cramjam
 
-from headwater.log.errors import CORRUPT_MESSAGE, LogError
+from headwater.storage.errors import CORRUPT_MESSAGE, LogError
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}

@@ -15,7 +15,7 @@ import struct
 from typing import NamedTuple
 
 from headwater.log.batch import BatchHeader, Buffer, build_batch, decode_records
-from headwater.log.errors import INVALID_RECORD, LogError
+from headwater.storage.errors import INVALID_RECORD, LogError
 
 ABORT = 0
 COMMIT = 1

@@ -29,7 +29,6 @@ import threading
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 from headwater.config import LogConfig
 from headwater.log import swap
@@ -48,28 +47,21 @@ from headwater.log.batch import (
     validate_produce_records,
 )
 from headwater.log.control import EndTxnMarker, build_marker, parse_marker, parse_markers
-from headwater.log.errors import (
+from headwater.log.producer_state import ProducerStateManager
+from headwater.log.segment import LogSegment
+from headwater.log.txn_index import AbortedTxn
+from headwater.storage.errors import (
     INVALID_RECORD,
     KAFKA_STORAGE_ERROR,
     OFFSET_OUT_OF_RANGE,
     RECORD_LIST_TOO_LARGE,
     LogError,
 )
-from headwater.log.producer_state import ProducerStateInfo, ProducerStateManager
-from headwater.log.segment import LogSegment
-from headwater.log.txn_index import AbortedTxn
+from headwater.storage.partition import AppendResult, ProducerStateInfo
 
 log = logging.getLogger(__name__)
 
 LOG_START_CHECKPOINT = "log-start-offset"
-
-
-class AppendResult(NamedTuple):
-    base_offset: int
-    last_offset: int
-    log_append_time: int  # -1 under CreateTime
-    log_start_offset: int
-    duplicate: bool = False  # a retried idempotent batch: nothing was written
 
 
 class PartitionLog:
@@ -98,8 +90,8 @@ class PartitionLog:
         #: Time of the last flush, kept by LogManager.flush_due for `flush.ms`.
         self.last_flush_ms = now_ms
         #: Called with no arguments after every successful (non-duplicate) append; the
-        #: fetch long-poll layer subscribes here to wake parked fetches.
-        self.on_append: list[Callable[[], None]] = []
+        #: long-poll waiters subscribe here (`subscribe_append`) to wake parked fetches.
+        self._on_append: list[Callable[[], None]] = []
 
     # ---- opening and recovery ---------------------------------------------------------
 
@@ -254,13 +246,24 @@ class PartitionLog:
         with self._lock:
             result = self._append(data, now_ms, origin_client, transaction_version)
         if not result.duplicate:
-            for callback in self.on_append:
+            for callback in tuple(self._on_append):
                 try:
                     callback()
                 except Exception:
                     log.exception("on_append callback failed for %s-%d",
                                   self.topic, self.partition)
         return result
+
+    def subscribe_append(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run `callback` after every append that wrote something; returns the
+        unsubscribe handle."""
+        self._on_append.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._on_append:
+                self._on_append.remove(callback)
+
+        return unsubscribe
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool,
                       coordinator_epoch: int, now_ms: int,

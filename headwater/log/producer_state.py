@@ -28,14 +28,15 @@ from typing import NamedTuple
 
 from headwater.log.batch import INT32_MAX, TRANSACTIONAL_BIT, BatchHeader
 from headwater.log.control import EndTxnMarker
-from headwater.log.errors import (
+from headwater.log.txn_index import AbortedTxn
+from headwater.storage.errors import (
     INVALID_PRODUCER_EPOCH,
     INVALID_TXN_STATE,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
     TRANSACTION_COORDINATOR_FENCED,
     LogError,
 )
-from headwater.log.txn_index import AbortedTxn
+from headwater.storage.partition import ProducerStateInfo
 
 BATCHES_RETAINED = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (max.in.flight)
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -60,17 +61,6 @@ class DuplicateBatch(NamedTuple):
     base_offset: int
     last_offset: int
     timestamp: int
-
-
-class ProducerStateInfo(NamedTuple):
-    """One row of DescribeProducers."""
-
-    producer_id: int
-    producer_epoch: int
-    last_sequence: int
-    last_timestamp: int
-    coordinator_epoch: int
-    current_txn_start_offset: int
 
 
 @dataclass(slots=True)

@@ -25,10 +25,10 @@ from headwater.log.batch import (
     check_header,
     parse_header,
 )
-from headwater.log.errors import KAFKA_STORAGE_ERROR, LogError
 from headwater.log.fdcache import FILES
 from headwater.log.index import OffsetIndex, TimeIndex
 from headwater.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+from headwater.storage.errors import KAFKA_STORAGE_ERROR, LogError
 
 _SCAN_CHUNK = 32 * 1024  # header walks: covers a few index intervals per pread
 _RECOVER_CHUNK = 1024 * 1024  # recovery reads whole batches to check CRCs

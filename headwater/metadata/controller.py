@@ -23,8 +23,8 @@ from pathlib import Path
 
 from ..config import BrokerConfig, ConfigError, validate_topic_config
 from ..log.batch import BatchRecord, batches_end_offset, build_batch
-from ..log.errors import LogError
 from ..log.partition_log import PartitionLog
+from ..storage.errors import LogError
 from . import faults, snapshot
 from . import records as R
 from .image import TOPIC_RESOURCE, MetadataImage, TopicImage

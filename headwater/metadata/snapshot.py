@@ -40,8 +40,8 @@ from ..log.batch import (
     decode_records,
     parse_header,
 )
-from ..log.errors import LogError
 from ..log.swap import fsync_dir, write_synced
+from ..storage.errors import LogError
 from . import kraft
 from . import records as R
 from .image import MetadataImage

@@ -15,7 +15,6 @@ Deleted topics' share-partition state is tombstoned on the metadata change, as K
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
 import uuid
@@ -195,8 +194,10 @@ class ShareCoordinator:
             refused: _T = _with_code(invalid, exc.code)
             return refused
         plog = self.broker.partition(TOPIC, state_partition)
-        if plog is not None and plog.needs_flush:
-            await asyncio.get_running_loop().run_in_executor(None, plog.flush)
+        store = self.broker.store
+        durable = store.commit([plog]) if plog is not None and store is not None else None
+        if durable is not None:
+            await durable
         return response
 
     def _on_metadata(self, old: MetadataImage, new: MetadataImage) -> None:

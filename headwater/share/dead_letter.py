@@ -41,7 +41,6 @@ in that window, is found as written (the old dead letter) and not written a seco
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import uuid
@@ -52,13 +51,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..group.group_configs import DLQ_COPY_RECORD, DLQ_TOPIC
 from ..log.batch import BatchRecord, build_batch, decode_records, iter_batches
-from ..log.errors import LogError
 from ..metadata.controller import NewTopic
 from ..metadata.image import TOPIC_RESOURCE
+from ..storage.errors import LogError
 from .outcomes import DeadLetter
 
 if TYPE_CHECKING:
     from ..broker import Broker
+    from ..storage.partition import Partition
+    from ..storage.store import PartitionStore
 
 log = logging.getLogger("headwater.share.dlq")
 
@@ -170,6 +171,8 @@ class DeadLetterWriter:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        assert broker.store is not None
+        self._store: PartitionStore = broker.store
         self._written: dict[ShareKey, set[int]] = {}
         # (group, "written" | "failed") -> records, since start (the metrics endpoint).
         self.counts: Counter[tuple[str, str]] = Counter()
@@ -200,8 +203,9 @@ class DeadLetterWriter:
             max_bytes = self.broker.log_config(target.topic).max_message_bytes
             for batch in batches([r for _o, r in records], max_bytes):
                 plog.append(batch, self.broker.now_ms())
-            if plog.needs_flush:
-                await asyncio.get_running_loop().run_in_executor(None, plog.flush)
+            durable = self._store.commit([plog])
+            if durable is not None:
+                await durable
             done.update(o for o, _r in records)
             self.counts[(group_id, "written")] += len(records)
             log.debug("%d dead letters of %s-%d (group %s) written to %s-%d", len(records),
@@ -229,7 +233,7 @@ class DeadLetterWriter:
         self._written.pop(key, None)
 
     # ---- helpers -------------------------------------------------------------------
-    def _destination(self, target: Target, partition: int) -> tuple[Any, int]:
+    def _destination(self, target: Target, partition: int) -> tuple[Partition, int]:
         if not target.exists:
             self._create(target.topic)
         topic = self.broker.image.topic(target.topic)
@@ -251,7 +255,7 @@ class DeadLetterWriter:
             raise DeadLetterConfigError(f"Unable to create DLQ topic {name}: {err}")
         log.info("created dead-letter topic %s", name)
 
-    def _already_written(self, plog: Any, key: ShareKey, source_topic: str,
+    def _already_written(self, plog: Partition, key: ShareKey, source_topic: str,
                          letters: Sequence[DeadLetter]) -> set[int]:
         """Offsets of `letters` that the dead-letter partition already holds a dead
         letter of (a crash came between the append and the ARCHIVED state write)."""

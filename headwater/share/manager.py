@@ -28,8 +28,8 @@ from kio.schema.errors import ErrorCode
 from ..api.api_versions import feature_level
 from ..group.group_configs import DLQ_TOPIC
 from ..log.batch import iter_batches
-from ..log.errors import LogError
-from ..log.waiters import PartitionWaiters
+from ..storage.errors import LogError
+from ..storage.waiters import PartitionWaiters
 from .config import AcquireMode, OffsetReset, SharePartitionConfig, initial_start_offset
 from .dead_letter import DeadLetterWriter
 from .outcomes import AcknowledgementBatch, AcquiredRecords, Outcome
@@ -39,6 +39,7 @@ from .records import ShareSnapshot, StateWrite
 
 if TYPE_CHECKING:
     from ..broker import Broker
+    from ..storage.partition import Partition
 
 log = logging.getLogger("headwater.share")
 
@@ -196,7 +197,7 @@ class SharePartitionManager:
             raise ShareError(ErrorCode.unknown_topic_id)
         return topic.name
 
-    def _plog(self, topic: str, partition: int) -> Any:
+    def _plog(self, topic: str, partition: int) -> Partition:
         plog = self.broker.partition(topic, partition)
         if plog is None:
             raise ShareError(ErrorCode.unknown_topic_or_partition)
@@ -353,7 +354,7 @@ class SharePartitionManager:
             return PartitionFetch(_trim(data, headers, result.records), result.records)
 
     @staticmethod
-    def _read(leader: _Leader, plog: Any, offset: int, max_bytes: int, upper: int,
+    def _read(leader: _Leader, plog: Partition, offset: int, max_bytes: int, upper: int,
               max_records: int) -> tuple[bytes, list[tuple[int, Any]]]:
         """Log data from `offset` covering at least `max_records` offsets where the log has
         them, never more than `max_bytes`, with its batch headers (parsed once here, for
@@ -377,7 +378,7 @@ class SharePartitionManager:
                                       int(max_records * leader.bytes_per_offset * 1.1)))
 
     @staticmethod
-    def _batches(headers: list[tuple[int, Any]], plog: Any, offset: int, upper: int,
+    def _batches(headers: list[tuple[int, Any]], plog: Partition, offset: int, upper: int,
                  committed: bool) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         """The (first, last) offsets of the batches read, and the ranges no member may
         get: control batches (transaction markers), and under read_committed the
@@ -478,7 +479,7 @@ class SharePartitionManager:
             self.wake(leader.key[1], leader.key[2])
 
     # ---- waiting -------------------------------------------------------------------
-    def _log_of(self, topic_id: uuid.UUID, partition: int) -> Any:
+    def _log_of(self, topic_id: uuid.UUID, partition: int) -> Partition | None:
         topic = self.broker.image.topic_by_id(topic_id)
         return None if topic is None else self.broker.partition(topic.name, partition)
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..coordinator.runtime import CoordinatorRuntime, NotReady, Result, Timer
-from ..log.errors import KAFKA_STORAGE_ERROR, LogError
+from ..storage.errors import KAFKA_STORAGE_ERROR, LogError
 from .config import TxnConfig
 from .records import CODEC
 from .shard import EndResult, InitResult, MarkerJob, TxnShard

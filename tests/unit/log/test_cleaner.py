@@ -15,10 +15,10 @@ from headwater.config import ConfigError, LogConfig, validate_topic_config
 from headwater.log import compression, swap
 from headwater.log.batch import build_batch, decode_records, iter_batches
 from headwater.log.cleaner import CHECKPOINT, CleanStats, LogCleaner
-from headwater.log.errors import INVALID_RECORD, OUT_OF_ORDER_SEQUENCE_NUMBER, LogError
 from headwater.log.manager import LogManager
 from headwater.log.partition_log import PartitionLog
 from headwater.log.segment import LogSegment
+from headwater.storage.errors import INVALID_RECORD, OUT_OF_ORDER_SEQUENCE_NUMBER, LogError
 from tests.unit.log.crash import clean_until_crash
 
 COMPACT = LogConfig(segment_bytes=1024, index_interval_bytes=128, retention_ms=-1,

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from headwater.log import errors
 from headwater.log.batch import build_batch, decode_records, iter_batches
-from headwater.log.errors import LogError
+from headwater.storage import errors
+from headwater.storage.errors import LogError
 
 
 def bases(data: bytes) -> list[int]:
@@ -182,8 +182,10 @@ def test_fsync_always_needs_flush_after_every_append(open_log, batch, config) ->
 def test_on_append_hooks_run_after_each_append(open_log, batch) -> None:
     plog = open_log()
     seen: list[int] = []
-    plog.on_append.append(lambda: seen.append(plog.log_end_offset))
+    unsubscribe = plog.subscribe_append(lambda: seen.append(plog.log_end_offset))
     plog.append(batch(2), 0)
+    plog.append(batch(1), 0)
+    unsubscribe()
     plog.append(batch(1), 0)
     assert seen == [2, 3]
 

@@ -10,7 +10,6 @@ from crc32c import crc32c
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from headwater.log import errors
 from headwater.log.batch import (
     HEADER_SIZE,
     build_batch,
@@ -22,7 +21,8 @@ from headwater.log.batch import (
     validate_produce_records,
 )
 from headwater.log.compression import compress, decompress
-from headwater.log.errors import LogError
+from headwater.storage import errors
+from headwater.storage.errors import LogError
 
 RECORDS = [
     (b"key-1", b"value-1", [("trace", b"abc"), ("empty", None)], 1_700_000_000_000),

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from headwater.log import errors
-from headwater.log.errors import LogError
+from headwater.storage import errors
+from headwater.storage.errors import LogError
 
 PID = 1000
 

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from headwater.log import errors
 from headwater.log.batch import build_batch, iter_batches
-from headwater.log.errors import LogError
+from headwater.storage import errors
+from headwater.storage.errors import LogError
 
 
 def append_at(plog, timestamps: list[int]) -> int:

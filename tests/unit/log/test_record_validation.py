@@ -22,13 +22,13 @@ from headwater.log.batch import (
     build_batch,
     set_log_append_time,
 )
-from headwater.log.errors import (
+from headwater.log.partition_log import PartitionLog
+from headwater.storage.errors import (
     INVALID_RECORD,
     INVALID_TIMESTAMP,
     LogError,
     RecordValidationError,
 )
-from headwater.log.partition_log import PartitionLog
 
 OpenLog = Callable[..., PartitionLog]
 HOUR = 3_600_000

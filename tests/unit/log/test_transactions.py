@@ -14,16 +14,17 @@ import pytest
 from kafka.record import MemoryRecords
 
 from headwater.config import LogConfig
-from headwater.log import errors, swap
+from headwater.log import swap
 from headwater.log.batch import build_batch, decode_records, iter_batches, parse_header
 from headwater.log.cleaner import LogCleaner
 from headwater.log.control import build_marker, parse_marker
-from headwater.log.errors import LogError
 from headwater.log.partition_log import PartitionLog
 from headwater.log.producer_state import SNAPSHOT_VERSION
 from headwater.log.segment import LogSegment
 from headwater.log.txn_index import ENTRY_SIZE, AbortedTxn
-from headwater.log.waiters import PartitionWaiters
+from headwater.storage import errors
+from headwater.storage.errors import LogError
+from headwater.storage.waiters import PartitionWaiters
 from tests.unit.log.crash import Crash, clean_until_crash
 
 A, B, C = 100, 200, 300
@@ -244,7 +245,7 @@ def test_markers_wake_long_polls(open_log) -> None:
     a = Producer(plog, A)
     a.send()
     seen: list[int] = []
-    plog.on_append.append(lambda: seen.append(plog.last_stable_offset))
+    plog.subscribe_append(lambda: seen.append(plog.last_stable_offset))
     a.end(commit=True)
     assert seen == [2]
 

@@ -8,7 +8,6 @@ import pytest
 
 from headwater.config import BrokerConfig, LogConfig
 from headwater.log.batch import decode_records, iter_batches
-from headwater.log.errors import LogError
 from headwater.log.partition_log import PartitionLog
 from headwater.metadata import faults
 from headwater.metadata import records as R
@@ -19,6 +18,7 @@ from headwater.metadata.controller import (
     ControllerError,
     NewTopic,
 )
+from headwater.storage.errors import LogError
 
 CLOCK = [1_000]
 

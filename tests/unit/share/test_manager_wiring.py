@@ -10,8 +10,8 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from headwater.log.waiters import PartitionWaiters
 from headwater.share.manager import SharePartitionManager
+from headwater.storage.waiters import PartitionWaiters
 
 TID = uuid.uuid4()
 
@@ -24,6 +24,10 @@ class FakeLog:
     def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         return None
 
+    def subscribe_append(self, callback: Callable[[], None]) -> Callable[[], None]:
+        self.on_append.append(callback)
+        return lambda: self.on_append.remove(callback)
+
     def append(self) -> None:
         for callback in self.on_append:
             callback()
@@ -35,9 +39,13 @@ class FakeBroker:
         self.config = SimpleNamespace(get=lambda key: None)
         self.image = SimpleNamespace(
             topic_by_id=lambda tid: SimpleNamespace(name="t") if tid == TID else None)
+        self.store = self  # its one partition, durable at once
 
     def partition(self, topic: str, partition: int) -> FakeLog | None:
         return self.plog if (topic, partition) == ("t", 0) else None
+
+    def commit(self, partitions: object) -> None:
+        return None
 
     def now_ms(self) -> int:
         return 1_000_000

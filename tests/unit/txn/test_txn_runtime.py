@@ -15,8 +15,8 @@ from headwater.group import records as R
 from headwater.group.config import GroupConfig
 from headwater.group.offsets import PartitionCommit
 from headwater.group.shard import GroupShard
-from headwater.log.errors import LogError
 from headwater.log.partition_log import PartitionLog
+from headwater.storage.errors import LogError
 from tests.unit.group.context import image_with
 
 TOPIC = "__consumer_offsets"

@@ -1,11 +1,11 @@
-"""Long polls parked on partition logs: a Fetch that found too little data and a
+"""Long polls parked on partitions: a Fetch that found too little data and a
 ShareFetch that acquired nothing wait here until their partitions change, with no
 polling.
 
-One instance per broker. A waiter subscribes a future to each log it waits on; the
-log's append hook (installed once per log object, tracked weakly so a re-created
-partition's new log is hooked even where it reuses a freed one's address) resolves
-every future subscribed to it. `wake` does the same for changes that are not appends
+One instance per broker, shared by Fetch and ShareFetch. A waiter subscribes a future to
+each partition it waits on; the partition's append subscription (taken once per
+partition object, tracked weakly so a re-created partition's new object is hooked even
+where it reuses a freed one's address) resolves every future subscribed to it. `wake` does the same for changes that are not appends
 (a share-partition's acknowledgement, release or lock expiry).
 """
 
@@ -18,9 +18,9 @@ from typing import Protocol
 
 
 class AppendSource(Protocol):
-    """A partition log as the waiters see it: the callbacks it runs after an append."""
+    """A partition as the waiters see it: it tells subscribers about appends."""
 
-    on_append: list[Callable[[], None]]
+    def subscribe_append(self, callback: Callable[[], None]) -> Callable[[], None]: ...
 
 
 class PartitionWaiters:
@@ -40,7 +40,7 @@ class PartitionWaiters:
             if log is not None:
                 self.wake(log)
 
-        plog.on_append.append(on_append)
+        plog.subscribe_append(on_append)
 
     def subscribe(self, plog: AppendSource, future: asyncio.Future[None]
                   ) -> Callable[[], None]:

@@ -7,12 +7,16 @@ import gc
 import time
 from collections.abc import Callable
 
-from headwater.log.waiters import PartitionWaiters
+from headwater.storage.waiters import PartitionWaiters
 
 
 class FakeLog:
     def __init__(self) -> None:
         self.on_append: list[Callable[[], None]] = []
+
+    def subscribe_append(self, callback: Callable[[], None]) -> Callable[[], None]:
+        self.on_append.append(callback)
+        return lambda: self.on_append.remove(callback)
 
     def append(self) -> None:
         for callback in self.on_append:

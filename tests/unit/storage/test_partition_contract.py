@@ -1,0 +1,236 @@
+"""The storage contract (`headwater.storage`), checked against every implementation.
+
+Each test takes a `store` fixture (a fresh `PartitionStore`) and `reopen` (close it and
+open a new one over the same durable state, as a restart would). Today the only
+implementation is the local segment store; the shared log adds its factory to STORES.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from headwater.config import LogConfig
+from headwater.log.batch import build_batch, iter_batches
+from headwater.log.store import LocalStore
+from headwater.storage import LogError, Partition, PartitionStore
+from headwater.storage import errors as E
+
+TOPIC = "orders"
+RESERVED = "__cluster_metadata"
+CONFIG = LogConfig(segment_bytes=2048, index_interval_bytes=128, retention_ms=-1)
+
+
+def _local(path: Path) -> LocalStore:
+    return LocalStore(path, lambda: 1_000, retention_check_ms=300_000,
+                      cleaner_backoff_ms=15_000, reserved=(RESERVED,))
+
+
+STORES: dict[str, Callable[[Path], PartitionStore]] = {"local": _local}
+
+
+def close(store: PartitionStore) -> None:
+    asyncio.run(store.close())
+
+
+@pytest.fixture(params=sorted(STORES))
+def factory(request: pytest.FixtureRequest, tmp_path: Path
+            ) -> Iterator[Callable[[], PartitionStore]]:
+    opened: list[PartitionStore] = []
+
+    def make() -> PartitionStore:
+        store = STORES[request.param](tmp_path)
+        opened.append(store)
+        return store
+
+    yield make
+    close(opened[-1])
+
+
+@pytest.fixture
+def store(factory: Callable[[], PartitionStore]) -> PartitionStore:
+    return factory()
+
+
+@pytest.fixture
+def reopen(store: PartitionStore, factory: Callable[[], PartitionStore]
+           ) -> Callable[[], PartitionStore]:
+    def again() -> PartitionStore:
+        close(store)
+        fresh = factory()
+        fresh.ensure(TOPIC, 0, CONFIG)
+        return fresh
+    return again
+
+
+def part(store: PartitionStore, partition: int = 0) -> Partition:
+    store.ensure(TOPIC, partition, CONFIG)
+    found = store.partition(TOPIC, partition)
+    assert found is not None
+    return found
+
+
+def batch(n: int = 1, ts: int = 1_000, **kwargs: int | bool) -> bytes:
+    records = [(f"k{i}".encode(), f"v{i}".encode(), [], ts + i) for i in range(n)]
+    return build_batch(records, **kwargs)  # type: ignore[arg-type]
+
+
+def committed(store: PartitionStore, partitions: list[Partition]) -> None:
+    """Await the store's commit as a producer's acknowledgement would."""
+    pending = store.commit(partitions)
+    if pending is not None:
+        assert inspect.isawaitable(pending)
+
+        async def wait() -> None:
+            await pending
+        asyncio.run(wait())
+
+
+def test_partitions_come_and_go_with_ensure_and_remove(store: PartitionStore) -> None:
+    assert store.partition(TOPIC, 0) is None
+    p = part(store)
+    assert (p.topic, p.partition) == (TOPIC, 0)
+    assert (p.log_start_offset, p.log_end_offset, p.high_watermark) == (0, 0, 0)
+    assert [x.partition for x in store.partitions()] == [0]
+    assert store.remove(TOPIC, 0) is True
+    assert store.partition(TOPIC, 0) is None
+    assert store.remove(TOPIC, 0) is False
+
+
+def test_a_reserved_topic_is_never_handed_out(store: PartitionStore) -> None:
+    store.ensure(RESERVED, 0, CONFIG)
+    assert store.partition(RESERVED, 0) is None
+
+
+def test_the_store_assigns_contiguous_offsets_and_keeps_batches_opaque(
+        store: PartitionStore) -> None:
+    p = part(store)
+    sent = [batch(3), batch(1), batch(5)]
+    results = [p.append(b, 2_000) for b in sent]
+    assert [(r.base_offset, r.last_offset) for r in results] == [(0, 2), (3, 3), (4, 8)]
+    assert p.log_end_offset == p.high_watermark == 9
+    data = p.read(0, 1 << 20)
+    got = [data[pos:pos + h.size] for pos, h in iter_batches(data)]
+    assert [h.base_offset for _pos, h in iter_batches(data)] == [0, 3, 4]
+    # Only the base offset (8 bytes, outside the CRC) differs from what was sent.
+    assert [g[8:] for g in got] == [s[8:] for s in sent]
+
+
+def test_reads_return_whole_batches_within_the_bounds(store: PartitionStore) -> None:
+    p = part(store)
+    for _ in range(4):
+        p.append(batch(2), 2_000)
+    first = p.read(2, 1)  # at least one batch (KIP-74), from the one holding offset 2
+    assert [h.base_offset for _pos, h in iter_batches(first)] == [2]
+    bounded = p.read(0, 1 << 20, upper_bound=4)
+    assert [h.base_offset for _pos, h in iter_batches(bounded)] == [0, 2]
+    assert p.read(8, 1 << 20) == b""
+    with pytest.raises(LogError) as err:
+        p.read(9, 1 << 20)
+    assert err.value.code == E.OFFSET_OUT_OF_RANGE
+
+
+def test_an_append_is_atomic(store: PartitionStore) -> None:
+    p = part(store)
+    p.append(batch(1), 2_000)
+    corrupt = bytearray(batch(2))
+    corrupt[-1] ^= 0xFF  # the CRC no longer matches
+    with pytest.raises(LogError) as err:
+        p.append(batch(3) + bytes(corrupt), 2_000)
+    assert err.value.code == E.CORRUPT_MESSAGE
+    assert p.log_end_offset == 1  # the valid first batch was not written either
+
+
+def test_idempotence_deduplicates_and_orders(store: PartitionStore) -> None:
+    p = part(store)
+    first = p.append(batch(2, producer_id=7, producer_epoch=0, base_sequence=0), 2_000)
+    again = p.append(batch(2, producer_id=7, producer_epoch=0, base_sequence=0), 2_000)
+    assert again.duplicate and (again.base_offset, again.last_offset) == (0, 1)
+    assert not first.duplicate and p.log_end_offset == 2
+    with pytest.raises(LogError) as gap:
+        p.append(batch(1, producer_id=7, producer_epoch=0, base_sequence=5), 2_000)
+    assert gap.value.code == E.OUT_OF_ORDER_SEQUENCE_NUMBER
+    p.append(batch(1, producer_id=7, producer_epoch=1, base_sequence=0), 2_000)
+    with pytest.raises(LogError) as stale:
+        p.append(batch(1, producer_id=7, producer_epoch=0, base_sequence=2), 2_000)
+    assert stale.value.code == E.INVALID_PRODUCER_EPOCH
+    assert p.knows_producer(7) and not p.knows_producer(8)
+    assert [(s.producer_id, s.producer_epoch) for s in p.producer_states()] == [(7, 1)]
+
+
+def test_transactions_hold_the_last_stable_offset_and_list_aborts(
+        store: PartitionStore) -> None:
+    p = part(store)
+    p.append(batch(1), 2_000)
+    txn = dict(producer_id=9, producer_epoch=0, is_transactional=True)
+    p.append(batch(2, base_sequence=0, **txn), 2_000)
+    assert p.in_transaction(9, 0)
+    assert (p.last_stable_offset, p.high_watermark) == (1, 3)
+    marker = p.append_marker(9, 0, False, 0, 2_000)
+    assert marker == 3 and not p.in_transaction(9, 0)
+    assert p.last_stable_offset == p.high_watermark == 4
+    assert p.aborted_transactions(0, 4) == [(9, 1)]
+    assert p.aborted_transactions(3, 4) == [(9, 1)]  # the range ends at its marker
+    p.append(batch(1), 2_000)
+    assert p.aborted_transactions(4, 5) == []
+
+
+def test_subscribers_hear_of_appends_but_not_of_duplicates(store: PartitionStore) -> None:
+    p = part(store)
+    seen: list[int] = []
+    unsubscribe = p.subscribe_append(lambda: seen.append(p.high_watermark))
+    idempotent = batch(1, producer_id=3, producer_epoch=0, base_sequence=0)
+    p.append(idempotent, 2_000)
+    p.append(idempotent, 2_000)  # a retry: nothing new is visible
+    p.append_marker(3, 0, True, 0, 2_000)
+    unsubscribe()
+    p.append(batch(1), 2_000)
+    assert seen == [1, 2]
+
+
+def test_timestamps_and_log_start(store: PartitionStore) -> None:
+    p = part(store)
+    p.append(batch(2, ts=1_000), 2_000)
+    p.append(batch(2, ts=5_000), 2_000)
+    p.append(batch(1, ts=3_000), 2_000)
+    assert p.offset_for_timestamp(1_001) == (1, 1_001)
+    assert p.offset_for_timestamp(4_000) == (2, 5_000)
+    assert p.offset_for_timestamp(9_000) is None
+    assert p.max_timestamp_entry() == (3, 5_001)
+    assert p.delete_records_before(3) == 3
+    assert p.log_start_offset == 3 and p.delete_records_before(1) == 3
+    with pytest.raises(LogError) as err:
+        p.read(1, 1 << 20)
+    assert err.value.code == E.OFFSET_OUT_OF_RANGE
+    with pytest.raises(LogError):
+        p.delete_records_before(99)
+
+
+def test_committed_appends_survive_a_restart(store: PartitionStore,
+                                            reopen: Callable[[], PartitionStore]) -> None:
+    p = part(store)
+    sent = batch(4, producer_id=11, producer_epoch=0, base_sequence=0)
+    p.append(sent, 2_000)
+    p.delete_records_before(1)
+    committed(store, [p])
+    before = p.read(0 if p.log_start_offset == 0 else 1, 1 << 20)
+    fresh = reopen()
+    q = fresh.partition(TOPIC, 0)
+    assert q is not None
+    assert (q.log_start_offset, q.log_end_offset) == (1, 4)
+    assert q.read(1, 1 << 20) == before
+    # The producer's state came back with the data: its retry is still a duplicate.
+    assert q.append(sent, 2_000).duplicate
+
+
+def test_commit_covers_what_the_flush_policy_asks(store: PartitionStore) -> None:
+    store.ensure(TOPIC, 1, LogConfig(segment_bytes=2048, flush_messages=1))
+    p = store.partition(TOPIC, 1)
+    assert p is not None
+    p.append(batch(1), 2_000)
+    committed(store, [p])
+    assert store.commit([p]) is None  # nothing left to make durable

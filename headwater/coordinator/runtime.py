@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..log.batch import BatchRecord, build_batch, decode_records, iter_batches
@@ -34,8 +34,8 @@ from .hashing import partition_for
 from .record_codec import CoordinatorRecord, RecordCodec
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..storage.partition import Partition
+    from ..storage.store import PartitionSource
 
 log = logging.getLogger("headwater.coordinator")
 
@@ -57,6 +57,19 @@ class Timer(Protocol):
     def schedule(self, key: str, delay_ms: int, op: Callable[[int], Result]) -> None: ...
 
     def cancel(self, key: str) -> None: ...
+
+
+Clock = Callable[[], int]
+"""Wall-clock milliseconds (the broker's `now_ms`; a test's fake clock)."""
+
+
+class InternalTopics(Protocol):
+    """Creates the runtime's internal topic (the controller does)."""
+
+    def ensure_internal_topic(self, name: str, num_partitions: int,
+                              configs: Mapping[str, str]) -> int:
+        """Create `name` if missing; its partition count."""
+        ...
 
 
 class Shard(Protocol):
@@ -112,10 +125,17 @@ class _LoopTimer:
 
 
 class CoordinatorRuntime:
-    def __init__(self, broker: Broker, topic: str, num_partitions: int, codec: RecordCodec,
+    """The shards of one internal topic. It reads and writes the topic's partitions
+    through `partitions` (the storage seam), creates the topic through `topics`, and
+    stamps records with `clock`."""
+
+    def __init__(self, topic: str, num_partitions: int, codec: RecordCodec,
                  shard_factory: Callable[[int, Timer], Shard],
-                 topic_configs: dict[str, str], load_delay_ms: int = 0) -> None:
-        self.broker = broker
+                 topic_configs: dict[str, str], *, partitions: PartitionSource,
+                 topics: InternalTopics, clock: Clock, load_delay_ms: int = 0) -> None:
+        self._partitions = partitions
+        self._topics = topics
+        self._clock = clock
         self.topic = topic
         self.num_partitions = num_partitions
         self.codec = codec
@@ -135,19 +155,10 @@ class CoordinatorRuntime:
 
     # ---- lifecycle -----------------------------------------------------------------
     def ensure_topic(self) -> None:
-        from ..metadata.controller import NewTopic
-
-        assert self.broker.controller is not None
-        topic = self.broker.image.topic(self.topic)
-        if topic is None:
-            (_, err, _), = self.broker.controller.create_topics(
-                [NewTopic(self.topic, self.num_partitions, 1, None, self.topic_configs)],
-                allow_internal=True)
-            if err is not None:
-                raise RuntimeError(f"cannot create {self.topic}: {err.message}")
-        else:
-            self.num_partitions = len(topic.partitions)
-            self._loading = set(range(self.num_partitions))
+        """Create the topic if missing; an existing one keeps its partition count."""
+        self.num_partitions = self._topics.ensure_internal_topic(
+            self.topic, self.num_partitions, self.topic_configs)
+        self._loading = set(range(self.num_partitions))
 
     async def start(self) -> None:
         self.ensure_topic()
@@ -178,7 +189,7 @@ class CoordinatorRuntime:
             self._shards[partition] = shard
             self._timers[partition] = timer
             self._loading.discard(partition)
-            shard.on_loaded(self.broker.now_ms())
+            shard.on_loaded(self._clock())
             elapsed = (time.monotonic() - start) * 1000
             self.load_times_ms[partition] = elapsed
             if count:
@@ -243,7 +254,7 @@ class CoordinatorRuntime:
         return None if marker is None else marker.commit
 
     def _log(self, partition: int) -> Partition:
-        plog = self.broker.partition(self.topic, partition)
+        plog = self._partitions.partition(self.topic, partition)
         if plog is None:
             raise NotReady(COORDINATOR_NOT_AVAILABLE)
         return plog
@@ -276,7 +287,7 @@ class CoordinatorRuntime:
         the log may then refuse it with a LogError (a fenced epoch, say), which
         propagates and leaves the shard unchanged."""
         shard = self.shard(partition)
-        now = self.broker.now_ms()
+        now = self._clock()
         result = op(shard, now)
         if result.records:
             self.append(partition, shard, result.records, now, producer_id, producer_epoch,
@@ -292,7 +303,7 @@ class CoordinatorRuntime:
         loader would miss it), LogError if the log refuses it."""
         shard = self.shard(partition)
         offset = self._log(partition).append_marker(producer_id, producer_epoch, commit,
-                                                    coordinator_epoch, self.broker.now_ms(),
+                                                    coordinator_epoch, self._clock(),
                                                     transaction_version)
         shard.replay_end_transaction(producer_id, producer_epoch, commit)
         return offset

@@ -44,9 +44,11 @@ class GroupCoordinator:
             shard.share.member_removed = self._share_member_removed
             return shard
 
+        assert broker.store is not None and broker.controller is not None
         self.runtime = CoordinatorRuntime(
-            broker, TOPIC, self.config.num_partitions, R.CODEC, factory,
+            TOPIC, self.config.num_partitions, R.CODEC, factory,
             {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
+            partitions=broker.store, topics=broker.controller, clock=broker.now_ms,
             load_delay_ms=self.config.load_delay_ms)
 
     async def start(self) -> None:

@@ -374,6 +374,19 @@ class Controller:
                 raise ControllerError(INVALID_CONFIG, str(exc)) from None
         return partitions, rf
 
+    def ensure_internal_topic(self, name: str, num_partitions: int,
+                              configs: Mapping[str, str]) -> int:
+        """A coordinator's internal topic, created with `num_partitions` if missing;
+        returns its partition count (an existing topic keeps its own)."""
+        topic = self.image.topic(name)
+        if topic is not None:
+            return len(topic.partitions)
+        (_, err, _), = self.create_topics(
+            [NewTopic(name, num_partitions, 1, None, configs)], allow_internal=True)
+        if err is not None:
+            raise RuntimeError(f"cannot create {name}: {err.message}")
+        return num_partitions
+
     def create_topics(self, topics: Iterable[NewTopic], validate_only: bool = False,
                       allow_internal: bool = False
                       ) -> list[tuple[NewTopic, ControllerError | None, TopicImage | None]]:

@@ -87,9 +87,11 @@ class ShareCoordinator:
         def factory(partition: int, timer: Timer) -> ShareCoordinatorShard:
             return ShareCoordinatorShard(partition, timer, self.config, image)
 
+        assert broker.store is not None and broker.controller is not None
         self.runtime = CoordinatorRuntime(
-            broker, TOPIC, self.config.num_partitions, CODEC, factory,
+            TOPIC, self.config.num_partitions, CODEC, factory,
             {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
+            partitions=broker.store, topics=broker.controller, clock=broker.now_ms,
             load_delay_ms=self.config.load_delay_ms)
         self.runtime.subscribe_load(self._after_load)
         # Called with a __share_group_state partition once it is loaded (and cleaned).

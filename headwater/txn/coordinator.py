@@ -54,9 +54,11 @@ class TransactionCoordinator:
         def factory(partition: int, timer: Timer) -> TxnShard:
             return TxnShard(partition, timer, self.config, self._allocate_producer_id)
 
+        assert broker.store is not None and broker.controller is not None
         self.runtime = CoordinatorRuntime(
-            broker, TOPIC, self.config.num_partitions, CODEC, factory,
+            TOPIC, self.config.num_partitions, CODEC, factory,
             {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
+            partitions=broker.store, topics=broker.controller, clock=broker.now_ms,
             load_delay_ms=self.config.load_delay_ms)
         self.runtime.after_write = self._drive
         self.runtime.subscribe_load(self._drive)

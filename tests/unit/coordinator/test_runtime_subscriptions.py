@@ -16,9 +16,10 @@ class FakeShard:
 
 
 def test_load_subscribers_are_called_in_order_until_unsubscribed() -> None:
-    broker: Any = SimpleNamespace(now_ms=lambda: 0)
-    runtime = CoordinatorRuntime(broker, "__t", 2, None,  # type: ignore[arg-type]
-                                 lambda p, timer: FakeShard(), {})
+    none: Any = SimpleNamespace()
+    runtime = CoordinatorRuntime("__t", 2, None,  # type: ignore[arg-type]
+                                 lambda p, timer: FakeShard(), {}, partitions=none,
+                                 topics=none, clock=lambda: 0)
     runtime._scan = lambda partition: iter(())  # type: ignore[method-assign]
     calls: list[tuple[str, int]] = []
     runtime.subscribe_load(lambda p: calls.append(("first", p)))

@@ -55,6 +55,10 @@ class FakeController:
         self.next += 1
         return self.next
 
+    def ensure_internal_topic(self, name: str, num_partitions: int,
+                              configs: object) -> int:
+        return num_partitions
+
 
 class FakeBroker:
     def __init__(self, txn_log: PartitionLog) -> None:
@@ -65,6 +69,7 @@ class FakeBroker:
         self.coordinator_key_types: set[int] = {0}
         self.txn_log = txn_log
         self.data = {("t", 0): FakePartition(), ("t", 1): FakePartition()}
+        self.store = self  # the partitions above
 
     def partition(self, topic: str, partition: int):
         if topic == TOPIC:

@@ -4,6 +4,7 @@ a producer id, markers through `write_marker`, and loading that replays both."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ INVALID_PRODUCER_EPOCH = 47
 
 
 class FakeBroker:
-    """What the runtime needs of a broker: partition logs and a clock."""
+    """What the runtime needs: partitions, its internal topic and a clock."""
 
     def __init__(self, plog: PartitionLog) -> None:
         self.plog = plog
@@ -35,6 +36,10 @@ class FakeBroker:
 
     def now_ms(self) -> int:
         return self.now
+
+    def ensure_internal_topic(self, name: str, num_partitions: int,
+                              configs: Mapping[str, str]) -> int:
+        return num_partitions
 
 
 @pytest.fixture
@@ -55,8 +60,9 @@ def plog(tmp_path: Path):
 def runtime_over(broker: FakeBroker) -> CoordinatorRuntime:
     config = GroupConfig.from_broker(BrokerConfig({}))
     image = image_with({"t": 2})
-    return CoordinatorRuntime(broker, TOPIC, 1, R.CODEC,  # type: ignore[arg-type]
-                              lambda p, timer: GroupShard(p, timer, config, lambda: image), {})
+    return CoordinatorRuntime(TOPIC, 1, R.CODEC,
+                              lambda p, timer: GroupShard(p, timer, config, lambda: image), {},
+                              partitions=broker, topics=broker, clock=broker.now_ms)
 
 
 def commit(runtime: CoordinatorRuntime, offset: int, pid: int, epoch: int,

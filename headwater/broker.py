@@ -32,17 +32,19 @@ from .security import listeners, tls
 from .security.access import AccessControl
 from .security.sasl import SaslConfig, SaslSession
 from .security.scram import MECHANISMS, ScramCredential
-from .share.coordinator import ShareCoordinator
+from .share.coordinator import SHARE_KEY_TYPE, ShareCoordinator
 from .share.manager import SharePartitionManager
 from .share.sessions import ShareSessionCache
 from .storage.partition import Partition
 from .storage.waiters import PartitionWaiters
-from .txn.coordinator import TransactionCoordinator
+from .txn.coordinator import TRANSACTION_KEY_TYPE, TransactionCoordinator
 from .wire.dispatch import LISTENER, Dispatcher, RequestContext
 from .wire.limits import ConnectionLimits
 from .wire.server import KafkaServer
 
 log = logging.getLogger("headwater.broker")
+
+GROUP_KEY_TYPE = 0  # FindCoordinator's key types: 0 group, 1 transaction, 2 share
 
 
 def now_ms() -> int:
@@ -91,7 +93,7 @@ class Broker:
             config.get_int("group.share.max.share.sessions", 2000))
         # FindCoordinator key types served here (0 group; 1 transaction and 2 share
         # once their coordinators run).
-        self.coordinator_key_types: set[int] = {0}
+        self.coordinator_key_types: set[int] = {GROUP_KEY_TYPE}
 
     # ---- lifecycle -----------------------------------------------------------------
     @property
@@ -122,14 +124,29 @@ class Broker:
                                                              MAX_PARTITIONS)
         self.controller.load()
         self._sync_logs(MetadataImage(), self.controller.image, lazy=True)
-        self.controller.listeners.append(self._sync_logs)
-        self.groups = GroupCoordinator(self)
-        self.transactions = TransactionCoordinator(self)
-        self.share_coordinator = ShareCoordinator(self)
+        self.controller.subscribe(self._sync_logs)
+        self._build_coordinators(self.controller, self.store)
+        assert self.groups is not None and self.share_coordinator is not None
         self._build_share_services(self.groups, self.share_coordinator)
         self.quotas = ClientQuotas(self)
         self.access = AccessControl(self)
         register_all(self.dispatcher, self)
+
+    def _build_coordinators(self, controller: Controller, store: LocalStore) -> None:
+        """The group, transaction and share coordinators, each given what it uses."""
+
+        def image() -> MetadataImage:
+            return controller.image
+
+        self.groups = GroupCoordinator(self.config, image=image, metadata=controller,
+                                       partitions=store, topics=controller,
+                                       clock=self.now_ms)
+        self.transactions = TransactionCoordinator(
+            self.config, image=image, partitions=store, topics=controller,
+            clock=self.now_ms, producer_ids=controller, offsets=self.groups.runtime)
+        self.share_coordinator = ShareCoordinator(
+            self.config, image=image, metadata=controller, store=store, topics=controller,
+            clock=self.now_ms)
 
     def _build_share_services(self, groups: GroupCoordinator,
                               coordinator: ShareCoordinator) -> None:
@@ -140,8 +157,7 @@ class Broker:
         coordinator.subscribe_load(self.share_partitions.recover_dead_letters)
         assert self.controller is not None
         # Group configs are dynamic: loaded leaders follow them (after `_sync_logs`).
-        self.controller.listeners.append(
-            lambda _old, _new: self.share_partitions.refresh_configs())
+        self.controller.subscribe(lambda _old, _new: self.share_partitions.refresh_configs())
         self.share_admin = ShareAdmin(self, self.share_partitions)
         groups.runtime.subscribe_load(self.share_admin.group_partition_loaded)
 
@@ -156,8 +172,10 @@ class Broker:
         await self.groups.start()
         assert self.transactions is not None
         await self.transactions.start()
+        self.coordinator_key_types.add(TRANSACTION_KEY_TYPE)
         assert self.share_coordinator is not None
         await self.share_coordinator.start()
+        self.coordinator_key_types.add(SHARE_KEY_TYPE)
         for server in self.servers:
             await server.start()
         self.listen_port = self.server.port
@@ -181,6 +199,7 @@ class Broker:
             await server.stop()
         if self.metrics is not None:
             await self.metrics.stop()
+        self.coordinator_key_types.intersection_update({GROUP_KEY_TYPE})
         if self.transactions is not None:
             await self.transactions.stop()
         if self.share_coordinator is not None:

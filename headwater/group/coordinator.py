@@ -16,7 +16,9 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..coordinator.runtime import CoordinatorRuntime, NotReady, Result, Timer
+from ..config import BrokerConfig
+from ..coordinator.runtime import Clock, CoordinatorRuntime, InternalTopics, NotReady, Result, Timer
+from ..metadata.events import ImageSource, MetadataEvents
 from ..metadata.image import GROUP_RESOURCE
 from . import group_configs
 from . import records as R
@@ -24,8 +26,8 @@ from .config import GroupConfig
 from .shard import GroupShard
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..metadata.image import MetadataImage
+    from ..storage.store import PartitionSource
 
 log = logging.getLogger("headwater.group")
 
@@ -33,30 +35,35 @@ TOPIC = "__consumer_offsets"
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = GroupConfig.from_broker(broker.config)
+    def __init__(self, config: BrokerConfig, *, image: ImageSource,
+                 metadata: MetadataEvents, partitions: PartitionSource,
+                 topics: InternalTopics, clock: Clock) -> None:
+        self.broker_config = config
+        self.config = GroupConfig.from_broker(config)
+        self._image = image
+        self._metadata = metadata
+        self._unsubscribe: Callable[[], None] | None = None
 
         self._share_listeners: list[Callable[[str, str], None]] = []
 
         def factory(partition: int, timer: Timer) -> GroupShard:
-            shard = GroupShard(partition, timer, self.config, lambda: broker.image)
+            shard = GroupShard(partition, timer, self.config, image)
             shard.share.member_removed = self._share_member_removed
             return shard
 
-        assert broker.store is not None and broker.controller is not None
         self.runtime = CoordinatorRuntime(
             TOPIC, self.config.num_partitions, R.CODEC, factory,
             {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
-            partitions=broker.store, topics=broker.controller, clock=broker.now_ms,
+            partitions=partitions, topics=topics, clock=clock,
             load_delay_ms=self.config.load_delay_ms)
 
     async def start(self) -> None:
         await self.runtime.start()
-        assert self.broker.controller is not None
-        self.broker.controller.listeners.append(self._on_metadata)
+        self._unsubscribe = self._metadata.subscribe(self._on_metadata)
 
     async def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         await self.runtime.stop()
 
     def partition_for(self, group_id: str) -> int:
@@ -86,8 +93,8 @@ class GroupCoordinator:
 
     def share_group_config(self, group_id: str) -> dict[str, str]:
         """The effective `share.*` configs: the group's override, else the broker's."""
-        overrides = self.broker.image.resource_configs(GROUP_RESOURCE, group_id)
-        values = group_configs.effective(overrides, self.broker.config)
+        overrides = self._image().resource_configs(GROUP_RESOURCE, group_id)
+        values = group_configs.effective(overrides, self.broker_config)
         return {k: values[k] for k in group_configs.SHARE_KEYS}
 
     def add_share_member_listener(self, callback: Callable[[str, str], None]

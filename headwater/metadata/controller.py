@@ -27,6 +27,7 @@ from ..log.partition_log import PartitionLog
 from ..storage.errors import LogError
 from . import faults, snapshot
 from . import records as R
+from .events import Listener
 from .image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from .replay import Replay, read_batches
 from .topics import collision_key, topic_name_error
@@ -55,7 +56,6 @@ METADATA_TOPIC = "__cluster_metadata"
 MAX_RECORDS_PER_USER_OP = 10_000
 EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 
-Listener = Callable[[MetadataImage, MetadataImage], None]
 SnapshotRunner = Callable[[Callable[[], Path], Callable[[BaseException | None], None]], None]
 _MARKERS = (R.BeginTransactionRecord, R.EndTransactionRecord, R.AbortTransactionRecord)
 
@@ -84,7 +84,7 @@ class Controller:
         self.node_id = config.get_int("node.id")
         self.now_ms = now_ms
         self.image = MetadataImage()
-        self.listeners: list[Listener] = []
+        self._listeners: list[Listener] = []
         self._pid_next = 0
         self._pid_end = 0
         # Partitions this broker can hold open (headwater/limits.py); set by the broker.
@@ -300,13 +300,24 @@ class Controller:
         self._abort_reason = None
         self._open_transaction = False
 
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call `listener(old, new)` after every committed change, in subscription
+        order; returns the unsubscribe handle."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
     def commit(self, records: Sequence[object]) -> None:
         if not records:
             return
         last = self._write(records)
         old = self.image
         self.image = old.apply(records, last)
-        for listener in self.listeners:
+        for listener in tuple(self._listeners):
             listener(old, self.image)
         self.maybe_snapshot()
 

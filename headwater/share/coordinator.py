@@ -21,8 +21,10 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..config import BrokerConfig
 from ..coordinator.hashing import partition_for
-from ..coordinator.runtime import CoordinatorRuntime, NotReady, Result, Timer
+from ..coordinator.runtime import Clock, CoordinatorRuntime, InternalTopics, NotReady, Result, Timer
+from ..metadata.events import ImageSource, MetadataEvents
 from .coordinator_shard import (
     INVALID_REQUEST,
     ReadResult,
@@ -34,8 +36,8 @@ from .record_state import RecordState
 from .records import CODEC, ShareSnapshot, StateWrite
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..metadata.image import MetadataImage
+    from ..storage.store import PartitionStore
 
 log = logging.getLogger("headwater.share")
 
@@ -76,22 +78,23 @@ def parse_coordinator_key(key: str) -> tuple[str, uuid.UUID, int] | None:
 
 
 class ShareCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = ShareCoordinatorConfig.from_broker(broker.config)
+    def __init__(self, config: BrokerConfig, *, image: ImageSource,
+                 metadata: MetadataEvents, store: PartitionStore, topics: InternalTopics,
+                 clock: Clock) -> None:
+        self.config = ShareCoordinatorConfig.from_broker(config)
+        self._image = image
+        self._metadata = metadata
+        self._store = store
+        self._unsubscribe: Callable[[], None] | None = None
         self._partition_cache: dict[tuple[str, uuid.UUID, int], int] = {}
-
-        def image() -> MetadataImage | None:
-            return broker.image if broker.controller is not None else None
 
         def factory(partition: int, timer: Timer) -> ShareCoordinatorShard:
             return ShareCoordinatorShard(partition, timer, self.config, image)
 
-        assert broker.store is not None and broker.controller is not None
         self.runtime = CoordinatorRuntime(
             TOPIC, self.config.num_partitions, CODEC, factory,
             {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
-            partitions=broker.store, topics=broker.controller, clock=broker.now_ms,
+            partitions=store, topics=topics, clock=clock,
             load_delay_ms=self.config.load_delay_ms)
         self.runtime.subscribe_load(self._after_load)
         # Called with a __share_group_state partition once it is loaded (and cleaned).
@@ -110,15 +113,12 @@ class ShareCoordinator:
 
     async def start(self) -> None:
         await self.runtime.start()
-        assert self.broker.controller is not None
-        self.broker.controller.listeners.append(self._on_metadata)
-        self.broker.coordinator_key_types.add(SHARE_KEY_TYPE)
+        self._unsubscribe = self._metadata.subscribe(self._on_metadata)
 
     async def stop(self) -> None:
-        self.broker.coordinator_key_types.discard(SHARE_KEY_TYPE)
-        if self.broker.controller is not None and \
-                self._on_metadata in self.broker.controller.listeners:
-            self.broker.controller.listeners.remove(self._on_metadata)
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
         await self.runtime.stop()
 
     def partition_for(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
@@ -195,9 +195,8 @@ class ShareCoordinator:
         except NotReady as exc:
             refused: _T = _with_code(invalid, exc.code)
             return refused
-        plog = self.broker.partition(TOPIC, state_partition)
-        store = self.broker.store
-        durable = store.commit([plog]) if plog is not None and store is not None else None
+        plog = self._store.partition(TOPIC, state_partition)
+        durable = self._store.commit([plog]) if plog is not None else None
         if durable is not None:
             await durable
         return response
@@ -228,9 +227,7 @@ class ShareCoordinator:
 
     def _clean_deleted_topics(self, state_partition: int) -> None:
         """Tombstones for the state of topics deleted (also while the shard loaded)."""
-        if self.broker.controller is None:
-            return
-        image = self.broker.image
+        image = self._image()
         try:
             self.runtime.write(state_partition,
                                lambda s, now: s.on_metadata_update(image, now))

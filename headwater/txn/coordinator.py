@@ -19,9 +19,11 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ..coordinator.runtime import CoordinatorRuntime, NotReady, Result, Timer
+from ..config import BrokerConfig
+from ..coordinator.runtime import Clock, CoordinatorRuntime, InternalTopics, NotReady, Result, Timer
+from ..metadata.events import ImageSource
 from ..storage.errors import KAFKA_STORAGE_ERROR, LogError
 from .config import TxnConfig
 from .records import CODEC
@@ -29,7 +31,7 @@ from .shard import EndResult, InitResult, MarkerJob, TxnShard
 from .state import TxnState
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..storage.store import PartitionSource
 
 log = logging.getLogger("headwater.txn")
 
@@ -46,19 +48,39 @@ RETRY_DELAY_S = 0.1
 TopicPartition = tuple[str, int]
 
 
+class ProducerIds(Protocol):
+    """Hands out producer ids (the controller's block of them)."""
+
+    def allocate_producer_id(self) -> int: ...
+
+
+class MarkerWriter(Protocol):
+    """Writes a transaction marker on a `__consumer_offsets` partition (the group
+    coordinator's runtime: the marker resolves the shard's pending offsets)."""
+
+    def write_marker(self, partition: int, producer_id: int, producer_epoch: int,
+                     commit: bool, coordinator_epoch: int,
+                     transaction_version: int = 0) -> int: ...
+
+
 class TransactionCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = TxnConfig.from_broker(broker.config)
+    def __init__(self, config: BrokerConfig, *, image: ImageSource,
+                 partitions: PartitionSource, topics: InternalTopics, clock: Clock,
+                 producer_ids: ProducerIds, offsets: MarkerWriter) -> None:
+        self.config = TxnConfig.from_broker(config)
+        self._image = image
+        self._partitions = partitions
+        self._clock = clock
+        self._producer_ids = producer_ids
+        self._offsets = offsets
 
         def factory(partition: int, timer: Timer) -> TxnShard:
-            return TxnShard(partition, timer, self.config, self._allocate_producer_id)
+            return TxnShard(partition, timer, self.config, producer_ids.allocate_producer_id)
 
-        assert broker.store is not None and broker.controller is not None
         self.runtime = CoordinatorRuntime(
             TOPIC, self.config.num_partitions, CODEC, factory,
             {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
-            partitions=broker.store, topics=broker.controller, clock=broker.now_ms,
+            partitions=partitions, topics=topics, clock=clock,
             load_delay_ms=self.config.load_delay_ms)
         self.runtime.after_write = self._drive
         self.runtime.subscribe_load(self._drive)
@@ -71,18 +93,12 @@ class TransactionCoordinator:
 
     async def start(self) -> None:
         await self.runtime.start()
-        self.broker.coordinator_key_types.add(TRANSACTION_KEY_TYPE)
 
     async def stop(self) -> None:
-        self.broker.coordinator_key_types.discard(TRANSACTION_KEY_TYPE)
         for handle in self._retries.values():
             handle.cancel()
         self._retries.clear()
         await self.runtime.stop()
-
-    def _allocate_producer_id(self) -> int:
-        assert self.broker.controller is not None
-        return self.broker.controller.allocate_producer_id()
 
     # ---- operations (NotReady propagates: the handler answers with its code) -------
     def partition_for(self, txn_id: str) -> int:
@@ -128,7 +144,7 @@ class TransactionCoordinator:
         """Across all shards; NotReady(COORDINATOR_LOAD_IN_PROGRESS) while any loads."""
         if not self.runtime.is_loaded():
             raise NotReady(COORDINATOR_LOAD_IN_PROGRESS)
-        now = self.broker.now_ms()
+        now = self._clock()
         out: list[dict[str, Any]] = []
         for shard in self.runtime.shards():
             assert isinstance(shard, TxnShard)
@@ -145,19 +161,17 @@ class TransactionCoordinator:
         partition (the coordinator bumped it)."""
         try:
             if topic == OFFSETS_TOPIC:
-                if self.broker.groups is None:
-                    return UNKNOWN_TOPIC_OR_PARTITION
-                self.broker.groups.runtime.write_marker(partition, producer_id, producer_epoch,
+                self._offsets.write_marker(partition, producer_id, producer_epoch,
                                                         commit, coordinator_epoch,
                                                         transaction_version)
                 return 0
             # Never the metadata log: Broker.partition does not return it (a marker there
             # once kept the broker from starting; found by fuzzing).
-            plog = self.broker.partition(topic, partition)
+            plog = self._partitions.partition(topic, partition)
             if plog is None:
                 return UNKNOWN_TOPIC_OR_PARTITION
             plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
-                               self.broker.now_ms(), transaction_version)
+                               self._clock(), transaction_version)
             return 0
         except NotReady as exc:
             return exc.code
@@ -167,7 +181,7 @@ class TransactionCoordinator:
     def coordinator_epoch(self, partition: int) -> int:
         """The leader epoch of the `__transaction_state` partition (Kafka's coordinator
         epoch, which markers carry)."""
-        topic = self.broker.image.topic(TOPIC)
+        topic = self._image().topic(TOPIC)
         if topic is not None:
             for p in topic.partitions:
                 if p.partition_id == partition:

@@ -69,7 +69,6 @@ class FakeBroker:
         self.coordinator_key_types: set[int] = {0}
         self.txn_log = txn_log
         self.data = {("t", 0): FakePartition(), ("t", 1): FakePartition()}
-        self.store = self  # the partitions above
 
     def partition(self, topic: str, partition: int):
         if topic == TOPIC:
@@ -78,6 +77,14 @@ class FakeBroker:
 
     def now_ms(self) -> int:
         return 1_000_000
+
+
+def coordinator_over(broker: FakeBroker) -> TransactionCoordinator:
+    """A coordinator given what it uses, all faked by `broker`."""
+    return TransactionCoordinator(
+        broker.config, image=lambda: broker.image, partitions=broker,
+        topics=broker.controller, clock=broker.now_ms, producer_ids=broker.controller,
+        offsets=broker.groups.runtime)
 
 
 @pytest.fixture
@@ -90,7 +97,7 @@ def broker(tmp_path: Path):
 
 def test_markers_are_written_once_each_and_a_loading_offsets_partition_is_retried(broker):
     async def story() -> None:
-        txns = TransactionCoordinator(broker)  # type: ignore[arg-type]
+        txns = coordinator_over(broker)
         await txns.runtime._load_all()
         error, pid, epoch = txns.init_producer_id("tx", 5000, None)
         assert (error, pid, epoch) == (0, 501, 0)
@@ -111,7 +118,7 @@ def test_markers_are_written_once_each_and_a_loading_offsets_partition_is_retrie
         assert broker.data[("t", 0)].markers == [(pid, epoch, True, 0)]  # not re-marked
         assert txns.describe("tx")["transaction_state"] == "CompleteCommit"
         # A restart finds nothing owed.
-        again = TransactionCoordinator(broker)  # type: ignore[arg-type]
+        again = coordinator_over(broker)
         await again.runtime._load_all()
         shard = again.runtime.shard(0)
         assert shard.pending_markers() == []
@@ -124,7 +131,7 @@ def test_markers_are_written_once_each_and_a_loading_offsets_partition_is_retrie
 
 def test_a_prepare_found_on_load_is_completed(broker):
     async def story() -> None:
-        txns = TransactionCoordinator(broker)  # type: ignore[arg-type]
+        txns = coordinator_over(broker)
         await txns.runtime._load_all()
         _, pid, epoch = txns.init_producer_id("tx", 5000, None)
         txns.add_partitions("tx", pid, epoch, [("t", 1), ("__consumer_offsets", 0)])
@@ -134,7 +141,7 @@ def test_a_prepare_found_on_load_is_completed(broker):
         # "Restart": a new coordinator over the same log, now with everything loaded.
         broker.groups.runtime.ready = True
         broker.data[("t", 1)].markers.clear()
-        again = TransactionCoordinator(broker)  # type: ignore[arg-type]
+        again = coordinator_over(broker)
         await again.runtime._load_all()
         assert again.describe("tx")["transaction_state"] == "CompleteAbort"
         assert broker.data[("t", 1)].markers == [(pid, epoch, False, 0)]

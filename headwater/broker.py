@@ -17,7 +17,6 @@ from pathlib import Path
 from . import __version__
 from .api import register_all
 from .api.fetch_sessions import FetchSessionCache
-from .api.share_admin import ShareAdmin
 from .config import BrokerConfig, LogConfig
 from .group.coordinator import GroupCoordinator
 from .limits import MAX_PARTITIONS, open_file_capacity, raise_nofile_limit
@@ -32,7 +31,9 @@ from .security import listeners, tls
 from .security.access import AccessControl
 from .security.sasl import SaslConfig, SaslSession
 from .security.scram import MECHANISMS, ScramCredential
+from .share.admin import ShareAdmin
 from .share.coordinator import SHARE_KEY_TYPE, ShareCoordinator
+from .share.dead_letter import DeadLetterWriter
 from .share.manager import SharePartitionManager
 from .share.sessions import ShareSessionCache
 from .storage.partition import Partition
@@ -150,15 +151,26 @@ class Broker:
 
     def _build_share_services(self, groups: GroupCoordinator,
                               coordinator: ShareCoordinator) -> None:
-        """The share-partition leaders and the share admin, subscribed to the loads of
-        the coordinators they recover from."""
-        self.share_partitions = SharePartitionManager(self, coordinator, groups,
-                                                      self.partition_waiters)
+        """The share-partition leaders (with their dead-letter writer) and the share
+        admin, subscribed to the loads of the coordinators they recover from."""
+        controller, store = self.controller, self.store
+        assert controller is not None and store is not None
+
+        def image() -> MetadataImage:
+            return controller.image
+
+        dead_letters = DeadLetterWriter(self.config, image=image, store=store,
+                                        topics=controller, clock=self.now_ms)
+        self.share_partitions = SharePartitionManager(
+            coordinator, groups, self.partition_waiters, dead_letters, image=image,
+            partitions=store, clock=self.now_ms)
         coordinator.subscribe_load(self.share_partitions.recover_dead_letters)
-        assert self.controller is not None
         # Group configs are dynamic: loaded leaders follow them (after `_sync_logs`).
-        self.controller.subscribe(lambda _old, _new: self.share_partitions.refresh_configs())
-        self.share_admin = ShareAdmin(self, self.share_partitions)
+        controller.subscribe(lambda _old, _new: self.share_partitions.refresh_configs())
+        self.share_admin = ShareAdmin(
+            groups, coordinator, self.share_partitions, image=image, partitions=store,
+            crash_after_pending=self.config.get_bool(
+                "headwater.share.crash.after.pending.deletion"))
         groups.runtime.subscribe_load(self.share_admin.group_partition_loaded)
 
     async def start(self) -> None:

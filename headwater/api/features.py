@@ -24,9 +24,9 @@ from kio.schema.errors import ErrorCode as E
 
 from ..metadata import records as R
 from ..metadata.controller import ControllerError
+from ..metadata.features import SUPPORTED_FEATURES, feature_level, finalized_features
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-from .api_versions import SUPPORTED_FEATURES, finalized_features
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -187,7 +187,6 @@ def _refusal(api_key: int, req: Any) -> dict:
 def gate_group_apis(dispatcher: Dispatcher, broker: Broker) -> None:
     """Wrap the share-group and consumer-group (KIP-848) handlers: below level 1 of their
     feature they are refused as Kafka's."""
-    from .api_versions import feature_level
 
     for api_key, feature in _GATED_APIS.items():
         entry = dispatcher.get(api_key)

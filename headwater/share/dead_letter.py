@@ -47,17 +47,20 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..config import BrokerConfig, LogConfig
 from ..group.group_configs import DLQ_COPY_RECORD, DLQ_TOPIC
 from ..log.batch import BatchRecord, build_batch, decode_records, iter_batches
-from ..metadata.controller import NewTopic
-from ..metadata.image import TOPIC_RESOURCE
+from ..metadata.controller import ControllerError, NewTopic
+from ..metadata.image import TOPIC_RESOURCE, TopicImage
 from ..storage.errors import LogError
 from .outcomes import DeadLetter
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..coordinator.runtime import Clock
+    from ..metadata.events import ImageSource
+    from ..metadata.image import MetadataImage
     from ..storage.partition import Partition
     from ..storage.store import PartitionStore
 
@@ -94,7 +97,16 @@ class Target:
     exists: bool
 
 
-def validate(group_id: str, group_config: Mapping[str, str], broker: Broker) -> Target:
+class TopicCreator(Protocol):
+    """Creates the dead-letter topic when auto-creation is on (the controller)."""
+
+    def create_topics(self, topics: Iterable[NewTopic], validate_only: bool = False,
+                      allow_internal: bool = False
+                      ) -> list[tuple[NewTopic, ControllerError | None, TopicImage | None]]: ...
+
+
+def validate(group_id: str, group_config: Mapping[str, str], image: MetadataImage,
+             config: BrokerConfig) -> Target:
     """The group's dead-letter topic, checked in Kafka's order; raises
     DeadLetterConfigError with Kafka's message."""
     topic = (group_config.get(DLQ_TOPIC) or "").strip()
@@ -104,26 +116,26 @@ def validate(group_id: str, group_config: Mapping[str, str], broker: Broker) -> 
     if topic.startswith("__"):
         raise DeadLetterConfigError(f"Configured DLQ topic name in share group: {group_id} "
                                     f"cannot start with __, topic: {topic}.")
-    exists = broker.image.topic(topic) is not None
-    if exists and (broker.image.resource_configs(TOPIC_RESOURCE, topic).get(TOPIC_ENABLE)
+    exists = image.topic(topic) is not None
+    if exists and (image.resource_configs(TOPIC_RESOURCE, topic).get(TOPIC_ENABLE)
                    or "").strip().lower() != "true":
         raise DeadLetterConfigError("DLQ is not enabled on configured DLQ topic for share "
                                     f"group: {group_id}, topic: {topic}")
-    prefix = broker_setting(broker, PREFIX)
+    prefix = broker_setting(config, PREFIX)
     if prefix and not topic.startswith(prefix):
         raise DeadLetterConfigError(
             "Configured DLQ topic name does not comply with the DLQ topic prefix in share "
             f"group: {group_id}, topic: {topic}, prefix: {prefix}")
-    if not exists and broker_setting(broker, AUTO_CREATE).lower() != "true":
+    if not exists and broker_setting(config, AUTO_CREATE).lower() != "true":
         raise DeadLetterConfigError("DLQ topic does not exist and auto create is disabled "
                                     f"on cluster for share group: {group_id}, topic: {topic}.")
     copy = (group_config.get(DLQ_COPY_RECORD) or "").strip().lower() == "true"
     return Target(topic, copy, exists)
 
 
-def broker_setting(broker: Broker, key: str) -> str:
+def broker_setting(config: BrokerConfig, key: str) -> str:
     """A DLQ broker config, where an explicit "" (no prefix rule) is a value."""
-    layers = broker.config.layers(key)
+    layers = config.layers(key)
     return layers[0][1].strip() if layers else ""
 
 
@@ -169,14 +181,17 @@ class DeadLetterWriter:
     """Writes dead letters for this broker's share-partition leaders. See the module
     docstring."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        assert broker.store is not None
-        self._store: PartitionStore = broker.store
+    def __init__(self, config: BrokerConfig, *, image: ImageSource, store: PartitionStore,
+                 topics: TopicCreator, clock: Clock) -> None:
+        self._config = config
+        self._image = image
+        self._store = store
+        self._topics = topics
+        self._clock = clock
         self._written: dict[ShareKey, set[int]] = {}
         # (group, "written" | "failed") -> records, since start (the metrics endpoint).
         self.counts: Counter[tuple[str, str]] = Counter()
-        self.crash_point = (broker.config.get(CRASH_HOOK) or "").strip().lower()
+        self.crash_point = (config.get(CRASH_HOOK) or "").strip().lower()
 
     async def write(self, key: ShareKey, source_topic: str, letters: Sequence[DeadLetter],
                     group_config: Mapping[str, str], *, recovering: bool = False) -> None:
@@ -189,7 +204,7 @@ class DeadLetterWriter:
         done = self._written.setdefault(key, set())
         total = sum(x.last_offset - x.first_offset + 1 for x in letters)
         try:
-            target = validate(group_id, group_config, self.broker)
+            target = validate(group_id, group_config, self._image(), self._config)
             plog, dest = self._destination(target, partition)
             if recovering:
                 done |= self._already_written(plog, key, source_topic, letters)
@@ -199,10 +214,11 @@ class DeadLetterWriter:
             sources = self._read_sources(source_topic, partition, todo) \
                 if target.copy_record else {}
             records = list(dead_letter_records(group_id, source_topic, partition, todo,
-                                               sources, self.broker.now_ms()))
-            max_bytes = self.broker.log_config(target.topic).max_message_bytes
+                                               sources, self._clock()))
+            max_bytes = LogConfig.resolve(self._config, self._image().resource_configs(
+                TOPIC_RESOURCE, target.topic)).max_message_bytes
             for batch in batches([r for _o, r in records], max_bytes):
-                plog.append(batch, self.broker.now_ms())
+                plog.append(batch, self._clock())
             durable = self._store.commit([plog])
             if durable is not None:
                 await durable
@@ -236,22 +252,20 @@ class DeadLetterWriter:
     def _destination(self, target: Target, partition: int) -> tuple[Partition, int]:
         if not target.exists:
             self._create(target.topic)
-        topic = self.broker.image.topic(target.topic)
+        topic = self._image().topic(target.topic)
         if topic is None or not topic.partitions:
             raise DeadLetterConfigError(f"DLQ topic {target.topic} could not be found.")
         dest = partition % len(topic.partitions)
-        plog = self.broker.partition(target.topic, dest)
+        plog = self._store.partition(target.topic, dest)
         if plog is None:
             raise DeadLetterConfigError(
                 f"DLQ topic partition {target.topic}-{dest} could not be found.")
         return plog, dest
 
     def _create(self, name: str) -> None:
-        controller = self.broker.controller
-        assert controller is not None
         configs = {TOPIC_ENABLE: "true", "message.timestamp.type": "CreateTime"}
-        ((_t, err, _img),) = controller.create_topics([NewTopic(name, configs=configs)])
-        if err is not None and self.broker.image.topic(name) is None:
+        ((_t, err, _img),) = self._topics.create_topics([NewTopic(name, configs=configs)])
+        if err is not None and self._image().topic(name) is None:
             raise DeadLetterConfigError(f"Unable to create DLQ topic {name}: {err}")
         log.info("created dead-letter topic %s", name)
 
@@ -285,7 +299,7 @@ class DeadLetterWriter:
     def _read_sources(self, topic: str, partition: int,
                       letters: Sequence[DeadLetter]) -> dict[int, Any]:
         """The source records to copy, best effort: what the log still has."""
-        plog = self.broker.partition(topic, partition)
+        plog = self._store.partition(topic, partition)
         if plog is None:
             return {}
         want = {o for x in letters for o in range(x.first_offset, x.last_offset + 1)}

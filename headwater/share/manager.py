@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from ..api.api_versions import feature_level
 from ..group.group_configs import DLQ_TOPIC
 from ..log.batch import iter_batches
+from ..metadata.features import feature_level
 from ..storage.errors import LogError
 from ..storage.waiters import PartitionWaiters
 from .config import AcquireMode, OffsetReset, SharePartitionConfig, initial_start_offset
@@ -38,8 +38,10 @@ from .record_state import RecordState
 from .records import ShareSnapshot, StateWrite
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..coordinator.runtime import Clock
+    from ..metadata.events import ImageSource
     from ..storage.partition import Partition
+    from ..storage.store import PartitionSource
 
 log = logging.getLogger("headwater.share")
 
@@ -111,9 +113,12 @@ class ShareMembership(Protocol):
 
 
 class SharePartitionManager:
-    def __init__(self, broker: Broker, persister: SharePersister,
-                 membership: ShareMembership, waiters: PartitionWaiters) -> None:
-        self.broker = broker
+    def __init__(self, persister: SharePersister, membership: ShareMembership,
+                 waiters: PartitionWaiters, dead_letters: DeadLetterWriter, *,
+                 image: ImageSource, partitions: PartitionSource, clock: Clock) -> None:
+        self._image = image
+        self._partitions = partitions
+        self._clock = clock
         self.persister = persister
         self.membership = membership
         self.waiters = waiters
@@ -125,7 +130,7 @@ class SharePartitionManager:
         # Records acquired / redelivered / acknowledged by type / released by lock expiry,
         # since start (the metrics endpoint reads them).
         self.counts: Counter[str] = Counter()
-        self.dead_letters = DeadLetterWriter(broker)
+        self.dead_letters = dead_letters
         self._recovering: set[asyncio.Task[Any]] = set()
 
     def loaded(self) -> Iterator[tuple[LeaderKey, str, SharePartition]]:
@@ -143,7 +148,7 @@ class SharePartitionManager:
     def _configs(self, group_id: str) -> tuple[dict[str, str], SharePartitionConfig]:
         """The group's effective `share.*` configs, computed once per metadata image (a
         config change is a new image): every ShareFetch and ShareAcknowledge needs them."""
-        image = self.broker.image
+        image = self._image()
         if self._config_image is not image:
             self._config_image = image
             self._config_cache.clear()
@@ -192,13 +197,13 @@ class SharePartitionManager:
 
     # ---- leaders -------------------------------------------------------------------
     def _topic_name(self, topic_id: uuid.UUID) -> str:
-        topic = self.broker.image.topic_by_id(topic_id)
+        topic = self._image().topic_by_id(topic_id)
         if topic is None:
             raise ShareError(ErrorCode.unknown_topic_id)
         return topic.name
 
     def _plog(self, topic: str, partition: int) -> Partition:
-        plog = self.broker.partition(topic, partition)
+        plog = self._partitions.partition(topic, partition)
         if plog is None:
             raise ShareError(ErrorCode.unknown_topic_or_partition)
         return plog
@@ -232,7 +237,7 @@ class SharePartitionManager:
         config = self.partition_config(group_id)
         cfg = self.group_config(group_id)
         code, snapshot = await coordinator.read(group_id, topic_id, partition, 0)
-        now = self.broker.now_ms()
+        now = self._clock()
         if code == 0 and snapshot is not None and snapshot.start_offset >= 0:
             part = SharePartition.from_persisted(snapshot, config)
             if part.start_offset < plog.log_start_offset:
@@ -291,7 +296,7 @@ class SharePartitionManager:
             await self.dead_letters.write(leader.key, leader.topic, letters,
                                           self.group_config(leader.key[0]),
                                           recovering=recovering)
-            result = part.dead_lettered(letters, self.broker.now_ms())
+            result = part.dead_lettered(letters, self._clock())
             await self._persist(leader, result)
         except Exception as exc:
             leader.dead_letters_due = True
@@ -321,7 +326,7 @@ class SharePartitionManager:
         leader = await self.leader(key)
         async with leader.lock:
             part = leader.part
-            now = self.broker.now_ms()
+            now = self._clock()
             leader.last_used_ms = now
             plog = self._plog(leader.topic, key[2])
             if plog.log_start_offset > part.start_offset:
@@ -415,7 +420,7 @@ class SharePartitionManager:
         except ShareError as exc:
             return exc.code
         async with leader.lock:
-            now = self.broker.now_ms()
+            now = self._clock()
             leader.last_used_ms = now
             result = leader.part.acknowledge(member_id, batches, now)
             try:
@@ -438,7 +443,7 @@ class SharePartitionManager:
                    and (keys is None or (k[1], k[2]) in keys)]
         for leader in targets:
             async with leader.lock:
-                result = leader.part.release_member(member_id, self.broker.now_ms())
+                result = leader.part.release_member(member_id, self._clock())
                 try:
                     await self._persist(leader, result)
                 except ShareError as exc:
@@ -459,7 +464,7 @@ class SharePartitionManager:
         if leader.timer is not None:
             leader.timer.cancel()
         loop = asyncio.get_running_loop()
-        delay = max(0.0, (deadline - self.broker.now_ms()) / 1000)
+        delay = max(0.0, (deadline - self._clock()) / 1000)
         leader.timer_at = deadline
         leader.timer = loop.call_later(
             delay, lambda: asyncio.ensure_future(self._expire(leader)))
@@ -467,7 +472,7 @@ class SharePartitionManager:
     async def _expire(self, leader: _Leader) -> None:
         leader.timer = None
         async with leader.lock:
-            result = leader.part.expire_locks(self.broker.now_ms())
+            result = leader.part.expire_locks(self._clock())
             try:
                 await self._persist(leader, result)
             except ShareError as exc:
@@ -480,8 +485,8 @@ class SharePartitionManager:
 
     # ---- waiting -------------------------------------------------------------------
     def _log_of(self, topic_id: uuid.UUID, partition: int) -> Partition | None:
-        topic = self.broker.image.topic_by_id(topic_id)
-        return None if topic is None else self.broker.partition(topic.name, partition)
+        topic = self._image().topic_by_id(topic_id)
+        return None if topic is None else self._partitions.partition(topic.name, partition)
 
     def wake(self, topic_id: uuid.UUID, partition: int) -> None:
         """Something changed there that is not an append (an ack, a release, a lock

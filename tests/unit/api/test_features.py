@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from headwater.api import features as F
-from headwater.api.api_versions import FINALIZED_FEATURES, feature_level, finalized_features
 from headwater.metadata import records as R
 from headwater.metadata import snapshot
+from headwater.metadata.features import FINALIZED_FEATURES, feature_level, finalized_features
 from headwater.metadata.image import MetadataImage
 
 CURRENT = {"metadata.version": 29, "group.version": 1, "share.version": 2}

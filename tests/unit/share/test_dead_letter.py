@@ -44,7 +44,7 @@ def broker(topics: dict[str, dict[str, str]] | None = None, **config: str) -> Si
 
 def check(name: str, b: SimpleNamespace) -> str:
     try:
-        target = validate("g", {"errors.deadletterqueue.topic.name": name}, b)
+        target = validate("g", {"errors.deadletterqueue.topic.name": name}, b.image, b.config)
     except DeadLetterConfigError as exc:
         return str(exc)
     return f"ok exists={target.exists}"

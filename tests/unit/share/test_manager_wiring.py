@@ -39,13 +39,9 @@ class FakeBroker:
         self.config = SimpleNamespace(get=lambda key: None)
         self.image = SimpleNamespace(
             topic_by_id=lambda tid: SimpleNamespace(name="t") if tid == TID else None)
-        self.store = self  # its one partition, durable at once
 
     def partition(self, topic: str, partition: int) -> FakeLog | None:
         return self.plog if (topic, partition) == ("t", 0) else None
-
-    def commit(self, partitions: object) -> None:
-        return None
 
     def now_ms(self) -> int:
         return 1_000_000
@@ -83,8 +79,11 @@ class FakeMembership:
 def manager(configs: dict[str, dict[str, str]] | None = None
             ) -> tuple[SharePartitionManager, FakeLog, FakePersister, PartitionWaiters]:
     plog, persister, waiters = FakeLog(), FakePersister(), PartitionWaiters()
-    m = SharePartitionManager(FakeBroker(plog), persister,  # type: ignore[arg-type]
-                              FakeMembership(configs or {}), waiters)
+    broker = FakeBroker(plog)
+    unused: Any = None  # no dead letters in these tests
+    m = SharePartitionManager(persister, FakeMembership(configs or {}), waiters, unused,
+                              image=lambda: broker.image, partitions=broker,
+                              clock=broker.now_ms)
     return m, plog, persister, waiters
 
 

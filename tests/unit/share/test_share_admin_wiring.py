@@ -8,7 +8,7 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
-from headwater.api.share_admin import ShareAdmin
+from headwater.share.admin import ShareAdmin
 
 
 class FakeLeaders:
@@ -21,10 +21,10 @@ class FakeLeaders:
 
 def admin_with(pending: dict[int, list[str]]) -> tuple[ShareAdmin, FakeLeaders]:
     runtime = SimpleNamespace(read=lambda partition, fn: pending.get(partition, []))
-    broker: Any = SimpleNamespace(config=SimpleNamespace(get=lambda key: None),
-                                  groups=SimpleNamespace(runtime=runtime))
+    groups: Any = SimpleNamespace(runtime=runtime)
     leaders = FakeLeaders()
-    return ShareAdmin(broker, leaders), leaders
+    unused: Any = None
+    return ShareAdmin(groups, unused, leaders, image=unused, partitions=unused), leaders
 
 
 def test_forget_goes_to_the_leaders_it_was_given() -> None:

@@ -34,6 +34,7 @@ from .security.scram import MECHANISMS, ScramCredential
 from .share.admin import ShareAdmin
 from .share.coordinator import SHARE_KEY_TYPE, ShareCoordinator
 from .share.dead_letter import DeadLetterWriter
+from .share.fetch_service import ShareFetchService
 from .share.manager import SharePartitionManager
 from .share.sessions import ShareSessionCache
 from .storage.partition import Partition
@@ -62,6 +63,7 @@ class Broker:
     # Built by `open` (they need the coordinators); see `_build_share_services`.
     share_partitions: SharePartitionManager
     share_admin: ShareAdmin
+    share_fetch: ShareFetchService
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -172,6 +174,9 @@ class Broker:
             crash_after_pending=self.config.get_bool(
                 "headwater.share.crash.after.pending.deletion"))
         groups.runtime.subscribe_load(self.share_admin.group_partition_loaded)
+        self.share_fetch = ShareFetchService(self.share_partitions, self.share_sessions,
+                                             groups)
+        groups.add_share_member_listener(self.share_fetch.member_left)
 
     async def start(self) -> None:
         self.open()

@@ -204,7 +204,7 @@ def test_session_timeout_fences_a_silent_member_and_tells_the_share_sessions(bro
     late = raw.heartbeat(group, "quiet", 1)
     assert int(late.error_code) == 25  # UNKNOWN_MEMBER_ID: fenced, must rejoin with 0
     # The fence closes its share session once the grace left to a closing consumer's
-    # final acknowledgements is over (api/share_fetch.py, LEAVE_GRACE_S). A wrong epoch
+    # final acknowledgements is over (share/fetch_service.py, LEAVE_GRACE_S). A wrong epoch
     # probes without changing the session: INVALID_SHARE_SESSION_EPOCH while it exists,
     # SHARE_SESSION_NOT_FOUND (122) once closed.
     probe = {**fetch, "share_session_epoch": 99, "topics": []}

@@ -40,6 +40,7 @@ from .share.sessions import ShareSessionCache
 from .storage.partition import Partition
 from .storage.waiters import PartitionWaiters
 from .txn.coordinator import TRANSACTION_KEY_TYPE, TransactionCoordinator
+from .txn.offset_commit import TxnOffsetCommitter
 from .wire.dispatch import LISTENER, Dispatcher, RequestContext
 from .wire.limits import ConnectionLimits
 from .wire.server import KafkaServer
@@ -81,6 +82,7 @@ class Broker:
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
         self.share_coordinator: ShareCoordinator | None = None
+        self.txn_offsets: TxnOffsetCommitter | None = None
         self.metrics: MetricsServer | None = None
         self.server: KafkaServer | None = None
         self.dispatcher = Dispatcher()
@@ -150,6 +152,7 @@ class Broker:
         self.share_coordinator = ShareCoordinator(
             self.config, image=image, metadata=controller, store=store, topics=controller,
             clock=self.now_ms)
+        self.txn_offsets = TxnOffsetCommitter(self.transactions, self.groups)
 
     def _build_share_services(self, groups: GroupCoordinator,
                               coordinator: ShareCoordinator) -> None:

@@ -29,7 +29,6 @@ from kio.schema.errors import ErrorCode as E
 from ..coordinator.runtime import NotReady
 from ..group.offsets import PartitionCommit
 from ..security import acl as A
-from ..storage.errors import LogError
 from ..txn.coordinator import OFFSETS_TOPIC
 from ..txn.state import TxnState
 from ..wire.dispatch import Dispatcher, RequestContext
@@ -42,8 +41,6 @@ TopicPartition = tuple[str, int]
 
 FIRST_TV2_END_TXN = 5  # EndTxn v5+: the client speaks transaction version 2
 FIRST_TV2_ADD_PARTITIONS = 4  # AddPartitionsToTxn v4+ (the brokers' batched form)
-FIRST_TV2_TXN_OFFSET_COMMIT = 5  # TxnOffsetCommit v5+: adds the group implicitly
-FIRST_ABORTABLE_TXN_OFFSET_COMMIT = 4  # below: INVALID_TXN_STATE instead (Kafka's map)
 
 
 def fenced_as(code: int, version: int, first_version: int) -> int:
@@ -194,46 +191,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     def commit_offsets(req: Any, commits: list[tuple[str, list[PartitionCommit]]],
                        version: int) -> dict[TopicPartition, int]:
-        def every(code: int) -> dict[TopicPartition, int]:
-            if code == E.producer_fenced:
-                code = E.invalid_producer_epoch  # what every client reads as "fenced"
-            return {(topic, p.partition): code for topic, parts in commits for p in parts}
-
-        groups = broker.groups
-        if groups is None:
-            return every(E.coordinator_not_available)
-        partition = groups.partition_for(req.group_id)
-        tp = (OFFSETS_TOPIC, partition)
-        # Only a transaction that added this group (AddOffsetsToTxn) may commit here, so
-        # a late or zombie commit cannot leave a transaction open in __consumer_offsets.
-        # A transaction version 2 client (v5+) sends no AddOffsetsToTxn: the group's
-        # partition is added here, under the same producer id and epoch checks.
-        try:
-            if version >= FIRST_TV2_TXN_OFFSET_COMMIT:
-                code = coordinator().add_partitions(req.transactional_id, req.producer_id,
-                                                    req.producer_epoch, [tp], 2)
-            else:
-                code = coordinator().verify_partitions(
-                    req.transactional_id, req.producer_id, req.producer_epoch, [tp])[tp]
-        except NotReady as exc:
-            return every(exc.code)
-        if code == E.transaction_abortable and version < FIRST_ABORTABLE_TXN_OFFSET_COMMIT:
-            code = E.invalid_txn_state
-        if code:
-            return every(code)
-        member = getattr(req, "member_id", "")
-        instance = getattr(req, "group_instance_id", None)
-        generation = getattr(req, "generation_id", -1)
-        try:
-            response = groups.runtime.write(
-                partition, lambda shard, now: shard.offsets.commit_transactional(
-                    req.group_id, member, instance, generation, commits, now),
-                req.producer_id, req.producer_epoch, transactional=True)
-        except NotReady as exc:
-            return every(exc.code)
-        except LogError as exc:
-            return every(exc.code)
-        return {(topic, p): c for topic, parts in response.items() for p, c in parts.items()}
+        if broker.txn_offsets is None:
+            return {(topic, p.partition): E.coordinator_not_available
+                    for topic, parts in commits for p in parts}
+        return broker.txn_offsets.commit(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.group_id,
+            getattr(req, "member_id", ""), getattr(req, "group_instance_id", None),
+            getattr(req, "generation_id", -1), commits, version)
 
     # ---- WriteTxnMarkers -----------------------------------------------------------
     def handle_write_markers(ctx: RequestContext, req: Any) -> dict:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import BrokerConfig
@@ -23,6 +23,7 @@ from ..metadata.image import GROUP_RESOURCE
 from . import group_configs
 from . import records as R
 from .config import GroupConfig
+from .offsets import PartitionCommit
 from .shard import GroupShard
 
 if TYPE_CHECKING:
@@ -74,6 +75,18 @@ class GroupCoordinator:
 
     def read(self, group_id: str, fn: Callable[[GroupShard], Any]) -> Any:
         return self.runtime.read(self.partition_for(group_id), fn)
+
+    def commit_transactional(self, group_id: str, member_id: str, instance_id: str | None,
+                             generation: int, commits: Sequence[tuple[str, list[PartitionCommit]]],
+                             producer_id: int, producer_epoch: int
+                             ) -> dict[str, dict[int, int]]:
+        """TxnOffsetCommit's write: the offsets under the producer's id and epoch, pending
+        until the transaction's marker. NotReady, or LogError when the log fences it."""
+        response: dict[str, dict[int, int]] = self.runtime.write(
+            self.partition_for(group_id), lambda shard, now: shard.offsets.commit_transactional(
+                group_id, member_id, instance_id, generation, list(commits), now),
+            producer_id, producer_epoch, transactional=True)
+        return response
 
     def loaded_shards(self) -> list[GroupShard]:
         return self.runtime.shards()  # type: ignore[return-value]

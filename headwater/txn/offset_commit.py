@@ -1,0 +1,97 @@
+"""TxnOffsetCommit's two steps: the transaction must hold the group's `__consumer_offsets`
+partition, then the group coordinator writes the offsets under the producer's id and
+epoch, pending until the transaction's marker (Kafka's
+`GroupCoordinatorService.commitTransactionalOffsets` behind the `verifyTransaction` step
+of its ReplicaManager).
+
+Only a transaction that added the group (AddOffsetsToTxn) may commit, so a late or zombie
+commit cannot leave a transaction open in `__consumer_offsets`. A transaction version 2
+client (TxnOffsetCommit v5+) sends no AddOffsetsToTxn: the partition is added here, under
+the same producer id and epoch checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Generic, Protocol, TypeVar
+
+from kio.schema.errors import ErrorCode as E
+
+from ..coordinator.runtime import NotReady
+from ..storage.errors import LogError
+
+OFFSETS_TOPIC = "__consumer_offsets"
+FIRST_TV2_TXN_OFFSET_COMMIT = 5  # TxnOffsetCommit v5+: adds the group implicitly
+FIRST_ABORTABLE_TXN_OFFSET_COMMIT = 4  # below: INVALID_TXN_STATE instead (Kafka's map)
+
+TopicPartition = tuple[str, int]
+
+
+class Committed(Protocol):
+    """One partition's offset to commit (group.offsets.PartitionCommit)."""
+
+    @property
+    def partition(self) -> int: ...
+
+
+_C = TypeVar("_C", bound=Committed)
+
+
+class Transactions(Protocol):
+    """The transaction coordinator's checks of a transaction's partitions."""
+
+    def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Iterable[TopicPartition], client_tv: int = 0) -> int: ...
+
+    def verify_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition]
+                          ) -> dict[TopicPartition, int]: ...
+
+
+class TransactionalOffsets(Protocol[_C]):
+    """The group coordinator's side: where a group's offsets live, and the write."""
+
+    def partition_for(self, group_id: str) -> int: ...
+
+    def commit_transactional(self, group_id: str, member_id: str, instance_id: str | None,
+                             generation: int, commits: Sequence[tuple[str, list[_C]]],
+                             producer_id: int, producer_epoch: int
+                             ) -> Mapping[str, Mapping[int, int]]: ...
+
+
+class TxnOffsetCommitter(Generic[_C]):
+    def __init__(self, transactions: Transactions, groups: TransactionalOffsets[_C]) -> None:
+        self.transactions = transactions
+        self.groups = groups
+
+    def commit(self, txn_id: str, producer_id: int, producer_epoch: int, group_id: str,
+               member_id: str, instance_id: str | None, generation: int,
+               commits: Sequence[tuple[str, list[_C]]], version: int
+               ) -> dict[TopicPartition, int]:
+        """A code per committed partition (0: pending in the transaction)."""
+        def every(code: int) -> dict[TopicPartition, int]:
+            if code == E.producer_fenced:
+                code = E.invalid_producer_epoch  # what every client reads as "fenced"
+            return {(topic, p.partition): code for topic, parts in commits for p in parts}
+
+        tp = (OFFSETS_TOPIC, self.groups.partition_for(group_id))
+        try:
+            if version >= FIRST_TV2_TXN_OFFSET_COMMIT:
+                code = self.transactions.add_partitions(txn_id, producer_id, producer_epoch,
+                                                        [tp], 2)
+            else:
+                code = self.transactions.verify_partitions(txn_id, producer_id,
+                                                           producer_epoch, [tp])[tp]
+        except NotReady as exc:
+            return every(exc.code)
+        if code == E.transaction_abortable and version < FIRST_ABORTABLE_TXN_OFFSET_COMMIT:
+            code = E.invalid_txn_state
+        if code:
+            return every(code)
+        try:
+            response = self.groups.commit_transactional(
+                group_id, member_id, instance_id, generation, commits, producer_id,
+                producer_epoch)
+        except (NotReady, LogError) as exc:
+            return every(exc.code)
+        return {(topic, p): c for topic, parts in response.items() for p, c in parts.items()}

@@ -133,8 +133,10 @@ class Broker:
         self._build_coordinators(self.controller, self.store)
         assert self.groups is not None and self.share_coordinator is not None
         self._build_share_services(self.groups, self.share_coordinator)
-        self.quotas = ClientQuotas(self)
-        self.access = AccessControl(self)
+        controller = self.controller
+        self.quotas = ClientQuotas(self.config, lambda: controller.image.client_quotas,
+                                   self.now_ms)
+        self.access = AccessControl(self.config.get, lambda: controller.image.acls)
         register_all(self.dispatcher, self)
 
     def _build_coordinators(self, controller: Controller, store: LocalStore) -> None:

@@ -12,8 +12,9 @@ the time is over (the server honours `MUTE_UNTIL`, KIP-219).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
 
+from ..config import BrokerConfig
 from ..wire.dispatch import MUTE_UNTIL, PRINCIPAL, RequestContext
 from .entities import (
     CONNECTION_CREATION_RATE,
@@ -24,28 +25,30 @@ from .entities import (
 from .mutation import STRICT_SINCE, MutationQuota, MutationQuotas
 from .throttle import QuotaManager, resolve_ip
 
-if TYPE_CHECKING:
-    from ..broker import Broker
+QuotaSource = Callable[[], Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]]]
+"""The current client quotas (the metadata image's)."""
 
 ANONYMOUS = "ANONYMOUS"
 
 
 class ClientQuotas:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        window_ms = broker.config.get_int("quota.window.size.seconds") * 1000
-        samples = broker.config.get_int("quota.window.num")
+    def __init__(self, config: BrokerConfig, quotas: QuotaSource,
+                 clock: Callable[[], int]) -> None:
+        self._quotas = quotas
+        self._clock = clock
+        window_ms = config.get_int("quota.window.size.seconds") * 1000
+        samples = config.get_int("quota.window.num")
         self.produce = QuotaManager(PRODUCER_BYTE_RATE, window_ms, samples)
         self.fetch = QuotaManager(CONSUMER_BYTE_RATE, window_ms, samples)
         self.request = QuotaManager(REQUEST_PERCENTAGE, window_ms, samples)
         self.connections = QuotaManager(CONNECTION_CREATION_RATE, window_ms, samples)
         self.mutation = MutationQuotas(
-            broker.config.get_int("controller.quota.window.size.seconds") * 1000,
-            broker.config.get_int("controller.quota.window.num"))
+            config.get_int("controller.quota.window.size.seconds") * 1000,
+            config.get_int("controller.quota.window.num"))
 
     def any(self) -> bool:
         """Whether any client quota is set (else nothing is charged or throttled)."""
-        return bool(self.broker.image.client_quotas)
+        return bool(self._quotas())
 
     def request_time(self, ctx: RequestContext, seconds: float) -> int:
         """Charge a request's handler time to the connection's `request_percentage`
@@ -56,11 +59,11 @@ class ClientQuotas:
         """A new connection from `host` under its `connection_creation_rate` (KIP-612):
         0 to serve it, else the ms after which it is closed unserved (and not counted,
         as Kafka unrecords it)."""
-        quotas = self.broker.image.client_quotas
+        quotas = self._quotas()
         found = resolve_ip(quotas, CONNECTION_CREATION_RATE, host) if quotas else None
         if found is None:
             return 0
-        now = self.broker.now_ms()
+        now = self._clock()
         throttle = self.connections.record_for(*found, 1, now)
         if throttle > 0:
             self.connections.unrecord_for(found[1], 1, now)
@@ -70,12 +73,12 @@ class ClientQuotas:
         """The connection's `controller_mutation_rate` for this CreateTopics, DeleteTopics
         or CreatePartitions (strict from the versions that can refuse a topic); None
         when none applies."""
-        quotas = self.broker.image.client_quotas
+        quotas = self._quotas()
         if not quotas:
             return None
         strict = ctx.api_version >= STRICT_SINCE.get(ctx.api_key, 0)
         return self.mutation.quota(quotas, str(ctx.attrs.get(PRINCIPAL) or ANONYMOUS),
-                                   ctx.client_id or "", strict, self.broker.now_ms())
+                                   ctx.client_id or "", strict, self._clock())
 
     @staticmethod
     def mutation_throttle(quota: MutationQuota | None, ctx: RequestContext) -> int:
@@ -88,26 +91,26 @@ class ClientQuotas:
 
     def fetch_limit(self, ctx: RequestContext) -> int | None:
         """The byte cap of a fetch response under the connection's fetch quota."""
-        quotas = self.broker.image.client_quotas
+        quotas = self._quotas()
         if not quotas:
             return None
         return self.fetch.max_in_window(quotas, str(ctx.attrs.get(PRINCIPAL) or ANONYMOUS),
                                         ctx.client_id or "")
 
     def unrecord(self, manager: QuotaManager, ctx: RequestContext, size: int) -> None:
-        manager.unrecord(self.broker.image.client_quotas,
+        manager.unrecord(self._quotas(),
                          str(ctx.attrs.get(PRINCIPAL) or ANONYMOUS), ctx.client_id or "",
-                         size, self.broker.now_ms())
+                         size, self._clock())
 
     def throttle(self, manager: QuotaManager, ctx: RequestContext, size: float) -> int:
         """Record `size` bytes for the connection; its throttle time in ms (0: none),
         with the connection muted for that long."""
-        quotas = self.broker.image.client_quotas
+        quotas = self._quotas()
         if not quotas:
             return 0
         user = str(ctx.attrs.get(PRINCIPAL) or ANONYMOUS)
         throttle = manager.record(quotas, user, ctx.client_id or "", size,
-                                  self.broker.now_ms())
+                                  self._clock())
         mute(ctx, throttle)
         return throttle
 

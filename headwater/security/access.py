@@ -3,28 +3,30 @@ ACLs (`authorizer.Authorizer`), rebuilt whenever the metadata image's ACLs chang
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
 
 from ..wire.dispatch import PRINCIPAL, RequestContext
 from . import acl as A
-from .authorizer import Authorizer, configured, principal_of
+from .acl import AclBinding
+from .authorizer import Authorizer, ConfigGetter, configured, principal_of
 
-if TYPE_CHECKING:
-    from ..broker import Broker
+AclSource = Callable[[], Mapping[str, AclBinding]]
+"""The current ACLs (the metadata image's: a new mapping after every change)."""
 
 
 class AccessControl:
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
+    def __init__(self, get: ConfigGetter, acls: AclSource) -> None:
+        self._get = get
+        self._acls = acls
         #: False unless `authorizer.class.name` is set: every check is then a no-op.
-        self.enabled = configured(broker.config.get)
+        self.enabled = configured(get)
         self._authorizer: Authorizer | None = None
         self._built_from: object = None
 
     def authorizer(self) -> Authorizer:
-        acls = self._broker.image.acls
+        acls = self._acls()
         if self._authorizer is None or self._built_from is not acls:
-            self._authorizer = Authorizer.from_config(acls, self._broker.config.get)
+            self._authorizer = Authorizer.from_config(acls, self._get)
             self._built_from = acls
         return self._authorizer
 

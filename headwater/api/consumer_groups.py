@@ -12,14 +12,14 @@ import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..coordinator.runtime import NotReady
-from ..group.consumer import HeartbeatRequest, HeartbeatResponse
-from ..group.reconciliation import freeze
+from ..group.consumer.operations import HeartbeatRequest, HeartbeatResponse
+from ..group.consumer.reconciliation import freeze
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
-    from ..group.share import ShareHeartbeatResponse
+    from ..group.share.operations import ShareHeartbeatResponse
 
 _MS = datetime.timedelta(milliseconds=1)
 TOPIC_AUTHORIZATION_FAILED = 29

@@ -1,6 +1,6 @@
 """DescribeShareGroupOffsets (90, v0-v1), AlterShareGroupOffsets (91, v0) and
 DeleteShareGroupOffsets (92, v0), plus DeleteGroups' share-group path: the I/O half of
-KIP-932's administration table (records: `group/share_admin.py`).
+KIP-932's administration table (records: `group/share/admin.py`).
 
 Each operation runs group-shard step, share coordinator call(s), group-shard step, as
 Kafka's `GroupCoordinatorService` does. The share-partition leaders cached on this broker
@@ -17,7 +17,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..coordinator.runtime import NotReady
-from ..group import share_admin as A
+from ..group.share import admin as A
 from ..security import acl as ACL
 from ..wire.dispatch import Dispatcher, RequestContext
 

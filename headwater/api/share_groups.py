@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..coordinator.runtime import NotReady
-from ..group.share import ShareHeartbeatRequest, ShareHeartbeatResponse, describe_error
+from ..group.share.operations import ShareHeartbeatRequest, ShareHeartbeatResponse, describe_error
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 from .consumer_groups import GROUP_AUTHORIZATION_FAILED, heartbeat_refused, to_response

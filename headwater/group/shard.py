@@ -31,9 +31,9 @@ EXPIRE_TIMER = "offsets-expiration"
 class GroupShard:
     def __init__(self, partition: int, timer: Timer, config: GroupConfig,
                  image: Callable[[], MetadataImage]) -> None:
-        from .classic import ClassicGroupManager
-        from .consumer import ConsumerGroupManager
-        from .share import ShareGroupManager
+        from .classic.operations import ClassicGroupManager
+        from .consumer.operations import ConsumerGroupManager
+        from .share.operations import ShareGroupManager
 
         self.partition = partition
         self.timer = timer

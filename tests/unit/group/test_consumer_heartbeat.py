@@ -10,7 +10,16 @@ from __future__ import annotations
 import pytest
 
 from headwater.group import records as R
-from headwater.group.consumer import (
+from headwater.group.consumer.group import (
+    ConsumerGroupMember,
+    current_assignment_record,
+    group_epoch_record,
+    member_metadata_record,
+    metadata_hash,
+    target_member_record,
+    target_metadata_record,
+)
+from headwater.group.consumer.operations import (
     FENCED_INSTANCE_ID,
     FENCED_MEMBER_EPOCH,
     GROUP_ID_NOT_FOUND,
@@ -24,16 +33,7 @@ from headwater.group.consumer import (
     rebalance_key,
     session_key,
 )
-from headwater.group.consumer_group import (
-    ConsumerGroupMember,
-    current_assignment_record,
-    group_epoch_record,
-    member_metadata_record,
-    metadata_hash,
-    target_member_record,
-    target_metadata_record,
-)
-from headwater.group.reconciliation import CurrentAssignment, MemberState
+from headwater.group.consumer.reconciliation import CurrentAssignment, MemberState
 from tests.unit.group.consumer_helpers import Story, named, parts, tid
 
 CURRENT, TARGET_MEMBER, TARGET_META = (R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from headwater.group.reconciliation import (
+from headwater.group.consumer.reconciliation import (
     TRANSITIONS,
     CurrentAssignment,
     Event,

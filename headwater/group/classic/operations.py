@@ -26,7 +26,7 @@ runtime replays that record live, `replay` only runs the callbacks the operation
 queued for "after the record is written" (answering SyncGroup, the static-member
 JoinGroup), which is Kafka's append future.
 
-Sans-IO: operations take `now_ms` and a responder (see classic_member), return a
+Sans-IO: operations take `now_ms` and a responder (see member.py), return a
 `Result` of records, and arm timers through `shard.timer`; no sockets, no clock.
 """
 
@@ -39,15 +39,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..coordinator.record_codec import CoordinatorRecord
-from ..coordinator.runtime import Result, Timer
-from . import records as R
-from .classic_member import CONSUMER_PROTOCOL_TYPE, ClassicMember, Responder, subscribed_topics
-from .classic_state import CAN_REBALANCE, State, check_transition
+from ...coordinator.record_codec import CoordinatorRecord
+from ...coordinator.runtime import Result, Timer
+from .. import records as R
+from .member import CONSUMER_PROTOCOL_TYPE, ClassicMember, Responder, subscribed_topics
+from .states import CAN_REBALANCE, State, check_transition
 
 if TYPE_CHECKING:
-    from .config import GroupConfig
-    from .shard import GroupShard
+    from ..config import GroupConfig
+    from ..shard import GroupShard
 
 log = logging.getLogger("headwater.group.classic")
 

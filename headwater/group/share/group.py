@@ -19,7 +19,7 @@ type  record (key)                            what replay does
 ====  ======================================  =========================================
 
 `ShareGroup` holds that state and answers questions about it; decisions live in
-share.py. States: Empty (no members) and Stable; a deleted group is Dead (it no longer
+operations.py. States: Empty (no members) and Stable; a deleted group is Dead (it no longer
 exists). There is no reconciliation: partitions are shared, so a member's epoch jumps
 to the target epoch with its whole target slice at its next heartbeat.
 """
@@ -31,13 +31,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..coordinator.record_codec import CoordinatorRecord
-from . import records as R
-from .consumer_group import from_topic_partitions, topic_partitions
-from .reconciliation import EMPTY, Assignment
+from ...coordinator.record_codec import CoordinatorRecord
+from .. import records as R
+from ..consumer.group import from_topic_partitions, topic_partitions
+from ..consumer.reconciliation import EMPTY, Assignment
 
 if TYPE_CHECKING:
-    from ..metadata.image import MetadataImage
+    from ...metadata.image import MetadataImage
 
 NONE = 0
 GROUP_ID_NOT_FOUND = 69
@@ -149,7 +149,7 @@ class ShareGroup:
         self.initialized: dict[uuid.UUID, frozenset[int]] = {}
         self.topic_names: dict[uuid.UUID, str] = {}
         # Topics whose state deletion began but did not complete (record 15's deleting
-        # topics): finished on load (share_admin.py).
+        # topics): finished on load (admin.py).
         self.deleting: dict[uuid.UUID, str] = {}
 
     # ---- replay --------------------------------------------------------------------

@@ -19,7 +19,7 @@ type  record (key)                              what replay does
 ====  ========================================  =======================================
 
 `ConsumerGroup` holds that state and answers questions about it; it never decides
-anything (the heartbeat logic lives in consumer.py, reconciliation in
+anything (the heartbeat logic lives in operations.py, reconciliation in
 reconciliation.py). Everything else here is derived from the replayed state:
 
 * the group state, in Kafka's precedence: Empty (no members) -> Assigning (group epoch
@@ -39,12 +39,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..coordinator.record_codec import CoordinatorRecord
-from . import records as R
+from ...coordinator.record_codec import CoordinatorRecord
+from .. import records as R
 from .reconciliation import EMPTY, Assignment, CurrentAssignment, MemberState, freeze
 
 if TYPE_CHECKING:
-    from ..metadata.image import MetadataImage
+    from ...metadata.image import MetadataImage
 
 NONE = 0
 UNSUPPORTED_VERSION = 35

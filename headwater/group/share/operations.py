@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Every change is an operation returning records; `replay` is the only state change
-(share_group.py). A heartbeat, in Kafka's order (GroupMetadataManager.shareGroupHeartbeat):
+(group.py). A heartbeat, in Kafka's order (GroupMetadataManager.shareGroupHeartbeat):
 
 1. validate the request (INVALID_REQUEST) - nothing written;
 2. leave (epoch -1): tombstones 14, 13, 10 and a new group epoch (record 11);
@@ -16,7 +16,7 @@ Every change is an operation returning records; `replay` is the only state chang
    the assignor's input changed: a new subscription, or the metadata hash of the
    subscribed topics;
 5. when the group epoch is ahead of the target epoch, run the simple assignor
-   (share_assignor.py): records 13 for members whose target changed, record 15 for
+   (assignor.py): records 13 for members whose target changed, record 15 for
    share-partitions handed out for the first time, then record 12. Except for the
    first assignment of an empty group: members that join an empty group within
    `share.assignment.interval.ms` (1 s) get an empty target first, and a timer one
@@ -42,15 +42,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..coordinator.record_codec import CoordinatorRecord
-from ..coordinator.runtime import Result
-from . import records as R
-from . import share_assignor
-from .base import GroupsOfType
-from .consumer import MAX_STRING_BYTES, HeartbeatError
-from .consumer_group import metadata_hash
-from .reconciliation import EMPTY, Assignment
-from .share_group import (
+from ...coordinator.record_codec import CoordinatorRecord
+from ...coordinator.runtime import Result
+from .. import records as R
+from ..base import GroupsOfType
+from ..consumer.group import metadata_hash
+from ..consumer.operations import MAX_STRING_BYTES, HeartbeatError
+from ..consumer.reconciliation import EMPTY, Assignment
+from . import assignor as share_assignor
+from .group import (
     ShareGroup,
     ShareGroupMember,
     current_assignment_record,
@@ -63,8 +63,8 @@ from .share_group import (
 )
 
 if TYPE_CHECKING:
-    from ..metadata.image import MetadataImage
-    from .shard import GroupShard
+    from ...metadata.image import MetadataImage
+    from ..shard import GroupShard
 
 log = logging.getLogger("headwater.group.share")
 

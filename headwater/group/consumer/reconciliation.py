@@ -25,7 +25,7 @@ Two rules for it:
 * The epoch rule is part of the event: MUST_REVOKE keeps the member's epoch, every
   other change moves it to the target epoch. `previous_member_epoch` remembers the
   epoch before the last change, which is what lets a member whose heartbeat response
-  was lost retry with its old epoch (see `_check_epoch` in consumer.py).
+  was lost retry with its old epoch (see `_check_epoch` in operations.py).
 
 The table, read as sentences:
 

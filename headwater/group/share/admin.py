@@ -30,11 +30,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..coordinator.runtime import Result
-from .share_group import ShareGroup, group_epoch_record, state_partitions_record
+from ...coordinator.runtime import Result
+from .group import ShareGroup, group_epoch_record, state_partitions_record
 
 if TYPE_CHECKING:
-    from .shard import GroupShard
+    from ..shard import GroupShard
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3

@@ -38,12 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 import re2
 
-from ..coordinator.record_codec import CoordinatorRecord
-from ..coordinator.runtime import Result
-from . import records as R
+from ...coordinator.record_codec import CoordinatorRecord
+from ...coordinator.runtime import Result
+from .. import records as R
+from ..base import GroupsOfType
 from .assignors import ASSIGNORS, MemberSpec, TopicSpec
-from .base import GroupsOfType
-from .consumer_group import (
+from .group import (
     ConsumerGroup,
     ConsumerGroupMember,
     ResolvedRegex,
@@ -70,7 +70,7 @@ from .reconciliation import (
 )
 
 if TYPE_CHECKING:
-    from ..metadata.image import MetadataImage
+    from ...metadata.image import MetadataImage
 
 log = logging.getLogger("headwater.group.consumer")
 

@@ -42,6 +42,22 @@ from typing import TYPE_CHECKING, Any
 from ...coordinator.record_codec import CoordinatorRecord
 from ...coordinator.runtime import Result, Timer
 from .. import records as R
+from ..errors import (
+    COORDINATOR_NOT_AVAILABLE,
+    FENCED_INSTANCE_ID,
+    GROUP_ID_NOT_FOUND,
+    GROUP_MAX_SIZE_REACHED,
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_GROUP_ID,
+    INVALID_SESSION_TIMEOUT,
+    MEMBER_ID_REQUIRED,
+    NON_EMPTY_GROUP,
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+    UNKNOWN_SERVER_ERROR,
+)
 from .member import CONSUMER_PROTOCOL_TYPE, ClassicMember, Responder, subscribed_topics
 from .states import CAN_REBALANCE, State, check_transition
 
@@ -51,20 +67,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headwater.group.classic")
 
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
-COORDINATOR_NOT_AVAILABLE = 15
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-NON_EMPTY_GROUP = 68
-GROUP_ID_NOT_FOUND = 69
-MEMBER_ID_REQUIRED = 79
-GROUP_MAX_SIZE_REACHED = 81
-FENCED_INSTANCE_ID = 82
 
 # Kafka's (fixed) limit on how long a brand-new member may stay parked in JoinGroup.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000

@@ -41,16 +41,18 @@ from typing import TYPE_CHECKING, Any
 
 from ...coordinator.record_codec import CoordinatorRecord
 from .. import records as R
+from ..errors import (
+    NON_EMPTY_GROUP,
+    NONE,
+    STALE_MEMBER_EPOCH,
+    UNKNOWN_MEMBER_ID,
+    UNSUPPORTED_VERSION,
+)
 from .reconciliation import EMPTY, Assignment, CurrentAssignment, MemberState, freeze
 
 if TYPE_CHECKING:
     from ...metadata.image import MetadataImage
 
-NONE = 0
-UNSUPPORTED_VERSION = 35
-UNKNOWN_MEMBER_ID = 25
-NON_EMPTY_GROUP = 68
-STALE_MEMBER_EPOCH = 113
 CONSUMER_MEMBER_TYPE = 1
 ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 INT32_MIN = -2147483648

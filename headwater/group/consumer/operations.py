@@ -42,6 +42,20 @@ from ...coordinator.record_codec import CoordinatorRecord
 from ...coordinator.runtime import Result
 from .. import records as R
 from ..base import GroupsOfType
+from ..errors import (
+    FENCED_INSTANCE_ID,
+    FENCED_MEMBER_EPOCH,
+    GROUP_ID_NOT_FOUND,
+    GROUP_MAX_SIZE_REACHED,
+    INVALID_GROUP_ID,
+    INVALID_REGULAR_EXPRESSION,
+    INVALID_REQUEST,
+    NONE,
+    UNKNOWN_MEMBER_ID,
+    UNKNOWN_SERVER_ERROR,
+    UNRELEASED_INSTANCE_ID,
+    UNSUPPORTED_ASSIGNOR,
+)
 from .assignors import ASSIGNORS, MemberSpec, TopicSpec
 from .group import (
     ConsumerGroup,
@@ -74,18 +88,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headwater.group.consumer")
 
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
-UNKNOWN_MEMBER_ID = 25
-INVALID_GROUP_ID = 24
-INVALID_REQUEST = 42
-GROUP_ID_NOT_FOUND = 69
-GROUP_MAX_SIZE_REACHED = 81
-FENCED_INSTANCE_ID = 82
-FENCED_MEMBER_EPOCH = 110
-UNRELEASED_INSTANCE_ID = 111
-UNSUPPORTED_ASSIGNOR = 112
-INVALID_REGULAR_EXPRESSION = 128
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1

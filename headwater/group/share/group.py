@@ -35,13 +35,11 @@ from ...coordinator.record_codec import CoordinatorRecord
 from .. import records as R
 from ..consumer.group import from_topic_partitions, topic_partitions
 from ..consumer.reconciliation import EMPTY, Assignment
+from ..errors import GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, NONE
 
 if TYPE_CHECKING:
     from ...metadata.image import MetadataImage
 
-NONE = 0
-GROUP_ID_NOT_FOUND = 69
-NON_EMPTY_GROUP = 68
 INT32_MIN = -2147483648
 # DELETE, DESCRIBE, READ (Kafka's share-group authorized operations without ACLs).
 SHARE_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)

@@ -49,6 +49,15 @@ from ..base import GroupsOfType
 from ..consumer.group import metadata_hash
 from ..consumer.operations import MAX_STRING_BYTES, HeartbeatError
 from ..consumer.reconciliation import EMPTY, Assignment
+from ..errors import (
+    FENCED_MEMBER_EPOCH,
+    GROUP_ID_NOT_FOUND,
+    GROUP_MAX_SIZE_REACHED,
+    INVALID_GROUP_ID,
+    INVALID_REQUEST,
+    NONE,
+    UNKNOWN_MEMBER_ID,
+)
 from . import assignor as share_assignor
 from .group import (
     ShareGroup,
@@ -68,13 +77,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headwater.group.share")
 
-NONE = 0
-UNKNOWN_MEMBER_ID = 25
-INVALID_GROUP_ID = 24
-INVALID_REQUEST = 42
-GROUP_ID_NOT_FOUND = 69
-GROUP_MAX_SIZE_REACHED = 81
-FENCED_MEMBER_EPOCH = 110
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 

@@ -19,7 +19,9 @@ from headwater.group.consumer.group import (
     target_member_record,
     target_metadata_record,
 )
-from headwater.group.consumer.operations import (
+from headwater.group.consumer.operations import HeartbeatRequest, rebalance_key, session_key
+from headwater.group.consumer.reconciliation import CurrentAssignment, MemberState
+from headwater.group.errors import (
     FENCED_INSTANCE_ID,
     FENCED_MEMBER_EPOCH,
     GROUP_ID_NOT_FOUND,
@@ -29,11 +31,7 @@ from headwater.group.consumer.operations import (
     UNKNOWN_MEMBER_ID,
     UNRELEASED_INSTANCE_ID,
     UNSUPPORTED_ASSIGNOR,
-    HeartbeatRequest,
-    rebalance_key,
-    session_key,
 )
-from headwater.group.consumer.reconciliation import CurrentAssignment, MemberState
 from tests.unit.group.consumer_helpers import Story, named, parts, tid
 
 CURRENT, TARGET_MEMBER, TARGET_META = (R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,

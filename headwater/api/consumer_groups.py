@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..coordinator.runtime import NotReady
 from ..group.consumer.operations import HeartbeatRequest, HeartbeatResponse
-from ..group.consumer.reconciliation import freeze
+from ..group.modern.assignment import freeze
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 

@@ -56,32 +56,22 @@ from ..errors import (
     UNRELEASED_INSTANCE_ID,
     UNSUPPORTED_ASSIGNOR,
 )
+from ..modern.assignment import EMPTY, Assignment, freeze
+from ..modern.group import CONSUMER_RECORDS, metadata_hash
 from .assignors import ASSIGNORS, MemberSpec, TopicSpec
 from .group import (
     ConsumerGroup,
     ConsumerGroupMember,
     ResolvedRegex,
     current_assignment_record,
-    current_assignment_tombstone,
     group_epoch_record,
     member_metadata_record,
-    member_metadata_tombstone,
-    metadata_hash,
     regex_record,
     regex_tombstone,
     target_member_record,
-    target_member_tombstone,
     target_metadata_record,
 )
-from .reconciliation import (
-    EMPTY,
-    Assignment,
-    CurrentAssignment,
-    MemberState,
-    MustRejoin,
-    freeze,
-    step,
-)
+from .reconciliation import CurrentAssignment, MemberState, MustRejoin, step
 
 if TYPE_CHECKING:
     from ...metadata.image import MetadataImage
@@ -197,17 +187,9 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
                     # A group-epoch bump is a rebalance (metrics only, not state).
                     self.shard.rebalances["consumer"] = self.shard.rebalances.get(
                         "consumer", 0) + 1
-                group.replay_group_metadata(value)
-        elif t == R.CONSUMER_GROUP_MEMBER_METADATA:
-            group.replay_member_metadata(record.key["member_id"], value)
-        elif t == R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
-            group.replay_target_metadata(value)
-        elif t == R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
-            group.replay_target_member(record.key["member_id"], value)
-        elif t == R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
-            group.replay_current_assignment(record.key["member_id"], value)
-        elif t == R.CONSUMER_GROUP_REGULAR_EXPRESSION:
-            group.replay_regex(record.key["regular_expression"], value)
+                group.replay(record)
+        else:
+            group.replay(record)
 
     def on_loaded(self, now_ms: int) -> None:
         """Members keep their epochs across a restart but must heartbeat in time."""
@@ -345,8 +327,7 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
     def _fence_records(self, group: ConsumerGroup, member: ConsumerGroupMember
                        ) -> list[CoordinatorRecord]:
         g, mid = group.group_id, member.member_id
-        records = [current_assignment_tombstone(g, mid), target_member_tombstone(g, mid),
-                   member_metadata_tombstone(g, mid)]
+        records = CONSUMER_RECORDS.member_tombstones(g, mid)
         regex = member.subscribed_topic_regex
         if regex and group.regex_users(regex) == {mid}:
             records.append(regex_tombstone(g, regex))
@@ -429,10 +410,8 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
             replacement = replace(static, member_id=member_id, current=replace(
                 static.current, member_epoch=0, previous_member_epoch=0))
             g = group.group_id
-            records += [current_assignment_tombstone(g, static.member_id),
-                        target_member_tombstone(g, static.member_id),
-                        member_metadata_tombstone(g, static.member_id),
-                        member_metadata_record(g, replacement),
+            records += CONSUMER_RECORDS.member_tombstones(g, static.member_id)
+            records += [member_metadata_record(g, replacement),
                         target_member_record(g, member_id,
                                              group.target.get(static.member_id, EMPTY)),
                         current_assignment_record(g, member_id, replacement.current)]

@@ -40,13 +40,11 @@ The table, read as sentences:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from types import MappingProxyType
 
-Assignment = Mapping[uuid.UUID, frozenset[int]]
-EMPTY: Assignment = MappingProxyType({})
+from ..modern.assignment import EMPTY, Assignment, freeze, same
 
 
 class MemberState(IntEnum):
@@ -107,15 +105,6 @@ class IllegalTransition(RuntimeError):
 
 class MustRejoin(Exception):
     """The member is in a state we cannot reconcile: FENCED_MEMBER_EPOCH."""
-
-
-def freeze(assignment: Mapping[uuid.UUID, Iterable[int]]) -> Assignment:
-    """Normalise: frozenset values, no empty topics."""
-    return MappingProxyType({t: frozenset(ps) for t, ps in assignment.items() if ps})
-
-
-def same(a: Assignment, b: Assignment) -> bool:
-    return dict(a) == dict(b)
 
 
 @dataclass(frozen=True, slots=True)

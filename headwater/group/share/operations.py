@@ -46,9 +46,7 @@ from ...coordinator.record_codec import CoordinatorRecord
 from ...coordinator.runtime import Result
 from .. import records as R
 from ..base import GroupsOfType
-from ..consumer.group import metadata_hash
 from ..consumer.operations import MAX_STRING_BYTES, HeartbeatError
-from ..consumer.reconciliation import EMPTY, Assignment
 from ..errors import (
     FENCED_MEMBER_EPOCH,
     GROUP_ID_NOT_FOUND,
@@ -58,6 +56,8 @@ from ..errors import (
     NONE,
     UNKNOWN_MEMBER_ID,
 )
+from ..modern.assignment import EMPTY, Assignment
+from ..modern.group import SHARE_RECORDS, metadata_hash
 from . import assignor as share_assignor
 from .group import (
     ShareGroup,
@@ -65,7 +65,6 @@ from .group import (
     current_assignment_record,
     group_epoch_record,
     member_metadata_record,
-    member_tombstones,
     state_partitions_record,
     target_member_record,
     target_metadata_record,
@@ -223,7 +222,7 @@ class ShareGroupManager(GroupsOfType[ShareGroup]):
                        ) -> list[CoordinatorRecord]:
         g, mid = group.group_id, member.member_id
         remaining = [m for m in group.members.values() if m.member_id != mid]
-        records = member_tombstones(g, mid)
+        records = SHARE_RECORDS.member_tombstones(g, mid)
         records.append(group_epoch_record(
             g, group.group_epoch + 1,
             metadata_hash(group.subscribed_topics(remaining), self.shard.image())))

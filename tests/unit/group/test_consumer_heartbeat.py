@@ -15,7 +15,6 @@ from headwater.group.consumer.group import (
     current_assignment_record,
     group_epoch_record,
     member_metadata_record,
-    metadata_hash,
     target_member_record,
     target_metadata_record,
 )
@@ -32,6 +31,7 @@ from headwater.group.errors import (
     UNRELEASED_INSTANCE_ID,
     UNSUPPORTED_ASSIGNOR,
 )
+from headwater.group.modern.group import metadata_hash
 from tests.unit.group.consumer_helpers import Story, named, parts, tid
 
 CURRENT, TARGET_MEMBER, TARGET_META = (R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,

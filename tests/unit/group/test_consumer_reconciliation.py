@@ -13,9 +13,9 @@ from headwater.group.consumer.reconciliation import (
     IllegalTransition,
     MemberState,
     MustRejoin,
-    freeze,
     step,
 )
+from headwater.group.modern.assignment import freeze
 
 FOO = uuid.uuid5(uuid.NAMESPACE_DNS, "foo")
 BAR = uuid.uuid5(uuid.NAMESPACE_DNS, "bar")

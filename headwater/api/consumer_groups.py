@@ -12,14 +12,14 @@ import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..coordinator.runtime import NotReady
-from ..group.consumer.operations import HeartbeatRequest, HeartbeatResponse
+from ..group.consumer.operations import HeartbeatRequest
 from ..group.modern.assignment import freeze
+from ..group.modern.operations import HeartbeatResponse
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
-    from ..group.share.operations import ShareHeartbeatResponse
 
 _MS = datetime.timedelta(milliseconds=1)
 TOPIC_AUTHORIZATION_FAILED = 29
@@ -53,7 +53,7 @@ def to_request(ctx: RequestContext, req: Any) -> HeartbeatRequest:
         client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}")
 
 
-def to_response(resp: HeartbeatResponse | ShareHeartbeatResponse) -> dict[str, Any]:
+def to_response(resp: HeartbeatResponse) -> dict[str, Any]:
     """A heartbeat answer (ConsumerGroupHeartbeat and ShareGroupHeartbeat share it)."""
     assignment = None
     if resp.assignment is not None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..coordinator.runtime import NotReady
-from ..group.share.operations import ShareHeartbeatRequest, ShareHeartbeatResponse, describe_error
+from ..group.modern.operations import HeartbeatResponse, describe_error
+from ..group.share.operations import ShareHeartbeatRequest
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 from .consumer_groups import GROUP_AUTHORIZATION_FAILED, heartbeat_refused, to_response
@@ -41,7 +42,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             resp = groups().write(request.group_id,
                                   lambda shard, now: shard.share.heartbeat(request, now))
         except NotReady as exc:
-            resp = ShareHeartbeatResponse(exc.code)
+            resp = HeartbeatResponse(exc.code)
         return to_response(resp)  # the same shape as ConsumerGroupHeartbeat's answer
 
     def handle_describe(ctx: RequestContext, req: Any) -> dict:

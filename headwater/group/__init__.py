@@ -5,9 +5,12 @@ apart from its operations (what decides and returns records):
 
 * `classic/`: JoinGroup/SyncGroup groups;
 * `consumer/`: KIP-848 consumer groups (ConsumerGroupHeartbeat);
-* `share/`: KIP-932 share groups (ShareGroupHeartbeat, share-group administration).
+* `share/`: KIP-932 share groups (ShareGroupHeartbeat, share-group administration);
+* `modern/`: what consumer and share groups share (Kafka's ModernGroup): the group
+  and member base classes and the heartbeat steps both take.
 
 At the top, what all kinds share: `base` (the `Group` protocol offsets and the admin
-APIs use), `offsets`, `records` (the record types), `shard` (one partition's groups),
-`config` and `group_configs` (settings), `coordinator` (the service on the runtime).
+APIs use), `errors` (Kafka's error codes), `offsets`, `records` (the record types),
+`shard` (one partition's groups), `config` and `group_configs` (settings),
+`coordinator` (the service on the runtime).
 """

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 from kio.serial import entity_reader
@@ -161,59 +162,101 @@ def _to_millis(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
-def cmd_reset_offsets(args: argparse.Namespace) -> str:
+Offsets = dict[tuple[str, int], int]
+
+
+def reset_offsets(args: argparse.Namespace, timestamp: Callable[[], int | None],
+                  write: Callable[[RawClient, Offsets], None], execute_note: str,
+                  negative_offset_ok: bool = True) -> str:
+    """reset-offsets of a consumer or share group: the new offset of each partition of
+    `args.topic` (earliest, latest, at `timestamp()` - latest where no record is that
+    new - or `args.to_offset`), written by `write` with --execute, else a dry run."""
     client = _client(args)
     try:
         parts = _partitions(client, [args.topic])
+        at = None if args.to_earliest or args.to_latest else timestamp()
         if args.to_earliest:
             new = _list_offsets(client, parts, -2)
         elif args.to_latest:
             new = _list_offsets(client, parts, -1)
-        elif args.to_datetime is not None:
-            new = _list_offsets(client, parts, _to_millis(args.to_datetime))
+        elif at is not None:
+            new = _list_offsets(client, parts, at)
             latest = _list_offsets(client, parts, -1)
             new = {k: (v if v >= 0 else latest[k]) for k, v in new.items()}
         else:
+            if args.to_offset < 0 and not negative_offset_ok:
+                raise AdminError(f"invalid offset {args.to_offset}")
             new = {(args.topic, p): args.to_offset for p in parts[args.topic]}
         if args.execute:
-            resp = client.request(8, 8, {
-                "group_id": args.group, "generation_id_or_member_epoch": -1, "member_id": "",
-                "group_instance_id": None, "topics": [{"name": args.topic, "partitions": [
-                    {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
-                     "committed_metadata": ""} for (_, p), o in sorted(new.items())]}]})
-            errors = [p.error_code.name for t in resp.topics for p in t.partitions
-                      if int(p.error_code)]
-            if errors:
-                raise AdminError(f"reset failed ({', '.join(sorted(set(errors)))}); "
-                                 "is the group still active?")
+            write(client, new)
     finally:
         client.close()
     rows = [(args.group, t, p, o) for (t, p), o in sorted(new.items())]
     out = emit(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows, args.json)
     if not args.execute and not args.json:
-        out += "\n\n(dry run: nothing changed; add --execute to commit these offsets)"
+        out += f"\n\n(dry run: nothing changed; add --execute to {execute_note})"
     return out
 
 
-def add_parser(sub: Any) -> None:
-    groups = sub.add_parser("groups", help="list, describe, delete and reset consumer groups")
-    add_arguments(groups)
-    groups.add_argument("--json", action="store_true", help="machine-readable output")
-    gsub = groups.add_subparsers(dest="groups_command", required=True)
-    gsub.add_parser("list").set_defaults(func=cmd_list)
-    d = gsub.add_parser("describe")
-    d.add_argument("group")
-    d.set_defaults(func=cmd_describe)
-    x = gsub.add_parser("delete")
-    x.add_argument("group")
-    x.set_defaults(func=cmd_delete)
-    r = gsub.add_parser("reset-offsets")
-    r.add_argument("group")
+def add_group_tool(sub: Any, name: str, help: str, dest: str,
+                   cmd_list: Callable[[argparse.Namespace], str],
+                   cmd_describe: Callable[[argparse.Namespace], str]) -> tuple[Any, Any]:
+    """The `name` command (connection options, --json) with its `list` and
+    `describe <group>` subcommands; returns (its subcommands, the describe parser)."""
+    tool = sub.add_parser(name, help=help)
+    add_arguments(tool)
+    tool.add_argument("--json", action="store_true", help="machine-readable output")
+    commands = tool.add_subparsers(dest=dest, required=True)
+    commands.add_parser("list").set_defaults(func=cmd_list)
+    describe = commands.add_parser("describe")
+    describe.add_argument("group")
+    describe.set_defaults(func=cmd_describe)
+    return commands, describe
+
+
+def add_group_command(commands: Any, name: str,
+                      func: Callable[[argparse.Namespace], str]) -> Any:
+    """A `<name> <group>` subcommand; returns its parser."""
+    parser = commands.add_parser(name)
+    parser.add_argument("group")
+    parser.set_defaults(func=func)
+    return parser
+
+
+def add_reset_offsets_parser(sub: Any, func: Callable[[argparse.Namespace], str],
+                             by_duration: bool = False) -> None:
+    r = add_group_command(sub, "reset-offsets", func)
     r.add_argument("--topic", required=True)
     how = r.add_mutually_exclusive_group(required=True)
     how.add_argument("--to-earliest", action="store_true")
     how.add_argument("--to-latest", action="store_true")
     how.add_argument("--to-offset", type=int)
     how.add_argument("--to-datetime", help="ISO-8601, e.g. 2026-01-01T00:00:00")
+    if by_duration:
+        how.add_argument("--by-duration", help="ISO-8601 duration back from now, e.g. PT1H")
     r.add_argument("--execute", action="store_true")
-    r.set_defaults(func=cmd_reset_offsets)
+
+
+def cmd_reset_offsets(args: argparse.Namespace) -> str:
+    def commit(client: RawClient, new: Offsets) -> None:
+        resp = client.request(8, 8, {
+            "group_id": args.group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "topics": [{"name": args.topic, "partitions": [
+                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
+                 "committed_metadata": ""} for (_, p), o in sorted(new.items())]}]})
+        errors = [p.error_code.name for t in resp.topics for p in t.partitions
+                  if int(p.error_code)]
+        if errors:
+            raise AdminError(f"reset failed ({', '.join(sorted(set(errors)))}); "
+                             "is the group still active?")
+
+    return reset_offsets(
+        args, lambda: _to_millis(args.to_datetime) if args.to_datetime is not None else None,
+        commit, "commit these offsets")
+
+
+def add_parser(sub: Any) -> None:
+    commands, _ = add_group_tool(sub, "groups", "list, describe, delete and reset consumer "
+                                 "groups", "groups_command", cmd_list, cmd_describe)
+    add_group_command(commands, "delete", cmd_delete)
+    add_reset_offsets_parser(commands, cmd_reset_offsets)

@@ -14,8 +14,18 @@ import datetime
 from typing import Any
 
 from ..share.config import parse_duration_ms
-from .connect import add_arguments
-from .groups import AdminError, _client, _list_offsets, _partitions, _to_millis, delete_group
+from ..wire.client import RawClient
+from .groups import (
+    AdminError,
+    Offsets,
+    _client,
+    _to_millis,
+    add_group_command,
+    add_group_tool,
+    add_reset_offsets_parser,
+    delete_group,
+    reset_offsets,
+)
 from .tables import emit
 
 
@@ -83,43 +93,29 @@ def cmd_describe(args: argparse.Namespace) -> str:
 
 
 def cmd_reset_offsets(args: argparse.Namespace) -> str:
-    client = _client(args)
-    try:
-        parts = _partitions(client, [args.topic])
-        if args.to_earliest:
-            new = _list_offsets(client, parts, -2)
-        elif args.to_latest:
-            new = _list_offsets(client, parts, -1)
-        elif args.to_datetime is not None or args.by_duration is not None:
-            ts = _to_millis(args.to_datetime) if args.to_datetime is not None else int(
-                datetime.datetime.now(datetime.UTC).timestamp() * 1000
-            ) - _duration_ms(args.by_duration)
-            new = _list_offsets(client, parts, ts)
-            latest = _list_offsets(client, parts, -1)
-            new = {k: (v if v >= 0 else latest[k]) for k, v in new.items()}
-        else:
-            if args.to_offset < 0:
-                raise AdminError(f"invalid offset {args.to_offset}")
-            new = {(args.topic, p): args.to_offset for p in parts[args.topic]}
-        if args.execute:
-            resp = client.request(91, 0, {"group_id": args.group, "topics": [
-                {"topic_name": args.topic, "partitions": [
-                    {"partition_index": p, "start_offset": o}
-                    for (_, p), o in sorted(new.items())]}]})
-            if int(resp.error_code):
-                raise AdminError(f"reset failed: {resp.error_code.name}"
-                                 + (f" ({resp.error_message})" if resp.error_message else ""))
-            errors = [p.error_code.name for t in resp.responses for p in t.partitions
-                      if int(p.error_code)]
-            if errors:
-                raise AdminError(f"reset failed ({', '.join(sorted(set(errors)))})")
-    finally:
-        client.close()
-    rows = [(args.group, t, p, o) for (t, p), o in sorted(new.items())]
-    out = emit(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows, args.json)
-    if not args.execute and not args.json:
-        out += "\n\n(dry run: nothing changed; add --execute to reset the start offsets)"
-    return out
+    def timestamp() -> int | None:
+        if args.to_datetime is not None:
+            return _to_millis(args.to_datetime)
+        if args.by_duration is not None:
+            now = int(datetime.datetime.now(datetime.UTC).timestamp() * 1000)
+            return now - _duration_ms(args.by_duration)
+        return None
+
+    def alter(client: RawClient, new: Offsets) -> None:
+        resp = client.request(91, 0, {"group_id": args.group, "topics": [
+            {"topic_name": args.topic, "partitions": [
+                {"partition_index": p, "start_offset": o}
+                for (_, p), o in sorted(new.items())]}]})
+        if int(resp.error_code):
+            raise AdminError(f"reset failed: {resp.error_code.name}"
+                             + (f" ({resp.error_message})" if resp.error_message else ""))
+        errors = [p.error_code.name for t in resp.responses for p in t.partitions
+                  if int(p.error_code)]
+        if errors:
+            raise AdminError(f"reset failed ({', '.join(sorted(set(errors)))})")
+
+    return reset_offsets(args, timestamp, alter, "reset the start offsets",
+                         negative_offset_ok=False)
 
 
 def cmd_delete_offsets(args: argparse.Namespace) -> str:
@@ -142,33 +138,14 @@ def cmd_delete(args: argparse.Namespace) -> str:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("share-groups", help="list, describe, reset and delete share groups")
-    add_arguments(p)
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    s = p.add_subparsers(dest="share_groups_command", required=True)
-    s.add_parser("list").set_defaults(func=cmd_list)
-    d = s.add_parser("describe")
-    d.add_argument("group")
-    what = d.add_mutually_exclusive_group()
+    commands, describe = add_group_tool(
+        sub, "share-groups", "list, describe, reset and delete share groups",
+        "share_groups_command", cmd_list, cmd_describe)
+    what = describe.add_mutually_exclusive_group()
     what.add_argument("--offsets", action="store_true", help="start offset and lag (default)")
     what.add_argument("--members", action="store_true")
     what.add_argument("--state", action="store_true")
-    d.set_defaults(func=cmd_describe)
-    r = s.add_parser("reset-offsets")
-    r.add_argument("group")
-    r.add_argument("--topic", required=True)
-    how = r.add_mutually_exclusive_group(required=True)
-    how.add_argument("--to-earliest", action="store_true")
-    how.add_argument("--to-latest", action="store_true")
-    how.add_argument("--to-offset", type=int)
-    how.add_argument("--to-datetime", help="ISO-8601, e.g. 2026-01-01T00:00:00")
-    how.add_argument("--by-duration", help="ISO-8601 duration back from now, e.g. PT1H")
-    r.add_argument("--execute", action="store_true")
-    r.set_defaults(func=cmd_reset_offsets)
-    x = s.add_parser("delete-offsets")
-    x.add_argument("group")
-    x.add_argument("--topic", action="append", required=True)
-    x.set_defaults(func=cmd_delete_offsets)
-    y = s.add_parser("delete")
-    y.add_argument("group")
-    y.set_defaults(func=cmd_delete)
+    add_reset_offsets_parser(commands, cmd_reset_offsets, by_duration=True)
+    add_group_command(commands, "delete-offsets", cmd_delete_offsets).add_argument(
+        "--topic", action="append", required=True)
+    add_group_command(commands, "delete", cmd_delete)

@@ -14,7 +14,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..coordinator.runtime import NotReady
-from ..group.classic import JoinRequest, SyncRequest, join_error, sync_error
+from ..group.classic.group import join_error, sync_error
+from ..group.classic.operations import JoinRequest, SyncRequest
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 

@@ -1,19 +1,18 @@
 """ShareGroupHeartbeat (76) and ShareGroupDescribe (77), v1: KIP-932 share groups.
 
 The handlers translate kio requests into `ShareHeartbeatRequest`s for the group's shard
-(`headwater.group.share`) and its answers back into responses. Only v1 exists: Kafka
-4.1 removed the early-access v0, and librdkafka 2.16 sends v1 only.
+(`headwater.group.share`) and its answers back into responses (modern_groups.py, which
+consumer groups use too). Only v1 exists: Kafka 4.1 removed the early-access v0, and
+librdkafka 2.16 sends v1 only.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..coordinator.runtime import NotReady
-from ..group.share import ShareHeartbeatRequest, ShareHeartbeatResponse, describe_error
-from ..security import acl as A
+from ..group.share.operations import ShareHeartbeatRequest
 from ..wire.dispatch import Dispatcher, RequestContext
-from .consumer_groups import GROUP_AUTHORIZATION_FAILED, heartbeat_refused, to_response
+from .modern_groups import register_group_apis
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -28,36 +27,5 @@ def to_request(ctx: RequestContext, req: Any) -> ShareHeartbeatRequest:
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def groups():
-        assert broker.groups is not None
-        return broker.groups
-
-    def handle_heartbeat(ctx: RequestContext, req: Any) -> dict:
-        refused = heartbeat_refused(broker, ctx, req.group_id, req.subscribed_topic_names)
-        if refused is not None:
-            return refused
-        request = to_request(ctx, req)
-        try:
-            resp = groups().write(request.group_id,
-                                  lambda shard, now: shard.share.heartbeat(request, now))
-        except NotReady as exc:
-            resp = ShareHeartbeatResponse(exc.code)
-        return to_response(resp)  # the same shape as ConsumerGroupHeartbeat's answer
-
-    def handle_describe(ctx: RequestContext, req: Any) -> dict:
-        include = bool(getattr(req, "include_authorized_operations", False))
-        out = []
-        for group_id in req.group_ids:
-            if broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
-                out.append(describe_error(group_id, GROUP_AUTHORIZATION_FAILED, None))
-                continue
-            try:
-                entry, = groups().read(
-                    group_id, lambda shard, g=group_id: shard.share.describe([g], include))
-            except NotReady as exc:
-                entry = describe_error(group_id, exc.code, None)
-            out.append(entry)
-        return {"throttle_time": 0, "groups": out}
-
-    dispatcher.register(76, 1, 1, handle_heartbeat)
-    dispatcher.register(77, 1, 1, handle_describe)
+    register_group_apis(dispatcher, broker, lambda shard: shard.share, to_request,
+                        heartbeat=(76, 1, 1), describe=(77, 1, 1))

@@ -22,19 +22,20 @@ from typing import TYPE_CHECKING, Any
 from ..coordinator.record_codec import CoordinatorRecord
 from ..coordinator.runtime import Result
 from . import records as R
+from .errors import (
+    GROUP_ID_NOT_FOUND,
+    GROUP_SUBSCRIBED_TO_TOPIC,
+    ILLEGAL_GENERATION,
+    INVALID_GROUP_ID,
+    NONE,
+    OFFSET_METADATA_TOO_LARGE,
+    STALE_MEMBER_EPOCH,
+    UNKNOWN_MEMBER_ID,
+    UNSTABLE_OFFSET_COMMIT,
+)
 
 if TYPE_CHECKING:
     from .shard import GroupShard
-
-NONE = 0
-OFFSET_METADATA_TOO_LARGE = 12
-ILLEGAL_GENERATION = 22
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-GROUP_ID_NOT_FOUND = 69
-GROUP_SUBSCRIBED_TO_TOPIC = 86
-UNSTABLE_OFFSET_COMMIT = 88
-STALE_MEMBER_EPOCH = 113
 
 
 @dataclass(frozen=True, slots=True)

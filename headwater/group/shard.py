@@ -15,15 +15,13 @@ from ..coordinator.record_codec import CoordinatorRecord
 from ..coordinator.runtime import Result, Timer
 from . import records as R
 from .config import GroupConfig
+from .errors import GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, NONE
 from .offsets import OffsetManager
 
 if TYPE_CHECKING:
     from ..metadata.image import MetadataImage
     from .base import Group
 
-NONE = 0
-GROUP_ID_NOT_FOUND = 69
-INVALID_GROUP_ID = 24
 
 EXPIRE_TIMER = "offsets-expiration"
 
@@ -31,9 +29,9 @@ EXPIRE_TIMER = "offsets-expiration"
 class GroupShard:
     def __init__(self, partition: int, timer: Timer, config: GroupConfig,
                  image: Callable[[], MetadataImage]) -> None:
-        from .classic import ClassicGroupManager
-        from .consumer import ConsumerGroupManager
-        from .share import ShareGroupManager
+        from .classic.operations import ClassicGroupManager
+        from .consumer.operations import ConsumerGroupManager
+        from .share.operations import ShareGroupManager
 
         self.partition = partition
         self.timer = timer

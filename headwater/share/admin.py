@@ -1,6 +1,6 @@
 """DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets, plus
 DeleteGroups' share-group path: the I/O half of KIP-932's administration table (the
-records: `group/share_admin.py`; the handlers: `api/share_admin.py`).
+records: `group/share/admin.py`; the handlers: `api/share_admin.py`).
 
 Each operation runs group-shard step, share coordinator call(s), group-shard step, as
 Kafka's `GroupCoordinatorService` does. The share-partition leaders cached on this broker
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..coordinator.runtime import CoordinatorRuntime, NotReady, Result
-from ..group import share_admin as A
+from ..group.share import admin as A
 from .coordinator_shard import StateSummary
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ import struct
 from typing import Any
 
 from headwater.group import records as R
-from headwater.group.classic import ClassicGroup, JoinRequest, SyncRequest
+from headwater.group.classic.group import ClassicGroup
+from headwater.group.classic.operations import JoinRequest, SyncRequest
 from tests.unit.group.context import GroupContext
 
 

@@ -6,9 +6,10 @@ import uuid
 from typing import Any
 
 from headwater.coordinator.runtime import Result
-from headwater.group.consumer import HeartbeatRequest, HeartbeatResponse
-from headwater.group.consumer_group import ConsumerGroup
-from headwater.group.reconciliation import Assignment, freeze
+from headwater.group.consumer.group import ConsumerGroup
+from headwater.group.consumer.operations import HeartbeatRequest
+from headwater.group.modern.assignment import Assignment, freeze
+from headwater.group.modern.operations import HeartbeatResponse
 from tests.unit.group.context import GroupContext
 
 UNSET: Any = object()

@@ -6,7 +6,13 @@ import uuid
 
 import pytest
 
-from headwater.group.assignors import ASSIGNORS, MemberSpec, TopicSpec, range_assignor, uniform
+from headwater.group.consumer.assignors import (
+    ASSIGNORS,
+    MemberSpec,
+    TopicSpec,
+    range_assignor,
+    uniform,
+)
 
 FOO, BAR, BAZ = (uuid.uuid5(uuid.NAMESPACE_DNS, n) for n in ("foo", "bar", "baz"))
 TOPICS = {FOO: TopicSpec("foo", 6), BAR: TopicSpec("bar", 6), BAZ: TopicSpec("baz", 3)}

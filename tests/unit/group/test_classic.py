@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from headwater.group import records as R
-from headwater.group.classic_state import State
+from headwater.group.classic.states import State
 from headwater.group.offsets import PartitionCommit
 from tests.unit.group.classic_helpers import (
     RANGE,

@@ -10,7 +10,17 @@ from __future__ import annotations
 import pytest
 
 from headwater.group import records as R
-from headwater.group.consumer import (
+from headwater.group.consumer.group import (
+    ConsumerGroupMember,
+    current_assignment_record,
+    group_epoch_record,
+    member_metadata_record,
+    target_member_record,
+    target_metadata_record,
+)
+from headwater.group.consumer.operations import HeartbeatRequest, rebalance_key, session_key
+from headwater.group.consumer.reconciliation import CurrentAssignment, MemberState
+from headwater.group.errors import (
     FENCED_INSTANCE_ID,
     FENCED_MEMBER_EPOCH,
     GROUP_ID_NOT_FOUND,
@@ -20,20 +30,8 @@ from headwater.group.consumer import (
     UNKNOWN_MEMBER_ID,
     UNRELEASED_INSTANCE_ID,
     UNSUPPORTED_ASSIGNOR,
-    HeartbeatRequest,
-    rebalance_key,
-    session_key,
 )
-from headwater.group.consumer_group import (
-    ConsumerGroupMember,
-    current_assignment_record,
-    group_epoch_record,
-    member_metadata_record,
-    metadata_hash,
-    target_member_record,
-    target_metadata_record,
-)
-from headwater.group.reconciliation import CurrentAssignment, MemberState
+from headwater.group.modern.group import metadata_hash
 from tests.unit.group.consumer_helpers import Story, named, parts, tid
 
 CURRENT, TARGET_MEMBER, TARGET_META = (R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,

@@ -6,16 +6,16 @@ import uuid
 
 import pytest
 
-from headwater.group.reconciliation import (
+from headwater.group.consumer.reconciliation import (
     TRANSITIONS,
     CurrentAssignment,
     Event,
     IllegalTransition,
     MemberState,
     MustRejoin,
-    freeze,
     step,
 )
+from headwater.group.modern.assignment import freeze
 
 FOO = uuid.uuid5(uuid.NAMESPACE_DNS, "foo")
 BAR = uuid.uuid5(uuid.NAMESPACE_DNS, "bar")

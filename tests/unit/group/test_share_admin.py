@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from headwater.group import records as R
-from headwater.group import share_admin as A
-from headwater.group.share import LEAVE_EPOCH
+from headwater.group.modern.operations import LEAVE_EPOCH
+from headwater.group.share import admin as A
 from tests.unit.group.consumer_helpers import tid
 from tests.unit.group.test_share_heartbeat import ShareStory
 

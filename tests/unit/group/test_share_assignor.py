@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from headwater.group.share_assignor import assign
+from headwater.group.share.assignor import assign
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from headwater.coordinator.runtime import Result
 from headwater.group import records as R
-from headwater.group.share import ShareHeartbeatRequest
-from headwater.group.share_group import ShareGroup
+from headwater.group.share.group import ShareGroup
+from headwater.group.share.operations import ShareHeartbeatRequest
 from tests.unit.group.consumer_helpers import named, tid
 from tests.unit.group.context import GroupContext
 

@@ -30,18 +30,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..coordinator.runtime import Result
-from .share_group import ShareGroup, group_epoch_record, state_partitions_record
+from ...coordinator.runtime import Result
+from ..errors import (
+    GROUP_ID_NOT_FOUND,
+    INVALID_GROUP_ID,
+    INVALID_REQUEST,
+    NON_EMPTY_GROUP,
+    NONE,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
+from .group import ShareGroup, group_epoch_record, state_partitions_record
 
 if TYPE_CHECKING:
-    from .shard import GroupShard
+    from ..shard import GroupShard
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_GROUP_ID = 24
-INVALID_REQUEST = 42
-NON_EMPTY_GROUP = 68
-GROUP_ID_NOT_FOUND = 69
 ZERO_UUID = uuid.UUID(int=0)
 
 

@@ -19,8 +19,10 @@ type  record (key)                              what replay does
 ====  ========================================  =======================================
 
 `ConsumerGroup` holds that state and answers questions about it; it never decides
-anything (the heartbeat logic lives in consumer.py, reconciliation in
-reconciliation.py). Everything else here is derived from the replayed state:
+anything (the heartbeat logic lives in operations.py, reconciliation in
+reconciliation.py). What it has in common with a share group (epochs, members, target,
+the replay of records 3, 6 and 7, offsets validation, tombstones) is
+`modern.ModernGroup`'s. Everything else here is derived from the replayed state:
 
 * the group state, in Kafka's precedence: Empty (no members) -> Assigning (group epoch
   ahead of the target epoch) -> Reconciling (a member is not STABLE at the target
@@ -32,40 +34,30 @@ reconciliation.py). Everything else here is derived from the replayed state:
 
 from __future__ import annotations
 
-import hashlib
 import struct
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..coordinator.record_codec import CoordinatorRecord
-from . import records as R
-from .reconciliation import EMPTY, Assignment, CurrentAssignment, MemberState, freeze
+from ...coordinator.record_codec import CoordinatorRecord
+from .. import records as R
+from ..modern.assignment import EMPTY, Assignment, from_topic_partitions, named, topic_partitions
+from ..modern.group import CONSUMER_RECORDS, INT32_MIN, ModernGroup, ModernGroupMember
+from .reconciliation import CurrentAssignment, MemberState
 
 if TYPE_CHECKING:
-    from ..metadata.image import MetadataImage
+    from ...metadata.image import MetadataImage
 
-NONE = 0
-UNSUPPORTED_VERSION = 35
-UNKNOWN_MEMBER_ID = 25
-NON_EMPTY_GROUP = 68
-STALE_MEMBER_EPOCH = 113
 CONSUMER_MEMBER_TYPE = 1
 ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
-INT32_MIN = -2147483648
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerGroupMember:
+class ConsumerGroupMember(ModernGroupMember):
     """Record 5 (everything but `current`) plus record 8 (`current`)."""
 
-    member_id: str
     instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed_topic_names: tuple[str, ...] = ()
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
@@ -75,11 +67,20 @@ class ConsumerGroupMember:
     def member_epoch(self) -> int:
         return self.current.member_epoch
 
-    def metadata(self) -> tuple[Any, ...]:
-        """The record-5 part, for change detection."""
-        return (self.instance_id, self.rack_id, self.client_id, self.client_host,
-                self.subscribed_topic_names, self.subscribed_topic_regex,
-                self.rebalance_timeout_ms, self.server_assignor)
+    @property
+    def previous_member_epoch(self) -> int:
+        return self.current.previous_member_epoch
+
+    @property
+    def assigned(self) -> Assignment:
+        return self.current.assigned
+
+    def metadata(self) -> dict[str, Any]:
+        """Record 5's value (a heartbeat that changes it writes it)."""
+        return {**ModernGroupMember.metadata(self), "instance_id": self.instance_id,
+                "subscribed_topic_regex": self.subscribed_topic_regex,
+                "rebalance_timeout_ms": self.rebalance_timeout_ms,
+                "server_assignor": self.server_assignor}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,64 +90,12 @@ class ResolvedRegex:
     timestamp: int
 
 
-# ---- records -------------------------------------------------------------------------
+# ---- records (3, 5, 6 and 7 are written as share groups write theirs: ModernRecords) ---
 
-def topic_partitions(assignment: Assignment) -> list[dict[str, Any]]:
-    return [{"topic_id": t, "partitions": sorted(ps)}
-            for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0])) if ps]
-
-
-def from_topic_partitions(items: Iterable[Mapping[str, Any]]) -> Assignment:
-    out: dict[uuid.UUID, set[int]] = {}
-    for item in items:
-        out.setdefault(item["topic_id"], set()).update(item["partitions"])
-    return freeze(out)
-
-
-def group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> CoordinatorRecord:
-    return R.record(R.CONSUMER_GROUP_METADATA, {"group_id": group_id},
-                    {"epoch": epoch, "metadata_hash": metadata_hash})
-
-
-def group_epoch_tombstone(group_id: str) -> CoordinatorRecord:
-    return R.record(R.CONSUMER_GROUP_METADATA, {"group_id": group_id}, None)
-
-
-def member_metadata_record(group_id: str, m: ConsumerGroupMember) -> CoordinatorRecord:
-    return R.record(R.CONSUMER_GROUP_MEMBER_METADATA,
-                    {"group_id": group_id, "member_id": m.member_id},
-                    {"instance_id": m.instance_id, "rack_id": m.rack_id,
-                     "client_id": m.client_id, "client_host": m.client_host,
-                     "subscribed_topic_names": list(m.subscribed_topic_names),
-                     "subscribed_topic_regex": m.subscribed_topic_regex,
-                     "rebalance_timeout_ms": m.rebalance_timeout_ms,
-                     "server_assignor": m.server_assignor})
-
-
-def member_metadata_tombstone(group_id: str, member_id: str) -> CoordinatorRecord:
-    return R.record(R.CONSUMER_GROUP_MEMBER_METADATA,
-                    {"group_id": group_id, "member_id": member_id}, None)
-
-
-def target_metadata_record(group_id: str, epoch: int) -> CoordinatorRecord:
-    return R.record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, {"group_id": group_id},
-                    {"assignment_epoch": epoch})
-
-
-def target_metadata_tombstone(group_id: str) -> CoordinatorRecord:
-    return R.record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, {"group_id": group_id}, None)
-
-
-def target_member_record(group_id: str, member_id: str, target: Assignment
-                         ) -> CoordinatorRecord:
-    return R.record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
-                    {"group_id": group_id, "member_id": member_id},
-                    {"topic_partitions": topic_partitions(target)})
-
-
-def target_member_tombstone(group_id: str, member_id: str) -> CoordinatorRecord:
-    return R.record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
-                    {"group_id": group_id, "member_id": member_id}, None)
+group_epoch_record = CONSUMER_RECORDS.group_epoch_record
+member_metadata_record = CONSUMER_RECORDS.member_metadata_record
+target_metadata_record = CONSUMER_RECORDS.target_metadata_record
+target_member_record = CONSUMER_RECORDS.target_member_record
 
 
 def current_assignment_record(group_id: str, member_id: str, c: CurrentAssignment
@@ -158,11 +107,6 @@ def current_assignment_record(group_id: str, member_id: str, c: CurrentAssignmen
                      "state": int(c.state),
                      "assigned_partitions": topic_partitions(c.assigned),
                      "partitions_pending_revocation": topic_partitions(c.pending_revocation)})
-
-
-def current_assignment_tombstone(group_id: str, member_id: str) -> CoordinatorRecord:
-    return R.record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
-                    {"group_id": group_id, "member_id": member_id}, None)
 
 
 def regex_record(group_id: str, regex: str, resolved: ResolvedRegex) -> CoordinatorRecord:
@@ -177,47 +121,19 @@ def regex_tombstone(group_id: str, regex: str) -> CoordinatorRecord:
                     {"group_id": group_id, "regular_expression": regex}, None)
 
 
-def metadata_hash(topic_names: Iterable[str], image: MetadataImage) -> int:
-    """A stable 64-bit hash of the subscribed topics that exist: name, id, partitions.
-
-    Stored in record 3; a different value means the assignor's input changed.
-    """
-    h = hashlib.blake2b(digest_size=8)
-    found = False
-    for name in sorted(set(topic_names)):
-        topic = image.topic(name)
-        if topic is None:
-            continue
-        found = True
-        h.update(name.encode() + b"\0" + topic.topic_id.bytes
-                 + struct.pack(">i", len(topic.partitions)))
-    if not found:
-        return 0
-    value: int = struct.unpack(">q", h.digest())[0]
-    return value
-
-
 # ---- the group -----------------------------------------------------------------------
 
-class ConsumerGroup:
+class ConsumerGroup(ModernGroup[ConsumerGroupMember]):
     group_type = "consumer"
+    records = CONSUMER_RECORDS
 
     def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        self.group_epoch = 0
-        self.metadata_hash = 0
-        self.assignment_epoch = 0
-        self.members: dict[str, ConsumerGroupMember] = {}
+        super().__init__(group_id)
         self.static_members: dict[str, str] = {}  # instance id -> member id
-        self.target: dict[str, Assignment] = {}
         self.resolved_regexes: dict[str, ResolvedRegex] = {}
         self.owners: dict[tuple[uuid.UUID, int], str] = {}  # partition -> member id
 
-    # ---- replay --------------------------------------------------------------------
-    def replay_group_metadata(self, value: dict[str, Any]) -> None:
-        self.group_epoch = value["epoch"]
-        self.metadata_hash = value.get("metadata_hash", 0)
-
+    # ---- replay (records 5, 8 and 16; ModernGroup replays 3, 6 and 7) ---------------
     def replay_member_metadata(self, member_id: str, value: dict[str, Any] | None) -> None:
         old = self.members.get(member_id)
         if value is None:
@@ -242,15 +158,6 @@ class ConsumerGroup:
         if member.instance_id:
             self.static_members[member.instance_id] = member_id
 
-    def replay_target_metadata(self, value: dict[str, Any] | None) -> None:
-        self.assignment_epoch = -1 if value is None else value["assignment_epoch"]
-
-    def replay_target_member(self, member_id: str, value: dict[str, Any] | None) -> None:
-        if value is None:
-            self.target.pop(member_id, None)
-        else:
-            self.target[member_id] = from_topic_partitions(value["topic_partitions"])
-
     def replay_current_assignment(self, member_id: str, value: dict[str, Any] | None) -> None:
         if member_id not in self.members:
             if value is None:
@@ -269,7 +176,10 @@ class ConsumerGroup:
                 from_topic_partitions(value["partitions_pending_revocation"]))
         self._set_current(member_id, current)
 
-    def replay_regex(self, regex: str, value: dict[str, Any] | None) -> None:
+    def replay_other(self, record: CoordinatorRecord) -> None:
+        if record.type_id != R.CONSUMER_GROUP_REGULAR_EXPRESSION:
+            return
+        regex, value = record.key["regular_expression"], record.value
         if value is None:
             self.resolved_regexes.pop(regex, None)
         else:
@@ -286,9 +196,6 @@ class ConsumerGroup:
         for part in _partitions(current.assigned, current.pending_revocation):
             self.owners[part] = member_id
         self.members[member_id] = replace(old, current=current)
-
-    def is_deletable_on_tombstone(self) -> bool:
-        return not self.members
 
     # ---- derived -------------------------------------------------------------------
     def state_name(self) -> str:
@@ -323,12 +230,6 @@ class ConsumerGroup:
                 topics |= resolved.topics
         return topics
 
-    def subscribed_topics(self) -> set[str]:
-        out: set[str] = set()
-        for m in self.members.values():
-            out |= self.member_topics(m)
-        return out
-
     def regex_users(self, regex: str) -> set[str]:
         return {m.member_id for m in self.members.values() if m.subscribed_topic_regex == regex}
 
@@ -343,58 +244,9 @@ class ConsumerGroup:
             return default
         return min(counts, key=lambda name: (-counts[name], name))
 
-    # ---- the Group protocol (offsets, admin APIs) ----------------------------------
-    def protocol_type(self) -> str:
-        return "consumer"
-
-    def is_empty(self) -> bool:
-        return not self.members
-
-    def empty_since_ms(self) -> int | None:
-        return None
-
-    def validate_offset_commit(self, member_id: str, instance_id: str | None,
-                               generation_or_epoch: int, api_version: int,
-                               transactional: bool = False) -> int:
-        if not member_id and generation_or_epoch < 0:
-            return NONE  # an admin / simple commit
-        member = self.members.get(member_id)
-        if member is None:
-            return UNKNOWN_MEMBER_ID
-        if api_version < 9 and not transactional:
-            return UNSUPPORTED_VERSION  # member epochs need OffsetCommit v9+
-        if generation_or_epoch != member.member_epoch:
-            return STALE_MEMBER_EPOCH
-        return NONE
-
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
-        if not member_id and member_epoch < 0:
-            return NONE
-        member = self.members.get(member_id or "")
-        if member is None:
-            return UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return STALE_MEMBER_EPOCH
-        return NONE
-
-    def validate_offset_delete(self) -> int:
-        return NONE
-
-    def validate_delete(self) -> int:
-        return NON_EMPTY_GROUP if self.members else NONE
-
-    def is_subscribed_to(self, topic: str) -> bool:
-        return topic in self.subscribed_topics()
-
-    def tombstones(self) -> list[CoordinatorRecord]:
-        g = self.group_id
-        ids = sorted(self.members)
-        return ([current_assignment_tombstone(g, m) for m in ids]
-                + [target_member_tombstone(g, m) for m in sorted(set(self.target) | set(ids))]
-                + [target_metadata_tombstone(g)]
-                + [member_metadata_tombstone(g, m) for m in ids]
-                + [regex_tombstone(g, r) for r in sorted(self.resolved_regexes)]
-                + [group_epoch_tombstone(g)])
+    # ---- the Group protocol beyond ModernGroup's -----------------------------------
+    def own_tombstones(self) -> list[CoordinatorRecord]:
+        return [regex_tombstone(self.group_id, r) for r in sorted(self.resolved_regexes)]
 
     def describe(self) -> dict[str, Any]:
         """DescribeGroups (API 15) entry: members with consumer-protocol-encoded
@@ -414,15 +266,6 @@ class ConsumerGroup:
     def describe_consumer(self, image: MetadataImage, default_assignor: str,
                           include_operations: bool) -> dict[str, Any]:
         """ConsumerGroupDescribe (API 69) entry."""
-
-        def named(assignment: Assignment) -> dict[str, Any]:
-            parts = []
-            for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0])):
-                topic = image.topic_by_id(t)
-                parts.append({"topic_id": t, "topic_name": topic.name if topic else "",
-                              "partitions": sorted(ps)})
-            return {"topic_partitions": parts}
-
         members = []
         for m in sorted(self.members.values(), key=lambda m: m.member_id):
             members.append({
@@ -431,8 +274,8 @@ class ConsumerGroup:
                 "client_host": m.client_host,
                 "subscribed_topic_names": list(m.subscribed_topic_names),
                 "subscribed_topic_regex": m.subscribed_topic_regex,
-                "assignment": named(m.current.assigned),
-                "target_assignment": named(self.target.get(m.member_id, EMPTY)),
+                "assignment": named(m.current.assigned, image),
+                "target_assignment": named(self.target.get(m.member_id, EMPTY), image),
                 "member_type": CONSUMER_MEMBER_TYPE})
         return {"error_code": 0, "error_message": None, "group_id": self.group_id,
                 "group_state": self.state_name(), "group_epoch": self.group_epoch,
@@ -442,11 +285,8 @@ class ConsumerGroup:
                 "authorized_operations": ALL_GROUP_OPERATIONS if include_operations
                 else INT32_MIN}
 
-    def snapshot(self) -> tuple[Any, ...]:
-        """Everything replay builds, for comparing a live group with a replayed one."""
-        return (self.group_id, self.group_epoch, self.metadata_hash, self.assignment_epoch,
-                dict(sorted(self.members.items())), dict(sorted(self.static_members.items())),
-                {m: dict(a) for m, a in sorted(self.target.items())},
+    def own_snapshot(self) -> tuple[Any, ...]:
+        return (dict(sorted(self.static_members.items())),
                 dict(sorted(self.resolved_regexes.items())),
                 dict(sorted(self.owners.items(), key=lambda kv: (str(kv[0][0]), kv[0][1]))))
 

@@ -24,113 +24,83 @@ only place state changes. A heartbeat, in order (Kafka's GroupMetadataManager):
 Errors raise `HeartbeatError` before anything is returned, so a failed heartbeat
 writes no records and arms no timers. Session expiry and rebalance-timeout expiry are
 timer operations that fence the member exactly like a leave. Metadata changes bump
-the epoch of groups whose subscribed topics (or regex matches) changed.
+the epoch of groups whose subscribed topics (or regex matches) changed. The steps a
+share group's heartbeat takes alike (string validation, the member epoch check,
+fencing, the group epoch, target records, session timers, describe) are
+`modern.operations.ModernGroupManager`'s.
 """
 
 from __future__ import annotations
 
 import base64
-import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import re2
 
-from ..coordinator.record_codec import CoordinatorRecord
-from ..coordinator.runtime import Result
-from . import records as R
+from ...coordinator.record_codec import CoordinatorRecord
+from ...coordinator.runtime import Result
+from .. import records as R
+from ..errors import (
+    FENCED_INSTANCE_ID,
+    FENCED_MEMBER_EPOCH,
+    GROUP_ID_NOT_FOUND,
+    INVALID_REGULAR_EXPRESSION,
+    INVALID_REQUEST,
+    UNKNOWN_MEMBER_ID,
+    UNKNOWN_SERVER_ERROR,
+    UNRELEASED_INSTANCE_ID,
+    UNSUPPORTED_ASSIGNOR,
+)
+from ..modern.assignment import EMPTY, Assignment, freeze
+from ..modern.group import CONSUMER_RECORDS, ModernGroupMember
+from ..modern.operations import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    HeartbeatError,
+    HeartbeatResponse,
+    ModernGroupManager,
+    ModernHeartbeatRequest,
+    check_request_strings,
+    invalid,
+)
+from ..modern.operations import session_key as modern_session_key
 from .assignors import ASSIGNORS, MemberSpec, TopicSpec
-from .base import GroupsOfType
-from .consumer_group import (
+from .group import (
     ConsumerGroup,
     ConsumerGroupMember,
     ResolvedRegex,
     current_assignment_record,
-    current_assignment_tombstone,
-    group_epoch_record,
     member_metadata_record,
-    member_metadata_tombstone,
-    metadata_hash,
     regex_record,
     regex_tombstone,
     target_member_record,
-    target_member_tombstone,
     target_metadata_record,
 )
-from .reconciliation import (
-    EMPTY,
-    Assignment,
-    CurrentAssignment,
-    MemberState,
-    MustRejoin,
-    freeze,
-    step,
-)
+from .reconciliation import CurrentAssignment, MemberState, MustRejoin, step
 
 if TYPE_CHECKING:
-    from ..metadata.image import MetadataImage
+    from ...metadata.image import MetadataImage
 
-log = logging.getLogger("headwater.group.consumer")
-
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
-UNKNOWN_MEMBER_ID = 25
-INVALID_GROUP_ID = 24
-INVALID_REQUEST = 42
-GROUP_ID_NOT_FOUND = 69
-GROUP_MAX_SIZE_REACHED = 81
-FENCED_INSTANCE_ID = 82
-FENCED_MEMBER_EPOCH = 110
-UNRELEASED_INSTANCE_ID = 111
-UNSUPPORTED_ASSIGNOR = 112
-INVALID_REGULAR_EXPRESSION = 128
-
-JOIN_EPOCH = 0
-LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
-MAX_STRING_BYTES = 32767  # record strings are int16-length prefixed
-
-
-class HeartbeatError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
-class HeartbeatRequest:
+class HeartbeatRequest(ModernHeartbeatRequest):
     """ConsumerGroupHeartbeat fields (None = unchanged) plus the request context."""
 
-    group_id: str
-    member_id: str
-    member_epoch: int
     instance_id: str | None = None
-    rack_id: str | None = None
     rebalance_timeout_ms: int = -1
-    subscribed_topic_names: tuple[str, ...] | None = None
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
     owned: Assignment | None = None
     api_version: int = 1
-    client_id: str = ""
-    client_host: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatResponse:
-    error_code: int = NONE
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: Assignment | None = None
 
 
 def session_key(group_id: str, member_id: str) -> str:
-    return f"consumer-session\0{group_id}\0{member_id}"
+    return modern_session_key("consumer", group_id, member_id)
 
 
 def rebalance_key(group_id: str, member_id: str) -> str:
@@ -161,9 +131,10 @@ def resolve_regex(pattern: Any, image: MetadataImage) -> frozenset[str]:
                      if not name.startswith("__") and pattern.fullmatch(name))
 
 
-class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
+class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, HeartbeatRequest]):
     group_class = ConsumerGroup
     config_prefix = "consumer"
+    leave_epochs = (LEAVE_EPOCH, STATIC_LEAVE_EPOCH)
 
     @property
     def default_assignor(self) -> str:
@@ -171,48 +142,19 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
         return assignor
 
     # ---- replay --------------------------------------------------------------------
-    def replay(self, record: CoordinatorRecord) -> None:
-        t = record.type_id
-        group_id = record.key["group_id"]
-        value = record.value
-        group = self.group(group_id)
-        if group is None:
-            if value is None:
-                return
-            existing = self.shard.groups.get(group_id)
-            if existing is not None and not existing.is_empty():
-                log.warning("group %s: %s record replaces a non-empty %s group", group_id,
-                            t, existing.group_type)
-            group = ConsumerGroup(group_id)
-            self.shard.groups[group_id] = group
-        if t == R.CONSUMER_GROUP_METADATA:
-            if value is None:
-                self.shard.remove_group(group_id)
-                if self.shard.offsets.has_offsets(group_id):
-                    self.shard.create_simple_group(group_id)
-            else:
-                if self._loaded and value["epoch"] > group.group_epoch:
-                    # A group-epoch bump is a rebalance (metrics only, not state).
-                    self.shard.rebalances["consumer"] = self.shard.rebalances.get(
-                        "consumer", 0) + 1
-                group.replay_group_metadata(value)
-        elif t == R.CONSUMER_GROUP_MEMBER_METADATA:
-            group.replay_member_metadata(record.key["member_id"], value)
-        elif t == R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
-            group.replay_target_metadata(value)
-        elif t == R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
-            group.replay_target_member(record.key["member_id"], value)
-        elif t == R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
-            group.replay_current_assignment(record.key["member_id"], value)
-        elif t == R.CONSUMER_GROUP_REGULAR_EXPRESSION:
-            group.replay_regex(record.key["regular_expression"], value)
+    def replay_into(self, group: ConsumerGroup, record: CoordinatorRecord) -> None:
+        if record.type_id == R.CONSUMER_GROUP_METADATA and self._loaded \
+                and record.value is not None and record.value["epoch"] > group.group_epoch:
+            # A group-epoch bump is a rebalance (metrics only, not state).
+            self.shard.rebalances["consumer"] = self.shard.rebalances.get("consumer", 0) + 1
+        group.replay(record)
 
     def on_loaded(self, now_ms: int) -> None:
-        """Members keep their epochs across a restart but must heartbeat in time."""
-        self._loaded = True
+        """Members keep their epochs across a restart but must heartbeat in time, and
+        revoke in time."""
+        super().on_loaded(now_ms)
         for group in self.groups():
             for member in group.members.values():
-                self._arm_session(group.group_id, member.member_id)
                 if member.current.state == MemberState.UNREVOKED_PARTITIONS:
                     self._arm_rebalance(group.group_id, member)
 
@@ -237,48 +179,21 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
             topics_now: set[str] = set()
             for m in group.members.values():
                 topics_now |= group.member_topics(m, regexes)
-            new_hash = metadata_hash(topics_now, image)
-            if changed or new_hash != group.metadata_hash:
-                records.append(group_epoch_record(group.group_id, group.group_epoch + 1,
-                                                  new_hash))
+            self.next_group_epoch(group, changed, topics_now, image, records)
         return records
 
     # ---- ConsumerGroupHeartbeat ----------------------------------------------------
-    def heartbeat(self, req: HeartbeatRequest, now_ms: int) -> Result:
-        try:
-            self._validate(req)
-            if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                return self._leave(req)
-            return self._heartbeat(req, now_ms)
-        except HeartbeatError as exc:
-            return Result([], HeartbeatResponse(exc.code, exc.message))
-        except MustRejoin as exc:
-            return Result([], HeartbeatResponse(FENCED_MEMBER_EPOCH, str(exc)))
-
-    def _validate(self, req: HeartbeatRequest) -> None:
-        def invalid(message: str) -> HeartbeatError:
-            return HeartbeatError(INVALID_REQUEST, message)
-
+    def validate(self, req: HeartbeatRequest) -> None:
         if req.api_version >= 1 or req.member_epoch > 0 or req.member_epoch == LEAVE_EPOCH:
             if not req.member_id.strip():
                 raise invalid("MemberId can't be empty.")
-        if not req.group_id.strip():
-            raise invalid("GroupId can't be empty.")
-        if req.instance_id is not None and not req.instance_id.strip():
-            raise invalid("InstanceId can't be empty.")
-        if req.rack_id is not None and not req.rack_id.strip():
-            raise invalid("RackId can't be empty.")
-        for name, value in (("GroupId", req.group_id), ("MemberId", req.member_id),
-                            ("InstanceId", req.instance_id), ("RackId", req.rack_id),
-                            ("SubscribedTopicRegex", req.subscribed_topic_regex),
-                            ("ServerAssignor", req.server_assignor),
-                            ("ClientId", req.client_id)):
-            if value is not None and len(value.encode()) > MAX_STRING_BYTES:
-                raise invalid(f"{name} is longer than {MAX_STRING_BYTES} bytes.")
-        for topic in req.subscribed_topic_names or ():
-            if len(topic.encode()) > MAX_STRING_BYTES:
-                raise invalid(f"SubscribedTopicNames has a name longer than "
-                              f"{MAX_STRING_BYTES} bytes.")
+        check_request_strings(
+            req.group_id, (("InstanceId", req.instance_id), ("RackId", req.rack_id)),
+            (("GroupId", req.group_id), ("MemberId", req.member_id),
+             ("InstanceId", req.instance_id), ("RackId", req.rack_id),
+             ("SubscribedTopicRegex", req.subscribed_topic_regex),
+             ("ServerAssignor", req.server_assignor), ("ClientId", req.client_id)),
+            req.subscribed_topic_names)
         if req.member_epoch == JOIN_EPOCH:
             if req.rebalance_timeout_ms == -1:
                 raise invalid("RebalanceTimeoutMs must be provided in first request.")
@@ -299,23 +214,17 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
                 f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
                 f"{', '.join(self.shard.config.consumer_assignors)}.")
 
-    def _existing_group(self, group_id: str) -> ConsumerGroup:
-        group = self.shard.groups.get(group_id)
-        if group is None:
-            raise HeartbeatError(GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-        if not isinstance(group, ConsumerGroup):
-            raise HeartbeatError(GROUP_ID_NOT_FOUND,
-                                 f"Group {group_id} is not a consumer group.")
-        return group
+    def existing_group(self, group_id: str, not_found: str | None = None) -> ConsumerGroup:
+        return super().existing_group(group_id, not_found
+                                      or f"Consumer group {group_id} not found.")
 
     # ---- leave ---------------------------------------------------------------------
-    def _leave(self, req: HeartbeatRequest) -> Result:
-        group = self._existing_group(req.group_id)
+    def leave(self, req: HeartbeatRequest) -> Result:
+        group = self.existing_group(req.group_id)
         if req.instance_id is None:
             member = group.members.get(req.member_id)
             if member is None:
-                raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a "
-                                     f"member of group {req.group_id}.")
+                raise self.unknown_member(req.member_id, req.group_id)
         else:
             member = group.static_member(req.instance_id)
             if member is None:
@@ -335,40 +244,16 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
                                                          leaving)],
                               HeartbeatResponse(member_id=member.member_id,
                                                 member_epoch=STATIC_LEAVE_EPOCH))
-        log.info("group %s: member %s left", group.group_id, member.member_id)
-        records = self._fence_records(group, member)
-        return Result(records, HeartbeatResponse(member_id=member.member_id,
-                                                 member_epoch=req.member_epoch))
+        return self.leave_member(group, member, req.member_epoch)
 
-    def _fence_records(self, group: ConsumerGroup, member: ConsumerGroupMember
-                       ) -> list[CoordinatorRecord]:
-        g, mid = group.group_id, member.member_id
-        records = [current_assignment_tombstone(g, mid), target_member_tombstone(g, mid),
-                   member_metadata_tombstone(g, mid)]
+    def departure_records(self, group: ConsumerGroup, member: ModernGroupMember
+                          ) -> list[CoordinatorRecord]:
+        """The member's regex goes with its last user."""
+        assert isinstance(member, ConsumerGroupMember)
         regex = member.subscribed_topic_regex
-        if regex and group.regex_users(regex) == {mid}:
-            records.append(regex_tombstone(g, regex))
-        remaining: set[str] = set()
-        for other in group.members.values():
-            if other.member_id != mid:
-                remaining |= group.member_topics(other)
-        records.append(group_epoch_record(g, group.group_epoch + 1,
-                                          metadata_hash(remaining, self.shard.image())))
-        self.shard.timer.cancel(session_key(g, mid))
-        self.shard.timer.cancel(rebalance_key(g, mid))
-        return records
-
-    def fence(self, group_id: str, member_id: str, reason: str,
-              expected_epoch: int | None = None) -> Result:
-        """Timer operation: remove a member whose session or rebalance timeout ran out."""
-        group = self.group(group_id)
-        member = group.members.get(member_id) if group is not None else None
-        if group is None or member is None:
-            return Result([])
-        if expected_epoch is not None and member.member_epoch != expected_epoch:
-            return Result([])
-        log.info("group %s: member %s fenced because %s", group_id, member_id, reason)
-        return Result(self._fence_records(group, member))
+        if regex and group.regex_users(regex) == {member.member_id}:
+            return [regex_tombstone(group.group_id, regex)]
+        return []
 
     # ---- join / heartbeat ----------------------------------------------------------
     def _group_for_heartbeat(self, req: HeartbeatRequest,
@@ -377,11 +262,7 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
         if isinstance(existing, ConsumerGroup):
             return existing
         if req.member_epoch != JOIN_EPOCH:
-            if existing is None:
-                raise HeartbeatError(GROUP_ID_NOT_FOUND,
-                                     f"Consumer group {req.group_id} not found.")
-            raise HeartbeatError(GROUP_ID_NOT_FOUND,
-                                 f"Group {req.group_id} is not a consumer group.")
+            return self.existing_group(req.group_id)  # raises: not found, or another kind
         if existing is not None:
             if existing.group_type != "classic" or not existing.is_empty():
                 raise HeartbeatError(GROUP_ID_NOT_FOUND,
@@ -400,20 +281,19 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
             member = group.members.get(member_id)
             if member is None:
                 if not joining:
-                    raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Member {member_id} is not a "
-                                         f"member of group {group.group_id}.")
+                    raise self.unknown_member(member_id, group.group_id)
                 if len(group.members) >= max_size:
-                    raise _full(max_size)
+                    raise self.full(max_size)
                 return ConsumerGroupMember(member_id), None
             if not joining:
-                _check_epoch(member, req)
+                self._check_epoch(member, req)
             return member, None
         static = group.static_member(req.instance_id)
         if joining:
             if static is None:
                 member = group.members.get(member_id)
                 if member is None and len(group.members) >= max_size:
-                    raise _full(max_size)
+                    raise self.full(max_size)
                 return member or ConsumerGroupMember(member_id), None
             if static.member_id == member_id:
                 return static, None  # re-join of the same incarnation
@@ -427,10 +307,8 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
             replacement = replace(static, member_id=member_id, current=replace(
                 static.current, member_epoch=0, previous_member_epoch=0))
             g = group.group_id
-            records += [current_assignment_tombstone(g, static.member_id),
-                        target_member_tombstone(g, static.member_id),
-                        member_metadata_tombstone(g, static.member_id),
-                        member_metadata_record(g, replacement),
+            records += CONSUMER_RECORDS.member_tombstones(g, static.member_id)
+            records += [member_metadata_record(g, replacement),
                         target_member_record(g, member_id,
                                              group.target.get(static.member_id, EMPTY)),
                         current_assignment_record(g, member_id, replacement.current)]
@@ -442,10 +320,16 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
             raise HeartbeatError(FENCED_INSTANCE_ID, f"Static member {member_id} with "
                                  f"instance id {req.instance_id} was fenced by member "
                                  f"{static.member_id}.")
-        _check_epoch(static, req)
+        self._check_epoch(static, req)
         return static, None
 
-    def _heartbeat(self, req: HeartbeatRequest, now_ms: int) -> Result:
+    def _check_epoch(self, member: ConsumerGroupMember, req: HeartbeatRequest) -> None:
+        """Its previous epoch is allowed with owned partitions a subset of the assigned
+        ones (the response was lost)."""
+        self.check_member_epoch(member, req.member_epoch,
+                                _is_subset(req.owned, member.current.assigned))
+
+    def join_or_heartbeat(self, req: HeartbeatRequest, now_ms: int) -> Result:
         image = self.shard.image()
         records: list[CoordinatorRecord] = []
         group = self._group_for_heartbeat(req, records)
@@ -502,12 +386,7 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
         subscribed: set[str] = set()
         for m in everyone:
             subscribed |= group.member_topics(m, regexes)
-        new_hash = metadata_hash(subscribed, image)
-        bump |= new_hash != group.metadata_hash
-        group_epoch = group.group_epoch
-        if bump:
-            group_epoch += 1
-            records.append(group_epoch_record(g, group_epoch, new_hash))
+        group_epoch = self.next_group_epoch(group, bump, subscribed, image, records)
 
         # 4. The target assignment (records 7, then 6).
         targets = {mid: a for mid, a in group.target.items()
@@ -530,14 +409,12 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
             try:
                 computed = ASSIGNORS[assignor](specs, topic_specs)
             except Exception as exc:  # an assignor bug must not kill the coordinator
-                log.exception("group %s: assignor %s failed", g, assignor)
+                self.log.exception("group %s: assignor %s failed", g, assignor)
                 raise HeartbeatError(UNKNOWN_SERVER_ERROR, f"Failed to compute a new target "
                                      f"assignment for epoch {group_epoch}: {exc}") from None
-            for mid in sorted(specs):
-                new_target = freeze(computed.get(mid, {}))
-                if mid not in targets or dict(new_target) != dict(targets[mid]):
-                    records.append(target_member_record(g, mid, new_target))
-                targets[mid] = new_target
+            new_targets = {mid: freeze(computed.get(mid, {})) for mid in specs}
+            self.target_records(group, targets, new_targets, records)
+            targets.update(new_targets)
             records.append(target_metadata_record(g, group_epoch))
             target_epoch = group_epoch
         else:
@@ -549,17 +426,19 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
             subscribed_ids = frozenset(
                 t.topic_id for t in (image.topic(n) for n in group.member_topics(updated, regexes))
                 if t is not None)
-            current = step(current, target_epoch, targets.get(member_id, EMPTY), subscribed_ids,
-                           req.owned, group.owner_epoch)
+            try:
+                current = step(current, target_epoch, targets.get(member_id, EMPTY),
+                               subscribed_ids, req.owned, group.owner_epoch)
+            except MustRejoin as exc:
+                raise HeartbeatError(FENCED_MEMBER_EPOCH, str(exc)) from None
         changed = current != updated.current
         if changed or is_new:
             records.append(current_assignment_record(g, member_id, current))
 
         # 6. Timers (only now: the heartbeat can no longer fail).
         if replaced is not None:
-            self.shard.timer.cancel(session_key(g, replaced.member_id))
-            self.shard.timer.cancel(rebalance_key(g, replaced.member_id))
-        self._arm_session(g, member_id)
+            self.cancel_timers(g, replaced.member_id)
+        self.arm_session(g, member_id)
         if changed:
             if current.state == MemberState.UNREVOKED_PARTITIONS:
                 self._arm_rebalance(g, replace(updated, current=current))
@@ -577,11 +456,6 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
             assignment=current.assigned if full or assignment_changed else None))
 
     # ---- timers --------------------------------------------------------------------
-    def _arm_session(self, group_id: str, member_id: str) -> None:
-        self.shard.timer.schedule(
-            session_key(group_id, member_id), self.session_timeout_ms(group_id),
-            lambda now: self.fence(group_id, member_id, "the member session expired"))
-
     def _arm_rebalance(self, group_id: str, member: ConsumerGroupMember) -> None:
         epoch, timeout = member.member_epoch, max(member.rebalance_timeout_ms, 0)
         member_id = member.member_id
@@ -590,56 +464,17 @@ class ConsumerGroupManager(GroupsOfType[ConsumerGroup]):
             lambda now: self.fence(group_id, member_id, f"it failed to revoke partitions "
                                    f"within {timeout} ms", expected_epoch=epoch))
 
+    def cancel_timers(self, group_id: str, member_id: str) -> None:
+        super().cancel_timers(group_id, member_id)
+        self.shard.timer.cancel(rebalance_key(group_id, member_id))
+
     # ---- ConsumerGroupDescribe -----------------------------------------------------
-    def describe(self, group_ids: Iterable[str], include_operations: bool) -> list[dict[str, Any]]:
-        out = []
-        image = self.shard.image()
-        for group_id in group_ids:
-            if not group_id:
-                out.append(_describe_error(group_id, INVALID_GROUP_ID, "Group id is empty."))
-                continue
-            existing = self.shard.groups.get(group_id)
-            if existing is None:
-                out.append(_describe_error(group_id, GROUP_ID_NOT_FOUND,
-                                           f"Group {group_id} not found."))
-            elif not isinstance(existing, ConsumerGroup):
-                out.append(_describe_error(group_id, GROUP_ID_NOT_FOUND,
-                                           f"Group {group_id} is not a consumer group."))
-            else:
-                out.append(existing.describe_consumer(image, self.default_assignor,
-                                                      include_operations))
-        return out
-
-
-def _describe_error(group_id: str, code: int, message: str) -> dict[str, Any]:
-    return {"error_code": code, "error_message": message, "group_id": group_id,
-            "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
-            "members": (), "authorized_operations": -2147483648}
-
-
-def _full(max_size: int) -> HeartbeatError:
-    return HeartbeatError(GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its "
-                          f"maximum capacity of {max_size} members.")
+    def describe_group(self, group: ConsumerGroup, image: MetadataImage,
+                       include_operations: bool) -> dict[str, Any]:
+        return group.describe_consumer(image, self.default_assignor, include_operations)
 
 
 def _is_subset(owned: Assignment | None, assigned: Mapping[uuid.UUID, frozenset[int]]) -> bool:
     if owned is None:
         return False
     return all(ps <= assigned.get(t, frozenset()) for t, ps in owned.items())
-
-
-def _check_epoch(member: ConsumerGroupMember, req: HeartbeatRequest) -> None:
-    """FENCED_MEMBER_EPOCH unless the epoch is the member's, or its previous one with
-    owned partitions a subset of the assigned ones (the response was lost)."""
-    epoch = req.member_epoch
-    if epoch > member.member_epoch:
-        raise HeartbeatError(FENCED_MEMBER_EPOCH, f"The consumer group member has a greater "
-                             f"member epoch ({epoch}) than the one known by the group "
-                             f"coordinator ({member.member_epoch}). The member must abandon "
-                             f"all its partitions and rejoin.")
-    if epoch < member.member_epoch and (epoch != member.current.previous_member_epoch
-                                        or not _is_subset(req.owned, member.current.assigned)):
-        raise HeartbeatError(FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller "
-                             f"member epoch ({epoch}) than the one known by the group "
-                             f"coordinator ({member.member_epoch}). The member must abandon "
-                             f"all its partitions and rejoin.")

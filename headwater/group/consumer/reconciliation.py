@@ -25,7 +25,7 @@ Two rules for it:
 * The epoch rule is part of the event: MUST_REVOKE keeps the member's epoch, every
   other change moves it to the target epoch. `previous_member_epoch` remembers the
   epoch before the last change, which is what lets a member whose heartbeat response
-  was lost retry with its old epoch (see `_check_epoch` in consumer.py).
+  was lost retry with its old epoch (see `_check_epoch` in operations.py).
 
 The table, read as sentences:
 
@@ -40,13 +40,11 @@ The table, read as sentences:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from types import MappingProxyType
 
-Assignment = Mapping[uuid.UUID, frozenset[int]]
-EMPTY: Assignment = MappingProxyType({})
+from ..modern.assignment import EMPTY, Assignment, freeze, same
 
 
 class MemberState(IntEnum):
@@ -107,15 +105,6 @@ class IllegalTransition(RuntimeError):
 
 class MustRejoin(Exception):
     """The member is in a state we cannot reconcile: FENCED_MEMBER_EPOCH."""
-
-
-def freeze(assignment: Mapping[uuid.UUID, Iterable[int]]) -> Assignment:
-    """Normalise: frozenset values, no empty topics."""
-    return MappingProxyType({t: frozenset(ps) for t, ps in assignment.items() if ps})
-
-
-def same(a: Assignment, b: Assignment) -> bool:
-    return dict(a) == dict(b)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from .reconciliation import Assignment, freeze
+from ..modern.assignment import Assignment, freeze
 
 Partition = tuple[uuid.UUID, int]
 NAME = "simple"

@@ -1,0 +1,102 @@
+"""What the KIP-848 and KIP-932 group APIs answer alike: the heartbeat (ConsumerGroup /
+ShareGroupHeartbeat) and describe (ConsumerGroup / ShareGroupDescribe) handlers.
+
+Each kind turns its kio request into its own heartbeat request (`to_request`); the
+rest is one path: the ACL check (READ on the group, DESCRIBE on every subscribed
+topic, as Kafka checks), the write to the group's shard, the answer (both heartbeats
+answer with the same fields), and the describe loop, where a group the principal may
+not describe or whose shard is still loading gets an error entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..coordinator.runtime import NotReady
+from ..group.modern.operations import HeartbeatResponse, ModernHeartbeatRequest, describe_error
+from ..security import acl as A
+from ..wire.dispatch import Dispatcher, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..group.modern.operations import ModernGroupManager
+    from ..group.shard import GroupShard
+
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+
+
+def to_response(resp: HeartbeatResponse) -> dict[str, Any]:
+    """A heartbeat answer (ConsumerGroupHeartbeat and ShareGroupHeartbeat share it)."""
+    assignment = None
+    if resp.assignment is not None:
+        assignment = {"topic_partitions": [
+            {"topic_id": t, "partitions": sorted(ps)}
+            for t, ps in sorted(resp.assignment.items(), key=lambda kv: str(kv[0]))]}
+    return {"throttle_time": 0, "error_code": resp.error_code,
+            "error_message": resp.error_message, "member_id": resp.member_id,
+            "member_epoch": resp.member_epoch, "heartbeat_interval": resp.heartbeat_interval_ms,
+            "assignment": assignment}
+
+
+def heartbeat_refused(broker: Broker, ctx: RequestContext, group_id: str,
+                      topics: Any) -> dict | None:
+    """The answer to a Consumer/ShareGroupHeartbeat the principal may not send (READ on
+    the group, DESCRIBE on every subscribed topic, as Kafka checks), else None."""
+    access = broker.access
+    if not access.enabled:
+        return None
+    code = None
+    if not access.allowed(ctx, A.READ, A.GROUP, group_id):
+        code, message = GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
+    elif any(not access.allowed(ctx, A.DESCRIBE, A.TOPIC, t) for t in topics or ()):
+        code, message = TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+    if code is None:
+        return None
+    return {"throttle_time": 0, "error_code": code, "error_message": message,
+            "member_id": None, "member_epoch": 0, "heartbeat_interval": 0,
+            "assignment": None}
+
+
+def register_group_apis(dispatcher: Dispatcher, broker: Broker,
+                        manager: Callable[[GroupShard], ModernGroupManager[Any, Any]],
+                        to_request: Callable[[RequestContext, Any], ModernHeartbeatRequest],
+                        heartbeat: tuple[int, int, int], describe: tuple[int, int, int]
+                        ) -> None:
+    """Register one kind's heartbeat and describe APIs, each as (api key, min version,
+    max version); `manager` picks the kind's manager on a shard."""
+
+    def groups() -> Any:
+        assert broker.groups is not None
+        return broker.groups
+
+    def handle_heartbeat(ctx: RequestContext, req: Any) -> dict:
+        refused = heartbeat_refused(broker, ctx, req.group_id, req.subscribed_topic_names)
+        if refused is not None:
+            return refused
+        request = to_request(ctx, req)
+        try:
+            resp = groups().write(request.group_id,
+                                  lambda shard, now: manager(shard).heartbeat(request, now))
+        except NotReady as exc:
+            resp = HeartbeatResponse(exc.code)
+        return to_response(resp)
+
+    def handle_describe(ctx: RequestContext, req: Any) -> dict:
+        include = bool(getattr(req, "include_authorized_operations", False))
+        out = []
+        for group_id in req.group_ids:
+            if broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
+                out.append(describe_error(group_id, GROUP_AUTHORIZATION_FAILED, None))
+                continue
+            try:
+                entry, = groups().read(
+                    group_id, lambda shard, g=group_id: manager(shard).describe([g], include))
+            except NotReady as exc:
+                entry = describe_error(group_id, exc.code, None)
+            out.append(entry)
+        return {"throttle_time": 0, "groups": out}
+
+    dispatcher.register(*heartbeat, handle_heartbeat)
+    dispatcher.register(*describe, handle_describe)

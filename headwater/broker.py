@@ -16,8 +16,9 @@ from pathlib import Path
 
 from . import __version__
 from .api import register_all
-from .api.fetch_sessions import FetchSessionCache
 from .config import BrokerConfig, LogConfig
+from .fetch.service import FetchService
+from .fetch.sessions import FetchSessionCache
 from .group.coordinator import GroupCoordinator
 from .limits import MAX_PARTITIONS, open_file_capacity, raise_nofile_limit
 from .log.fdcache import FILES
@@ -65,6 +66,7 @@ class Broker:
     share_partitions: SharePartitionManager
     share_admin: ShareAdmin
     share_fetch: ShareFetchService
+    fetch: FetchService
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -130,6 +132,8 @@ class Broker:
         self.controller.load()
         self._sync_logs(MetadataImage(), self.controller.image, lazy=True)
         self.controller.subscribe(self._sync_logs)
+        self.fetch = FetchService(self.store, self.partition_waiters, self.fetch_sessions,
+                                  self.now_ms)
         self._build_coordinators(self.controller, self.store)
         assert self.groups is not None and self.share_coordinator is not None
         self._build_share_services(self.groups, self.share_coordinator)

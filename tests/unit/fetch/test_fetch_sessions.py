@@ -1,7 +1,7 @@
 import pytest
 from kio.schema.errors import ErrorCode
 
-from headwater.api.fetch_sessions import FetchSessionCache, FetchSessionError
+from headwater.fetch.sessions import FetchSessionCache, FetchSessionError
 
 
 def test_sessionless_full_fetch_creates_nothing():

@@ -126,9 +126,10 @@ class Broker:
             "retention.ms": "-1"})
         convert_json_log(self.store.manager.path_for(METADATA_TOPIC, 0))
         meta_log = self.store.open_reserved(METADATA_TOPIC, meta_config)
-        self.controller = Controller(meta_log, self.config, self.now_ms)
-        self.controller.max_partitions = self.config.get_int("headwater.max.partitions",
-                                                             MAX_PARTITIONS)
+        self.controller = Controller(
+            meta_log, self.config, self.now_ms,
+            max_partitions=self.config.get_int("headwater.max.partitions", MAX_PARTITIONS),
+            snapshot_runner=self._run_snapshot)
         self.controller.load()
         self._sync_logs(MetadataImage(), self.controller.image, lazy=True)
         self.controller.subscribe(self._sync_logs)
@@ -190,7 +191,6 @@ class Broker:
     async def start(self) -> None:
         self.open()
         assert self.controller is not None
-        self.controller.snapshot_runner = self._run_snapshot
         self.connection_limits = ConnectionLimits.from_config(self.config)
         self.servers = [self._server_for(listener) for listener in self.listeners]
         self.server = self.servers[0]

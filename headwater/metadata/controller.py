@@ -78,7 +78,8 @@ class NewTopic:
 
 class Controller:
     def __init__(self, metadata_log: PartitionLog, config: BrokerConfig,
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], *, max_partitions: int = MAX_PARTITIONS,
+                 snapshot_runner: SnapshotRunner | None = None) -> None:
         self.log = metadata_log
         self.config = config
         self.node_id = config.get_int("node.id")
@@ -87,8 +88,8 @@ class Controller:
         self._listeners: list[Listener] = []
         self._pid_next = 0
         self._pid_end = 0
-        # Partitions this broker can hold open (headwater/limits.py); set by the broker.
-        self.max_partitions = MAX_PARTITIONS
+        # Partitions this broker can hold open (headwater/limits.py).
+        self.max_partitions = max_partitions
         # A metadata transaction whose Begin is in the log and whose end is not yet.
         self._open_transaction = False
         self._abort_reason: str | None = None  # an abort still owed to the log
@@ -101,7 +102,7 @@ class Controller:
         self._snapshot_in_flight = False
         # Runs a snapshot's encoding and writing off the controller's thread, then calls
         # back (on it) with the error or None; the broker's is its executor. None: in line.
-        self.snapshot_runner: SnapshotRunner | None = None
+        self.snapshot_runner = snapshot_runner
 
     def partition_count(self) -> int:
         return sum(len(t.partitions) for t in self.image.topics_by_name.values())

@@ -48,9 +48,8 @@ class GroupCoordinator:
         self._share_listeners: list[Callable[[str, str], None]] = []
 
         def factory(partition: int, timer: Timer) -> GroupShard:
-            shard = GroupShard(partition, timer, self.config, image)
-            shard.share.member_removed = self._share_member_removed
-            return shard
+            return GroupShard(partition, timer, self.config, image,
+                              share_member_removed=self._share_member_removed)
 
         self.runtime = CoordinatorRuntime(
             TOPIC, self.config.num_partitions, R.CODEC, factory,

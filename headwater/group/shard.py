@@ -28,7 +28,8 @@ EXPIRE_TIMER = "offsets-expiration"
 
 class GroupShard:
     def __init__(self, partition: int, timer: Timer, config: GroupConfig,
-                 image: Callable[[], MetadataImage]) -> None:
+                 image: Callable[[], MetadataImage], *,
+                 share_member_removed: Callable[[str, str], None] | None = None) -> None:
         from .classic.operations import ClassicGroupManager
         from .consumer.operations import ConsumerGroupManager
         from .share.operations import ShareGroupManager
@@ -43,7 +44,7 @@ class GroupShard:
         self.offsets = OffsetManager(self)
         self.classic = ClassicGroupManager(self)
         self.consumer = ConsumerGroupManager(self)
-        self.share = ShareGroupManager(self)
+        self.share = ShareGroupManager(self, share_member_removed)
 
     # ---- replay (the only state change) --------------------------------------------
     def replay(self, offset: int, producer_id: int, producer_epoch: int,

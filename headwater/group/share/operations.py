@@ -82,10 +82,11 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareHeartbeatRequest]):
     group_class = ShareGroup
     config_prefix = "share"
 
-    def __init__(self, shard: GroupShard) -> None:
+    def __init__(self, shard: GroupShard,
+                 member_removed: Callable[[str, str], None] | None = None) -> None:
         super().__init__(shard)
         # Told (group id, member id) when a member leaves or is fenced (after load).
-        self.member_removed: Callable[[str, str], None] | None = None
+        self.member_removed = member_removed
         # Groups whose first assignment waits for its timer: group id -> when (ms).
         self._initial_due: dict[str, int] = {}
 

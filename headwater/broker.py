@@ -42,6 +42,7 @@ from .storage.partition import Partition
 from .storage.waiters import PartitionWaiters
 from .txn.coordinator import TRANSACTION_KEY_TYPE, TransactionCoordinator
 from .txn.offset_commit import TxnOffsetCommitter
+from .txn.verification import ProduceVerification
 from .wire.dispatch import LISTENER, Dispatcher, RequestContext
 from .wire.limits import ConnectionLimits
 from .wire.server import KafkaServer
@@ -67,6 +68,7 @@ class Broker:
     share_admin: ShareAdmin
     share_fetch: ShareFetchService
     fetch: FetchService
+    produce_verification: ProduceVerification
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -160,6 +162,8 @@ class Broker:
             self.config, image=image, metadata=controller, store=store, topics=controller,
             clock=self.now_ms)
         self.txn_offsets = TxnOffsetCommitter(self.transactions, self.groups)
+        self.produce_verification = ProduceVerification(
+            self.transactions, self.config.get_bool("transaction.partition.verification.enable"))
 
     def _build_share_services(self, groups: GroupCoordinator,
                               coordinator: ShareCoordinator) -> None:

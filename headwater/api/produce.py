@@ -16,24 +16,8 @@ written (Kafka's check, which reads one attribute byte per batch). A transaction
 with plain batches is accepted, as in Kafka. Whether a transactional batch may open or
 continue a transaction is the partition log's decision (INVALID_TXN_STATE etc.).
 
-Verification (KIP-890 part 1): the first transactional batch of a producer on a
-partition, while no transaction of that producer is open there, is only written if the
-transaction coordinator confirms the partition belongs to the producer's ongoing
-transaction. Otherwise a late or retried batch arriving after its transaction ended would
-open a transaction nothing ever closes (a "hanging" transaction that pins the last
-stable offset). Not in the transaction: TRANSACTION_ABORTABLE (Produce v11+; before,
-INVALID_TXN_STATE); a fenced epoch:
-INVALID_PRODUCER_EPOCH; coordinator busy or loading: NOT_ENOUGH_REPLICAS, which clients
-retry without a metadata refresh (Kafka's mapping for them). Kafka's broker config
-`transaction.partition.verification.enable` (default true) turns it off.
-
-Transaction version 2 (KIP-890 part 2): a Produce v12+ client sends no
-AddPartitionsToTxn; the same check *adds* the partition to its transaction instead of
-only verifying it (Kafka's AddPartitionsToTxnManager with ADD_PARTITION, in-process
-here). Errors follow Kafka's ReplicaManager: CONCURRENT_TRANSACTIONS (the previous
-transaction's markers are still being written) stays as is for such a client, which
-retries it; a partition outside the transaction is TRANSACTION_ABORTABLE from Produce
-v11 on and INVALID_TXN_STATE before.
+Transaction verification (KIP-890 parts 1 and 2: may a transactional batch open a
+transaction on a partition) is `txn/verification.py`'s.
 """
 
 from __future__ import annotations
@@ -45,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
-from ..coordinator.runtime import NotReady
 from ..log.batch import has_transactional_batch, parse_header
 from ..security import acl as A
 from ..storage.errors import LogError
+from ..txn.verification import FIRST_TV2_PRODUCE
 from ..wire.dispatch import Dispatcher, RequestContext
 from .cluster_metadata import INTERNAL_TOPICS
 
@@ -59,18 +43,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("headwater.produce")
 ZERO_UUID = uuid.UUID(int=0)
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write internal topics
-_RETRY_AS_NOT_ENOUGH_REPLICAS = {
-    E.coordinator_load_in_progress, E.coordinator_not_available, E.not_coordinator,
-    E.network_exception}
-FIRST_ABORTABLE_PRODUCE = 11  # older clients get INVALID_TXN_STATE for TRANSACTION_ABORTABLE
-FIRST_TV2_PRODUCE = 12  # the client speaks transaction version 2: add, not just verify
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     now_ms = broker.now_ms
     store = broker.store
     assert store is not None
-    verify = broker.config.get_bool("transaction.partition.verification.enable")
+    verification = broker.produce_verification
 
     def partition_error(index: int, code: int, message: str | None = None,
                         record_errors: Sequence[tuple[int, str]] = ()) -> dict:
@@ -91,10 +70,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     def implicit_adds(ctx: RequestContext, req: Any, txn_id: str
                       ) -> dict[tuple[str, int], int]:
-        """Produce v12+ (transaction version 2): every partition of the request that a
-        producer writes transactionally without a transaction open there is added to
-        its transaction in one coordinator call per producer and epoch (Kafka sends one
-        AddPartitionsToTxn per request). Partition -> the add's error code."""
+        """Produce v12+ (transaction version 2): the partitions of the request that a
+        producer writes transactionally without a transaction open there, added to its
+        transaction by the verification service. Partition -> the add's error code."""
         wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
         for td in req.topic_data:
             topic, _ = resolve(broker.image, td)
@@ -111,64 +89,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     continue
                 wanted.setdefault((h.producer_id, h.producer_epoch), []).append(
                     (topic.name, pd.index))
-        codes: dict[tuple[str, int], int] = {}
-        for (pid, epoch), tps in wanted.items():
-            try:
-                assert broker.transactions is not None
-                code = broker.transactions.add_partitions(txn_id, pid, epoch, tps, 2)
-            except NotReady as exc:
-                code = exc.code
-            codes.update(dict.fromkeys(tps, code))
-        return codes
-
-    def unverified(txn_id: str | None, topic: str, plog: Partition,
-                   records: bytes, version: int,
-                   added: dict[tuple[str, int], int]) -> tuple[int, str] | None:
-        """Why a transactional record set may not be written (see the module docstring);
-        None when it may. At Produce v12+ the partition is added to the transaction
-        (`added`: what `implicit_adds` did for the request)."""
-        if not verify or txn_id is None or not has_transactional_batch(records):
-            return None
-        h = parse_header(records)
-        if plog.in_transaction(h.producer_id, h.producer_epoch):
-            return None
-        if broker.transactions is None:
-            return E.not_enough_replicas, "the transaction coordinator is not available"
-        tp = (topic, plog.partition)
-        tv2 = version >= FIRST_TV2_PRODUCE
-        try:
-            if tv2 and tp in added:
-                code = added[tp]
-            elif tv2:
-                code = broker.transactions.add_partitions(txn_id, h.producer_id,
-                                                          h.producer_epoch, [tp], 2)
-            else:
-                code = broker.transactions.verify_partitions(txn_id, h.producer_id,
-                                                             h.producer_epoch, [tp])[tp]
-        except NotReady as exc:
-            code = exc.code
-        if code == E.none:
-            if tv2 and h.base_sequence != 0 and not plog.knows_producer(h.producer_id):
-                # Kafka's check for a TV2 producer's first write to a partition that
-                # has no state for it: its sequences start at 0 (a gap is a lost batch).
-                return E.out_of_order_sequence_number, (
-                    f"Invalid sequence number for producer {h.producer_id} in "
-                    f"{topic}-{plog.partition}: {h.base_sequence} (incoming seq. number). "
-                    "Expected sequence 0 for transactions v2 idempotent producer with no "
-                    "existing state.")
-            return None
-        if code in _RETRY_AS_NOT_ENOUGH_REPLICAS or (
-                code == E.concurrent_transactions and not tv2):
-            return E.not_enough_replicas, ("Unable to verify the partition has been added "
-                                           f"to the transaction. Underlying error: "
-                                           f"{E(code).name}")
-        if code == E.transaction_abortable and version < FIRST_ABORTABLE_PRODUCE:
-            code = E.invalid_txn_state
-        if code in (E.producer_fenced, E.invalid_producer_epoch):
-            return E.invalid_producer_epoch, (f"producer {h.producer_id} epoch "
-                                              f"{h.producer_epoch} is fenced")
-        return code, (f"{topic}-{plog.partition} is not in the ongoing transaction of "
-                      f"{txn_id!r}")
+        return verification.add_implicitly(txn_id, wanted)
 
     def reject_all(req: Any, code: int) -> dict:
         """The whole request fails with `code` (Kafka's request-level produce errors)."""
@@ -195,7 +116,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         appended: list[Partition] = []
         topics_out = []
         added = (implicit_adds(ctx, req, txn_id)
-                 if verify and txn_id is not None and broker.transactions is not None
+                 if verification.enabled and txn_id is not None
+                 and broker.transactions is not None
                  and ctx.api_version >= FIRST_TV2_PRODUCE else {})
         for td in req.topic_data:
             topic_id = getattr(td, "topic_id", None)
@@ -231,8 +153,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     parts_out.append(partition_error(pd.index, E.corrupt_message,
                                                      "empty record set"))
                     continue
-                refused = unverified(txn_id, topic.name, plog, records, ctx.api_version,
-                                     added)
+                refused = verification.refusal(txn_id, topic.name, plog, records,
+                                               ctx.api_version, added)
                 if refused is not None:
                     log.info("produce to %s-%d refused: %s", topic.name, pd.index, refused[1])
                     parts_out.append(partition_error(pd.index, *refused))

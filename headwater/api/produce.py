@@ -170,8 +170,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                         pd.index, exc.code, exc.message,
                         getattr(exc, "record_errors", ())))
                     continue
-                if not result.duplicate:
-                    appended.append(plog)
+                # A duplicate too: its original may not be durable yet (the storage
+                # contract acknowledges only what `commit` covered).
+                appended.append(plog)
                 parts_out.append({
                     "index": pd.index, "error_code": 0, "base_offset": result.base_offset,
                     "log_append_time": (result.log_append_time

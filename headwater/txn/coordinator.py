@@ -21,10 +21,12 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from kio.schema.errors import ErrorCode as E
+
 from ..config import BrokerConfig
 from ..coordinator.runtime import Clock, CoordinatorRuntime, InternalTopics, NotReady, Result, Timer
 from ..metadata.events import ImageSource
-from ..storage.errors import KAFKA_STORAGE_ERROR, LogError
+from ..storage.errors import LogError
 from .config import TxnConfig
 from .records import CODEC
 from .shard import EndResult, InitResult, MarkerJob, TxnShard
@@ -40,9 +42,8 @@ _T = TypeVar("_T")
 TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_KEY_TYPE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-COORDINATOR_LOAD_IN_PROGRESS = 14
-RETRIABLE_MARKER_ERRORS = frozenset({COORDINATOR_LOAD_IN_PROGRESS, 15, 16, KAFKA_STORAGE_ERROR})
+RETRIABLE_MARKER_ERRORS = frozenset({E.coordinator_load_in_progress, E.coordinator_not_available,
+                                     E.not_coordinator, E.kafka_storage_error})
 RETRY_DELAY_S = 0.1
 
 TopicPartition = tuple[str, int]
@@ -143,7 +144,7 @@ class TransactionCoordinator:
                           min_duration_ms: int, pattern: str | None) -> list[dict[str, Any]]:
         """Across all shards; NotReady(COORDINATOR_LOAD_IN_PROGRESS) while any loads."""
         if not self.runtime.is_loaded():
-            raise NotReady(COORDINATOR_LOAD_IN_PROGRESS)
+            raise NotReady(E.coordinator_load_in_progress)
         now = self._clock()
         out: list[dict[str, Any]] = []
         for shard in self.runtime.shards():
@@ -169,7 +170,7 @@ class TransactionCoordinator:
             # once kept the broker from starting; found by fuzzing).
             plog = self._partitions.partition(topic, partition)
             if plog is None:
-                return UNKNOWN_TOPIC_OR_PARTITION
+                return E.unknown_topic_or_partition
             plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
                                self._clock(), transaction_version)
             return 0
@@ -236,7 +237,7 @@ class TransactionCoordinator:
             if code in RETRIABLE_MARKER_ERRORS:
                 complete = False
                 continue
-            if code and code != UNKNOWN_TOPIC_OR_PARTITION:
+            if code and code != E.unknown_topic_or_partition:
                 # A fenced epoch: nothing can be written there any more; don't hang on it.
                 log.warning("%s marker of %s (producer %d epoch %d) refused by %s-%d: "
                             "error %d", "COMMIT" if job.commit else "ABORT",

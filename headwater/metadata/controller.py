@@ -24,11 +24,12 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode as E
 
 from ..config import BrokerConfig, ConfigError, validate_topic_config
+from ..faults import METADATA_AFTER_BEGIN, Faults
 from ..log.batch import BatchRecord, batches_end_offset, build_batch
 from ..log.partition_log import PartitionLog
 from ..storage.errors import LogError
-from . import faults, snapshot
 from . import records as R
+from . import snapshot
 from .events import Listener
 from .image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from .replay import Replay, read_batches
@@ -68,9 +69,10 @@ class NewTopic:
 
 class Controller:
     def __init__(self, metadata_log: PartitionLog, config: BrokerConfig,
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], faults: Faults | None = None) -> None:
         self.log = metadata_log
         self.config = config
+        self.faults = faults if faults is not None else Faults()  # test-only (faults.py)
         self.node_id = config.get_int("node.id")
         self.now_ms = now_ms
         self.image = MetadataImage()
@@ -247,7 +249,7 @@ class Controller:
         try:
             for i, chunk in enumerate(chunks):
                 if i == 1:
-                    faults.after_begin(self.config)
+                    self.faults.hit(METADATA_AFTER_BEGIN)
                 last = self._append(chunk, now)
                 if i == 0 and len(chunks) > 1:
                     self._open_transaction = True

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -25,6 +24,7 @@ from kio.schema.errors import ErrorCode as E
 
 from ..config import BrokerConfig
 from ..coordinator.runtime import Clock, CoordinatorRuntime, InternalTopics, NotReady, Result, Timer
+from ..faults import TXN_AFTER_PREPARE, Faults
 from ..metadata.events import ImageSource
 from ..storage.errors import LogError
 from .config import TxnConfig
@@ -67,8 +67,10 @@ class MarkerWriter(Protocol):
 class TransactionCoordinator:
     def __init__(self, config: BrokerConfig, *, image: ImageSource,
                  partitions: PartitionSource, topics: InternalTopics, clock: Clock,
-                 producer_ids: ProducerIds, offsets: MarkerWriter) -> None:
+                 producer_ids: ProducerIds, offsets: MarkerWriter,
+                 faults: Faults | None = None) -> None:
         self.config = TxnConfig.from_broker(config)
+        self._faults = faults if faults is not None else Faults()  # test-only (faults.py)
         self._image = image
         self._partitions = partitions
         self._clock = clock
@@ -212,11 +214,9 @@ class TransactionCoordinator:
             return
         assert isinstance(shard, TxnShard)
         jobs = shard.pending_markers()
-        if jobs and self.config.crash_after_prepare:
-            log.critical("headwater.txn.crash.after.prepare: exiting before writing the "
-                         "markers of %s", ", ".join(j.transactional_id for j in jobs))
-            logging.shutdown()
-            os._exit(1)
+        if jobs and self._faults.armed(TXN_AFTER_PREPARE):
+            self._faults.hit(TXN_AFTER_PREPARE, "before writing the markers of "
+                             + ", ".join(j.transactional_id for j in jobs))
         epoch = self.coordinator_epoch(partition)
         for job in jobs:
             if self._write_markers(job, epoch):

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode as E
 
+from headwater import faults
 from headwater.config import BrokerConfig, LogConfig
 from headwater.log.batch import decode_records, iter_batches
 from headwater.log.partition_log import PartitionLog
-from headwater.metadata import faults
 from headwater.metadata import records as R
 from headwater.metadata.controller import Controller, ControllerError, NewTopic
 from headwater.storage.errors import LogError
@@ -20,7 +20,9 @@ CLOCK = [1_000]
 
 def open_controller(path: Path, **config: str) -> Controller:
     plog = PartitionLog.open(path, LogConfig(), "__cluster_metadata", 0, CLOCK[0])
-    controller = Controller(plog, BrokerConfig(config), lambda: CLOCK[0])
+    broker_config = BrokerConfig(config)
+    controller = Controller(plog, broker_config, lambda: CLOCK[0],
+                            faults.Faults.from_config(broker_config))
     controller.load()
     return controller
 
@@ -34,14 +36,9 @@ def records(path: Path) -> list[object]:
     return out
 
 
-@pytest.fixture(autouse=True)
-def rearm() -> None:
-    faults._fired.clear()
-
-
 def test_a_failed_append_is_aborted_and_later_changes_survive_a_restart(tmp_path):
     meta = tmp_path / "meta"
-    c = open_controller(meta, **{faults.KEY: "fail-append-after-begin"})
+    c = open_controller(meta, **{faults.METADATA_KEY: "fail-append-after-begin"})
     c.create_topics([NewTopic("before", 1)])
     (_, err, _), = c.create_topics([NewTopic("wide", 1200)])
     assert err is not None and err.code == E.kafka_storage_error

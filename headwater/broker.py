@@ -17,6 +17,7 @@ from pathlib import Path
 from . import __version__
 from .api import register_all
 from .config import BrokerConfig, LogConfig
+from .faults import Faults
 from .fetch.service import FetchService
 from .fetch.sessions import FetchSessionCache
 from .group.coordinator import GroupCoordinator
@@ -72,6 +73,8 @@ class Broker:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
+        # Test-only fault points armed by config keys (faults.py), read once.
+        self.faults = Faults.from_config(config)
         self.node_id = config.get_int("node.id")
         self.data_dir = Path(config.get("log.dirs") or "./data").resolve()
         self.listeners = listeners.parse(config)
@@ -129,7 +132,7 @@ class Broker:
         convert_json_log(self.store.manager.path_for(METADATA_TOPIC, 0))
         meta_log = self.store.open_reserved(METADATA_TOPIC, meta_config)
         self.controller = Controller(
-            meta_log, self.config, self.now_ms,
+            meta_log, self.config, self.now_ms, self.faults,
             max_partitions=self.config.get_int("headwater.max.partitions", MAX_PARTITIONS),
             snapshot_runner=self._run_snapshot)
         self.controller.load()
@@ -157,7 +160,8 @@ class Broker:
                                        clock=self.now_ms)
         self.transactions = TransactionCoordinator(
             self.config, image=image, partitions=store, topics=controller,
-            clock=self.now_ms, producer_ids=controller, offsets=self.groups.runtime)
+            clock=self.now_ms, producer_ids=controller, offsets=self.groups.runtime,
+            faults=self.faults)
         self.share_coordinator = ShareCoordinator(
             self.config, image=image, metadata=controller, store=store, topics=controller,
             clock=self.now_ms)
@@ -176,7 +180,8 @@ class Broker:
             return controller.image
 
         dead_letters = DeadLetterWriter(self.config, image=image, store=store,
-                                        topics=controller, clock=self.now_ms)
+                                        topics=controller, clock=self.now_ms,
+                                        faults=self.faults)
         self.share_partitions = SharePartitionManager(
             coordinator, groups, self.partition_waiters, dead_letters, image=image,
             partitions=store, clock=self.now_ms)
@@ -185,8 +190,7 @@ class Broker:
         controller.subscribe(lambda _old, _new: self.share_partitions.refresh_configs())
         self.share_admin = ShareAdmin(
             groups, coordinator, self.share_partitions, image=image, partitions=store,
-            crash_after_pending=self.config.get_bool(
-                "headwater.share.crash.after.pending.deletion"))
+            faults=self.faults)
         groups.runtime.subscribe_load(self.share_admin.group_partition_loaded)
         self.share_fetch = ShareFetchService(self.share_partitions, self.share_sessions,
                                              groups)

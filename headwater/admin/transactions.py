@@ -28,9 +28,6 @@ from .connect import add_arguments
 from .groups import AdminError, _client
 from .tables import emit
 
-CONCURRENT_TRANSACTIONS = 51
-NONE = 0
-
 
 class TxnDescription(NamedTuple):
     error_code: int
@@ -116,7 +113,7 @@ def _abort_by_id(client: RawClient, txn_id: str, wait_s: float) -> str:
     resp = client.request(22, 4, {"transactional_id": txn_id,
                                   "transaction_timeout": before.transaction_timeout_ms,
                                   "producer_id": -1, "producer_epoch": -1})
-    if int(resp.error_code) not in (CONCURRENT_TRANSACTIONS, NONE):
+    if int(resp.error_code) not in (ErrorCode.concurrent_transactions, ErrorCode.none):
         raise AdminError(f"aborting {txn_id} failed: {resp.error_code.name}")
     deadline = time.monotonic() + wait_s
     while True:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ..metadata import records as R
 from ..security import acl as A
 from ..security.acl import AclBinding, AclFilter
@@ -19,11 +21,6 @@ from ..wire.dispatch import Dispatcher, RequestContext
 if TYPE_CHECKING:
     from ..broker import Broker
 
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
-CLUSTER_AUTHORIZATION_FAILED = 31
-INVALID_REQUEST = 42
-SECURITY_DISABLED = 54
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
@@ -46,20 +43,20 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def handle_describe(ctx: RequestContext, req: Any) -> dict:
         empty = {"throttle_time": 0, "resources": []}
         if not broker.access.enabled:
-            return {**empty, "error_code": SECURITY_DISABLED, "error_message": NO_AUTHORIZER}
+            return {**empty, "error_code": E.security_disabled, "error_message": NO_AUTHORIZER}
         if denied(ctx, A.DESCRIBE):
-            return {**empty, "error_code": CLUSTER_AUTHORIZATION_FAILED, "error_message": None}
+            return {**empty, "error_code": E.cluster_authorization_failed, "error_message": None}
         flt = _filter(req)
         invalid = flt.invalid()
         if invalid:
-            return {**empty, "error_code": INVALID_REQUEST, "error_message": invalid}
+            return {**empty, "error_code": E.invalid_request, "error_message": invalid}
         grouped: dict[tuple[int, str, int], list[AclBinding]] = {}
         for b in broker.image.acls.values():
             if flt.matches(b):
                 grouped.setdefault((b.resource_type, b.resource_name, b.pattern_type),
                                    []).append(b)
         # "": as Kafka, the schema's default message on success
-        return {"throttle_time": 0, "error_code": NONE, "error_message": "", "resources": [
+        return {"throttle_time": 0, "error_code": E.none, "error_message": "", "resources": [
             {"resource_type": rt, "resource_name": name, "pattern_type": pt, "acls": [
                 {"principal": b.principal, "host": b.host, "operation": b.operation,
                  "permission_type": b.permission} for b in bindings]}
@@ -70,9 +67,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return {"throttle_time": 0, "results": [
                 {"error_code": code, "error_message": message} for _ in req.creations]}
         if not broker.access.enabled:
-            return every(SECURITY_DISABLED, NO_AUTHORIZER)
+            return every(E.security_disabled, NO_AUTHORIZER)
         if denied(ctx, A.ALTER):
-            return every(CLUSTER_AUTHORIZATION_FAILED, None)
+            return every(E.cluster_authorization_failed, None)
         existing = set(broker.image.acls.values())
         records, results = [], []
         wanted = [AclBinding(int(c.resource_type), c.resource_name,
@@ -80,18 +77,18 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                              int(c.operation), int(c.permission_type))
                   for c in req.creations]
         if any(A.filter_only(b) for b in wanted):
-            return every(UNKNOWN_SERVER_ERROR, None)  # as Kafka: nothing is created
+            return every(E.unknown_server_error, None)  # as Kafka: nothing is created
         for b in wanted:
             problem = A.validate(b)
             if problem:
-                results.append({"error_code": INVALID_REQUEST, "error_message": problem})
+                results.append({"error_code": E.invalid_request, "error_message": problem})
                 continue
             if b not in existing:
                 existing.add(b)
                 records.append(R.AccessControlEntryRecord(
                     str(uuid.uuid4()), b.resource_type, b.resource_name, b.pattern_type,
                     b.principal, b.host, b.operation, b.permission))
-            results.append({"error_code": NONE, "error_message": ""})  # as Kafka
+            results.append({"error_code": E.none, "error_message": ""})  # as Kafka
         if records:
             assert broker.controller is not None
             broker.controller.commit(records)
@@ -103,9 +100,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 {"error_code": code, "error_message": message, "matching_acls": []}
                 for _ in req.filters]}
         if not broker.access.enabled:
-            return every(SECURITY_DISABLED, NO_AUTHORIZER)
+            return every(E.security_disabled, NO_AUTHORIZER)
         if denied(ctx, A.ALTER):
-            return every(CLUSTER_AUTHORIZATION_FAILED, None)
+            return every(E.cluster_authorization_failed, None)
         acls = broker.image.acls
         removed: dict[str, None] = {}
         results = []
@@ -113,13 +110,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             flt = _filter(f)
             invalid = flt.invalid()
             if invalid:
-                results.append({"error_code": INVALID_REQUEST, "error_message": invalid,
+                results.append({"error_code": E.invalid_request, "error_message": invalid,
                                 "matching_acls": []})
                 continue
             matched = [(acl_id, b) for acl_id, b in acls.items() if flt.matches(b)]
             removed.update((acl_id, None) for acl_id, _b in matched)
-            results.append({"error_code": NONE, "error_message": None, "matching_acls": [
-                {"error_code": NONE, "error_message": None, **_binding_dict(b)}
+            results.append({"error_code": E.none, "error_message": None, "matching_acls": [
+                {"error_code": E.none, "error_message": None, **_binding_dict(b)}
                 for _id, b in matched]})
         if removed:
             assert broker.controller is not None

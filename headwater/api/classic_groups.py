@@ -13,6 +13,8 @@ import datetime
 import logging
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ..coordinator.runtime import NotReady
 from ..group.classic.group import join_error, sync_error
 from ..group.classic.operations import JoinRequest, SyncRequest
@@ -24,8 +26,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headwater.api.classic_groups")
 
-UNKNOWN_SERVER_ERROR = -1
-GROUP_AUTHORIZATION_FAILED = 30
 _MS = datetime.timedelta(milliseconds=1)
 
 
@@ -60,7 +60,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             respond(error_response(exc.code))
         except Exception:
             log.exception("group operation failed for %r", group_id)
-            respond(error_response(UNKNOWN_SERVER_ERROR))
+            respond(error_response(E.unknown_server_error))
         return _answer(future)
 
     # ---- JoinGroup -----------------------------------------------------------------
@@ -69,7 +69,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     def handle_join(ctx: RequestContext, req: Any) -> Any:
         if denied(ctx, req.group_id):
-            return {"throttle_time": 0, **join_error(req.member_id, GROUP_AUTHORIZATION_FAILED)}
+            return {"throttle_time": 0, **join_error(req.member_id, E.group_authorization_failed)}
         session = _ms(req.session_timeout, 0)
         rebalance = _ms(getattr(req, "rebalance_timeout", None), -1)
         join = JoinRequest(
@@ -88,7 +88,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     # ---- SyncGroup -----------------------------------------------------------------
     def handle_sync(ctx: RequestContext, req: Any) -> Any:
         if denied(ctx, req.group_id):
-            return {"throttle_time": 0, **sync_error(GROUP_AUTHORIZATION_FAILED)}
+            return {"throttle_time": 0, **sync_error(E.group_authorization_failed)}
         sync = SyncRequest(
             group_id=req.group_id, member_id=req.member_id,
             instance_id=getattr(req, "group_instance_id", None),
@@ -102,7 +102,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     # ---- Heartbeat -----------------------------------------------------------------
     def handle_heartbeat(ctx: RequestContext, req: Any) -> dict:
         if denied(ctx, req.group_id):
-            return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED}
+            return {"throttle_time": 0, "error_code": E.group_authorization_failed}
         try:
             code = groups().write(req.group_id, lambda shard, now: shard.classic.heartbeat(
                 req.group_id, req.member_id, getattr(req, "group_instance_id", None),
@@ -114,7 +114,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     # ---- LeaveGroup ----------------------------------------------------------------
     def handle_leave(ctx: RequestContext, req: Any) -> dict:
         if denied(ctx, req.group_id):
-            return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED,
+            return {"throttle_time": 0, "error_code": E.group_authorization_failed,
                     "members": []}
         if ctx.api_version >= 3:
             members = [(m.member_id, getattr(m, "group_instance_id", None))

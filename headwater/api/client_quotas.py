@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ..quota.entities import Alteration, QuotaError, alter, describe
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
@@ -12,13 +14,11 @@ from ..wire.dispatch import Dispatcher, RequestContext
 if TYPE_CHECKING:
     from ..broker import Broker
 
-CLUSTER_AUTHORIZATION_FAILED = 31
-
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def handle_describe(ctx: RequestContext, req: Any) -> dict:
         if broker.access.denies(ctx, A.DESCRIBE_CONFIGS, A.CLUSTER, A.CLUSTER_NAME):
-            return {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+            return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
                     "error_message": None, "entries": None}
         try:
             found = describe(broker.image.client_quotas,
@@ -38,7 +38,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                         for op in entry.ops))
                        for entry in req.entries]
         if broker.access.denies(ctx, A.ALTER_CONFIGS, A.CLUSTER, A.CLUSTER_NAME):
-            results: list[tuple[int, str | None]] = [(CLUSTER_AUTHORIZATION_FAILED, None)] * len(alterations)
+            results: list[tuple[int, str | None]] = (
+                [(E.cluster_authorization_failed, None)] * len(alterations))
             return {"throttle_time": 0, "entries": [
                 {"error_code": code, "error_message": message,
                  "entity": [{"entity_type": t, "entity_name": n} for t, n in alt.entity]}

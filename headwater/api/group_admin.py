@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ..coordinator.runtime import NotReady
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
-
-COORDINATOR_LOAD_IN_PROGRESS = 14
-GROUP_AUTHORIZATION_FAILED = 30
-GROUP_ID_NOT_FOUND = 69
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
@@ -29,7 +27,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def handle_list(ctx: RequestContext, req: Any) -> dict:
         states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
         types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
-        error = 0 if groups().runtime.is_loaded() else COORDINATOR_LOAD_IN_PROGRESS
+        error = 0 if groups().runtime.is_loaded() else E.coordinator_load_in_progress
         listed = []
         for shard in groups().loaded_shards():
             listed += shard.list_groups(states or None, types or None)
@@ -44,7 +42,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         out = []
         for group_id in req.groups:
             if broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
-                out.append({"error_code": GROUP_AUTHORIZATION_FAILED, "group_id": group_id,
+                out.append({"error_code": E.group_authorization_failed, "group_id": group_id,
                             "group_state": "", "protocol_type": "", "protocol_data": "",
                             "members": (), "authorized_operations": -2147483648})
                 continue
@@ -53,7 +51,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             except NotReady as exc:
                 entry = {"error_code": exc.code, "group_id": group_id, "group_state": "",
                          "protocol_type": "", "protocol_data": "", "members": ()}
-            if entry.get("error_code") == GROUP_ID_NOT_FOUND and ctx.api_version < 6:
+            if entry.get("error_code") == E.group_id_not_found and ctx.api_version < 6:
                 entry = {**entry, "error_code": 0, "error_message": None}
             if not getattr(req, "include_authorized_operations", False):
                 entry = {**entry, "authorized_operations": -2147483648}
@@ -68,10 +66,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         share_admin = broker.share_admin
         for group_id in req.groups_names:
             if broker.access.denies(ctx, A.DELETE, A.GROUP, group_id):
-                results.append({"group_id": group_id, "error_code": GROUP_AUTHORIZATION_FAILED})
+                results.append({"group_id": group_id, "error_code": E.group_authorization_failed})
                 continue
             if not group_id:  # Kafka: an empty id names no group (not INVALID_GROUP_ID)
-                results.append({"group_id": group_id, "error_code": GROUP_ID_NOT_FOUND})
+                results.append({"group_id": group_id, "error_code": E.group_id_not_found})
                 continue
             try:
                 # A share group: pending-deletion record, state tombstones, then the

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
@@ -15,7 +17,8 @@ if TYPE_CHECKING:
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def handle(ctx: RequestContext, req: Any) -> dict:
         if broker.access.denies(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
-            return {"throttle_time": 0, "error_code": 31, "results": []}  # CLUSTER_AUTH...
+            return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
+                    "results": []}
         image = broker.image
         if req.topics is None:
             wanted = {name: [p.partition_id for p in t.partitions]

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ..coordinator.runtime import NotReady
 from ..group.modern.operations import HeartbeatResponse, ModernHeartbeatRequest, describe_error
 from ..security import acl as A
@@ -22,9 +24,6 @@ if TYPE_CHECKING:
     from ..broker import Broker
     from ..group.modern.operations import ModernGroupManager
     from ..group.shard import GroupShard
-
-TOPIC_AUTHORIZATION_FAILED = 29
-GROUP_AUTHORIZATION_FAILED = 30
 
 
 def to_response(resp: HeartbeatResponse) -> dict[str, Any]:
@@ -49,9 +48,9 @@ def heartbeat_refused(broker: Broker, ctx: RequestContext, group_id: str,
         return None
     code = None
     if not access.allowed(ctx, A.READ, A.GROUP, group_id):
-        code, message = GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
+        code, message = E.group_authorization_failed, "Group authorization failed."
     elif any(not access.allowed(ctx, A.DESCRIBE, A.TOPIC, t) for t in topics or ()):
-        code, message = TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+        code, message = E.topic_authorization_failed, "Topic authorization failed."
     if code is None:
         return None
     return {"throttle_time": 0, "error_code": code, "error_message": message,
@@ -88,7 +87,7 @@ def register_group_apis(dispatcher: Dispatcher, broker: Broker,
         out = []
         for group_id in req.group_ids:
             if broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
-                out.append(describe_error(group_id, GROUP_AUTHORIZATION_FAILED, None))
+                out.append(describe_error(group_id, E.group_authorization_failed, None))
                 continue
             try:
                 entry, = groups().read(

@@ -8,6 +8,8 @@ import logging
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ..metadata import records as R
 from ..security import acl as A
 from ..security.sasl import SaslFailure, SaslSession
@@ -25,13 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headwater.security")
 
-CLUSTER_AUTHORIZATION_FAILED = 31
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
-SASL_AUTHENTICATION_FAILED = 58
-RESOURCE_NOT_FOUND = 91
-DUPLICATE_RESOURCE = 92
-UNACCEPTABLE_CREDENTIAL = 93
 SESSION = SASL_SESSION
 
 
@@ -39,17 +34,17 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def handshake(ctx: RequestContext, req: Any) -> dict:
         session: SaslSession | None = ctx.attrs.get(SESSION)
         if session is None:
-            return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
+            return {"error_code": E.illegal_sasl_state, "mechanisms": []}
         offered = session.config.mechanisms
         if not session.handshake(req.mechanism):
-            return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": offered}
+            return {"error_code": E.unsupported_sasl_mechanism, "mechanisms": offered}
         return {"error_code": 0, "mechanisms": offered}
 
     def authenticate(ctx: RequestContext, req: Any) -> dict:
         session: SaslSession | None = ctx.attrs.get(SESSION)
         base = {"auth_bytes": b"", "session_lifetime": 0}
         if session is None:
-            return {**base, "error_code": ILLEGAL_SASL_STATE,
+            return {**base, "error_code": E.illegal_sasl_state,
                     "error_message": "SaslAuthenticate on a listener without SASL"}
         try:
             reply = session.authenticate(req.auth_bytes)
@@ -57,7 +52,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             log.warning("SASL authentication failed from %s (%s): %s", ctx.client_host,
                         session.mechanism, exc)
             ctx.attrs[CLOSE_AFTER_RESPONSE] = True  # Kafka closes it after the answer
-            return {**base, "error_code": SASL_AUTHENTICATION_FAILED,
+            return {**base, "error_code": E.sasl_authentication_failed,
                     "error_message": str(exc)}
         if session.authenticated:
             again = ctx.attrs.get(PRINCIPAL) == session.principal
@@ -69,7 +64,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     def describe(ctx: RequestContext, req: Any) -> dict:
         if broker.access.denies(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
-            return {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+            return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
                     "error_message": None, "results": []}
         scram = broker.image.scram
         # null or empty: every user (kafka-configs --describe --entity-type users)
@@ -81,12 +76,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             infos = [{"mechanism": m, "iterations": rec.iterations}
                      for (u, m), rec in sorted(scram.items()) if u == user]
             if counts[user] > 1:
-                results.append({"user": user, "error_code": DUPLICATE_RESOURCE,
+                results.append({"user": user, "error_code": E.duplicate_resource,
                                 "error_message": f"Cannot describe SCRAM credentials for the "
                                 f"same user twice in a single request: {user}",
                                 "credential_infos": []})
             elif not infos:
-                results.append({"user": user, "error_code": RESOURCE_NOT_FOUND,
+                results.append({"user": user, "error_code": E.resource_not_found,
                                 "error_message": "Attempt to describe a user credential "
                                 "that does not exist", "credential_infos": []})
             else:
@@ -100,7 +95,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         names = Counter([d.name for d in req.deletions] + [u.name for u in req.upsertions])
         if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
             return {"throttle_time": 0, "results": [
-                {"user": user, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                {"user": user, "error_code": E.cluster_authorization_failed,
                  "error_message": None} for user in names]}
         records: list[object] = []
         errors: dict[str, tuple[int, str | None]] = {}
@@ -108,12 +103,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         def refused(name: str, mechanism: int) -> tuple[int, str] | None:
             """The checks deletions and upsertions share."""
             if names[name] > 1:
-                return DUPLICATE_RESOURCE, ("A user credential cannot be altered twice in "
-                                            "the same request")
+                return E.duplicate_resource, ("A user credential cannot be altered twice in "
+                                              "the same request")
             if not name:
-                return UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+                return E.unacceptable_credential, "Username must not be empty"
             if mechanism not in BY_ID:
-                return UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+                return E.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
             return None
 
         def fail(user: str, code: int, message: str) -> None:
@@ -122,7 +117,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             if (why := refused(d.name, d.mechanism)) is not None:
                 fail(d.name, *why)
             elif (d.name, d.mechanism) not in scram:
-                fail(d.name, RESOURCE_NOT_FOUND, "Attempt to delete a user credential that "
+                fail(d.name, E.resource_not_found, "Attempt to delete a user credential that "
                      "does not exist")
             else:
                 records.append(R.RemoveUserScramCredentialRecord(d.name, d.mechanism))
@@ -130,9 +125,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             if (why := refused(u.name, u.mechanism)) is not None:
                 fail(u.name, *why)
             elif u.iterations < MIN_ITERATIONS:
-                fail(u.name, UNACCEPTABLE_CREDENTIAL, "Too few iterations")
+                fail(u.name, E.unacceptable_credential, "Too few iterations")
             elif u.iterations > MAX_ITERATIONS:
-                fail(u.name, UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+                fail(u.name, E.unacceptable_credential, "Too many iterations")
             else:
                 cred = credential(BY_ID[u.mechanism], u.salted_password, u.salt,
                                   u.iterations)

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ..security import acl as ACL
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
-
-TOPIC_AUTHORIZATION_FAILED = 29
-GROUP_AUTHORIZATION_FAILED = 30
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
@@ -25,7 +24,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         for group in req.groups:
             if broker.access.denies(ctx, ACL.DESCRIBE, ACL.GROUP, group.group_id):
                 out.append({"group_id": group.group_id, "topics": [],
-                            "error_code": GROUP_AUTHORIZATION_FAILED,
+                            "error_code": E.group_authorization_failed,
                             "error_message": "Group authorization failed."})
                 continue
             topics = None if group.topics is None else \
@@ -37,9 +36,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 names: list[str]) -> dict | None:
         """As Kafka: `group_op` on the group, READ on every topic named."""
         if broker.access.denies(ctx, group_op, ACL.GROUP, group_id):
-            code, message = GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
+            code, message = E.group_authorization_failed, "Group authorization failed."
         elif any(broker.access.denies(ctx, ACL.READ, ACL.TOPIC, n) for n in names):
-            code, message = TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+            code, message = E.topic_authorization_failed, "Topic authorization failed."
         else:
             return None
         return {"throttle_time": 0, "error_code": code, "error_message": message,

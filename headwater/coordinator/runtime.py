@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from kio.schema.errors import ErrorCode as E
+
 from ..log.batch import BatchRecord, build_batch, decode_records, iter_batches
 from ..log.control import parse_marker
 from ..storage.errors import LogError
@@ -38,10 +40,6 @@ if TYPE_CHECKING:
     from ..storage.store import PartitionSource
 
 log = logging.getLogger("headwater.coordinator")
-
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
 
 
 class Result(NamedTuple):
@@ -256,7 +254,7 @@ class CoordinatorRuntime:
     def _log(self, partition: int) -> Partition:
         plog = self._partitions.partition(self.topic, partition)
         if plog is None:
-            raise NotReady(COORDINATOR_NOT_AVAILABLE)
+            raise NotReady(E.coordinator_not_available)
         return plog
 
     # ---- serving -------------------------------------------------------------------
@@ -268,10 +266,10 @@ class CoordinatorRuntime:
 
     def shard(self, partition: int) -> Shard:
         if partition in self._loading:
-            raise NotReady(COORDINATOR_LOAD_IN_PROGRESS)
+            raise NotReady(E.coordinator_load_in_progress)
         shard = self._shards.get(partition)
         if shard is None:
-            raise NotReady(NOT_COORDINATOR)
+            raise NotReady(E.not_coordinator)
         return shard
 
     def shards(self) -> list[Shard]:

@@ -10,7 +10,7 @@ apart from its operations (what decides and returns records):
   and member base classes and the heartbeat steps both take.
 
 At the top, what all kinds share: `base` (the `Group` protocol offsets and the admin
-APIs use), `errors` (Kafka's error codes), `offsets`, `records` (the record types),
-`shard` (one partition's groups), `config` and `group_configs` (settings),
-`coordinator` (the service on the runtime).
+APIs use), `offsets`, `records` (the record types), `shard` (one partition's groups),
+`config` and `group_configs` (settings), `coordinator` (the service on the runtime).
+Error codes are kio's `ErrorCode` members (imported as `E`), as everywhere in headwater.
 """

@@ -19,20 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ..coordinator.record_codec import CoordinatorRecord
 from ..coordinator.runtime import Result
 from . import records as R
-from .errors import (
-    GROUP_ID_NOT_FOUND,
-    GROUP_SUBSCRIBED_TO_TOPIC,
-    ILLEGAL_GENERATION,
-    INVALID_GROUP_ID,
-    NONE,
-    OFFSET_METADATA_TOO_LARGE,
-    STALE_MEMBER_EPOCH,
-    UNKNOWN_MEMBER_ID,
-    UNSTABLE_OFFSET_COMMIT,
-)
 
 if TYPE_CHECKING:
     from .shard import GroupShard
@@ -136,12 +127,12 @@ class OffsetManager:
                api_version: int, now_ms: int) -> Result:
         """Response: {topic: {partition: error_code}}."""
         if not group_id:
-            return Result([], _all(topics, INVALID_GROUP_ID))
+            return Result([], _all(topics, E.invalid_group_id))
         group = self.shard.groups.get(group_id)
         if group is None:
             if generation_or_epoch >= 0 or member_id:
-                return Result([], _all(topics, ILLEGAL_GENERATION if generation_or_epoch >= 0
-                                       else UNKNOWN_MEMBER_ID))
+                return Result([], _all(topics, E.illegal_generation if generation_or_epoch >= 0
+                                       else E.unknown_member_id))
         else:
             error = group.validate_offset_commit(member_id, instance_id, generation_or_epoch,
                                                  api_version)
@@ -157,17 +148,17 @@ class OffsetManager:
         member epoch is ILLEGAL_GENERATION). The caller writes the records under the
         producer's id and epoch. Response: {topic: {partition: error_code}}."""
         if not group_id:
-            return Result([], _all(topics, INVALID_GROUP_ID))
+            return Result([], _all(topics, E.invalid_group_id))
         group = self.shard.groups.get(group_id)
         if group is None:
             if generation >= 0:
-                return Result([], _all(topics, ILLEGAL_GENERATION))
+                return Result([], _all(topics, E.illegal_generation))
         else:
             error = group.validate_offset_commit(member_id, instance_id, generation, -1,
                                                  transactional=True)
             if error:
-                return Result([], _all(topics, ILLEGAL_GENERATION
-                                       if error == STALE_MEMBER_EPOCH else error))
+                return Result([], _all(topics, E.illegal_generation
+                                       if error == E.stale_member_epoch else error))
         return self._commit_records(group_id, topics, now_ms)
 
     def _commit_records(self, group_id: str, topics: list[tuple[str, list[PartitionCommit]]],
@@ -180,9 +171,9 @@ class OffsetManager:
             for p in parts:
                 metadata = p.metadata or ""
                 if len(metadata.encode()) > limit:
-                    codes[p.partition] = OFFSET_METADATA_TOO_LARGE
+                    codes[p.partition] = E.offset_metadata_too_large
                     continue
-                codes[p.partition] = NONE
+                codes[p.partition] = E.none
                 records.append(R.offset_commit(group_id, topic, p.partition, p.offset,
                                                p.leader_epoch, metadata, now_ms))
         return Result(records, response)
@@ -211,15 +202,15 @@ class OffsetManager:
             for topic, parts in out.items():
                 for p in parts:
                     if self.has_pending(group_id, topic, p):
-                        parts[p] = UNSTABLE_OFFSET_COMMIT
-        return NONE, out
+                        parts[p] = E.unstable_offset_commit
+        return E.none, out
 
     def delete(self, group_id: str, topics: list[tuple[str, list[int]]]
                ) -> Result:
         """OffsetDelete; response (group error, {topic: {partition: error}})."""
         group = self.shard.groups.get(group_id)
         if group is None:
-            return Result([], (GROUP_ID_NOT_FOUND, {}))
+            return Result([], (E.group_id_not_found, {}))
         error = group.validate_offset_delete()
         if error:
             return Result([], (error, {}))
@@ -231,12 +222,12 @@ class OffsetManager:
             codes = response.setdefault(topic, {})
             for p in partitions:
                 if subscribed:
-                    codes[p] = GROUP_SUBSCRIBED_TO_TOPIC
+                    codes[p] = E.group_subscribed_to_topic
                     continue
-                codes[p] = NONE
+                codes[p] = E.none
                 if p in stored.get(topic, {}):
                     records.append(R.offset_commit_tombstone(group_id, topic, p))
-        return Result(records, (NONE, response))
+        return Result(records, (E.none, response))
 
     def tombstones_for_group(self, group_id: str) -> list[CoordinatorRecord]:
         return [R.offset_commit_tombstone(group_id, topic, p)

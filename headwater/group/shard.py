@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ..coordinator.record_codec import CoordinatorRecord
 from ..coordinator.runtime import Result, Timer
 from . import records as R
 from .config import GroupConfig
-from .errors import GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, NONE
 from .offsets import OffsetManager
 
 if TYPE_CHECKING:
@@ -110,14 +111,14 @@ class GroupShard:
     def delete_group(self, group_id: str) -> Result:
         """DeleteGroups for one group: tombstones for its offsets and its own records."""
         if not group_id:
-            return Result([], INVALID_GROUP_ID)
+            return Result([], E.invalid_group_id)
         group = self.groups.get(group_id)
         if group is None:
-            return Result([], GROUP_ID_NOT_FOUND)
+            return Result([], E.group_id_not_found)
         error = group.validate_delete()
         if error:
             return Result([], error)
-        return Result(self.offsets.tombstones_for_group(group_id) + group.tombstones(), NONE)
+        return Result(self.offsets.tombstones_for_group(group_id) + group.tombstones(), E.none)
 
     def remove_group(self, group_id: str) -> None:
         """Called by a manager's replay when the group's last record is tombstoned."""

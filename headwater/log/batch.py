@@ -17,17 +17,10 @@ from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from crc32c import crc32c
+from kio.schema.errors import ErrorCode as E
 
 from headwater.log.compression import compress, decompress
-from headwater.storage.errors import (
-    CORRUPT_MESSAGE,
-    INVALID_RECORD,
-    INVALID_TIMESTAMP,
-    MESSAGE_TOO_LARGE,
-    UNSUPPORTED_FOR_MESSAGE_FORMAT,
-    LogError,
-    RecordValidationError,
-)
+from headwater.storage.errors import LogError, RecordValidationError
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -155,7 +148,7 @@ def validate_produce_records(
     """
     end = len(data)
     if end == 0:
-        raise LogError(CORRUPT_MESSAGE, "empty record set")
+        raise LogError(E.corrupt_message, "empty record set")
     view = memoryview(data)
     headers: list[BatchHeader] = []
     pos = 0
@@ -163,27 +156,27 @@ def validate_produce_records(
         remaining = end - pos
         if remaining < HEADER_SIZE:
             if remaining > MAGIC_OFFSET and view[pos + MAGIC_OFFSET] != 2:
-                raise LogError(UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                raise LogError(E.unsupported_for_message_format,
                                f"magic {view[pos + MAGIC_OFFSET]} is not supported")
-            raise LogError(CORRUPT_MESSAGE, f"truncated batch header at byte {pos}")
+            raise LogError(E.corrupt_message, f"truncated batch header at byte {pos}")
         h = parse_header(view, pos)
         if h.magic != 2:
-            raise LogError(UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {h.magic} is not supported")
+            raise LogError(E.unsupported_for_message_format, f"magic {h.magic} is not supported")
         problem = check_header(h)
         if problem:
-            raise LogError(CORRUPT_MESSAGE, problem)
+            raise LogError(E.corrupt_message, problem)
         size = h.size
         if size > remaining:
-            raise LogError(CORRUPT_MESSAGE, f"truncated batch at byte {pos}")
+            raise LogError(E.corrupt_message, f"truncated batch at byte {pos}")
         if size > max_message_bytes:
-            raise LogError(MESSAGE_TOO_LARGE,
+            raise LogError(E.message_too_large,
                            f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
         if batch_crc(view, pos, size) != h.crc:
-            raise LogError(CORRUPT_MESSAGE, f"CRC mismatch in batch at byte {pos}")
+            raise LogError(E.corrupt_message, f"CRC mismatch in batch at byte {pos}")
         if h.is_control and not allow_control:
-            raise LogError(INVALID_RECORD, "clients may not write control batches")
+            raise LogError(E.invalid_record, "clients may not write control batches")
         if h.records_count != h.last_offset_delta + 1:
-            raise LogError(INVALID_RECORD,
+            raise LogError(E.invalid_record,
                            f"record count {h.records_count} disagrees with last offset delta "
                            f"{h.last_offset_delta}")
         headers.append(h)
@@ -254,11 +247,11 @@ def _check_decompressed(batch: memoryview, h: BatchHeader, limit: int) -> None:
         for _ in range(h.records_count):
             length, pos = _read_varint(body, pos)
             if length > limit:
-                raise LogError(INVALID_RECORD, f"Record body of {length} bytes exceeds "
-                                               f"max.decompressed.message.bytes {limit}")
+                raise LogError(E.invalid_record, f"Record body of {length} bytes exceeds "
+                                                 f"max.decompressed.message.bytes {limit}")
             pos += length
     except IndexError:
-        raise LogError(CORRUPT_MESSAGE, "truncated record") from None
+        raise LogError(E.corrupt_message, "truncated record") from None
 
 
 def _record_errors(batch: memoryview, h: BatchHeader, now_ms: int, compacted: bool,
@@ -283,15 +276,15 @@ def _record_errors(batch: memoryview, h: BatchHeader, now_ms: int, compacted: bo
             offset_delta, pos = _read_varint(body, pos)
             key_length, pos = _read_varint(body, pos)
             if end > len(body):
-                raise LogError(CORRUPT_MESSAGE, "record overruns the batch")
+                raise LogError(E.corrupt_message, "record overruns the batch")
             if compacted and key_length < 0:
-                errors.append((INVALID_RECORD, index, no_key))
+                errors.append((E.invalid_record, index, no_key))
             elif check_time:
                 ts = h.max_timestamp if stamped else h.base_timestamp + ts_delta
                 offset = h.base_offset + offset_delta
                 if not log_append_time and ts != NO_TIMESTAMP:
                     if now_ms - ts > before_max_ms or ts - now_ms > after_max_ms:
-                        errors.append((INVALID_TIMESTAMP, index,
+                        errors.append((E.invalid_timestamp, index,
                                        f"Timestamp {ts} of message with offset {offset} is "
                                        "out of range. The timestamp should be within "
                                        f"[{_java_long(now_ms - before_max_ms)}, "
@@ -305,12 +298,12 @@ def _record_errors(batch: memoryview, h: BatchHeader, now_ms: int, compacted: bo
                         shown = (f"DefaultRecord(offset={offset}, timestamp={ts}, "
                                  f"key={max(key_length, 0)} bytes, "
                                  f"value={max(value_length, 0)} bytes)")
-                    errors.append((INVALID_TIMESTAMP, index,
+                    errors.append((E.invalid_timestamp, index,
                                    f"Invalid timestamp type in message {shown}. Producer "
                                    "should not set timestamp type to LogAppendTime."))
             pos = end
     except IndexError:
-        raise LogError(CORRUPT_MESSAGE, "truncated record") from None
+        raise LogError(E.corrupt_message, "truncated record") from None
     return errors
 
 
@@ -318,14 +311,14 @@ def _validation_error(errors: list[tuple[int, int, str]]) -> RecordValidationErr
     """Kafka's processRecordErrors: INVALID_TIMESTAMP if any record has a timestamp error,
     else INVALID_RECORD summarising the first three; every record error is listed."""
     record_errors = [(index, message) for _, index, message in errors]
-    if any(code == INVALID_TIMESTAMP for code, _, _ in errors):
+    if any(code == E.invalid_timestamp for code, _, _ in errors):
         return RecordValidationError(
-            INVALID_TIMESTAMP, "One or more records have been rejected due to invalid "
+            E.invalid_timestamp, "One or more records have been rejected due to invalid "
             "timestamp", record_errors)
     shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')"
                       for index, message in record_errors[:3])
     return RecordValidationError(
-        INVALID_RECORD, f"One or more records have been rejected due to {len(errors)} "
+        E.invalid_record, f"One or more records have been rejected due to {len(errors)} "
         "record errors in total, and only showing the first three errors at most: "
         f"[{shown}]", record_errors)
 
@@ -407,7 +400,7 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
             return (raw >> 1) ^ -(raw & 1), pos
         shift += 7
         if shift > 63:
-            raise LogError(CORRUPT_MESSAGE, "varint too long")
+            raise LogError(E.corrupt_message, "varint too long")
 
 
 def _write_varint(out: bytearray, value: int) -> None:
@@ -424,7 +417,7 @@ def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
         return None, pos
     end = pos + length
     if end > len(buf):
-        raise LogError(CORRUPT_MESSAGE, "record field overruns the batch")
+        raise LogError(E.corrupt_message, "record field overruns the batch")
     return buf[pos:end], end
 
 
@@ -432,12 +425,12 @@ def decode_records(batch: Buffer) -> list[Record]:
     """Decode every record of one batch (decompressing as needed)."""
     view = memoryview(batch)
     if len(view) < HEADER_SIZE:
-        raise LogError(CORRUPT_MESSAGE, "truncated batch header")
+        raise LogError(E.corrupt_message, "truncated batch header")
     h = parse_header(view)
     if h.magic != 2:
-        raise LogError(UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {h.magic} is not supported")
+        raise LogError(E.unsupported_for_message_format, f"magic {h.magic} is not supported")
     if h.size > len(view):
-        raise LogError(CORRUPT_MESSAGE, "truncated batch")
+        raise LogError(E.corrupt_message, "truncated batch")
     body = decompress(h.compression, view[HEADER_SIZE:h.size])
     log_append_time = h.timestamp_type == 1
     records: list[Record] = []
@@ -458,13 +451,13 @@ def decode_records(batch: Buffer) -> list[Record]:
                 hvalue, pos = _read_bytes(body, pos)
                 headers.append(((hkey or b"").decode("utf-8"), hvalue))
             if pos != end:
-                raise LogError(CORRUPT_MESSAGE, "record length disagrees with its fields")
+                raise LogError(E.corrupt_message, "record length disagrees with its fields")
             timestamp = h.max_timestamp if log_append_time else h.base_timestamp + ts_delta
             records.append(Record(h.base_offset + offset_delta, timestamp, key, value, headers))
     except IndexError:
-        raise LogError(CORRUPT_MESSAGE, "truncated record") from None
+        raise LogError(E.corrupt_message, "truncated record") from None
     except UnicodeDecodeError:
-        raise LogError(CORRUPT_MESSAGE, "record header key is not UTF-8") from None
+        raise LogError(E.corrupt_message, "record header key is not UTF-8") from None
     return records
 
 
@@ -542,7 +535,7 @@ def iter_raw_records(batch: Buffer) -> Iterator[RawRecord]:
     view = memoryview(batch)
     h = parse_header(view)
     if h.size > len(view):
-        raise LogError(CORRUPT_MESSAGE, "truncated batch")
+        raise LogError(E.corrupt_message, "truncated batch")
     body = decompress(h.compression, view[HEADER_SIZE:h.size])
     pos = 0
     try:
@@ -555,11 +548,11 @@ def iter_raw_records(batch: Buffer) -> Iterator[RawRecord]:
             key, pos = _read_bytes(body, pos)
             value_length, _ = _read_varint(body, pos)
             if end > len(body):
-                raise LogError(CORRUPT_MESSAGE, "record overruns the batch")
+                raise LogError(E.corrupt_message, "record overruns the batch")
             yield RawRecord(offset_delta, ts_delta, key, value_length < 0, body[start:end])
             pos = end
     except IndexError:
-        raise LogError(CORRUPT_MESSAGE, "truncated record") from None
+        raise LogError(E.corrupt_message, "truncated record") from None
 
 
 # compression.type values (topic or broker) -> codec id; "producer" keeps the client's.

@@ -52,6 +52,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from kio.schema.errors import ErrorCode as E
+
 from headwater.log import swap
 from headwater.log.batch import (
     HEADER_SIZE,
@@ -66,7 +68,7 @@ from headwater.log.control import parse_marker
 from headwater.log.index import OffsetIndex, TimeIndex
 from headwater.log.segment import IndexBuilder, LogSegment
 from headwater.log.txn_index import write_index_file
-from headwater.storage.errors import CORRUPT_MESSAGE, LogError
+from headwater.storage.errors import LogError
 
 if TYPE_CHECKING:
     from headwater.log.partition_log import PartitionLog
@@ -385,7 +387,7 @@ def _read_batches(segment: LogSegment) -> Iterator[tuple[BatchHeader, memoryview
                 buf, buf_pos = os.pread(fd, min(_READ_CHUNK, size - pos), pos), pos
             h = parse_header(buf, pos - buf_pos)
             if check_header(h) or pos + h.size > size:
-                raise LogError(CORRUPT_MESSAGE, f"{segment.log_path}: bad batch at {pos}")
+                raise LogError(E.corrupt_message, f"{segment.log_path}: bad batch at {pos}")
             if pos + h.size > buf_pos + len(buf):
                 buf, buf_pos = os.pread(fd, min(max(_READ_CHUNK, h.size), size - pos), pos), pos
             start = pos - buf_pos

@@ -10,8 +10,9 @@ from __future__ import annotations
 import struct
 
 import cramjam
+from kio.schema.errors import ErrorCode as E
 
-from headwater.storage.errors import CORRUPT_MESSAGE, LogError
+from headwater.storage.errors import LogError
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
@@ -47,7 +48,7 @@ def compress(codec: int, data: Buffer, level: int | None = None) -> bytes:
         return bytes(comp.finish())
     if codec == ZSTD:
         return bytes(cramjam.zstd.compress(data, level=level))
-    raise LogError(CORRUPT_MESSAGE, f"unknown compression codec {codec}")
+    raise LogError(E.corrupt_message, f"unknown compression codec {codec}")
 
 
 def decompress(codec: int, data: Buffer) -> bytes:
@@ -66,8 +67,9 @@ def decompress(codec: int, data: Buffer) -> bytes:
     except LogError:
         raise
     except Exception as exc:  # cramjam raises its own DecompressionError and ValueErrors
-        raise LogError(CORRUPT_MESSAGE, f"{CODEC_NAMES[codec]} decompression failed: {exc}") from exc
-    raise LogError(CORRUPT_MESSAGE, f"unknown compression codec {codec}")
+        raise LogError(E.corrupt_message,
+                       f"{CODEC_NAMES[codec]} decompression failed: {exc}") from exc
+    raise LogError(E.corrupt_message, f"unknown compression codec {codec}")
 
 
 def _xerial_compress(data: Buffer) -> bytes:
@@ -88,11 +90,11 @@ def _snappy_decompress(data: Buffer) -> bytes:
     pos, end, out = 16, len(view), []
     while pos < end:
         if pos + 4 > end:
-            raise LogError(CORRUPT_MESSAGE, "truncated xerial snappy chunk header")
+            raise LogError(E.corrupt_message, "truncated xerial snappy chunk header")
         (length,) = _I32.unpack_from(view, pos)
         pos += 4
         if length < 0 or pos + length > end:
-            raise LogError(CORRUPT_MESSAGE, "truncated xerial snappy chunk")
+            raise LogError(E.corrupt_message, "truncated xerial snappy chunk")
         out.append(bytes(cramjam.snappy.decompress_raw(view[pos:pos + length])))
         pos += length
     return b"".join(out)

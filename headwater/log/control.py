@@ -14,8 +14,10 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from kio.schema.errors import ErrorCode as E
+
 from headwater.log.batch import BatchHeader, Buffer, build_batch, decode_records
-from headwater.storage.errors import INVALID_RECORD, LogError
+from headwater.storage.errors import LogError
 
 ABORT = 0
 COMMIT = 1
@@ -52,17 +54,17 @@ def parse_marker(batch: Buffer) -> EndTxnMarker | None:
         return None
     key, value = records[0].key, records[0].value
     if key is None or len(key) < _KEY.size:
-        raise LogError(INVALID_RECORD, "control record without a valid key")
+        raise LogError(E.invalid_record, "control record without a valid key")
     version, kind = _KEY.unpack_from(key)
     if version != MARKER_VERSION:
-        raise LogError(INVALID_RECORD, f"unknown control record key version {version}")
+        raise LogError(E.invalid_record, f"unknown control record key version {version}")
     if kind not in (ABORT, COMMIT):
         return None
     if value is None or len(value) < _VALUE.size:
-        raise LogError(INVALID_RECORD, "end transaction marker value too short")
+        raise LogError(E.invalid_record, "end transaction marker value too short")
     value_version, coordinator_epoch = _VALUE.unpack_from(value)
     if value_version < 0:
-        raise LogError(INVALID_RECORD, f"invalid end transaction marker version {value_version}")
+        raise LogError(E.invalid_record, f"invalid end transaction marker version {value_version}")
     return EndTxnMarker(kind == COMMIT, coordinator_epoch)
 
 

@@ -30,6 +30,8 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode as E
+
 from headwater.config import LogConfig
 from headwater.log import swap
 from headwater.log.batch import (
@@ -50,13 +52,7 @@ from headwater.log.control import EndTxnMarker, build_marker, parse_marker, pars
 from headwater.log.producer_state import ProducerStateManager
 from headwater.log.segment import LogSegment
 from headwater.log.txn_index import AbortedTxn
-from headwater.storage.errors import (
-    INVALID_RECORD,
-    KAFKA_STORAGE_ERROR,
-    OFFSET_OUT_OF_RANGE,
-    RECORD_LIST_TOO_LARGE,
-    LogError,
-)
+from headwater.storage.errors import LogError
 from headwater.storage.partition import AppendResult, ProducerStateInfo
 
 log = logging.getLogger(__name__)
@@ -306,7 +302,7 @@ class PartitionLog:
             if recompressed is not None:
                 data, headers = recompressed
         if len(data) > config.segment_bytes:
-            raise LogError(RECORD_LIST_TOO_LARGE,
+            raise LogError(E.record_list_too_large,
                            f"{len(data)} bytes exceed segment.bytes {config.segment_bytes}")
         count = sum(h.last_offset_delta + 1 for h in headers)
         segment = self._maybe_roll(len(data), first_offset + count - 1, now_ms)
@@ -345,8 +341,8 @@ class PartitionLog:
         for h in headers:
             if h.base_offset != 0:
                 # Kafka: a client's batches are numbered by the broker, so they carry 0.
-                raise LogError(INVALID_RECORD, f"the base offset of a record batch from a "
-                                               f"client should be 0, but it is {h.base_offset}")
+                raise LogError(E.invalid_record, f"the base offset of a record batch from a "
+                                                 f"client should be 0, but it is {h.base_offset}")
         check_records(data, headers, now_ms, compacted="compact" in config.cleanup_policy,
                       log_append_time=append_time,
                       before_max_ms=config.timestamp_before_max_ms,
@@ -372,7 +368,7 @@ class PartitionLog:
                 try:
                     segment.txn_index.append(aborted)
                 except OSError as exc:
-                    raise LogError(KAFKA_STORAGE_ERROR,
+                    raise LogError(E.kafka_storage_error,
                                    f"txn index write in {self.path} failed: {exc}") from exc
 
     def _maybe_roll(self, size: int, last_offset: int, now_ms: int) -> LogSegment:
@@ -404,7 +400,7 @@ class PartitionLog:
             segment = LogSegment.create(self.path, leo, self.config.index_interval_bytes)
             self._producers.snapshot(leo)
         except OSError as exc:
-            raise LogError(KAFKA_STORAGE_ERROR, f"roll of {self.path} failed: {exc}") from exc
+            raise LogError(E.kafka_storage_error, f"roll of {self.path} failed: {exc}") from exc
         self._segments.append(segment)
         self._bases.append(leo)
         self._dir_dirty = True
@@ -423,7 +419,7 @@ class PartitionLog:
         self._check_open()
         leo = self.log_end_offset
         if fetch_offset < self._log_start_offset or fetch_offset > leo:
-            raise LogError(OFFSET_OUT_OF_RANGE,
+            raise LogError(E.offset_out_of_range,
                            f"offset {fetch_offset} outside [{self._log_start_offset}, {leo}]")
         bound = leo if upper_bound is None else min(upper_bound, leo)
         if fetch_offset >= bound:
@@ -449,7 +445,7 @@ class PartitionLog:
                     break
                 segment, pos = self._segments[i], 0
         except OSError as exc:
-            raise LogError(KAFKA_STORAGE_ERROR, f"read of {self.path} failed: {exc}") from exc
+            raise LogError(E.kafka_storage_error, f"read of {self.path} failed: {exc}") from exc
         if len(parts) == 1:
             return parts[0]
         return b"".join(parts)
@@ -521,7 +517,7 @@ class PartitionLog:
         with self._lock:
             self._check_open()
             if offset < 0 or offset > self.high_watermark:
-                raise LogError(OFFSET_OUT_OF_RANGE,
+                raise LogError(E.offset_out_of_range,
                                f"offset {offset} outside [0, {self.high_watermark}]")
             if offset > self._log_start_offset:
                 self._set_log_start(offset)
@@ -641,7 +637,7 @@ class PartitionLog:
                 if segment.indexes_missing or not segment.load_tail():
                     segment.recover()
             except OSError as exc:
-                raise LogError(KAFKA_STORAGE_ERROR,
+                raise LogError(E.kafka_storage_error,
                                f"segment swap in {self.path} failed: {exc}") from exc
             segment.dirty = True  # let the next flush fsync the renamed indexes
             self._segments[start:end] = [segment]
@@ -714,7 +710,7 @@ class PartitionLog:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise LogError(KAFKA_STORAGE_ERROR, f"log {self.topic}-{self.partition} is closed")
+            raise LogError(E.kafka_storage_error, f"log {self.topic}-{self.partition} is closed")
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "

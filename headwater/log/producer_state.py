@@ -26,16 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from kio.schema.errors import ErrorCode as E
+
 from headwater.log.batch import INT32_MAX, TRANSACTIONAL_BIT, BatchHeader
 from headwater.log.control import EndTxnMarker
 from headwater.log.txn_index import AbortedTxn
-from headwater.storage.errors import (
-    INVALID_PRODUCER_EPOCH,
-    INVALID_TXN_STATE,
-    OUT_OF_ORDER_SEQUENCE_NUMBER,
-    TRANSACTION_COORDINATOR_FENCED,
-    LogError,
-)
+from headwater.storage.errors import LogError
 from headwater.storage.partition import ProducerStateInfo
 
 BATCHES_RETAINED = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (max.in.flight)
@@ -107,19 +103,19 @@ def _check_sequence(entry: ProducerEntry | None, h: BatchHeader) -> None:
     if entry is None:
         return
     if h.producer_epoch < entry.epoch:
-        raise LogError(INVALID_PRODUCER_EPOCH,
+        raise LogError(E.invalid_producer_epoch,
                        f"producer {h.producer_id} epoch {h.producer_epoch} is older than "
                        f"current epoch {entry.epoch}")
     if h.base_sequence < 0:
         return  # no sequence to check (e.g. a broker-written control batch)
     if h.producer_epoch > entry.epoch:
         if h.base_sequence != 0:
-            raise LogError(OUT_OF_ORDER_SEQUENCE_NUMBER,
+            raise LogError(E.out_of_order_sequence_number,
                            f"producer {h.producer_id} new epoch {h.producer_epoch} must start "
                            f"at sequence 0, got {h.base_sequence}")
         return
     if not _in_sequence(entry.last_seq, h.base_sequence):
-        raise LogError(OUT_OF_ORDER_SEQUENCE_NUMBER,
+        raise LogError(E.out_of_order_sequence_number,
                        f"producer {h.producer_id} expected sequence "
                        f"{(entry.last_seq + 1) if entry.last_seq < INT32_MAX else 0}, "
                        f"got {h.base_sequence}")
@@ -127,7 +123,7 @@ def _check_sequence(entry: ProducerEntry | None, h: BatchHeader) -> None:
 
 def _check_txn_state(entry: ProducerEntry | None, h: BatchHeader, offset: int) -> None:
     if entry is not None and entry.current_txn_first_offset >= 0 and not h.is_transactional:
-        raise LogError(INVALID_TXN_STATE,
+        raise LogError(E.invalid_txn_state,
                        f"expected a transactional write from producer {h.producer_id} at "
                        f"offset {offset}: its transaction from offset "
                        f"{entry.current_txn_first_offset} is still open")
@@ -149,11 +145,11 @@ def _check_marker(entry: ProducerEntry | None, h: BatchHeader, marker: EndTxnMar
         stale = h.producer_epoch < entry.epoch
     if stale:
         relation = "not above" if transaction_version >= 2 else "older than"
-        raise LogError(INVALID_PRODUCER_EPOCH,
+        raise LogError(E.invalid_producer_epoch,
                        f"marker for producer {h.producer_id} has epoch {h.producer_epoch}, "
                        f"{relation} current epoch {entry.epoch} (TV{transaction_version})")
     if marker.coordinator_epoch < entry.coordinator_epoch:
-        raise LogError(TRANSACTION_COORDINATOR_FENCED,
+        raise LogError(E.transaction_coordinator_fenced,
                        f"marker for producer {h.producer_id} has coordinator epoch "
                        f"{marker.coordinator_epoch}, older than {entry.coordinator_epoch}")
 

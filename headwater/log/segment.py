@@ -16,6 +16,8 @@ from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode as E
+
 from headwater.log.batch import (
     HEADER_SIZE,
     INT32_MAX,
@@ -28,7 +30,7 @@ from headwater.log.batch import (
 from headwater.log.fdcache import FILES
 from headwater.log.index import OffsetIndex, TimeIndex
 from headwater.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
-from headwater.storage.errors import KAFKA_STORAGE_ERROR, LogError
+from headwater.storage.errors import LogError
 
 _SCAN_CHUNK = 32 * 1024  # header walks: covers a few index intervals per pread
 _RECOVER_CHUNK = 1024 * 1024  # recovery reads whole batches to check CRCs
@@ -139,7 +141,8 @@ class LogSegment:
                         pass
                     raise
         except OSError as exc:
-            raise LogError(KAFKA_STORAGE_ERROR, f"write to {self.log_path} failed: {exc}") from exc
+            raise LogError(E.kafka_storage_error,
+                           f"write to {self.log_path} failed: {exc}") from exc
         self.dirty = True
         pos = start
         for h in batches:

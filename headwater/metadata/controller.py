@@ -21,12 +21,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode as E
+
 from ..config import BrokerConfig, ConfigError, validate_topic_config
+from ..faults import METADATA_AFTER_BEGIN, Faults
 from ..log.batch import BatchRecord, batches_end_offset, build_batch
 from ..log.partition_log import PartitionLog
 from ..storage.errors import LogError
-from . import faults, snapshot
 from . import records as R
+from . import snapshot
 from .events import Listener
 from .image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from .replay import Replay, read_batches
@@ -34,18 +37,6 @@ from .topics import collision_key, topic_name_error
 
 log = logging.getLogger("headwater.controller")
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_TOPIC_EXCEPTION = 17
-TOPIC_ALREADY_EXISTS = 36
-INVALID_PARTITIONS = 37
-INVALID_REPLICATION_FACTOR = 38
-INVALID_REPLICA_ASSIGNMENT = 39
-INVALID_CONFIG = 40
-INVALID_REQUEST = 42
-POLICY_VIOLATION = 44
-KAFKA_STORAGE_ERROR = 56
-UNKNOWN_TOPIC_ID = 100
 
 PRODUCER_ID_BLOCK = 1000
 RECORDS_PER_BATCH = 500
@@ -78,10 +69,12 @@ class NewTopic:
 
 class Controller:
     def __init__(self, metadata_log: PartitionLog, config: BrokerConfig,
-                 now_ms: Callable[[], int], *, max_partitions: int = MAX_PARTITIONS,
+                 now_ms: Callable[[], int], faults: Faults | None = None, *,
+                 max_partitions: int = MAX_PARTITIONS,
                  snapshot_runner: SnapshotRunner | None = None) -> None:
         self.log = metadata_log
         self.config = config
+        self.faults = faults if faults is not None else Faults()  # test-only (faults.py)
         self.node_id = config.get_int("node.id")
         self.now_ms = now_ms
         self.image = MetadataImage()
@@ -110,7 +103,7 @@ class Controller:
     def _check_capacity(self, current: int, adding: int) -> None:
         if current + adding > self.max_partitions:
             raise ControllerError(
-                POLICY_VIOLATION,
+                E.policy_violation,
                 f"Adding {adding} partitions would exceed this broker's limit of "
                 f"{self.max_partitions} partitions (it has {current}); "
                 "headwater.max.partitions sets it")
@@ -209,7 +202,7 @@ class Controller:
         """Snapshot the image at the log's end now, keep the newest snapshots, and delete
         the log segments that lie wholly before the oldest one kept."""
         if self._open_transaction or self._abort_reason is not None:
-            raise ControllerError(INVALID_REQUEST, "a metadata transaction is open")
+            raise ControllerError(E.invalid_request, "a metadata transaction is open")
         snapshot_id, job = self._snapshot_job()
         path = job()
         self._bytes_since_snapshot = 0
@@ -245,7 +238,7 @@ class Controller:
         later changes are never read as part of the failed transaction; until it is
         written, every write is refused (KAFKA_STORAGE_ERROR) and retries it first."""
         if any(isinstance(r, _MARKERS) for r in records):
-            raise ControllerError(INVALID_REQUEST, "metadata transactions are the "
+            raise ControllerError(E.invalid_request, "metadata transactions are the "
                                   "controller's own: one at a time, never nested")
         self._finish_abort()
         now = self.now_ms()
@@ -258,7 +251,7 @@ class Controller:
         try:
             for i, chunk in enumerate(chunks):
                 if i == 1:
-                    faults.after_begin(self.config)
+                    self.faults.hit(METADATA_AFTER_BEGIN)
                 last = self._append(chunk, now)
                 if i == 0 and len(chunks) > 1:
                     self._open_transaction = True
@@ -269,7 +262,7 @@ class Controller:
             if self._open_transaction:
                 self._abort_reason = reason
                 self._finish_abort()
-            raise ControllerError(KAFKA_STORAGE_ERROR,
+            raise ControllerError(E.kafka_storage_error,
                                   f"The metadata log refused the change: {exc}") from exc
         self._open_transaction = False
         return last
@@ -295,7 +288,7 @@ class Controller:
             self.log.flush()
         except (LogError, OSError) as exc:
             raise ControllerError(
-                KAFKA_STORAGE_ERROR, "metadata writes are refused until the failed "
+                E.kafka_storage_error, "metadata writes are refused until the failed "
                 f"transaction's abort is in the log: {exc}") from exc
         log.warning("metadata transaction aborted in the log (%s)", self._abort_reason)
         self._abort_reason = None
@@ -327,32 +320,32 @@ class Controller:
                             allow_internal: bool) -> tuple[int, int]:
         err = topic_name_error(t.name)
         if err:
-            raise ControllerError(INVALID_TOPIC_EXCEPTION, err)
+            raise ControllerError(E.invalid_topic_exception, err)
         if t.name == METADATA_TOPIC:  # its log is the controller's; a client's
             # records there would be replayed as metadata at the next start
-            raise ControllerError(INVALID_REQUEST,
+            raise ControllerError(E.invalid_request,
                                   f"Creation of internal topic {METADATA_TOPIC} is prohibited.")
         if t.name in self.image.topics_by_name or t.name in pending_names:
-            raise ControllerError(TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+            raise ControllerError(E.topic_already_exists, f"Topic '{t.name}' already exists.")
         key = collision_key(t.name)
         for other in [*self.image.topics_by_name, *pending_names]:
             if collision_key(other) == key:
                 raise ControllerError(
-                    INVALID_TOPIC_EXCEPTION,
+                    E.invalid_topic_exception,
                     f"Topic '{t.name}' collides with existing topic: {other}")
         if t.assignments:
             if t.num_partitions != -1 or t.replication_factor != -1:
-                raise ControllerError(INVALID_REQUEST, "Both numPartitions or "
+                raise ControllerError(E.invalid_request, "Both numPartitions or "
                                       "replicationFactor and replicasAssignments were set. "
                                       "Both cannot be used at the same time.")
             ids = sorted(t.assignments)
             if ids != list(range(len(ids))):
-                raise ControllerError(INVALID_REPLICA_ASSIGNMENT,
+                raise ControllerError(E.invalid_replica_assignment,
                                       "Partitions must be numbered 0..n-1 without gaps")
             for replicas in t.assignments.values():
                 if list(replicas) != [self.node_id]:
                     raise ControllerError(
-                        INVALID_REPLICA_ASSIGNMENT,
+                        E.invalid_replica_assignment,
                         f"Replica assignment {list(replicas)} names brokers that do not "
                         f"exist; the only broker is {self.node_id}")
             partitions, rf = len(ids), 1
@@ -361,20 +354,20 @@ class Controller:
             if partitions == -1:
                 partitions = self.config.get_int("num.partitions")
             if partitions <= 0:
-                raise ControllerError(INVALID_PARTITIONS, "Number of partitions was set to "
+                raise ControllerError(E.invalid_partitions, "Number of partitions was set to "
                                       "an invalid non-positive value.")
             if partitions > MAX_PARTITIONS:
-                raise ControllerError(INVALID_PARTITIONS,
+                raise ControllerError(E.invalid_partitions,
                                       "Number of partitions must be larger than 0.")
             rf = t.replication_factor
             if rf == -1:
                 rf = self.config.get_int("default.replication.factor")
             if rf <= 0:
-                raise ControllerError(INVALID_REPLICATION_FACTOR,
+                raise ControllerError(E.invalid_replication_factor,
                                       "Replication factor must be larger than 0.")
             if rf > 1:
                 raise ControllerError(
-                    INVALID_REPLICATION_FACTOR,
+                    E.invalid_replication_factor,
                     f"Unable to replicate the partition {rf} time(s): The target "
                     "replication factor of "
                     f"{rf} cannot be reached because only 1 broker(s) are registered or "
@@ -383,7 +376,7 @@ class Controller:
             try:
                 validate_topic_config(key_, value)
             except ConfigError as exc:
-                raise ControllerError(INVALID_CONFIG, str(exc)) from None
+                raise ControllerError(E.invalid_config, str(exc)) from None
         return partitions, rf
 
     def ensure_internal_topic(self, name: str, num_partitions: int,
@@ -431,7 +424,7 @@ class Controller:
                 if value is not None:
                     records.append(R.ConfigRecord(TOPIC_RESOURCE, t.name, key_, value))
         if size > MAX_RECORDS_PER_USER_OP:  # Kafka refuses the whole request
-            too_large = ControllerError(POLICY_VIOLATION, EXCESSIVE_BATCH)
+            too_large = ControllerError(E.policy_violation, EXCESSIVE_BATCH)
             return [(t, err or too_large, None) for t, err, _ in results]
         try:
             self.commit(records)
@@ -454,30 +447,30 @@ class Controller:
                           validate_only: bool = False) -> None:
         topic = self.image.topic(name)
         if topic is None:
-            raise ControllerError(UNKNOWN_TOPIC_OR_PARTITION,
+            raise ControllerError(E.unknown_topic_or_partition,
                                   f"This server does not host this topic: {name}")
         current = len(topic.partitions)
         if count < current:
-            raise ControllerError(INVALID_PARTITIONS,
+            raise ControllerError(E.invalid_partitions,
                                   f"Topic currently has {current} partitions, which is higher "
                                   f"than the requested {count}.")
         if count == current:
-            raise ControllerError(INVALID_PARTITIONS,
+            raise ControllerError(E.invalid_partitions,
                                   f"Topic already has {current} partitions.")
         if count > MAX_PARTITIONS:
-            raise ControllerError(INVALID_PARTITIONS, "Too many partitions")
+            raise ControllerError(E.invalid_partitions, "Too many partitions")
         if count - current > MAX_RECORDS_PER_USER_OP:
-            raise ControllerError(POLICY_VIOLATION, EXCESSIVE_BATCH)
+            raise ControllerError(E.policy_violation, EXCESSIVE_BATCH)
         self._check_capacity(self.partition_count(), count - current)
         if assignments is not None:
             if len(assignments) != count - current:
                 raise ControllerError(
-                    INVALID_REPLICA_ASSIGNMENT,
+                    E.invalid_replica_assignment,
                     f"Increasing the number of partitions by {count - current} but "
                     f"{len(assignments)} assignments provided.")
             for replicas in assignments:
                 if list(replicas) != [self.node_id]:
-                    raise ControllerError(INVALID_REPLICA_ASSIGNMENT,
+                    raise ControllerError(E.invalid_replica_assignment,
                                           f"Unknown broker(s) in assignment {list(replicas)}")
         if validate_only:
             return

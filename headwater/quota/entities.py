@@ -16,6 +16,8 @@ import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from kio.schema.errors import ErrorCode as E
+
 from ..metadata.records import ClientQuotaRecord
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -31,8 +33,6 @@ CLIENT_KEYS = {PRODUCER_BYTE_RATE: True, CONSUMER_BYTE_RATE: True,
 IP_KEYS = {CONNECTION_CREATION_RATE: True}
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
-INVALID_REQUEST = 42
-UNSUPPORTED_VERSION = 35
 
 Entity = tuple[tuple[str, str | None], ...]
 Quotas = Mapping[Entity, Mapping[str, float]]
@@ -61,15 +61,15 @@ def _validated(pairs: Iterable[tuple[str, str | None]]) -> Entity:
     seen: dict[str, str | None] = {}
     for kind, name in pairs:
         if kind in seen:
-            raise QuotaError(INVALID_REQUEST, "Invalid empty client quota entity, duplicate "
+            raise QuotaError(E.invalid_request, "Invalid empty client quota entity, duplicate "
                              f"entity entry {kind}")
         if kind not in (USER, CLIENT_ID, IP):
-            raise QuotaError(INVALID_REQUEST, f"Unhandled client quota entity type: {kind}")
+            raise QuotaError(E.invalid_request, f"Unhandled client quota entity type: {kind}")
         if name is not None and name == "":
-            raise QuotaError(INVALID_REQUEST, f"Empty {kind} not supported")
+            raise QuotaError(E.invalid_request, f"Empty {kind} not supported")
         seen[kind] = name
     if not seen:
-        raise QuotaError(INVALID_REQUEST, "Invalid empty client quota entity")
+        raise QuotaError(E.invalid_request, "Invalid empty client quota entity")
     return tuple(sorted(seen.items(), key=_by_type))
 
 
@@ -81,10 +81,10 @@ def _keys_for(entity: Entity) -> dict[str, bool]:
     kinds = {k for k, _ in entity}
     if IP in kinds:
         if kinds != {IP}:
-            raise QuotaError(INVALID_REQUEST, "Invalid empty client quota entity")
+            raise QuotaError(E.invalid_request, "Invalid empty client quota entity")
         ip = dict(entity)[IP]
         if ip is not None and not _resolvable(ip):
-            raise QuotaError(INVALID_REQUEST, f"{ip} is not a valid IP or resolvable host.")
+            raise QuotaError(E.invalid_request, f"{ip} is not a valid IP or resolvable host.")
         return IP_KEYS
     return CLIENT_KEYS
 
@@ -105,9 +105,9 @@ def _resolvable(host: str) -> bool:
 def _check_value(keys: Mapping[str, bool], key: str, value: float) -> None:
     whole = keys.get(key)
     if whole is None:
-        raise QuotaError(INVALID_REQUEST, f"Invalid configuration key {key}")
+        raise QuotaError(E.invalid_request, f"Invalid configuration key {key}")
     if whole and abs(int(value + 1e-6) - value) > 1e-6:
-        raise QuotaError(INVALID_REQUEST, f"{key} cannot be a fractional value.")
+        raise QuotaError(E.invalid_request, f"{key} cannot be a fractional value.")
 
 
 def alter(quotas: Quotas, alterations: Iterable[Alteration]
@@ -123,12 +123,12 @@ def alter(quotas: Quotas, alterations: Iterable[Alteration]
             ops: dict[str, float | None] = {}
             for key, value in alt.ops:
                 if key in ops:
-                    raise QuotaError(INVALID_REQUEST, f"Duplicate quota key {key} not "
+                    raise QuotaError(E.invalid_request, f"Duplicate quota key {key} not "
                                      f"updating quota for this entity "
                                      f"{entity_text(tuple(alt.entity))}")
                 ops[key] = value
             if tuple(sorted(alt.entity, key=_by_type)) in done:
-                raise QuotaError(INVALID_REQUEST, "Ignoring duplicate entity "
+                raise QuotaError(E.invalid_request, "Ignoring duplicate entity "
                                  f"{entity_text(tuple(alt.entity))}")
             entity = _validated(alt.entity)
             done.add(entity)
@@ -159,31 +159,31 @@ def describe(quotas: Quotas, components: Iterable[tuple[str, int, str | None]],
     typed: set[str] = set()
     for kind, match_type, match in components:
         if not kind:
-            raise QuotaError(INVALID_REQUEST, "Invalid empty entity type.")
+            raise QuotaError(E.invalid_request, "Invalid empty entity type.")
         if kind in exact or kind in typed:
-            raise QuotaError(INVALID_REQUEST, f"Entity type {kind} cannot appear more than "
+            raise QuotaError(E.invalid_request, f"Entity type {kind} cannot appear more than "
                              "once in the filter.")
         if kind not in (USER, CLIENT_ID, IP):
-            raise QuotaError(UNSUPPORTED_VERSION, f"Unsupported entity type {kind}")
+            raise QuotaError(E.unsupported_version, f"Unsupported entity type {kind}")
         if match_type == MATCH_EXACT:
             if match is None:
-                raise QuotaError(INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but "
+                raise QuotaError(E.invalid_request, "Request specified MATCH_TYPE_EXACT, but "
                                  "set match string to null.")
             exact[kind] = match
         elif match_type == MATCH_DEFAULT:
             if match is not None:
-                raise QuotaError(INVALID_REQUEST, "Request specified MATCH_TYPE_DEFAULT, "
+                raise QuotaError(E.invalid_request, "Request specified MATCH_TYPE_DEFAULT, "
                                  "but also specified a match string.")
             exact[kind] = None
         elif match_type == MATCH_SPECIFIED:
             if match is not None:
-                raise QuotaError(INVALID_REQUEST, "Request specified MATCH_TYPE_SPECIFIED, "
+                raise QuotaError(E.invalid_request, "Request specified MATCH_TYPE_SPECIFIED, "
                                  "but also specified a match string.")
             typed.add(kind)
         else:
-            raise QuotaError(INVALID_REQUEST, f"Unknown match type {match_type}")
+            raise QuotaError(E.invalid_request, f"Unknown match type {match_type}")
     if (IP in exact or IP in typed) and ({USER, CLIENT_ID} & (set(exact) | typed)):
-        raise QuotaError(INVALID_REQUEST, "Invalid entity filter component combination. IP "
+        raise QuotaError(E.invalid_request, "Invalid entity filter component combination. IP "
                          "filter component should not be used with user or clientId filter "
                          "component.")
     if not exact and not typed and strict:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..coordinator.runtime import CoordinatorRuntime, NotReady, Result
+from ..faults import SHARE_AFTER_PENDING_DELETION, Faults
 from ..group.share import admin as A
 from .coordinator_shard import StateSummary
 
@@ -67,16 +67,15 @@ class ShareAdmin:
 
     def __init__(self, groups: ShareGroups, state: ShareState, leaders: ShareLeaders, *,
                  image: ImageSource, partitions: PartitionSource,
-                 crash_after_pending: bool = False) -> None:
+                 faults: Faults | None = None) -> None:
         self.groups = groups
         self.state = state
         self.leaders = leaders
         self._image = image
         self._partitions = partitions
         self._tasks: set[asyncio.Task[None]] = set()
-        # A testing aid, off by default: exit (os._exit(1)) right after a pending-deletion
-        # record is written, before any state tombstone, to test recovery on load.
-        self.crash_after_pending = crash_after_pending
+        # Test-only: the fault point share.after-pending-deletion (headwater/faults.py).
+        self._faults = faults if faults is not None else Faults()
 
     def _forget(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
         self.leaders.forget(group_id, topic_id, partition)
@@ -163,10 +162,8 @@ class ShareAdmin:
     async def _delete_state(self, group_id: str, plan: dict[uuid.UUID, list[int]]
                             ) -> dict[uuid.UUID, int]:
         """State tombstones per partition; topic -> first error (0: all deleted)."""
-        if self.crash_after_pending and plan:
-            log.critical("headwater.share.crash.after.pending.deletion: exiting")
-            logging.shutdown()
-            os._exit(1)
+        if plan:
+            self._faults.hit(SHARE_AFTER_PENDING_DELETION)
         coordinator = self.state
         errors: dict[uuid.UUID, int] = {}
         for t, ps in plan.items():

@@ -21,12 +21,13 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kio.schema.errors import ErrorCode as E
+
 from ..config import BrokerConfig
 from ..coordinator.hashing import partition_for
 from ..coordinator.runtime import Clock, CoordinatorRuntime, InternalTopics, NotReady, Result, Timer
 from ..metadata.events import ImageSource, MetadataEvents
 from .coordinator_shard import (
-    INVALID_REQUEST,
     ReadResult,
     ShareCoordinatorConfig,
     ShareCoordinatorShard,
@@ -136,7 +137,7 @@ class ShareCoordinator:
     async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int,
                          state_epoch: int, start_offset: int) -> int:
         """InitializeShareGroupState; 0 or a Kafka error code."""
-        return await self._write(group_id, topic_id, partition, INVALID_REQUEST,
+        return await self._write(group_id, topic_id, partition, E.invalid_request,
                                  lambda s, now: s.initialize(group_id, topic_id, partition,
                                                              state_epoch, start_offset, now))
 
@@ -145,7 +146,7 @@ class ShareCoordinator:
         """ReadShareGroupState: (error code, state). A newer `leader_epoch` is recorded
         first (-1: none), fencing the previous leader's writes."""
         result: ReadResult = await self._write(
-            group_id, topic_id, partition, ReadResult(INVALID_REQUEST),
+            group_id, topic_id, partition, ReadResult(E.invalid_request),
             lambda s, now: s.read(group_id, topic_id, partition, leader_epoch, now))
         return result.error_code, result.state
 
@@ -153,7 +154,7 @@ class ShareCoordinator:
                     write: StateWrite, leader_epoch: int) -> int:
         """WriteShareGroupState; 0 once the change is in the log, or a Kafka error code
         with nothing written (FENCED_STATE_EPOCH, FENCED_LEADER_EPOCH, ...)."""
-        return await self._write(group_id, topic_id, partition, INVALID_REQUEST,
+        return await self._write(group_id, topic_id, partition, E.invalid_request,
                                  lambda s, now: s.write(
                                      group_id, topic_id, partition, write.state_epoch,
                                      leader_epoch, write.start_offset,
@@ -162,7 +163,7 @@ class ShareCoordinator:
 
     async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
         """DeleteShareGroupState; 0 also when there was nothing to delete."""
-        return await self._write(group_id, topic_id, partition, INVALID_REQUEST,
+        return await self._write(group_id, topic_id, partition, E.invalid_request,
                                  lambda s, now: s.delete(group_id, topic_id, partition, now))
 
     async def read_summary(self, group_id: str, topic_id: uuid.UUID, partition: int,
@@ -171,7 +172,7 @@ class ShareCoordinator:
         delivery-complete count, leader epoch); `leader_epoch` is not checked, as in
         Kafka."""
         if not self._valid(group_id, topic_id):
-            return StateSummary(INVALID_REQUEST)
+            return StateSummary(E.invalid_request)
         try:
             summary: StateSummary = self.runtime.read(
                 self.partition_for(group_id, topic_id, partition),

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple
 
+from kio.schema.errors import ErrorCode as E
+
 from ..coordinator.record_codec import CoordinatorRecord
 from ..coordinator.runtime import Result, Timer
 from .records import (
@@ -50,11 +52,6 @@ if TYPE_CHECKING:
     from ..config import BrokerConfig
     from ..metadata.image import MetadataImage
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_REQUEST = 42
-FENCED_LEADER_EPOCH = 74
-FENCED_STATE_EPOCH = 124
 
 DEFAULT_STATE_EPOCH = 0
 DEFAULT_LEADER_EPOCH = 0
@@ -209,12 +206,12 @@ class ShareCoordinatorShard:
         not yet known) under `state_epoch`, which must not be older than the recorded
         one. Any in-flight state is dropped: this is also how offsets are reset."""
         if partition < 0 or state_epoch < 0 or start_offset < UNINITIALIZED_START_OFFSET:
-            return Result([], INVALID_REQUEST)
+            return Result([], E.invalid_request)
         entry = self.states.get((group_id, topic_id, partition))
         if entry is not None and entry.state.state_epoch > state_epoch:
-            return Result([], FENCED_STATE_EPOCH)
+            return Result([], E.fenced_state_epoch)
         if self._unknown(topic_id, partition):
-            return Result([], UNKNOWN_TOPIC_OR_PARTITION)
+            return Result([], E.unknown_topic_or_partition)
         snapshot = ShareSnapshot(
             snapshot_epoch=0 if entry is None else entry.state.snapshot_epoch + 1,
             state_epoch=state_epoch,
@@ -223,28 +220,28 @@ class ShareCoordinatorShard:
             delivery_complete_count=UNCHANGED if start_offset == UNINITIALIZED_START_OFFSET
             else 0,
             create_timestamp=now_ms, write_timestamp=now_ms)
-        return Result([snapshot_record(group_id, topic_id, partition, snapshot)], NONE)
+        return Result([snapshot_record(group_id, topic_id, partition, snapshot)], E.none)
 
     def read(self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int,
              now_ms: int) -> Result:
         """ReadShareGroupState (a write op, as in Kafka: a newer leader epoch is recorded
         so the previous leader's writes are fenced from now on)."""
         if partition < 0:
-            return Result([], ReadResult(INVALID_REQUEST))
+            return Result([], ReadResult(E.invalid_request))
         key = (group_id, topic_id, partition)
         entry = self.states.get(key)
         if entry is None:
-            return Result([], ReadResult(INVALID_REQUEST))  # uninitialized, as Kafka
+            return Result([], ReadResult(E.invalid_request))  # uninitialized, as Kafka
         if leader_epoch != -1 and entry.state.leader_epoch > leader_epoch:
-            return Result([], ReadResult(FENCED_LEADER_EPOCH))
+            return Result([], ReadResult(E.fenced_leader_epoch))
         if self._unknown(topic_id, partition):
-            return Result([], ReadResult(UNKNOWN_TOPIC_OR_PARTITION))
+            return Result([], ReadResult(E.unknown_topic_or_partition))
         if leader_epoch == -1 or leader_epoch == entry.state.leader_epoch:
-            return Result([], ReadResult(NONE, entry.state))
+            return Result([], ReadResult(E.none, entry.state))
         record = self._state_record(key, entry, leader_epoch, UNCHANGED, UNCHANGED, (),
                                     now_ms)
-        return Result([record], ReadResult(NONE, replace(entry.state,
-                                                         leader_epoch=leader_epoch)))
+        return Result([record], ReadResult(E.none, replace(entry.state,
+                                                           leader_epoch=leader_epoch)))
 
     def write(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
               leader_epoch: int, start_offset: int, delivery_complete_count: int,
@@ -255,43 +252,43 @@ class ShareCoordinatorShard:
         if partition < 0 or start_offset < UNINITIALIZED_START_OFFSET or any(
                 not 0 <= b.first_offset <= b.last_offset or b.delivery_count < 0
                 or b.delivery_state not in PERSISTED_STATES for b in batches):
-            return Result([], INVALID_REQUEST)  # stricter than Kafka: nothing unreadable
+            return Result([], E.invalid_request)  # stricter than Kafka: nothing unreadable
         key = (group_id, topic_id, partition)
         entry = self.states.get(key)
         if entry is None:
-            return Result([], INVALID_REQUEST)  # uninitialized, as Kafka
+            return Result([], E.invalid_request)  # uninitialized, as Kafka
         if leader_epoch != -1 and entry.state.leader_epoch > leader_epoch:
-            return Result([], FENCED_LEADER_EPOCH)
+            return Result([], E.fenced_leader_epoch)
         if state_epoch != -1 and entry.state.state_epoch > state_epoch:
-            return Result([], FENCED_STATE_EPOCH)
+            return Result([], E.fenced_state_epoch)
         if self._unknown(topic_id, partition):
-            return Result([], UNKNOWN_TOPIC_OR_PARTITION)
+            return Result([], E.unknown_topic_or_partition)
         epoch = entry.state.leader_epoch if leader_epoch == -1 else leader_epoch
         return Result([self._state_record(key, entry, epoch, start_offset,
-                                          delivery_complete_count, batches, now_ms)], NONE)
+                                          delivery_complete_count, batches, now_ms)], E.none)
 
     def delete(self, group_id: str, topic_id: uuid.UUID, partition: int,
                now_ms: int) -> Result:
         """DeleteShareGroupState: tombstones; deleting nothing is not an error."""
         if partition < 0:
-            return Result([], INVALID_REQUEST)
+            return Result([], E.invalid_request)
         if self._unknown(topic_id, partition):
-            return Result([], UNKNOWN_TOPIC_OR_PARTITION)
-        return Result(self._tombstones((group_id, topic_id, partition)), NONE)
+            return Result([], E.unknown_topic_or_partition)
+        return Result(self._tombstones((group_id, topic_id, partition)), E.none)
 
     def read_summary(self, group_id: str, topic_id: uuid.UUID,
                      partition: int) -> StateSummary:
         """ReadShareGroupStateSummary (read-only); an uninitialized share-partition has
         the defaults, as in Kafka."""
         if partition < 0:
-            return StateSummary(INVALID_REQUEST)
+            return StateSummary(E.invalid_request)
         if self._unknown(topic_id, partition):
-            return StateSummary(UNKNOWN_TOPIC_OR_PARTITION)
+            return StateSummary(E.unknown_topic_or_partition)
         entry = self.states.get((group_id, topic_id, partition))
         if entry is None:
-            return StateSummary(NONE)
+            return StateSummary(E.none)
         s = entry.state
-        return StateSummary(NONE, s.state_epoch, s.start_offset, s.delivery_complete_count,
+        return StateSummary(E.none, s.state_epoch, s.start_offset, s.delivery_complete_count,
                             s.leader_epoch)
 
     # ---- coordinator-initiated writes ----------------------------------------------

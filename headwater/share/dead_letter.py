@@ -37,12 +37,13 @@ remembered per share-partition until `finished`, so the retry writes nothing aga
 The dedup key is (group, topic, partition, offset): after an admin reset or a deleted and
 recreated group, an offset dead-lettered before and again in the new history, with a crash
 in that window, is found as written (the old dead letter) and not written a second time.
+The fault points `share.dead-letter.before-write` and `share.dead-letter.after-write`
+(headwater/faults.py) crash the process on either side of the append, for the tests.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -50,6 +51,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import BrokerConfig, LogConfig
+from ..faults import SHARE_DEAD_LETTER_AFTER_WRITE, SHARE_DEAD_LETTER_BEFORE_WRITE, Faults
 from ..group.group_configs import DLQ_COPY_RECORD, DLQ_TOPIC
 from ..log.batch import BatchRecord, build_batch, decode_records, iter_batches
 from ..metadata.controller import ControllerError, NewTopic
@@ -78,10 +80,6 @@ PREFIX = "errors.deadletterqueue.topic.name.prefix"
 TOPIC_ENABLE = "errors.deadletterqueue.group.enable"
 _BATCH_OVERHEAD = 61  # a v2 batch header
 _READ_BYTES = 1 << 20  # one read of the source or the dead-letter log (Kafka: 1 MB)
-
-# Test-only: `headwater.share.crash.dead.letter` = "before-write" exits the process once
-# ARCHIVING is persisted, "after-write" once the dead letters are appended.
-CRASH_HOOK = "headwater.share.crash.dead.letter"
 
 ShareKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 
@@ -182,7 +180,7 @@ class DeadLetterWriter:
     docstring."""
 
     def __init__(self, config: BrokerConfig, *, image: ImageSource, store: PartitionStore,
-                 topics: TopicCreator, clock: Clock) -> None:
+                 topics: TopicCreator, clock: Clock, faults: Faults | None = None) -> None:
         self._config = config
         self._image = image
         self._store = store
@@ -191,7 +189,7 @@ class DeadLetterWriter:
         self._written: dict[ShareKey, set[int]] = {}
         # (group, "written" | "failed") -> records, since start (the metrics endpoint).
         self.counts: Counter[tuple[str, str]] = Counter()
-        self.crash_point = (config.get(CRASH_HOOK) or "").strip().lower()
+        self._faults = faults if faults is not None else Faults()  # test-only (faults.py)
 
     async def write(self, key: ShareKey, source_topic: str, letters: Sequence[DeadLetter],
                     group_config: Mapping[str, str], *, recovering: bool = False) -> None:
@@ -199,7 +197,7 @@ class DeadLetterWriter:
         `key`, their state persisted) that are not written yet. Returns when they are in
         the log, or when the topic refuses them (logged and counted: the caller archives
         them either way)."""
-        self._crash("before-write")
+        self._faults.hit(SHARE_DEAD_LETTER_BEFORE_WRITE)
         group_id, _topic_id, partition = key
         done = self._written.setdefault(key, set())
         total = sum(x.last_offset - x.first_offset + 1 for x in letters)
@@ -232,7 +230,7 @@ class DeadLetterWriter:
                         total, source_topic, partition, group_id, message)
             self.counts[(group_id, "failed")] += total
             return
-        self._crash("after-write")
+        self._faults.hit(SHARE_DEAD_LETTER_AFTER_WRITE)
 
     def finished(self, key: ShareKey, letters: Iterable[DeadLetter]) -> None:
         """The ARCHIVED state of `letters` is persisted: forget their offsets."""
@@ -320,12 +318,6 @@ class DeadLetterWriter:
                     if record.offset in want:
                         out[record.offset] = record
         return out
-
-    def _crash(self, point: str) -> None:
-        if self.crash_point == point:
-            log.critical("%s=%s: exiting", CRASH_HOOK, point)
-            logging.shutdown()
-            os._exit(1)
 
 
 def _minus(letters: Iterable[DeadLetter], done: set[int]) -> Iterator[DeadLetter]:

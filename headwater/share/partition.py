@@ -75,10 +75,6 @@ from .record_state import (
 )
 from .records import UNCHANGED, ShareSnapshot, StateBatch, StateWrite
 
-NONE = int(ErrorCode.none)
-INVALID_REQUEST = int(ErrorCode.invalid_request)
-INVALID_RECORD_STATE = int(ErrorCode.invalid_record_state)
-
 A = RecordState.AVAILABLE
 Q = RecordState.ACQUIRED
 ARCHIVING = RecordState.ARCHIVING
@@ -270,8 +266,8 @@ class SharePartition:
         self._begin(now_ms)
         savepoint = self._savepoint()  # after lock expiry, which stands either way
         errors = tuple(self._acknowledge_one(member_id, b, now_ms) for b in batches)
-        error = next((e for e in errors if e != NONE), NONE)
-        if error != NONE:
+        error = next((e for e in errors if e != ErrorCode.none), ErrorCode.none)
+        if error != ErrorCode.none:
             self._restore(savepoint)
         return AcknowledgeResult(self._finish(), self._seq, error, errors)
 
@@ -467,13 +463,13 @@ class SharePartition:
         size = ack.last_offset - ack.first_offset + 1
         if (size <= 0 or len(types) not in (1, size)
                 or any(t not in ACK_EVENTS for t in types)):
-            return INVALID_REQUEST
+            return ErrorCode.invalid_request
         if ack.last_offset < self._start:
-            return NONE
+            return ErrorCode.none
         if self._start == self._end:
-            return INVALID_RECORD_STATE
+            return ErrorCode.invalid_record_state
         if ack.first_offset >= self._end or ack.last_offset >= self._end:
-            return INVALID_REQUEST
+            return ErrorCode.invalid_request
         first = max(ack.first_offset, self._start)
         all_renew = all(t == AcknowledgeType.RENEW for t in types)
         for batch in list(self._overlapping(first, ack.last_offset)):
@@ -484,13 +480,13 @@ class SharePartition:
                 v = batch.whole
                 assert v is not None  # not split
                 if v.state is not Q or v.member_id != member_id:
-                    return INVALID_RECORD_STATE
+                    return ErrorCode.invalid_record_state
                 batch.whole = self._next(v, ACK_EVENTS[types[0]], now_ms)
             else:
                 for offset in range(lo, hi + 1):
                     v = batch.state_at(offset)
                     if v.state is not Q or v.member_id != member_id:
-                        return INVALID_RECORD_STATE
+                        return ErrorCode.invalid_record_state
                     kind = types[0] if len(types) == 1 else types[offset - ack.first_offset]
                     batch.set(offset, self._next(v, ACK_EVENTS[kind], now_ms))
                 batch.maybe_merge()
@@ -498,7 +494,7 @@ class SharePartition:
                 self._arm(now_ms + self.config.record_lock_duration_ms, lo, hi)
             if not all_renew:
                 self._changed.append((lo, hi))
-        return NONE
+        return ErrorCode.none
 
     # ---- machinery ----------------------------------------------------------------------
 

@@ -1,25 +1,11 @@
 """The one exception the log package raises, carrying a Kafka error code.
 
 Handlers put `code` straight into the per-partition error field of their response, so the
-log never needs to know which API it serves.
+log never needs to know which API it serves. The storage layer raises with kio's `ErrorCode`
+members (`LogError(E.corrupt_message, ...)`); an IntEnum, a code is still the int Kafka sends.
 """
 
 from __future__ import annotations
-
-OFFSET_OUT_OF_RANGE = 1
-CORRUPT_MESSAGE = 2
-MESSAGE_TOO_LARGE = 10
-RECORD_LIST_TOO_LARGE = 18
-INVALID_TIMESTAMP = 32
-UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
-TRANSACTION_COORDINATOR_FENCED = 52
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-KAFKA_STORAGE_ERROR = 56
-UNKNOWN_PRODUCER_ID = 59
-INVALID_RECORD = 87
 
 
 class LogError(Exception):

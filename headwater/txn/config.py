@@ -14,10 +14,7 @@ DEFAULTS = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     "headwater.coordinator.load.delay.ms": "0",
-    # A testing aid, off by default: exit the process (os._exit(1)) right after a
-    # PrepareCommit/PrepareAbort is persisted and before any marker is written, so crash
-    # recovery of that window can be tested without hooks in the code paths.
-    "headwater.txn.crash.after.prepare": "false",
+    # (headwater.txn.crash.after.prepare, a testing aid, is a fault point: faults.py.)
 }
 
 
@@ -30,7 +27,6 @@ class TxnConfig:
     abort_interval_ms: int = 10_000
     expire_interval_ms: int = 3_600_000
     load_delay_ms: int = 0
-    crash_after_prepare: bool = False
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> TxnConfig:
@@ -47,5 +43,4 @@ class TxnConfig:
             expire_interval_ms=int(
                 get("transaction.remove.expired.transaction.cleanup.interval.ms")),
             load_delay_ms=int(get("headwater.coordinator.load.delay.ms")),
-            crash_after_prepare=get("headwater.txn.crash.after.prepare").lower() == "true",
         )

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from kio.schema.errors import ErrorCode as E
+
 from ..config import BrokerConfig
 from ..coordinator.runtime import Clock, CoordinatorRuntime, InternalTopics, NotReady, Result, Timer
+from ..faults import TXN_AFTER_PREPARE, Faults
 from ..metadata.events import ImageSource
-from ..storage.errors import KAFKA_STORAGE_ERROR, LogError
+from ..storage.errors import LogError
 from .config import TxnConfig
 from .records import CODEC
 from .shard import EndResult, InitResult, MarkerJob, TxnShard
@@ -40,9 +42,8 @@ _T = TypeVar("_T")
 TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_KEY_TYPE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-COORDINATOR_LOAD_IN_PROGRESS = 14
-RETRIABLE_MARKER_ERRORS = frozenset({COORDINATOR_LOAD_IN_PROGRESS, 15, 16, KAFKA_STORAGE_ERROR})
+RETRIABLE_MARKER_ERRORS = frozenset({E.coordinator_load_in_progress, E.coordinator_not_available,
+                                     E.not_coordinator, E.kafka_storage_error})
 RETRY_DELAY_S = 0.1
 
 TopicPartition = tuple[str, int]
@@ -66,8 +67,10 @@ class MarkerWriter(Protocol):
 class TransactionCoordinator:
     def __init__(self, config: BrokerConfig, *, image: ImageSource,
                  partitions: PartitionSource, topics: InternalTopics, clock: Clock,
-                 producer_ids: ProducerIds, offsets: MarkerWriter) -> None:
+                 producer_ids: ProducerIds, offsets: MarkerWriter,
+                 faults: Faults | None = None) -> None:
         self.config = TxnConfig.from_broker(config)
+        self._faults = faults if faults is not None else Faults()  # test-only (faults.py)
         self._image = image
         self._partitions = partitions
         self._clock = clock
@@ -143,7 +146,7 @@ class TransactionCoordinator:
                           min_duration_ms: int, pattern: str | None) -> list[dict[str, Any]]:
         """Across all shards; NotReady(COORDINATOR_LOAD_IN_PROGRESS) while any loads."""
         if not self.runtime.is_loaded():
-            raise NotReady(COORDINATOR_LOAD_IN_PROGRESS)
+            raise NotReady(E.coordinator_load_in_progress)
         now = self._clock()
         out: list[dict[str, Any]] = []
         for shard in self.runtime.shards():
@@ -169,7 +172,7 @@ class TransactionCoordinator:
             # once kept the broker from starting; found by fuzzing).
             plog = self._partitions.partition(topic, partition)
             if plog is None:
-                return UNKNOWN_TOPIC_OR_PARTITION
+                return E.unknown_topic_or_partition
             plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
                                self._clock(), transaction_version)
             return 0
@@ -211,11 +214,9 @@ class TransactionCoordinator:
             return
         assert isinstance(shard, TxnShard)
         jobs = shard.pending_markers()
-        if jobs and self.config.crash_after_prepare:
-            log.critical("headwater.txn.crash.after.prepare: exiting before writing the "
-                         "markers of %s", ", ".join(j.transactional_id for j in jobs))
-            logging.shutdown()
-            os._exit(1)
+        if jobs and self._faults.armed(TXN_AFTER_PREPARE):
+            self._faults.hit(TXN_AFTER_PREPARE, "before writing the markers of "
+                             + ", ".join(j.transactional_id for j in jobs))
         epoch = self.coordinator_epoch(partition)
         for job in jobs:
             if self._write_markers(job, epoch):
@@ -236,7 +237,7 @@ class TransactionCoordinator:
             if code in RETRIABLE_MARKER_ERRORS:
                 complete = False
                 continue
-            if code and code != UNKNOWN_TOPIC_OR_PARTITION:
+            if code and code != E.unknown_topic_or_partition:
                 # A fenced epoch: nothing can be written there any more; don't hang on it.
                 log.warning("%s marker of %s (producer %d epoch %d) refused by %s-%d: "
                             "error %d", "COMMIT" if job.commit else "ABORT",

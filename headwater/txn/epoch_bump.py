@@ -27,11 +27,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .metadata import MAX_EPOCH, TxnMetadata, epoch_exhausted
-from .state import CONCURRENT_TRANSACTIONS, INVALID_TXN_STATE, NONE, TxnState
+from kio.schema.errors import ErrorCode as E
 
-INVALID_PRODUCER_ID_MAPPING = 49
-PRODUCER_FENCED = 90
+from .metadata import MAX_EPOCH, TxnMetadata, epoch_exhausted
+from .state import TxnState
 
 
 class EndDecision(NamedTuple):
@@ -39,7 +38,7 @@ class EndDecision(NamedTuple):
     partition, i.e. an empty abort) or an answer `error` with nothing written."""
 
     prepare: TxnState | None
-    error: int = NONE
+    error: int = E.none
     no_partition_added: bool = False
 
 
@@ -56,29 +55,29 @@ def decide_end_v2(meta: TxnMetadata, producer_id: int, producer_epoch: int,
     else:
         valid = retry_on_bump or retry_on_overflow or producer_epoch == meta.producer_epoch
     if meta.producer_id != producer_id and not retry_on_overflow:
-        return EndDecision(None, INVALID_PRODUCER_ID_MAPPING)
+        return EndDecision(None, E.invalid_producer_id_mapping)
     if not valid:
-        return EndDecision(None, PRODUCER_FENCED)
+        return EndDecision(None, E.producer_fenced)
     retry = retry_on_bump or retry_on_overflow
     if state is TxnState.ONGOING:
         return EndDecision(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
     if state is TxnState.COMPLETE_COMMIT:
         if commit:
-            return EndDecision(None, NONE if retry else INVALID_TXN_STATE)
-        return (EndDecision(None, INVALID_TXN_STATE) if retry
+            return EndDecision(None, E.none if retry else E.invalid_txn_state)
+        return (EndDecision(None, E.invalid_txn_state) if retry
                 else EndDecision(TxnState.PREPARE_ABORT, no_partition_added=True))
     if state is TxnState.COMPLETE_ABORT:
         if commit:
-            return EndDecision(None, INVALID_TXN_STATE)
-        return (EndDecision(None, NONE) if retry
+            return EndDecision(None, E.invalid_txn_state)
+        return (EndDecision(None, E.none) if retry
                 else EndDecision(TxnState.PREPARE_ABORT, no_partition_added=True))
     if state is TxnState.PREPARE_COMMIT:
-        return EndDecision(None, CONCURRENT_TRANSACTIONS if commit else INVALID_TXN_STATE)
+        return EndDecision(None, E.concurrent_transactions if commit else E.invalid_txn_state)
     if state is TxnState.PREPARE_ABORT:
-        return EndDecision(None, INVALID_TXN_STATE if commit else CONCURRENT_TRANSACTIONS)
+        return EndDecision(None, E.invalid_txn_state if commit else E.concurrent_transactions)
     # Empty
     if commit:
-        return EndDecision(None, INVALID_TXN_STATE)
+        return EndDecision(None, E.invalid_txn_state)
     return EndDecision(TxnState.PREPARE_ABORT, no_partition_added=True)
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 import re2
+from kio.schema.errors import ErrorCode as E
 
 from ..coordinator.record_codec import CoordinatorRecord
 from ..coordinator.runtime import Result, Timer
@@ -23,16 +24,7 @@ from .config import TxnConfig
 from .epoch_bump import completed_identity, decide_end_v2, needs_new_producer_id, prepared
 from .metadata import MAX_EPOCH, TxnMetadata, epoch_exhausted
 from .records import metadata_of, txn_record, txn_tombstone
-from .state import NONE, Event, TxnState, step
-
-INVALID_REQUEST = 42
-INVALID_TXN_STATE = 48
-INVALID_PRODUCER_ID_MAPPING = 49
-INVALID_TRANSACTION_TIMEOUT = 50
-CONCURRENT_TRANSACTIONS = 51
-PRODUCER_FENCED = 90
-TRANSACTIONAL_ID_NOT_FOUND = 105
-TRANSACTION_ABORTABLE = 120
+from .state import Event, TxnState, step
 
 ABORT_TIMER = "abort-timed-out-transactions"
 EXPIRE_TIMER = "expire-transactional-ids"
@@ -99,16 +91,16 @@ class TxnShard:
         """InitProducerId for a transactional id; `expected` is the (producer id, epoch)
         a producer that already has one sends (KIP-360), None for a new producer."""
         if not txn_id:
-            return Result([], InitResult(INVALID_REQUEST))
+            return Result([], InitResult(E.invalid_request))
         if not 0 < timeout_ms <= self.config.max_timeout_ms:
-            return Result([], InitResult(INVALID_TRANSACTION_TIMEOUT))
+            return Result([], InitResult(E.invalid_transaction_timeout))
         meta = self.txns.get(txn_id)
         if meta is None:
             new = TxnMetadata(txn_id, self.allocate_producer_id(), 0, timeout_ms,
                               TxnState.EMPTY, frozenset(), -1, now_ms)
-            return Result([txn_record(new)], InitResult(NONE, new.producer_id, 0))
+            return Result([txn_record(new)], InitResult(E.none, new.producer_id, 0))
         if expected is not None and expected[0] != meta.producer_id:
-            return Result([], InitResult(PRODUCER_FENCED))
+            return Result([], InitResult(E.producer_fenced))
         target = step(meta.state, Event.INIT_PRODUCER_ID)
         if target.state is None:
             return Result([], InitResult(target.error))
@@ -117,14 +109,14 @@ class TxnShard:
             # the caller retries and gets the epoch after that.
             return Result([txn_record(self._fenced(meta, now_ms))], InitResult(target.error))
         if expected is not None and expected[1] != meta.producer_epoch:
-            return Result([], InitResult(PRODUCER_FENCED))
+            return Result([], InitResult(E.producer_fenced))
         if epoch_exhausted(meta.producer_epoch):
             pid, epoch = self.allocate_producer_id(), 0
         else:
             pid, epoch = meta.producer_id, meta.producer_epoch + 1
         new = meta.to(TxnState.EMPTY, now_ms, producer_id=pid, producer_epoch=epoch,
                       timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1)
-        return Result([txn_record(new)], InitResult(NONE, pid, epoch))
+        return Result([txn_record(new)], InitResult(E.none, pid, epoch))
 
     def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
                        partitions: Iterable[TopicPartition], now_ms: int,
@@ -141,13 +133,13 @@ class TxnShard:
         added = frozenset(partitions)
         if meta.state is TxnState.ONGOING:
             if added <= meta.partitions:
-                return Result([], NONE)
+                return Result([], E.none)
             start = meta.start_ms
         else:
             start = now_ms
         new = meta.to(TxnState.ONGOING, now_ms, partitions=meta.partitions | added,
                       start_ms=start, client_tv=client_tv)
-        return Result([txn_record(new)], NONE)
+        return Result([txn_record(new)], E.none)
 
     def verify_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -160,9 +152,9 @@ class TxnShard:
         if meta is None:
             return {tp: error for tp in parts}
         if meta.state.is_prepare:
-            return {tp: CONCURRENT_TRANSACTIONS for tp in parts}
+            return {tp: E.concurrent_transactions for tp in parts}
         ongoing = meta.state is TxnState.ONGOING
-        return {tp: NONE if ongoing and tp in meta.partitions else TRANSACTION_ABORTABLE
+        return {tp: E.none if ongoing and tp in meta.partitions else E.transaction_abortable
                 for tp in parts}
 
     def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool,
@@ -184,18 +176,18 @@ class TxnShard:
     def _end_txn_v2(self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool,
                     now_ms: int) -> Result:
         if not txn_id:
-            return Result([], EndResult(INVALID_REQUEST))
+            return Result([], EndResult(E.invalid_request))
         meta = self.txns.get(txn_id)
         if meta is None:
-            return Result([], EndResult(INVALID_PRODUCER_ID_MAPPING))
+            return Result([], EndResult(E.invalid_producer_id_mapping))
         decision = decide_end_v2(meta, producer_id, producer_epoch, commit)
         if decision.prepare is None:
-            if decision.error == NONE:  # a retry of the EndTxn that bumped the epoch
-                return Result([], EndResult(NONE, meta.producer_id, meta.producer_epoch))
+            if decision.error == E.none:  # a retry of the EndTxn that bumped the epoch
+                return Result([], EndResult(E.none, meta.producer_id, meta.producer_epoch))
             return Result([], EndResult(decision.error))
         next_pid = self.allocate_producer_id() if needs_new_producer_id(meta) else -1
         new = prepared(meta, decision.prepare, next_pid, now_ms, decision.no_partition_added)
-        return Result([txn_record(new)], EndResult(NONE, *completed_identity(new)))
+        return Result([txn_record(new)], EndResult(E.none, *completed_identity(new)))
 
     # ---- markers -------------------------------------------------------------------
     def pending_markers(self) -> list[MarkerJob]:
@@ -253,23 +245,23 @@ class TxnShard:
     def _producer(self, txn_id: str, producer_id: int, producer_epoch: int
                   ) -> tuple[TxnMetadata | None, int]:
         if not txn_id:
-            return None, INVALID_REQUEST
+            return None, E.invalid_request
         meta = self.txns.get(txn_id)
         if meta is None or meta.producer_id != producer_id:
-            return None, INVALID_PRODUCER_ID_MAPPING
+            return None, E.invalid_producer_id_mapping
         if meta.producer_epoch != producer_epoch:
-            return None, PRODUCER_FENCED
-        return meta, NONE
+            return None, E.producer_fenced
+        return meta, E.none
 
     # ---- admin ---------------------------------------------------------------------
     def describe(self, txn_id: str) -> dict[str, Any]:
         meta = self.txns.get(txn_id)
         if meta is None:
-            return {"error_code": TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": txn_id,
+            return {"error_code": E.transactional_id_not_found, "transactional_id": txn_id,
                     "transaction_state": "", "transaction_timeout": 0,
                     "transaction_start_time": 0, "producer_id": -1, "producer_epoch": -1,
                     "topics": ()}
-        return {"error_code": NONE, "transactional_id": txn_id,
+        return {"error_code": E.none, "transactional_id": txn_id,
                 "transaction_state": meta.state.kafka_name,
                 "transaction_timeout": meta.timeout_ms,
                 "transaction_start_time": meta.start_ms, "producer_id": meta.producer_id,

@@ -40,9 +40,7 @@ from __future__ import annotations
 from enum import Enum, IntEnum
 from typing import NamedTuple
 
-NONE = 0
-INVALID_TXN_STATE = 48
-CONCURRENT_TRANSACTIONS = 51
+from kio.schema.errors import ErrorCode
 
 
 class TxnState(IntEnum):
@@ -97,7 +95,7 @@ class Step(NamedTuple):
     """Where an event leads: `state` None means stay (nothing is written)."""
 
     state: TxnState | None
-    error: int = NONE
+    error: int = ErrorCode.none
 
 
 class IllegalTransition(Exception):
@@ -108,9 +106,9 @@ class IllegalTransition(Exception):
 
 
 S, E = TxnState, Event
-_STAY_BUSY = Step(None, CONCURRENT_TRANSACTIONS)
-_STAY_INVALID = Step(None, INVALID_TXN_STATE)
-_STAY_OK = Step(None, NONE)
+_STAY_BUSY = Step(None, ErrorCode.concurrent_transactions)
+_STAY_INVALID = Step(None, ErrorCode.invalid_txn_state)
+_STAY_OK = Step(None, ErrorCode.none)
 
 # state -> event -> step. Client events (InitProducerId, AddPartitions, Commit, Abort) have
 # an entry in every stored state; internal ones only where they can happen.
@@ -125,7 +123,7 @@ TRANSITIONS: dict[TxnState, dict[Event, Step]] = {
     S.ONGOING: {
         # A new producer instance fences the old one: its transaction is aborted (with
         # the bumped epoch) and the new one retries until the abort is complete.
-        E.INIT_PRODUCER_ID: Step(S.PREPARE_ABORT, CONCURRENT_TRANSACTIONS),
+        E.INIT_PRODUCER_ID: Step(S.PREPARE_ABORT, ErrorCode.concurrent_transactions),
         E.ADD_PARTITIONS: Step(S.ONGOING),
         E.COMMIT: Step(S.PREPARE_COMMIT),
         E.ABORT: Step(S.PREPARE_ABORT),

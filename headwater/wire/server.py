@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kio.schema.errors import ErrorCode as E
+
 from .codec import decode_request, encode_response, request_is_flexible
 from .dispatch import (
     CLOSE_AFTER_RESPONSE,
@@ -35,7 +37,6 @@ log = logging.getLogger("headwater.wire")
 
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
-UNSUPPORTED_VERSION = 35
 MAX_IN_FLIGHT = 256
 # What a connection on a SASL listener may send before it authenticates: ApiVersions,
 # SaslHandshake, SaslAuthenticate (anything else closes it, as Kafka does).
@@ -335,7 +336,7 @@ class Connection:
     def _unsupported_api_versions(self) -> bytes:
         """ApiVersions v0 body carrying UNSUPPORTED_VERSION and our version table."""
         entries = self.server.dispatcher.entries()
-        body = struct.pack(">hi", UNSUPPORTED_VERSION, len(entries))
+        body = struct.pack(">hi", E.unsupported_version, len(entries))
         body += b"".join(struct.pack(">hhh", e.api_key, e.min_version, e.max_version)
                          for e in entries)
         return body

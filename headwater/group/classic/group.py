@@ -16,18 +16,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ...coordinator.record_codec import CoordinatorRecord
 from .. import records as R
-from ..errors import (
-    COORDINATOR_NOT_AVAILABLE,
-    FENCED_INSTANCE_ID,
-    GROUP_ID_NOT_FOUND,
-    ILLEGAL_GENERATION,
-    NON_EMPTY_GROUP,
-    NONE,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
-)
 from .member import CONSUMER_PROTOCOL_TYPE, ClassicMember, Responder, subscribed_topics
 from .states import CAN_REBALANCE, State, check_transition
 
@@ -42,7 +34,6 @@ def join_error(member_id: str, code: int) -> dict[str, Any]:
 def sync_error(code: int) -> dict[str, Any]:
     return {"error_code": code, "protocol_type": None, "protocol_name": None,
             "assignment": b""}
-
 
 
 class ClassicGroup:
@@ -104,8 +95,8 @@ class ClassicGroup:
                 del self.static_members[member.instance_id]
             # Never leave a request parked for a member that is gone: its connection
             # would stall behind it (responses are ordered per connection).
-            self.complete_join(member, join_error("", UNKNOWN_MEMBER_ID))
-            self.complete_sync(member, sync_error(UNKNOWN_MEMBER_ID))
+            self.complete_join(member, join_error("", E.unknown_member_id))
+            self.complete_sync(member, sync_error(E.unknown_member_id))
         if self.is_leader(member_id):
             self.leader_id = next(iter(self.members), None)
         self.pending_join.discard(member_id)
@@ -125,8 +116,8 @@ class ClassicGroup:
                               ) -> ClassicMember:
         """A static member rejoined with a new member id: same member, new id."""
         old = self.members.pop(old_id)
-        self.complete_join(old, join_error(old_id, FENCED_INSTANCE_ID))
-        self.complete_sync(old, sync_error(FENCED_INSTANCE_ID))
+        self.complete_join(old, join_error(old_id, E.fenced_instance_id))
+        self.complete_sync(old, sync_error(E.fenced_instance_id))
         new = ClassicMember(new_id, old.instance_id, old.client_id, old.client_host,
                             old.rebalance_timeout_ms, old.session_timeout_ms,
                             old.protocol_type, list(old.protocols), old.assignment)
@@ -140,10 +131,10 @@ class ClassicGroup:
         if instance_id is not None:
             existing = self.static_members.get(instance_id)
             if existing is None:
-                return UNKNOWN_MEMBER_ID
+                return E.unknown_member_id
             if existing != member_id:
-                return FENCED_INSTANCE_ID
-        return NONE if member_id in self.members else UNKNOWN_MEMBER_ID
+                return E.fenced_instance_id
+        return E.none if member_id in self.members else E.unknown_member_id
 
     def awaiting_join_count(self) -> int:
         return sum(1 for m in self.members.values() if m.awaiting_join)
@@ -239,7 +230,7 @@ class ClassicGroup:
         members = [{"member_id": m.member_id, "group_instance_id": m.instance_id,
                     "metadata": m.metadata(self.protocol)}
                    for m in self.members.values()] if with_members else []
-        return {"error_code": NONE, "generation_id": self.generation,
+        return {"error_code": E.none, "generation_id": self.generation,
                 "protocol_type": self.proto_type, "protocol_name": self.protocol,
                 "leader": (leader if leader is not None else self.leader_id) or "",
                 "skip_assignment": skip_assignment, "member_id": member_id,
@@ -292,37 +283,37 @@ class ClassicGroup:
                                generation_or_epoch: int, api_version: int,
                                transactional: bool = False) -> int:
         if self.state is State.DEAD:
-            return COORDINATOR_NOT_AVAILABLE
+            return E.coordinator_not_available
         if generation_or_epoch < 0 and self.state is State.EMPTY:
-            return NONE  # admin client or a consumer without group management
+            return E.none  # admin client or a consumer without group management
         if generation_or_epoch >= 0 or member_id or instance_id is not None:
             error = self.validate_member(member_id, instance_id)
             if error:
                 return error
             if generation_or_epoch != self.generation:
-                return ILLEGAL_GENERATION
+                return E.illegal_generation
         elif self.state is not State.EMPTY and not transactional:
             # No member and no generation: only while Empty. Transactional commits are
             # exempt (TxnOffsetCommit before v3 carries neither), as in Kafka.
-            return UNKNOWN_MEMBER_ID
+            return E.unknown_member_id
         if self.state is State.COMPLETING_REBALANCE and not transactional:
-            return REBALANCE_IN_PROGRESS
-        return NONE
+            return E.rebalance_in_progress
+        return E.none
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
-        return GROUP_ID_NOT_FOUND if self.state is State.DEAD else NONE
+        return E.group_id_not_found if self.state is State.DEAD else E.none
 
     def validate_offset_delete(self) -> int:
         if self.state is State.DEAD:
-            return GROUP_ID_NOT_FOUND
+            return E.group_id_not_found
         if self.state is not State.EMPTY and not self.uses_consumer_protocol():
-            return NON_EMPTY_GROUP
-        return NONE
+            return E.non_empty_group
+        return E.none
 
     def validate_delete(self) -> int:
         if self.state is State.DEAD:
-            return GROUP_ID_NOT_FOUND
-        return NONE if self.state is State.EMPTY else NON_EMPTY_GROUP
+            return E.group_id_not_found
+        return E.none if self.state is State.EMPTY else E.non_empty_group
 
     def is_subscribed_to(self, topic: str) -> bool:
         if self.subscribed is not None:
@@ -339,7 +330,7 @@ class ClassicGroup:
                     "member_metadata": m.metadata(self.protocol) if stable else b"",
                     "member_assignment": m.assignment}
                    for m in self.members.values()]
-        return {"error_code": NONE, "group_id": self.group_id, "group_state": self.state_name(),
+        return {"error_code": E.none, "group_id": self.group_id, "group_state": self.state_name(),
                 "protocol_type": self.protocol_type(),
                 "protocol_data": (self.protocol or "") if stable else "",
                 "members": members, "authorized_operations": -2147483648}

@@ -39,21 +39,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ...coordinator.record_codec import CoordinatorRecord
 from ...coordinator.runtime import Result, Timer
-from ..errors import (
-    COORDINATOR_NOT_AVAILABLE,
-    GROUP_MAX_SIZE_REACHED,
-    ILLEGAL_GENERATION,
-    INCONSISTENT_GROUP_PROTOCOL,
-    INVALID_GROUP_ID,
-    INVALID_SESSION_TIMEOUT,
-    MEMBER_ID_REQUIRED,
-    NONE,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
-    UNKNOWN_SERVER_ERROR,
-)
 from .group import ClassicGroup, join_error, sync_error
 from .member import ClassicMember, Responder
 from .states import State
@@ -188,12 +177,12 @@ class ClassicGroupManager:
     # ---- JoinGroup -----------------------------------------------------------------
     def join(self, req: JoinRequest, respond: Responder, now_ms: int) -> Result:
         if not req.group_id:
-            respond(join_error(req.member_id, INVALID_GROUP_ID))
+            respond(join_error(req.member_id, E.invalid_group_id))
             return Result([])
         cfg = self.config
         if not cfg.group_min_session_timeout_ms <= req.session_timeout_ms \
                 <= cfg.group_max_session_timeout_ms:
-            respond(join_error(req.member_id, INVALID_SESSION_TIMEOUT))
+            respond(join_error(req.member_id, E.invalid_session_timeout))
             return Result([])
         records: list[CoordinatorRecord] = []
         existing = self.shard.groups.get(req.group_id)
@@ -201,7 +190,7 @@ class ClassicGroupManager:
             if not existing.is_empty() or existing.group_type != "consumer":
                 # A KIP-848 group with members, or a share group: classic members
                 # cannot join it here (Kafka answers INCONSISTENT_GROUP_PROTOCOL).
-                respond(join_error("", INCONSISTENT_GROUP_PROTOCOL))
+                respond(join_error("", E.inconsistent_group_protocol))
                 return Result([])
             # An Empty consumer group becomes a classic group (Kafka does the same).
             records += existing.tombstones()
@@ -211,12 +200,12 @@ class ClassicGroupManager:
         group = existing
         if group is None:
             if not unknown:
-                respond(join_error(req.member_id, UNKNOWN_MEMBER_ID))
+                respond(join_error(req.member_id, E.unknown_member_id))
                 return Result(records)
             group = self.create_empty(req.group_id, now_ms)
         if not self._accept_joining_member(group, req.member_id):
             group.remove(req.member_id)
-            respond(join_error("", GROUP_MAX_SIZE_REACHED))
+            respond(join_error("", E.group_max_size_reached))
         elif unknown:
             records += self._join_new_member(group, req, respond, now_ms)
         else:
@@ -237,10 +226,10 @@ class ClassicGroupManager:
     def _join_new_member(self, group: ClassicGroup, req: JoinRequest, respond: Responder,
                          now_ms: int) -> list[CoordinatorRecord]:
         if group.state is State.DEAD:
-            respond(join_error("", COORDINATOR_NOT_AVAILABLE))
+            respond(join_error("", E.coordinator_not_available))
             return []
         if not group.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
-            respond(join_error("", INCONSISTENT_GROUP_PROTOCOL))
+            respond(join_error("", E.inconsistent_group_protocol))
             return []
         new_id = self.new_member_id(req.instance_id if req.instance_id is not None
                                     else req.client_id)
@@ -254,7 +243,7 @@ class ClassicGroupManager:
             # dropped if it does not rejoin within its session timeout.
             group.pending_join.add(new_id)
             self._schedule_heartbeat(group, new_id, req.session_timeout_ms)
-            respond(join_error(new_id, MEMBER_ID_REQUIRED))
+            respond(join_error(new_id, E.member_id_required))
             return []
         return self._add_member(group, req, new_id, respond, now_ms)
 
@@ -262,14 +251,14 @@ class ClassicGroupManager:
                               respond: Responder, now_ms: int) -> list[CoordinatorRecord]:
         member_id = req.member_id
         if group.state is State.DEAD:
-            respond(join_error(member_id, COORDINATOR_NOT_AVAILABLE))
+            respond(join_error(member_id, E.coordinator_not_available))
             return []
         if not group.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
-            respond(join_error(member_id, INCONSISTENT_GROUP_PROTOCOL))
+            respond(join_error(member_id, E.inconsistent_group_protocol))
             return []
         if member_id in group.pending_join:
             if req.instance_id is not None:  # pending ids are only handed to dynamic members
-                respond(join_error(member_id, UNKNOWN_SERVER_ERROR))
+                respond(join_error(member_id, E.unknown_server_error))
                 return []
             return self._add_member(group, req, member_id, respond, now_ms)
         error = group.validate_member(member_id, req.instance_id)
@@ -291,7 +280,7 @@ class ClassicGroupManager:
                 return self._update_member_then_rebalance(group, member, req, respond, now_ms)
             respond(group.join_response(member_id, False))
             return []
-        respond(join_error(member_id, UNKNOWN_MEMBER_ID))  # Empty: reset and rejoin
+        respond(join_error(member_id, E.unknown_member_id))  # Empty: reset and rejoin
         return []
 
     def _add_member(self, group: ClassicGroup, req: JoinRequest, member_id: str,
@@ -360,7 +349,7 @@ class ClassicGroupManager:
             # Members parked in SyncGroup must rejoin.
             for member in group.members.values():
                 member.assignment = b""
-            self._propagate_assignment(group, REBALANCE_IN_PROGRESS)
+            self._propagate_assignment(group, E.rebalance_in_progress)
         group.pending_sync.clear()
         self.timer.cancel(_timer_key("sync", group.group_id))
         self.shard.rebalances["classic"] = self.shard.rebalances.get("classic", 0) + 1
@@ -424,11 +413,11 @@ class ClassicGroupManager:
     # ---- SyncGroup -----------------------------------------------------------------
     def sync(self, req: SyncRequest, respond: Responder, now_ms: int) -> Result:
         if not req.group_id:
-            respond(sync_error(INVALID_GROUP_ID))
+            respond(sync_error(E.invalid_group_id))
             return Result([])
         group = self.group(req.group_id)
         if group is None or group.is_empty():
-            respond(sync_error(UNKNOWN_MEMBER_ID))
+            respond(sync_error(E.unknown_member_id))
             return Result([])
         error = self._validate_sync(group, req)
         if error:
@@ -436,7 +425,7 @@ class ClassicGroupManager:
             return Result([])
         member = group.members[req.member_id]
         if group.state is State.PREPARING_REBALANCE:
-            respond(sync_error(REBALANCE_IN_PROGRESS))
+            respond(sync_error(E.rebalance_in_progress))
         elif group.state is State.COMPLETING_REBALANCE:
             member.sync_responder = respond
             self._remove_pending_sync(group, req.member_id)
@@ -450,29 +439,29 @@ class ClassicGroupManager:
                             and group.generation == generation:
                         for m in group.members.values():
                             m.assignment = assignments.get(m.member_id, b"")
-                        self._propagate_assignment(group, NONE)
+                        self._propagate_assignment(group, E.none)
                         group.transition(State.STABLE, now_ms)
 
                 group.after_commit.append(commit)
                 return Result([group.metadata_record(assignments)])
         elif group.state is State.STABLE:
             self._remove_pending_sync(group, req.member_id)
-            respond({"error_code": NONE, "protocol_type": group.proto_type,
+            respond({"error_code": E.none, "protocol_type": group.proto_type,
                      "protocol_name": group.protocol, "assignment": member.assignment})
         return Result([])
 
     def _validate_sync(self, group: ClassicGroup, req: SyncRequest) -> int:
         if group.state is State.DEAD:
-            return COORDINATOR_NOT_AVAILABLE
+            return E.coordinator_not_available
         error = group.validate_member(req.member_id, req.instance_id)
         if error:
             return error
         if req.generation != group.generation:
-            return ILLEGAL_GENERATION
+            return E.illegal_generation
         if _inconsistent(req.protocol_type, group.proto_type) \
                 or _inconsistent(req.protocol_name, group.protocol):
-            return INCONSISTENT_GROUP_PROTOCOL
-        return NONE
+            return E.inconsistent_group_protocol
+        return E.none
 
     def _remove_pending_sync(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync.discard(member_id)
@@ -481,7 +470,7 @@ class ClassicGroupManager:
             self.timer.cancel(_timer_key("sync", group.group_id))
 
     def _propagate_assignment(self, group: ClassicGroup, error: int) -> None:
-        ok = error == NONE
+        ok = error == E.none
         for member in group.members.values():
             response = {"error_code": error,
                         "protocol_type": group.proto_type if ok else None,
@@ -496,60 +485,60 @@ class ClassicGroupManager:
                   generation: int, now_ms: int) -> Result:
         """Response: the error code."""
         if not group_id:
-            return Result([], INVALID_GROUP_ID)
+            return Result([], E.invalid_group_id)
         group = self.group(group_id)
         if group is None:
-            return Result([], UNKNOWN_MEMBER_ID)
+            return Result([], E.unknown_member_id)
         if group.state is State.DEAD:
-            return Result([], COORDINATOR_NOT_AVAILABLE)
+            return Result([], E.coordinator_not_available)
         error = group.validate_member(member_id, instance_id)
         if error:
             return Result([], error)
         if generation != group.generation:
-            return Result([], ILLEGAL_GENERATION)
+            return Result([], E.illegal_generation)
         if group.state is State.EMPTY:
-            return Result([], UNKNOWN_MEMBER_ID)
+            return Result([], E.unknown_member_id)
         self._reschedule_heartbeat(group, group.members[member_id])
         if group.state is State.PREPARING_REBALANCE:
-            return Result([], REBALANCE_IN_PROGRESS)
-        return Result([], NONE)
+            return Result([], E.rebalance_in_progress)
+        return Result([], E.none)
 
     # ---- LeaveGroup ----------------------------------------------------------------
     def leave(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int
               ) -> Result:
         """Response: (group error, [error per member, in request order])."""
         if not group_id:
-            return Result([], (INVALID_GROUP_ID, []))
+            return Result([], (E.invalid_group_id, []))
         group = self.group(group_id)
         if group is None:
-            return Result([], (UNKNOWN_MEMBER_ID, []))
+            return Result([], (E.unknown_member_id, []))
         if group.state is State.DEAD:
-            return Result([], (COORDINATOR_NOT_AVAILABLE, []))
+            return Result([], (E.coordinator_not_available, []))
         codes: list[int] = []
         for member_id, instance_id in members:
             if not member_id:
                 # Administrative removal by instance id (no member id).
                 if instance_id is not None and instance_id in group.static_members:
                     self._remove_current_member(group, group.static_members[instance_id])
-                    codes.append(NONE)
+                    codes.append(E.none)
                 else:
-                    codes.append(UNKNOWN_MEMBER_ID)
+                    codes.append(E.unknown_member_id)
             elif member_id in group.pending_join:
                 group.remove(member_id)
                 self.timer.cancel(_timer_key("heartbeat", group_id, member_id))
-                codes.append(NONE)
+                codes.append(E.none)
             else:
                 error = group.validate_member(member_id, instance_id)
                 if not error:
                     self._remove_current_member(group, member_id)
                 codes.append(error)
         records: list[CoordinatorRecord] = []
-        if NONE in codes:
+        if E.none in codes:
             if group.state in (State.STABLE, State.COMPLETING_REBALANCE):
                 records = self._maybe_prepare_rebalance_or_complete_join(group, now_ms)
             elif group.state is State.PREPARING_REBALANCE:
                 records = self._maybe_complete_join_phase(group, now_ms)
-        return Result(records, (NONE, codes))
+        return Result(records, (E.none, codes))
 
     def _remove_current_member(self, group: ClassicGroup, member_id: str) -> None:
         self.timer.cancel(_timer_key("heartbeat", group.group_id, member_id))
@@ -581,7 +570,7 @@ class ClassicGroupManager:
             return Result([])
         log.info("member %s of group %s failed its session timeout; removing it",
                  member_id, group_id)
-        group.complete_join(member, join_error("", UNKNOWN_MEMBER_ID))
+        group.complete_join(member, join_error("", E.unknown_member_id))
         group.remove(member_id)
         if group.state in (State.STABLE, State.COMPLETING_REBALANCE):
             return Result(self._maybe_prepare_rebalance_or_complete_join(group, now_ms))

@@ -39,21 +39,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import re2
+from kio.schema.errors import ErrorCode as E
 
 from ...coordinator.record_codec import CoordinatorRecord
 from ...coordinator.runtime import Result
 from .. import records as R
-from ..errors import (
-    FENCED_INSTANCE_ID,
-    FENCED_MEMBER_EPOCH,
-    GROUP_ID_NOT_FOUND,
-    INVALID_REGULAR_EXPRESSION,
-    INVALID_REQUEST,
-    UNKNOWN_MEMBER_ID,
-    UNKNOWN_SERVER_ERROR,
-    UNRELEASED_INSTANCE_ID,
-    UNSUPPORTED_ASSIGNOR,
-)
 from ..modern.assignment import EMPTY, Assignment, freeze
 from ..modern.group import CONSUMER_RECORDS, ModernGroupMember
 from ..modern.operations import (
@@ -120,7 +110,7 @@ def compile_regex(regex: str) -> Any:
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
             reason = reason.decode(errors="replace")
-        raise HeartbeatError(INVALID_REGULAR_EXPRESSION,
+        raise HeartbeatError(E.invalid_regular_expression,
                              f"SubscribedTopicRegex `{regex}` is not a valid regular "
                              f"expression: {reason}.") from None
 
@@ -210,7 +200,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, HeartbeatRequest]):
         if req.server_assignor is not None \
                 and req.server_assignor not in self.shard.config.consumer_assignors:
             raise HeartbeatError(
-                UNSUPPORTED_ASSIGNOR,
+                E.unsupported_assignor,
                 f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
                 f"{', '.join(self.shard.config.consumer_assignors)}.")
 
@@ -228,11 +218,11 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, HeartbeatRequest]):
         else:
             member = group.static_member(req.instance_id)
             if member is None:
-                raise HeartbeatError(UNKNOWN_MEMBER_ID,
+                raise HeartbeatError(E.unknown_member_id,
                                      f"Instance id {req.instance_id} is unknown.")
             if member.member_id != req.member_id:
                 raise HeartbeatError(
-                    FENCED_INSTANCE_ID, f"Static member {req.member_id} with instance id "
+                    E.fenced_instance_id, f"Static member {req.member_id} with instance id "
                     f"{req.instance_id} was fenced by member {member.member_id}.")
             if req.member_epoch == STATIC_LEAVE_EPOCH:
                 leaving = CurrentAssignment(STATIC_LEAVE_EPOCH,
@@ -265,7 +255,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, HeartbeatRequest]):
             return self.existing_group(req.group_id)  # raises: not found, or another kind
         if existing is not None:
             if existing.group_type != "classic" or not existing.is_empty():
-                raise HeartbeatError(GROUP_ID_NOT_FOUND,
+                raise HeartbeatError(E.group_id_not_found,
                                      f"Group {req.group_id} is not a consumer group.")
             # An Empty classic group (e.g. only committed offsets): convert it.
             records.append(R.group_metadata_tombstone(req.group_id))
@@ -299,7 +289,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, HeartbeatRequest]):
                 return static, None  # re-join of the same incarnation
             if static.member_epoch != STATIC_LEAVE_EPOCH:
                 raise HeartbeatError(
-                    UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                    E.unreleased_instance_id, f"Static member {member_id} with instance id "
                     f"{req.instance_id} cannot join the group because the instance id is "
                     f"owned by {static.member_id} member.")
             # The departed instance comes back under a new member id: it inherits the
@@ -314,10 +304,10 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, HeartbeatRequest]):
                         current_assignment_record(g, member_id, replacement.current)]
             return replacement, static
         if static is None:
-            raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is "
+            raise HeartbeatError(E.unknown_member_id, f"Instance id {req.instance_id} is "
                                  f"unknown.")
         if static.member_id != member_id:
-            raise HeartbeatError(FENCED_INSTANCE_ID, f"Static member {member_id} with "
+            raise HeartbeatError(E.fenced_instance_id, f"Static member {member_id} with "
                                  f"instance id {req.instance_id} was fenced by member "
                                  f"{static.member_id}.")
         self._check_epoch(static, req)
@@ -374,7 +364,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, HeartbeatRequest]):
                     bump = True
                 else:
                     if req.api_version < 1:
-                        raise HeartbeatError(INVALID_REQUEST,
+                        raise HeartbeatError(E.invalid_request,
                                              "SubscribedTopicRegex needs version 1.")
                     topics = resolve_regex(compile_regex(new_regex), image)
                     regexes[new_regex] = ResolvedRegex(topics, image.offset, now_ms)
@@ -410,7 +400,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, HeartbeatRequest]):
                 computed = ASSIGNORS[assignor](specs, topic_specs)
             except Exception as exc:  # an assignor bug must not kill the coordinator
                 self.log.exception("group %s: assignor %s failed", g, assignor)
-                raise HeartbeatError(UNKNOWN_SERVER_ERROR, f"Failed to compute a new target "
+                raise HeartbeatError(E.unknown_server_error, f"Failed to compute a new target "
                                      f"assignment for epoch {group_epoch}: {exc}") from None
             new_targets = {mid: freeze(computed.get(mid, {})) for mid in specs}
             self.target_records(group, targets, new_targets, records)
@@ -430,7 +420,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, HeartbeatRequest]):
                 current = step(current, target_epoch, targets.get(member_id, EMPTY),
                                subscribed_ids, req.owned, group.owner_epoch)
             except MustRejoin as exc:
-                raise HeartbeatError(FENCED_MEMBER_EPOCH, str(exc)) from None
+                raise HeartbeatError(E.fenced_member_epoch, str(exc)) from None
         changed = current != updated.current
         if changed or is_new:
             records.append(current_assignment_record(g, member_id, current))

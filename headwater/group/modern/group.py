@@ -41,15 +41,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from kio.schema.errors import ErrorCode as E
+
 from ...coordinator.record_codec import CoordinatorRecord
 from .. import records as R
-from ..errors import (
-    NON_EMPTY_GROUP,
-    NONE,
-    STALE_MEMBER_EPOCH,
-    UNKNOWN_MEMBER_ID,
-    UNSUPPORTED_VERSION,
-)
 from .assignment import Assignment, from_topic_partitions, topic_partitions
 
 if TYPE_CHECKING:
@@ -246,31 +241,31 @@ class ModernGroup(Generic[M]):
                                generation_or_epoch: int, api_version: int,
                                transactional: bool = False) -> int:
         if not member_id and generation_or_epoch < 0:
-            return NONE  # an admin / simple commit
+            return E.none  # an admin / simple commit
         member = self.members.get(member_id)
         if member is None:
-            return UNKNOWN_MEMBER_ID
+            return E.unknown_member_id
         if api_version < 9 and not transactional:
-            return UNSUPPORTED_VERSION  # member epochs need OffsetCommit v9+
+            return E.unsupported_version  # member epochs need OffsetCommit v9+
         if generation_or_epoch != member.member_epoch:
-            return STALE_MEMBER_EPOCH
-        return NONE
+            return E.stale_member_epoch
+        return E.none
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
         if not member_id and member_epoch < 0:
-            return NONE
+            return E.none
         member = self.members.get(member_id or "")
         if member is None:
-            return UNKNOWN_MEMBER_ID
+            return E.unknown_member_id
         if member_epoch != member.member_epoch:
-            return STALE_MEMBER_EPOCH
-        return NONE
+            return E.stale_member_epoch
+        return E.none
 
     def validate_offset_delete(self) -> int:
-        return NONE
+        return E.none
 
     def validate_delete(self) -> int:
-        return NON_EMPTY_GROUP if self.members else NONE
+        return E.non_empty_group if self.members else E.none
 
     def is_subscribed_to(self, topic: str) -> bool:
         return topic in self.subscribed_topics()

@@ -37,18 +37,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from kio.schema.errors import ErrorCode as E
+
 from ...coordinator.record_codec import CoordinatorRecord
 from ...coordinator.runtime import Result
 from ...metadata.image import GROUP_RESOURCE
-from ..errors import (
-    FENCED_MEMBER_EPOCH,
-    GROUP_ID_NOT_FOUND,
-    GROUP_MAX_SIZE_REACHED,
-    INVALID_GROUP_ID,
-    INVALID_REQUEST,
-    NONE,
-    UNKNOWN_MEMBER_ID,
-)
 from .assignment import Assignment
 from .group import INT32_MIN, ModernGroup, ModernGroupMember, metadata_hash
 
@@ -72,7 +65,7 @@ class HeartbeatResponse:
     """The answer of either heartbeat (ConsumerGroupHeartbeat and ShareGroupHeartbeat
     answer with the same fields)."""
 
-    error_code: int = NONE
+    error_code: int = E.none
     error_message: str | None = None
     member_id: str | None = None
     member_epoch: int = 0
@@ -96,7 +89,7 @@ class ModernHeartbeatRequest:
 
 
 def invalid(message: str | None) -> HeartbeatError:
-    return HeartbeatError(INVALID_REQUEST, message)
+    return HeartbeatError(E.invalid_request, message)
 
 
 def check_request_strings(group_id: str, optional: Sequence[tuple[str, str | None]],
@@ -231,18 +224,18 @@ class ModernGroupManager(Generic[G, Q]):
         for an unknown id, "not a <kind> group" for another kind's."""
         existing = self.shard.groups.get(group_id)
         if existing is None:
-            raise HeartbeatError(GROUP_ID_NOT_FOUND, not_found or f"Group {group_id} not found.")
+            raise HeartbeatError(E.group_id_not_found, not_found or f"Group {group_id} not found.")
         if not isinstance(existing, self.group_class):
-            raise HeartbeatError(GROUP_ID_NOT_FOUND,
+            raise HeartbeatError(E.group_id_not_found,
                                  f"Group {group_id} is not a {self.config_prefix} group.")
         return existing
 
     def unknown_member(self, member_id: str, group_id: str) -> HeartbeatError:
-        return HeartbeatError(UNKNOWN_MEMBER_ID,
+        return HeartbeatError(E.unknown_member_id,
                               f"Member {member_id} is not a member of group {group_id}.")
 
     def full(self, max_size: int) -> HeartbeatError:
-        return HeartbeatError(GROUP_MAX_SIZE_REACHED, f"The {self.config_prefix} group has "
+        return HeartbeatError(E.group_max_size_reached, f"The {self.config_prefix} group has "
                               f"reached its maximum capacity of {max_size} members.")
 
     def check_member_epoch(self, member: ModernGroupMember, epoch: int,
@@ -257,7 +250,7 @@ class ModernGroupManager(Generic[G, Q]):
             raise self._fenced("smaller", epoch, member)
 
     def _fenced(self, which: str, epoch: int, member: ModernGroupMember) -> HeartbeatError:
-        return HeartbeatError(FENCED_MEMBER_EPOCH, f"The {self.config_prefix} group member "
+        return HeartbeatError(E.fenced_member_epoch, f"The {self.config_prefix} group member "
                               f"has a {which} member epoch ({epoch}) than the one known by "
                               f"the group coordinator ({member.member_epoch}). The member "
                               f"must abandon all its partitions and rejoin.")
@@ -342,12 +335,12 @@ class ModernGroupManager(Generic[G, Q]):
         for group_id in group_ids:
             existing = self.shard.groups.get(group_id)
             if not group_id:
-                out.append(describe_error(group_id, INVALID_GROUP_ID, "Group id is empty."))
+                out.append(describe_error(group_id, E.invalid_group_id, "Group id is empty."))
             elif existing is None:
-                out.append(describe_error(group_id, GROUP_ID_NOT_FOUND,
+                out.append(describe_error(group_id, E.group_id_not_found,
                                           f"Group {group_id} not found."))
             elif not isinstance(existing, self.group_class):
-                out.append(describe_error(group_id, GROUP_ID_NOT_FOUND, f"Group {group_id} is "
+                out.append(describe_error(group_id, E.group_id_not_found, f"Group {group_id} is "
                                           f"not a {self.config_prefix} group."))
             else:
                 out.append(self.describe_group(existing, image, include_operations))

@@ -30,15 +30,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ...coordinator.runtime import Result
-from ..errors import (
-    GROUP_ID_NOT_FOUND,
-    INVALID_GROUP_ID,
-    INVALID_REQUEST,
-    NON_EMPTY_GROUP,
-    NONE,
-    UNKNOWN_TOPIC_OR_PARTITION,
-)
 from .group import ShareGroup, group_epoch_record, state_partitions_record
 
 if TYPE_CHECKING:
@@ -60,7 +54,7 @@ class TopicRow:
 
     name: str
     topic_id: uuid.UUID = ZERO_UUID
-    error_code: int = NONE
+    error_code: int = E.none
     error_message: str | None = None
     partitions: dict[int, tuple[int, str | None]] = field(default_factory=dict)
 
@@ -81,16 +75,16 @@ def empty_share_group(shard: GroupShard, group_id: str, create: bool = False) ->
     With `create`, an unknown id is a new share group (Kafka's
     `getOrMaybeCreateShareGroup(groupId, true)`); it exists once a record names it."""
     if not group_id:
-        raise AdminError(INVALID_GROUP_ID, None)
+        raise AdminError(E.invalid_group_id, None)
     group = shard.groups.get(group_id)
     if group is None and create:
         return ShareGroup(group_id)
     if group is None:
-        raise AdminError(GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        raise AdminError(E.group_id_not_found, f"Group {group_id} not found.")
     if not isinstance(group, ShareGroup):
-        raise AdminError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        raise AdminError(E.group_id_not_found, f"Group {group_id} is not a share group.")
     if group.members:
-        raise AdminError(NON_EMPTY_GROUP, "The group is not empty.")  # as Kafka answers
+        raise AdminError(E.non_empty_group, "The group is not empty.")  # as Kafka answers
     return group
 
 
@@ -120,12 +114,12 @@ def alter_offsets(shard: GroupShard, group_id: str,
         plan.rows.append(row)
         for index, offset in partitions:
             if topic is None or not 0 <= index < len(topic.partitions):
-                row.partitions[index] = (UNKNOWN_TOPIC_OR_PARTITION,
+                row.partitions[index] = (E.unknown_topic_or_partition,
                                          "This server does not host this topic-partition.")
             elif offset < 0:
-                row.partitions[index] = (INVALID_REQUEST, f"Invalid start offset {offset}.")
+                row.partitions[index] = (E.invalid_request, f"Invalid start offset {offset}.")
             else:
-                row.partitions[index] = (NONE, None)
+                row.partitions[index] = (E.none, None)
                 plan.initialize.append((topic.topic_id, index, offset))
                 initialized[topic.topic_id] = \
                     initialized.get(topic.topic_id, frozenset()) | {index}
@@ -146,7 +140,7 @@ def delete_offsets(shard: GroupShard, group_id: str, topic_names: Iterable[str])
     for name in topic_names:
         topic = image.topic(name)
         if topic is None:
-            plan.rows.append(TopicRow(name, ZERO_UUID, UNKNOWN_TOPIC_OR_PARTITION,
+            plan.rows.append(TopicRow(name, ZERO_UUID, E.unknown_topic_or_partition,
                                       "This server does not host this topic-partition."))
             continue
         plan.rows.append(TopicRow(name, topic.topic_id))

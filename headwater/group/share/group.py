@@ -33,9 +33,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ...coordinator.record_codec import CoordinatorRecord
 from .. import records as R
-from ..errors import GROUP_ID_NOT_FOUND, NONE
 from ..modern.assignment import EMPTY, Assignment, from_topic_partitions, named, topic_partitions
 from ..modern.group import INT32_MIN, SHARE_RECORDS, ModernGroup, ModernGroupMember
 
@@ -147,13 +148,13 @@ class ShareGroup(ModernGroup[ShareGroupMember]):
     def validate_offset_commit(self, member_id: str, instance_id: str | None,
                                generation_or_epoch: int, api_version: int,
                                transactional: bool = False) -> int:
-        return GROUP_ID_NOT_FOUND  # a share group has no committed offsets (Kafka 4.3)
+        return E.group_id_not_found  # a share group has no committed offsets (Kafka 4.3)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
-        return NONE  # answered like a group without offsets
+        return E.none  # answered like a group without offsets
 
     def validate_offset_delete(self) -> int:
-        return GROUP_ID_NOT_FOUND
+        return E.group_id_not_found
 
     def own_tombstones(self) -> list[CoordinatorRecord]:
         return [self.records.tombstone(R.SHARE_GROUP_STATE_PARTITION_METADATA, self.group_id)]
@@ -161,7 +162,7 @@ class ShareGroup(ModernGroup[ShareGroupMember]):
     def describe(self) -> dict[str, Any]:
         """DescribeGroups (15) entry: Kafka answers a share group as "not a classic
         group" (v6+; the handler turns it into Dead for older versions)."""
-        return {"error_code": GROUP_ID_NOT_FOUND,
+        return {"error_code": E.group_id_not_found,
                 "error_message": f"Group {self.group_id} is not a classic group.",
                 "group_id": self.group_id, "group_state": "Dead", "protocol_type": "",
                 "protocol_data": "", "members": (), "authorized_operations": INT32_MIN}

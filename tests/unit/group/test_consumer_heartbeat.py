@@ -8,6 +8,7 @@ group. Scenario numbers refer to the reference checklist, section 6.
 from __future__ import annotations
 
 import pytest
+from kio.schema.errors import ErrorCode as E
 
 from headwater.group import records as R
 from headwater.group.consumer.group import (
@@ -20,17 +21,6 @@ from headwater.group.consumer.group import (
 )
 from headwater.group.consumer.operations import HeartbeatRequest, rebalance_key, session_key
 from headwater.group.consumer.reconciliation import CurrentAssignment, MemberState
-from headwater.group.errors import (
-    FENCED_INSTANCE_ID,
-    FENCED_MEMBER_EPOCH,
-    GROUP_ID_NOT_FOUND,
-    GROUP_MAX_SIZE_REACHED,
-    INVALID_REGULAR_EXPRESSION,
-    INVALID_REQUEST,
-    UNKNOWN_MEMBER_ID,
-    UNRELEASED_INSTANCE_ID,
-    UNSUPPORTED_ASSIGNOR,
-)
 from headwater.group.modern.group import metadata_hash
 from tests.unit.group.consumer_helpers import Story, named, parts, tid
 
@@ -148,7 +138,7 @@ def test_scenario_36_member_epoch_validation_and_lost_response():
     for epoch, owned in ((200, {"foo": [1, 2, 3]}), (50, {"foo": [1, 2, 3]}), (99, None),
                          (99, {"foo": [0, 1]})):
         resp = ctx.hb("A", epoch, owned=owned)
-        assert resp.error_code == FENCED_MEMBER_EPOCH, (epoch, owned)
+        assert resp.error_code == E.fenced_member_epoch, (epoch, owned)
         assert ctx.last_records == []
     # The previous epoch with owned partitions a subset of the assigned ones: the
     # response carrying epoch 100 was lost; the member gets epoch 100 back.
@@ -193,14 +183,14 @@ def test_scenario_38_rejoin_with_epoch_zero_while_revoking():
 def test_scenario_34_unknown_group_and_35_unknown_member():
     ctx = Story({"foo": 1})
     resp = ctx.hb("A", 100, owned={})
-    assert resp.error_code == GROUP_ID_NOT_FOUND and "not found" in resp.error_message
+    assert resp.error_code == E.group_id_not_found and "not found" in resp.error_message
     assert ctx.last_records == [] and "g" not in ctx.shard.groups
     ctx.hb("A", 0)
     resp = ctx.hb("stranger", 1, owned={})
-    assert resp.error_code == UNKNOWN_MEMBER_ID
+    assert resp.error_code == E.unknown_member_id
     assert ctx.last_records == []
     resp = ctx.hb("stranger", -1)
-    assert resp.error_code == UNKNOWN_MEMBER_ID
+    assert resp.error_code == E.unknown_member_id
 
 
 # ---- leaving, fencing, timers -------------------------------------------------------------
@@ -255,7 +245,7 @@ def test_scenario_43_member_stuck_revoking_is_fenced_after_its_rebalance_timeout
     assert (CURRENT, True) in [(r.type_id, r.value is None) for r in written]
     assert set(ctx.group().members) == {"B"}
     resp = ctx.hb("A", a.member_epoch, owned={"foo": [0, 1, 2, 3]})
-    assert resp.error_code == UNKNOWN_MEMBER_ID
+    assert resp.error_code == E.unknown_member_id
     b = ctx.hb("B", ctx.group().members["B"].member_epoch, owned={})
     assert named(b.assignment) == {"foo": [0, 1, 2, 3]}
 
@@ -283,14 +273,14 @@ def test_scenario_42_static_membership():
 
     # Another process claims the instance id while A1 is alive.
     resp = ctx.hb("A2", 0, instance="i-a")
-    assert resp.error_code == UNRELEASED_INSTANCE_ID and ctx.last_records == []
+    assert resp.error_code == E.unreleased_instance_id and ctx.last_records == []
     # Leaving with a member id that does not hold the instance id.
     resp = ctx.hb("A2", -2, instance="i-a")
-    assert resp.error_code == FENCED_INSTANCE_ID and ctx.last_records == []
+    assert resp.error_code == E.fenced_instance_id and ctx.last_records == []
     resp = ctx.hb("A2", a2.member_epoch, instance="i-a", owned={})
-    assert resp.error_code == FENCED_INSTANCE_ID
+    assert resp.error_code == E.fenced_instance_id
     resp = ctx.hb("A1", -2, instance="nobody")
-    assert resp.error_code == UNKNOWN_MEMBER_ID
+    assert resp.error_code == E.unknown_member_id
 
     # A1 leaves temporarily: its assignment stays, no epoch bump.
     resp = ctx.hb("A1", -2, instance="i-a")
@@ -334,7 +324,7 @@ def test_scenario_44_max_size():
     ctx.hb("A", 0)
     b = ctx.hb("B", 0)
     resp = ctx.hb("C", 0)
-    assert resp.error_code == GROUP_MAX_SIZE_REACHED and ctx.last_records == []
+    assert resp.error_code == E.group_max_size_reached and ctx.last_records == []
     # Existing members keep heartbeating, and may re-join.
     assert ctx.hb("B", b.member_epoch, owned={}).error_code == 0
     assert ctx.hb("B", 0).error_code == 0
@@ -345,7 +335,7 @@ def test_scenario_44_max_size():
 def test_scenario_45_unsupported_assignor():
     ctx = Story({"foo": 2})
     resp = ctx.hb("A", 0, assignor="sticky")
-    assert resp.error_code == UNSUPPORTED_ASSIGNOR
+    assert resp.error_code == E.unsupported_assignor
     assert "uniform, range" in resp.error_message
     assert ctx.last_records == [] and "g" not in ctx.shard.groups
 
@@ -372,7 +362,7 @@ def test_default_assignor_is_the_first_configured_and_members_can_pick_range():
 def test_scenario_33_regex_subscriptions():
     ctx = Story({"foo": 2, "bar": 1, "__internal": 1})
     resp = ctx.hb("A", 0, regex="[")
-    assert resp.error_code == INVALID_REGULAR_EXPRESSION
+    assert resp.error_code == E.invalid_regular_expression
     assert resp.error_message.startswith("SubscribedTopicRegex `[` is not a valid regular")
     assert ctx.last_records == [] and "g" not in ctx.shard.groups
 
@@ -448,21 +438,21 @@ def test_two_members_share_one_regex_record():
 # ---- bad input: the right error and nothing written ---------------------------------------
 
 @pytest.mark.parametrize("change, code, message", [
-    (dict(group_id=""), INVALID_REQUEST, "GroupId can't be empty."),
-    (dict(member_id=""), INVALID_REQUEST, "MemberId can't be empty."),
-    (dict(member_id="  "), INVALID_REQUEST, "MemberId can't be empty."),
-    (dict(rebalance_timeout_ms=-1), INVALID_REQUEST, "RebalanceTimeoutMs must be provided"),
-    (dict(subscribed_topic_names=None), INVALID_REQUEST, "Either SubscribedTopicNames"),
-    (dict(owned=None), INVALID_REQUEST, "TopicPartitions must be empty"),
-    (dict(owned=parts(foo=[0])), INVALID_REQUEST, "TopicPartitions must be empty"),
-    (dict(member_epoch=-3), INVALID_REQUEST, "MemberEpoch is invalid."),
-    (dict(member_epoch=-2), INVALID_REQUEST, "InstanceId can't be null."),
-    (dict(instance_id=""), INVALID_REQUEST, "InstanceId can't be empty."),
-    (dict(rack_id=" "), INVALID_REQUEST, "RackId can't be empty."),
-    (dict(member_id="m" * 40000), INVALID_REQUEST, "MemberId is longer than"),
-    (dict(subscribed_topic_names=("t" * 40000,)), INVALID_REQUEST, "SubscribedTopicNames"),
-    (dict(server_assignor="nope"), UNSUPPORTED_ASSIGNOR, "ServerAssignor nope"),
-    (dict(subscribed_topic_regex="(a"), INVALID_REGULAR_EXPRESSION, "SubscribedTopicRegex"),
+    (dict(group_id=""), E.invalid_request, "GroupId can't be empty."),
+    (dict(member_id=""), E.invalid_request, "MemberId can't be empty."),
+    (dict(member_id="  "), E.invalid_request, "MemberId can't be empty."),
+    (dict(rebalance_timeout_ms=-1), E.invalid_request, "RebalanceTimeoutMs must be provided"),
+    (dict(subscribed_topic_names=None), E.invalid_request, "Either SubscribedTopicNames"),
+    (dict(owned=None), E.invalid_request, "TopicPartitions must be empty"),
+    (dict(owned=parts(foo=[0])), E.invalid_request, "TopicPartitions must be empty"),
+    (dict(member_epoch=-3), E.invalid_request, "MemberEpoch is invalid."),
+    (dict(member_epoch=-2), E.invalid_request, "InstanceId can't be null."),
+    (dict(instance_id=""), E.invalid_request, "InstanceId can't be empty."),
+    (dict(rack_id=" "), E.invalid_request, "RackId can't be empty."),
+    (dict(member_id="m" * 40000), E.invalid_request, "MemberId is longer than"),
+    (dict(subscribed_topic_names=("t" * 40000,)), E.invalid_request, "SubscribedTopicNames"),
+    (dict(server_assignor="nope"), E.unsupported_assignor, "ServerAssignor nope"),
+    (dict(subscribed_topic_regex="(a"), E.invalid_regular_expression, "SubscribedTopicRegex"),
 ])
 def test_bad_requests_change_nothing(change, code, message):
     ctx = Story({"foo": 2})
@@ -485,7 +475,7 @@ def test_v0_generates_member_ids_and_v1_requires_one():
     resp = ctx.hb("", 0, version=0)
     assert resp.error_code == 0 and len(resp.member_id) == 22
     assert resp.member_id in ctx.group().members
-    assert ctx.hb("", 0, version=1).error_code == INVALID_REQUEST
+    assert ctx.hb("", 0, version=1).error_code == E.invalid_request
     # librdkafka's own ids are base64 with + and /: taken as they are.
     odd = "H+E2W/BAQWKjIY5IQChMMw"
     assert ctx.hb(odd, 0).member_id == odd and odd in ctx.group().members
@@ -521,11 +511,11 @@ def test_non_empty_classic_group_rejects_consumer_heartbeats():
     ctx.shard.groups["busy"] = _BusyClassicGroup()  # type: ignore[assignment]
     for epoch in (0, 3):
         resp = ctx.hb("A", epoch, group="busy")
-        assert resp.error_code == GROUP_ID_NOT_FOUND
+        assert resp.error_code == E.group_id_not_found
         assert "not a consumer group" in resp.error_message
         assert ctx.last_records == []
     (entry,) = ctx.shard.consumer.describe(["busy"], False)
-    assert entry["error_code"] == GROUP_ID_NOT_FOUND and entry["error_message"]
+    assert entry["error_code"] == E.group_id_not_found and entry["error_message"]
 
 
 def test_scenarios_50_to_54_offset_validation():
@@ -588,7 +578,7 @@ def test_describe_apis():
     assert member["target_assignment"] == member["assignment"]
     assert entry["authorized_operations"] > 0
     missing, empty = ctx.shard.consumer.describe(["nope", ""], False)
-    assert missing["error_code"] == GROUP_ID_NOT_FOUND and "not found" in missing["error_message"]
+    assert missing["error_code"] == E.group_id_not_found and "not found" in missing["error_message"]
     assert empty["error_code"] == 24
     classic = ctx.shard.describe_group("g")
     assert (classic["protocol_type"], classic["group_state"]) == ("consumer", "Stable")

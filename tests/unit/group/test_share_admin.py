@@ -4,6 +4,7 @@ deletion interrupted after its pending-deletion record is visible on replay."""
 from __future__ import annotations
 
 import pytest
+from kio.schema.errors import ErrorCode as E
 
 from headwater.group import records as R
 from headwater.group.modern.operations import LEAVE_EPOCH
@@ -45,10 +46,10 @@ def test_alter_and_delete_need_an_empty_share_group() -> None:
                lambda s, now: A.delete_group_state(s, "g")):
         with pytest.raises(A.AdminError) as err:
             ctx.write(op)
-        assert err.value.code == A.NON_EMPTY_GROUP
+        assert err.value.code == E.non_empty_group
     with pytest.raises(A.AdminError) as err:
         ctx.write(lambda s, now: A.delete_offsets(s, "none", ["foo"]))
-    assert err.value.code == A.GROUP_ID_NOT_FOUND
+    assert err.value.code == E.group_id_not_found
 
 
 def test_alter_offsets_creates_an_unknown_group_as_kafka_does() -> None:
@@ -58,7 +59,7 @@ def test_alter_offsets_creates_an_unknown_group_as_kafka_does() -> None:
     ctx = ShareStory({"foo": 2})
     plan = ctx.write(lambda s, now: A.alter_offsets(s, "new", [("nope", [(0, 1)])]))
     assert [(r.name, r.partitions) for r in plan.rows] == \
-        [("nope", {0: (A.UNKNOWN_TOPIC_OR_PARTITION,
+        [("nope", {0: (E.unknown_topic_or_partition,
                        "This server does not host this topic-partition.")})]
     assert "new" not in ctx.shard.groups
     plan = ctx.write(lambda s, now: A.alter_offsets(s, "new", [("foo", [(1, 7)])]))

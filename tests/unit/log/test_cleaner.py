@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from kafka.record import MemoryRecords
+from kio.schema.errors import ErrorCode as E
 
 from headwater.config import ConfigError, LogConfig, validate_topic_config
 from headwater.log import compression, swap
@@ -18,7 +19,7 @@ from headwater.log.cleaner import CHECKPOINT, CleanStats, LogCleaner
 from headwater.log.manager import LogManager
 from headwater.log.partition_log import PartitionLog
 from headwater.log.segment import LogSegment
-from headwater.storage.errors import INVALID_RECORD, OUT_OF_ORDER_SEQUENCE_NUMBER, LogError
+from headwater.storage.errors import LogError
 from tests.unit.log.crash import clean_until_crash
 
 COMPACT = LogConfig(segment_bytes=1024, index_interval_bytes=128, retention_ms=-1,
@@ -341,7 +342,7 @@ def test_idempotent_producer_continues_after_cleaning_and_restart(clog, cleaner)
     assert retry.duplicate and (retry.base_offset, retry.last_offset) == (2, 3)
     with pytest.raises(LogError) as exc:
         put(again, [(b"a", b"x")], producer_id=PID, producer_epoch=0, base_sequence=7)
-    assert exc.value.code == OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert exc.value.code == E.out_of_order_sequence_number
     assert put(again, [(b"a", b"4")], producer_id=PID, producer_epoch=0,
                base_sequence=4) == 7
     again.close()
@@ -389,7 +390,7 @@ def test_keyless_produce_to_compacted_topic_is_invalid_record(open_log) -> None:
     for items in ([(None, b"v")], [(b"k", b"v"), (None, b"v")]):
         with pytest.raises(LogError) as exc:
             put(plog, items)
-        assert exc.value.code == INVALID_RECORD
+        assert exc.value.code == E.invalid_record
     assert plog.log_end_offset == 0
     gz = build_batch([(None, b"v", [], 0)], compression=compression.GZIP)
     with pytest.raises(LogError):
@@ -403,7 +404,7 @@ def test_keyless_produce_rejected_under_compact_delete(open_log) -> None:
     plog = open_log(dataclasses.replace(COMPACT, cleanup_policy="compact,delete"))
     with pytest.raises(LogError) as exc:
         put(plog, [(None, b"v")])
-    assert exc.value.code == INVALID_RECORD
+    assert exc.value.code == E.invalid_record
 
 
 # ---- scheduling ---------------------------------------------------------------------

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from kio.schema.errors import ErrorCode as E
 
 from headwater.log.batch import build_batch, decode_records, iter_batches
-from headwater.storage import errors
 from headwater.storage.errors import LogError
 
 
@@ -57,7 +57,7 @@ def test_invalid_batch_anywhere_in_request_writes_nothing(open_log, batch) -> No
     bad[-1] ^= 1
     with pytest.raises(LogError) as exc:
         plog.append(batch(1) + bytes(bad), 0)
-    assert exc.value.code == errors.CORRUPT_MESSAGE
+    assert exc.value.code == E.corrupt_message
     assert plog.log_end_offset == 0 and plog.size_bytes == 0
 
 
@@ -112,7 +112,7 @@ def test_out_of_range_and_log_end(open_log, batch) -> None:
     for offset in (-1, 7):
         with pytest.raises(LogError) as exc:
             plog.read(offset, 100)
-        assert exc.value.code == errors.OFFSET_OUT_OF_RANGE
+        assert exc.value.code == E.offset_out_of_range
 
 
 def test_reopen_after_close_reads_identically(open_log, batch) -> None:
@@ -129,14 +129,14 @@ def test_request_larger_than_segment_is_record_list_too_large(open_log, batch) -
     plog = open_log()
     with pytest.raises(LogError) as exc:
         plog.append(batch(1, size=2000), 0)
-    assert exc.value.code == errors.RECORD_LIST_TOO_LARGE
+    assert exc.value.code == E.record_list_too_large
 
 
 def test_oversized_batch_uses_max_message_bytes(open_log, batch, config) -> None:
     plog = open_log(dataclasses.replace(config, max_message_bytes=100))
     with pytest.raises(LogError) as exc:
         plog.append(batch(3), 0)
-    assert exc.value.code == errors.MESSAGE_TOO_LARGE
+    assert exc.value.code == E.message_too_large
 
 
 def test_roll_by_segment_ms_counts_from_first_append(open_log, batch, config) -> None:
@@ -240,7 +240,7 @@ def test_timestamps_too_far_in_the_future_are_rejected(open_log, batch, config) 
     now = 10 * hour
     with pytest.raises(LogError) as exc:
         plog.append(batch(3, ts=now + hour - 1), now)  # the last record: now + hour + 1
-    assert exc.value.code == errors.INVALID_TIMESTAMP
+    assert exc.value.code == E.invalid_timestamp
     assert exc.value.record_errors == [(2, f"Timestamp {now + hour + 1} of message with offset "
                                            "2 is out of range. The timestamp should be within "
                                            f"[{now - 2**63 + 1}, {now + hour}]")]
@@ -257,7 +257,7 @@ def test_past_bound_checks_every_record(open_log, batch, config) -> None:
     records = [(b"k", b"v", [], now), (b"k", b"v", [], now - 60_001), (b"k", b"v", [], now)]
     with pytest.raises(LogError) as exc:  # the header's base and max timestamps look fine
         plog.append(build_batch(records), now)
-    assert exc.value.code == errors.INVALID_TIMESTAMP
+    assert exc.value.code == E.invalid_timestamp
     assert [index for index, _ in exc.value.record_errors] == [1]
     assert plog.append(batch(2, ts=now - 60_000), now).base_offset == 0
 
@@ -270,7 +270,7 @@ def test_client_batches_must_carry_base_offset_zero(open_log, batch) -> None:
     set_base_offset(bad, 0, 42)  # outside the CRC: the batch is otherwise valid
     with pytest.raises(LogError) as exc:
         plog.append(bytes(bad), 0)
-    assert exc.value.code == errors.INVALID_RECORD and "should be 0" in exc.value.message
+    assert exc.value.code == E.invalid_record and "should be 0" in exc.value.message
     assert plog.log_end_offset == 0
 
 

@@ -9,6 +9,7 @@ import pytest
 from crc32c import crc32c
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from kio.schema.errors import ErrorCode as E
 
 from headwater.log.batch import (
     HEADER_SIZE,
@@ -21,7 +22,6 @@ from headwater.log.batch import (
     validate_produce_records,
 )
 from headwater.log.compression import compress, decompress
-from headwater.storage import errors
 from headwater.storage.errors import LogError
 
 RECORDS = [
@@ -97,10 +97,10 @@ def test_lz4_frames_use_independent_blocks() -> None:
 def test_unknown_codec_and_garbage_are_corrupt() -> None:
     with pytest.raises(LogError) as exc:
         decompress(6, b"abc")
-    assert exc.value.code == errors.CORRUPT_MESSAGE
+    assert exc.value.code == E.corrupt_message
     with pytest.raises(LogError) as exc:
         decompress(1, b"not gzip at all")
-    assert exc.value.code == errors.CORRUPT_MESSAGE
+    assert exc.value.code == E.corrupt_message
 
 
 def test_crc_tamper_is_corrupt_message() -> None:
@@ -108,7 +108,7 @@ def test_crc_tamper_is_corrupt_message() -> None:
     data[-1] ^= 0xFF
     with pytest.raises(LogError) as exc:
         validate_produce_records(data, 1 << 20)
-    assert exc.value.code == errors.CORRUPT_MESSAGE
+    assert exc.value.code == E.corrupt_message
 
 
 def test_magic_1_is_unsupported_for_message_format() -> None:
@@ -116,12 +116,12 @@ def test_magic_1_is_unsupported_for_message_format() -> None:
     data[16] = 1
     with pytest.raises(LogError) as exc:
         validate_produce_records(data, 1 << 20)
-    assert exc.value.code == errors.UNSUPPORTED_FOR_MESSAGE_FORMAT
+    assert exc.value.code == E.unsupported_for_message_format
     # A legacy v1 message set shorter than a v2 header is still recognised by its magic.
     legacy = struct.pack(">qiIbbq", 0, 22, 0, 1, 0, 0) + b"\xff\xff\xff\xff" * 2
     with pytest.raises(LogError) as exc:
         validate_produce_records(legacy, 1 << 20)
-    assert exc.value.code == errors.UNSUPPORTED_FOR_MESSAGE_FORMAT
+    assert exc.value.code == E.unsupported_for_message_format
 
 
 def test_oversize_batch_is_message_too_large() -> None:
@@ -129,7 +129,7 @@ def test_oversize_batch_is_message_too_large() -> None:
     assert validate_produce_records(data, len(data))  # exactly at the limit: fine
     with pytest.raises(LogError) as exc:
         validate_produce_records(data, len(data) - 1)
-    assert exc.value.code == errors.MESSAGE_TOO_LARGE
+    assert exc.value.code == E.message_too_large
 
 
 @pytest.mark.parametrize("cut", [0, 10, HEADER_SIZE - 1, HEADER_SIZE + 3])
@@ -137,7 +137,7 @@ def test_empty_or_truncated_is_corrupt(cut: int) -> None:
     data = build_batch(RECORDS)[:cut]
     with pytest.raises(LogError) as exc:
         validate_produce_records(data, 1 << 20)
-    assert exc.value.code == errors.CORRUPT_MESSAGE
+    assert exc.value.code == E.corrupt_message
 
 
 def test_header_sanity_checks() -> None:
@@ -145,21 +145,21 @@ def test_header_sanity_checks() -> None:
     struct.pack_into(">i", data, 8, 40)  # batchLength below the 49-byte minimum
     with pytest.raises(LogError) as exc:
         validate_produce_records(data, 1 << 20)
-    assert exc.value.code == errors.CORRUPT_MESSAGE
+    assert exc.value.code == E.corrupt_message
 
     data = bytearray(build_batch(RECORDS))
     struct.pack_into(">i", data, 23, -1)  # lastOffsetDelta < 0, CRC fixed up
     struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
     with pytest.raises(LogError) as exc:
         validate_produce_records(data, 1 << 20)
-    assert exc.value.code == errors.CORRUPT_MESSAGE
+    assert exc.value.code == E.corrupt_message
 
     data = bytearray(build_batch(RECORDS))
     struct.pack_into(">i", data, 57, 9)  # recordsCount disagrees with lastOffsetDelta
     struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
     with pytest.raises(LogError) as exc:
         validate_produce_records(data, 1 << 20)
-    assert exc.value.code == errors.INVALID_RECORD
+    assert exc.value.code == E.invalid_record
 
 
 def test_control_batch_from_client_is_invalid_record() -> None:
@@ -167,7 +167,7 @@ def test_control_batch_from_client_is_invalid_record() -> None:
                        is_control=True, is_transactional=True, producer_id=1, producer_epoch=0)
     with pytest.raises(LogError) as exc:
         validate_produce_records(data, 1 << 20)
-    assert exc.value.code == errors.INVALID_RECORD
+    assert exc.value.code == E.invalid_record
     [h] = validate_produce_records(data, 1 << 20, allow_control=True)
     assert h.is_control and h.is_transactional
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from kio.schema.errors import ErrorCode as E
 
-from headwater.storage import errors
 from headwater.storage.errors import LogError
 
 PID = 1000
@@ -36,7 +36,7 @@ def test_retried_batch_returns_original_offsets_without_writing(open_log, batch)
 def test_sequence_gap_is_out_of_order(open_log, batch) -> None:
     plog = open_log()
     produce(plog, batch, seq=0)
-    assert error_code(lambda: produce(plog, batch, seq=3)) == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert error_code(lambda: produce(plog, batch, seq=3)) == E.out_of_order_sequence_number
     assert plog.log_end_offset == 2
     assert produce(plog, batch, seq=2).base_offset == 2
 
@@ -44,7 +44,7 @@ def test_sequence_gap_is_out_of_order(open_log, batch) -> None:
 def test_older_epoch_is_invalid_producer_epoch(open_log, batch) -> None:
     plog = open_log()
     produce(plog, batch, seq=0, epoch=3)
-    assert error_code(lambda: produce(plog, batch, seq=2, epoch=2)) == errors.INVALID_PRODUCER_EPOCH
+    assert error_code(lambda: produce(plog, batch, seq=2, epoch=2)) == E.invalid_producer_epoch
 
 
 def test_epoch_bump_restarts_sequence_at_zero(open_log, batch) -> None:
@@ -52,7 +52,7 @@ def test_epoch_bump_restarts_sequence_at_zero(open_log, batch) -> None:
     produce(plog, batch, seq=0)
     produce(plog, batch, seq=2)
     assert error_code(lambda: produce(plog, batch, seq=4, epoch=1)) == \
-        errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+        E.out_of_order_sequence_number
     assert produce(plog, batch, seq=0, epoch=1).base_offset == 4
     [state] = plog.producer_states()
     assert (state.producer_id, state.producer_epoch, state.last_sequence) == (PID, 1, 1)
@@ -62,7 +62,7 @@ def test_epoch_bump_restarts_sequence_at_zero(open_log, batch) -> None:
 def test_unknown_producer_may_start_at_any_sequence(open_log, batch) -> None:
     plog = open_log()
     assert produce(plog, batch, seq=17).base_offset == 0
-    assert error_code(lambda: produce(plog, batch, seq=0)) == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert error_code(lambda: produce(plog, batch, seq=0)) == E.out_of_order_sequence_number
 
 
 def test_sequence_wraps_to_zero(open_log, batch) -> None:
@@ -76,7 +76,7 @@ def test_only_last_five_batches_are_deduplicated(open_log, batch) -> None:
     for i in range(6):
         produce(plog, batch, seq=2 * i)
     assert produce(plog, batch, seq=2).duplicate  # still cached
-    assert error_code(lambda: produce(plog, batch, seq=0)) == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert error_code(lambda: produce(plog, batch, seq=0)) == E.out_of_order_sequence_number
 
 
 def test_request_with_two_batches_checks_the_second_against_the_first(open_log, batch) -> None:
@@ -86,7 +86,7 @@ def test_request_with_two_batches_checks_the_second_against_the_first(open_log, 
     assert plog.append(ok, 0).last_offset == 2
     gap = (batch(1, producer_id=PID, producer_epoch=0, base_sequence=3)
            + batch(1, producer_id=PID, producer_epoch=0, base_sequence=5))
-    assert error_code(lambda: plog.append(gap, 0)) == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert error_code(lambda: plog.append(gap, 0)) == E.out_of_order_sequence_number
     assert plog.log_end_offset == 3  # the valid first batch was not written either
 
 
@@ -108,7 +108,7 @@ def test_state_survives_clean_close_via_snapshot(open_log, batch) -> None:
     again = open_log(clean_shutdown=True)
     retry = produce(again, batch, seq=38)
     assert retry.duplicate and retry.base_offset == 38
-    assert error_code(lambda: produce(again, batch, seq=41)) == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert error_code(lambda: produce(again, batch, seq=41)) == E.out_of_order_sequence_number
     assert produce(again, batch, seq=40).base_offset == 40
 
 
@@ -126,7 +126,7 @@ def test_state_rebuilt_from_log_after_unclean_shutdown(open_log, batch) -> None:
     assert produce(again, batch, seq=38).duplicate
     assert produce(again, batch, seq=19, n=1, pid=PID + 1, epoch=4).duplicate
     assert error_code(lambda: produce(again, batch, seq=0, n=1, pid=PID + 1, epoch=3)) == \
-        errors.INVALID_PRODUCER_EPOCH
+        E.invalid_producer_epoch
     assert produce(again, batch, seq=40).base_offset == 60
 
 

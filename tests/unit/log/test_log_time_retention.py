@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from kio.schema.errors import ErrorCode as E
 
 from headwater.log.batch import build_batch, iter_batches
-from headwater.storage import errors
 from headwater.storage.errors import LogError
 
 
@@ -69,7 +69,7 @@ def test_retention_ms_deletes_expired_segments(open_log, config) -> None:
     assert not segments[0].log_path.exists()
     with pytest.raises(LogError) as exc:
         plog.read(0, 100)
-    assert exc.value.code == errors.OFFSET_OUT_OF_RANGE
+    assert exc.value.code == E.offset_out_of_range
     plog.close()
     assert open_log(clean_shutdown=True).log_start_offset == segments[3].base_offset
 
@@ -126,12 +126,12 @@ def test_delete_records_before(open_log) -> None:
     assert not second.log_path.exists()
     with pytest.raises(LogError) as exc:
         plog.read(target - 1, 100)
-    assert exc.value.code == errors.OFFSET_OUT_OF_RANGE
+    assert exc.value.code == E.offset_out_of_range
     assert plog.read(target, 1) != b""  # the containing batch, as Kafka returns it
     assert plog.delete_records_before(5) == target  # never moves backwards
     with pytest.raises(LogError) as exc:
         plog.delete_records_before(91)
-    assert exc.value.code == errors.OFFSET_OUT_OF_RANGE
+    assert exc.value.code == E.offset_out_of_range
     assert plog.append(build_batch([(None, b"x", [], 1)]), 0).log_start_offset == target
     plog.close()
     again = open_log(clean_shutdown=True)

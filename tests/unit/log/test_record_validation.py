@@ -12,6 +12,7 @@ import struct
 from collections.abc import Callable
 
 import pytest
+from kio.schema.errors import ErrorCode as E
 
 from headwater.config import LogConfig
 from headwater.log import compression
@@ -23,12 +24,7 @@ from headwater.log.batch import (
     set_log_append_time,
 )
 from headwater.log.partition_log import PartitionLog
-from headwater.storage.errors import (
-    INVALID_RECORD,
-    INVALID_TIMESTAMP,
-    LogError,
-    RecordValidationError,
-)
+from headwater.storage.errors import LogError, RecordValidationError
 
 OpenLog = Callable[..., PartitionLog]
 HOUR = 3_600_000
@@ -61,7 +57,7 @@ def compacted(open_log: OpenLog, config: LogConfig) -> PartitionLog:
 def test_keyless_records_of_a_compacted_topic_are_each_listed(compacted, codec) -> None:
     keyless = {3, 17, 20, 41, 55, 60, 71, 88, 90, 99}
     err = rejected(compacted, build_batch(keyed(100, keyless), compression=codec))
-    assert err.code == INVALID_RECORD
+    assert err.code == E.invalid_record
     assert err.record_errors == [(i, NO_KEY) for i in sorted(keyless)]
     first_three = ", ".join(f"RecordError(batchIndex={i}, message='{NO_KEY}')"
                             for i in (3, 17, 20))
@@ -82,7 +78,7 @@ def test_future_timestamps_are_listed_with_kafkas_bounds(open_log: OpenLog) -> N
     plog = open_log()
     late = {2: NOW + HOUR + 1, 5: NOW + 2 * HOUR}
     err = rejected(plog, build_batch(keyed(6, stamps=late)))
-    assert err.code == INVALID_TIMESTAMP
+    assert err.code == E.invalid_timestamp
     assert err.message == "One or more records have been rejected due to invalid timestamp"
     low = NOW - (2**63 - 1)  # message.timestamp.before.max.ms unlimited: Long.MAX_VALUE
     assert err.record_errors == [
@@ -93,7 +89,7 @@ def test_future_timestamps_are_listed_with_kafkas_bounds(open_log: OpenLog) -> N
 def test_past_bound_names_only_the_old_records(open_log: OpenLog, config: LogConfig) -> None:
     plog = open_log(dataclasses.replace(config, timestamp_before_max_ms=60_000))
     err = rejected(plog, build_batch(keyed(4, stamps={1: NOW - 60_001, 3: NOW - HOUR})))
-    assert err.code == INVALID_TIMESTAMP
+    assert err.code == E.invalid_timestamp
     assert [i for i, _ in err.record_errors] == [1, 3]
     assert f"within [{NOW - 60_000}, {NOW + HOUR}]" in err.record_errors[0][1]
 
@@ -103,7 +99,7 @@ def test_a_keyless_record_reports_its_key_and_timestamp_errors_win(compacted) ->
     error INVALID_TIMESTAMP, with the key errors still listed."""
     data = build_batch(keyed(3, {0, 1}, stamps={1: NOW + 2 * HOUR, 2: NOW + 2 * HOUR}))
     err = rejected(compacted, data)
-    assert err.code == INVALID_TIMESTAMP
+    assert err.code == E.invalid_timestamp
     assert [(i, m.split()[0]) for i, m in err.record_errors] == \
         [(0, "Compacted"), (1, "Compacted"), (2, "Timestamp")]
 
@@ -125,7 +121,7 @@ def test_log_append_time_batches_from_clients_are_refused(open_log: OpenLog, con
     it prints the record as its iterator decoded it (key/value-skipping when compressed)."""
     plog = open_log(dataclasses.replace(config, message_timestamp_type="LogAppendTime"))
     err = rejected(plog, _log_append_time_batch(codec))
-    assert err.code == INVALID_TIMESTAMP
+    assert err.code == E.invalid_timestamp
     assert err.record_errors == [(0, f"Invalid timestamp type in message {shown}. Producer "
                                      "should not set timestamp type to LogAppendTime.")]
 

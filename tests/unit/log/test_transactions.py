@@ -12,6 +12,7 @@ import time
 
 import pytest
 from kafka.record import MemoryRecords
+from kio.schema.errors import ErrorCode as E
 
 from headwater.config import LogConfig
 from headwater.log import swap
@@ -22,7 +23,6 @@ from headwater.log.partition_log import PartitionLog
 from headwater.log.producer_state import SNAPSHOT_VERSION
 from headwater.log.segment import LogSegment
 from headwater.log.txn_index import ENTRY_SIZE, AbortedTxn
-from headwater.storage import errors
 from headwater.storage.errors import LogError
 from headwater.storage.waiters import PartitionWaiters
 from tests.unit.log.crash import Crash, clean_until_crash
@@ -103,7 +103,7 @@ def test_plain_batch_during_open_transaction_is_invalid_txn_state(open_log) -> N
     plog = open_log()
     a = Producer(plog, A)
     a.send()
-    assert code_of(lambda: a.send(transactional=False)) == errors.INVALID_TXN_STATE
+    assert code_of(lambda: a.send(transactional=False)) == E.invalid_txn_state
     assert plog.log_end_offset == 1
     a.end(commit=True)
     assert a.send(transactional=False) == 2  # idempotent writes are fine again
@@ -113,7 +113,7 @@ def test_transactional_then_plain_batch_in_one_request_writes_nothing(open_log) 
     plog = open_log()
     a = Producer(plog, A)
     data = a.batch() + a.batch(transactional=False)
-    assert code_of(lambda: plog.append(data, 0)) == errors.INVALID_TXN_STATE
+    assert code_of(lambda: plog.append(data, 0)) == E.invalid_txn_state
     assert plog.log_end_offset == 0 and plog.last_stable_offset == 0
     assert plog.producer_states() == []
 
@@ -171,7 +171,7 @@ def test_marker_with_older_producer_epoch_is_fenced(open_log) -> None:
     plog = open_log()
     a = Producer(plog, A, epoch=5)
     a.send()
-    assert code_of(lambda: a.end(commit=True, epoch=4)) == errors.INVALID_PRODUCER_EPOCH
+    assert code_of(lambda: a.end(commit=True, epoch=4)) == E.invalid_producer_epoch
     assert plog.log_end_offset == 1 and plog.last_stable_offset == 0
     assert a.end(commit=True, epoch=5) == 1  # the same epoch is fine (Kafka TV0/1)
 
@@ -187,16 +187,16 @@ def test_tv2_marker_must_carry_a_bumped_epoch(open_log) -> None:
     def tv2(epoch: int, commit: bool = True) -> int:
         return plog.append_marker(A, epoch, commit, 0, 5000, transaction_version=2)
 
-    assert code_of(lambda: tv2(3)) == errors.INVALID_PRODUCER_EPOCH
-    assert code_of(lambda: tv2(2)) == errors.INVALID_PRODUCER_EPOCH
+    assert code_of(lambda: tv2(3)) == E.invalid_producer_epoch
+    assert code_of(lambda: tv2(2)) == E.invalid_producer_epoch
     assert plog.last_stable_offset == 0
     assert tv2(4) == 1  # the bump: ends the transaction
     assert plog.last_stable_offset == 2
     assert tv2(4) == 2  # re-sent after a coordinator restart: nothing open, accepted
-    assert code_of(lambda: a.send()) == errors.INVALID_PRODUCER_EPOCH  # epoch 3 is old
+    assert code_of(lambda: a.send()) == E.invalid_producer_epoch  # epoch 3 is old
     a.epoch, a.seq = 4, 0
     a.send()  # the next transaction at the bumped epoch
-    assert code_of(lambda: tv2(4, commit=False)) == errors.INVALID_PRODUCER_EPOCH
+    assert code_of(lambda: tv2(4, commit=False)) == E.invalid_producer_epoch
     assert tv2(5, commit=False) == 4
     assert plog.aborted_transactions(0, 5) == [(A, 3)]
 
@@ -208,7 +208,7 @@ def test_marker_with_newer_epoch_ends_the_transaction_and_fences_old_writes(open
     a.send()
     assert a.end(commit=False, epoch=2) == 1
     assert plog.last_stable_offset == 2
-    assert code_of(lambda: a.send()) == errors.INVALID_PRODUCER_EPOCH
+    assert code_of(lambda: a.send()) == E.invalid_producer_epoch
     [state] = plog.producer_states()
     assert (state.producer_epoch, state.last_sequence, state.current_txn_start_offset) == \
         (2, -1, -1)
@@ -221,7 +221,7 @@ def test_marker_from_an_older_coordinator_epoch_is_fenced(open_log) -> None:
     a.end(commit=True, coordinator_epoch=7)
     a.send()
     assert code_of(lambda: a.end(commit=True, coordinator_epoch=6)) == \
-        errors.TRANSACTION_COORDINATOR_FENCED
+        E.transaction_coordinator_fenced
     assert plog.last_stable_offset == 2
     assert a.end(commit=True, coordinator_epoch=7) == 3
     [state] = plog.producer_states()
@@ -254,7 +254,7 @@ def test_clients_still_cannot_write_markers(open_log) -> None:
     plog = open_log()
     Producer(plog, A).send()
     assert code_of(lambda: plog.append(build_marker(A, 0, True, 0, 0), 0)) == \
-        errors.INVALID_RECORD
+        E.invalid_record
     assert plog.last_stable_offset == 0
 
 
@@ -433,7 +433,7 @@ def test_snapshot_round_trip_keeps_open_transactions(open_log) -> None:
     assert again.last_stable_offset == lso and aborted_entries(again) == entries
     assert again.producer_state.ongoing_transactions == {lso: B}
     b.plog = again
-    assert code_of(lambda: b.send(transactional=False)) == errors.INVALID_TXN_STATE
+    assert code_of(lambda: b.send(transactional=False)) == E.invalid_txn_state
 
 
 def test_version_1_snapshot_is_not_trusted(open_log) -> None:

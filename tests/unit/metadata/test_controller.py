@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kio.schema.errors import ErrorCode as E
 
 from headwater.config import BrokerConfig, LogConfig
 from headwater.log.batch import build_batch
@@ -12,12 +13,7 @@ from headwater.log.partition_log import PartitionLog
 from headwater.metadata import records as R
 from headwater.metadata.controller import (
     EXCESSIVE_BATCH,
-    INVALID_PARTITIONS,
-    INVALID_REPLICATION_FACTOR,
-    INVALID_TOPIC_EXCEPTION,
-    POLICY_VIOLATION,
     RECORDS_PER_BATCH,
-    TOPIC_ALREADY_EXISTS,
     Controller,
     ControllerError,
     NewTopic,
@@ -62,17 +58,18 @@ def test_validation_errors_change_nothing(tmp_path):
     c = open_controller(tmp_path / "meta")
     c.create_topics([NewTopic("a.b")])
     end = c.log.log_end_offset
-    cases = [(NewTopic("a.b"), TOPIC_ALREADY_EXISTS), (NewTopic("a_b"), INVALID_TOPIC_EXCEPTION),
-             (NewTopic("bad name"), INVALID_TOPIC_EXCEPTION),
-             (NewTopic("x", num_partitions=0), INVALID_PARTITIONS),
-             (NewTopic("x", replication_factor=3), INVALID_REPLICATION_FACTOR)]
+    cases = [(NewTopic("a.b"), E.topic_already_exists),
+             (NewTopic("a_b"), E.invalid_topic_exception),
+             (NewTopic("bad name"), E.invalid_topic_exception),
+             (NewTopic("x", num_partitions=0), E.invalid_partitions),
+             (NewTopic("x", replication_factor=3), E.invalid_replication_factor)]
     for topic, code in cases:
         (_, err, _), = c.create_topics([topic])
         assert err is not None and err.code == code, topic
     assert c.log.log_end_offset == end
     with pytest.raises(ControllerError) as exc:
         c.create_partitions("a.b", 1, None)
-    assert exc.value.code == INVALID_PARTITIONS
+    assert exc.value.code == E.invalid_partitions
 
 
 def test_large_change_is_one_metadata_transaction(tmp_path):
@@ -114,12 +111,12 @@ def test_a_request_of_more_than_ten_thousand_records_is_refused_whole(tmp_path):
     ctl = open_controller(tmp_path)
     results = ctl.create_topics([NewTopic("small", 1), NewTopic("huge", 10_000)])
     assert [(err.code, err.message) for _, err, _ in results] == [
-        (POLICY_VIOLATION, EXCESSIVE_BATCH)] * 2
+        (E.policy_violation, EXCESSIVE_BATCH)] * 2
     assert ctl.image.topic("small") is None
     ctl.create_topics([NewTopic("base", 1)])
     with pytest.raises(ControllerError) as info:
         ctl.create_partitions("base", 10_002, None)
-    assert info.value.code == POLICY_VIOLATION
+    assert info.value.code == E.policy_violation
 
 
 def test_partitions_beyond_the_brokers_capacity_are_refused(tmp_path):
@@ -128,7 +125,7 @@ def test_partitions_beyond_the_brokers_capacity_are_refused(tmp_path):
     results = ctl.create_topics([NewTopic("a", 6), NewTopic("b", 5), NewTopic("c", 4)])
     errors = {t.name: err for t, err, _ in results}
     assert errors["a"] is None and errors["c"] is None
-    assert errors["b"].code == POLICY_VIOLATION and "limit of 10" in errors["b"].message
+    assert errors["b"].code == E.policy_violation and "limit of 10" in errors["b"].message
     with pytest.raises(ControllerError, match="limit of 10"):
         ctl.create_partitions("c", 5, None)
     assert ctl.partition_count() == 10

@@ -5,19 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kio.schema.errors import ErrorCode as E
 
+from headwater import faults
 from headwater.config import BrokerConfig, LogConfig
 from headwater.log.batch import decode_records, iter_batches
 from headwater.log.partition_log import PartitionLog
-from headwater.metadata import faults
 from headwater.metadata import records as R
-from headwater.metadata.controller import (
-    INVALID_REQUEST,
-    KAFKA_STORAGE_ERROR,
-    Controller,
-    ControllerError,
-    NewTopic,
-)
+from headwater.metadata.controller import Controller, ControllerError, NewTopic
 from headwater.storage.errors import LogError
 
 CLOCK = [1_000]
@@ -25,7 +20,9 @@ CLOCK = [1_000]
 
 def open_controller(path: Path, **config: str) -> Controller:
     plog = PartitionLog.open(path, LogConfig(), "__cluster_metadata", 0, CLOCK[0])
-    controller = Controller(plog, BrokerConfig(config), lambda: CLOCK[0])
+    broker_config = BrokerConfig(config)
+    controller = Controller(plog, broker_config, lambda: CLOCK[0],
+                            faults.Faults.from_config(broker_config))
     controller.load()
     return controller
 
@@ -39,17 +36,12 @@ def records(path: Path) -> list[object]:
     return out
 
 
-@pytest.fixture(autouse=True)
-def rearm() -> None:
-    faults._fired.clear()
-
-
 def test_a_failed_append_is_aborted_and_later_changes_survive_a_restart(tmp_path):
     meta = tmp_path / "meta"
-    c = open_controller(meta, **{faults.KEY: "fail-append-after-begin"})
+    c = open_controller(meta, **{faults.METADATA_KEY: "fail-append-after-begin"})
     c.create_topics([NewTopic("before", 1)])
     (_, err, _), = c.create_topics([NewTopic("wide", 1200)])
-    assert err is not None and err.code == KAFKA_STORAGE_ERROR
+    assert err is not None and err.code == E.kafka_storage_error
     assert c.image.topic("wide") is None  # the image is what it was before Begin
     c.create_topics([NewTopic("after", 1)])
     log = records(meta)
@@ -71,13 +63,13 @@ def test_writes_are_refused_until_the_abort_is_in_the_log(tmp_path, monkeypatch)
     def failing(data, now, **kw):
         calls["n"] += 1
         if calls["n"] >= 2:  # everything after the Begin batch
-            raise LogError(KAFKA_STORAGE_ERROR, "disk gone")
+            raise LogError(E.kafka_storage_error, "disk gone")
         return real(data, now, **kw)
     monkeypatch.setattr(c.log, "append", failing)
     (_, err, _), = c.create_topics([NewTopic("wide", 1200)])
-    assert err.code == KAFKA_STORAGE_ERROR
+    assert err.code == E.kafka_storage_error
     (_, err, _), = c.create_topics([NewTopic("small", 1)])
-    assert err.code == KAFKA_STORAGE_ERROR and "abort" in err.message
+    assert err.code == E.kafka_storage_error and "abort" in err.message
     monkeypatch.setattr(c.log, "append", real)  # the disk is back
     c.create_topics([NewTopic("small", 1)])
     kinds = [type(r).__name__ for r in records(tmp_path / "meta")]
@@ -89,4 +81,4 @@ def test_transactions_are_the_controllers_own(tmp_path):
     c = open_controller(tmp_path / "meta")
     with pytest.raises(ControllerError) as exc:
         c.commit([R.BeginTransactionRecord("nested")])
-    assert exc.value.code == INVALID_REQUEST
+    assert exc.value.code == E.invalid_request

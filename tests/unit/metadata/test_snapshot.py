@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from headwater import faults
 from headwater.config import BrokerConfig, LogConfig
 from headwater.log.batch import decode_records, iter_batches, parse_header
 from headwater.log.partition_log import PartitionLog
-from headwater.metadata import faults, snapshot
 from headwater.metadata import records as R
+from headwater.metadata import snapshot
 from headwater.metadata.controller import Controller, NewTopic
 from headwater.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from headwater.metadata.replay import Replay, read_batches
@@ -156,9 +157,10 @@ def test_a_snapshot_is_never_written_inside_a_transaction(tmp_path, monkeypatch)
     c = open_controller(meta, **{"metadata.log.max.record.bytes.between.snapshots": "1"})
     seen = []
 
-    def between_batches(config: BrokerConfig) -> None:  # after Begin, before the rest
+    def between_batches(name: str, detail: str = "") -> None:  # after Begin, before the rest
+        assert name == faults.METADATA_AFTER_BEGIN
         seen.append(c.maybe_snapshot())
-    monkeypatch.setattr(faults, "after_begin", between_batches)
+    monkeypatch.setattr(c.faults, "hit", between_batches)
     for i in range(3):
         c.create_topics([NewTopic(f"wide{i}", 1200), NewTopic(f"small{i}", 1)])
     assert seen and all(s is None for s in seen)  # due (1 byte), but a transaction is open

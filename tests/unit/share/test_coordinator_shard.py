@@ -10,16 +10,13 @@ from dataclasses import replace
 from itertools import pairwise
 
 import pytest
+from kio.schema.errors import ErrorCode as E
 
 from headwater.coordinator.record_codec import CoordinatorRecord
 from headwater.metadata.image import MetadataImage, PartitionImage, TopicImage
 from headwater.share.coordinator import coordinator_key, kafka_uuid, parse_coordinator_key
 from headwater.share.coordinator_shard import (
     COLD_TIMER,
-    FENCED_LEADER_EPOCH,
-    FENCED_STATE_EPOCH,
-    INVALID_REQUEST,
-    UNKNOWN_TOPIC_OR_PARTITION,
     ReadResult,
     ShareCoordinatorConfig,
     ShareCoordinatorShard,
@@ -213,9 +210,9 @@ def test_a_stale_state_epoch_is_fenced_and_nothing_changes():
     ctx.init(state_epoch=2, start=10)
     ctx.put((b(10, 12, 2),), state_epoch=2)
     before, log_len = ctx.state(), len(ctx.log)
-    assert ctx.put((b(13, 20, 2),), start=30, state_epoch=1) == FENCED_STATE_EPOCH
+    assert ctx.put((b(13, 20, 2),), start=30, state_epoch=1) == E.fenced_state_epoch
     assert ctx.last_records == [] and len(ctx.log) == log_len
-    assert ctx.init(state_epoch=1, start=0) == FENCED_STATE_EPOCH
+    assert ctx.init(state_epoch=1, start=0) == E.fenced_state_epoch
     assert ctx.last_records == [] and ctx.state() == before
     assert ctx.put((b(13, 13, 2),), state_epoch=-1) == 0  # -1: not supplied, as Kafka
     assert ctx.put((b(14, 14, 2),), state_epoch=3) == 0  # newer: accepted, as Kafka
@@ -232,20 +229,20 @@ def test_a_newer_leader_epoch_on_read_fences_the_old_leader():
     assert ctx.read(leader_epoch=3).error_code == 0 and ctx.last_records == []
     assert ctx.read(leader_epoch=-1).error_code == 0 and ctx.last_records == []
     before = ctx.state()
-    assert ctx.read(leader_epoch=2) == ReadResult(FENCED_LEADER_EPOCH)
-    assert ctx.put((b(0, 5, 2),), leader_epoch=2) == FENCED_LEADER_EPOCH
+    assert ctx.read(leader_epoch=2) == ReadResult(E.fenced_leader_epoch)
+    assert ctx.put((b(0, 5, 2),), leader_epoch=2) == E.fenced_leader_epoch
     assert ctx.last_records == [] and ctx.state() == before
     assert ctx.put((b(0, 5, 2),), leader_epoch=3) == 0
     # the fence survives a reset of the state and a restart
     ctx.init(state_epoch=1, start=10)
-    assert ctx.read(leader_epoch=2).error_code == FENCED_LEADER_EPOCH
+    assert ctx.read(leader_epoch=2).error_code == E.fenced_leader_epoch
     ctx.assert_replay_equal()
 
 
 def test_read_and_write_of_an_uninitialized_share_partition_are_invalid_requests():
     ctx = Ctx()
-    assert ctx.read() == ReadResult(INVALID_REQUEST)  # Kafka 4.3: uninitialized
-    assert ctx.put((b(0, 1, 2),)) == INVALID_REQUEST
+    assert ctx.read() == ReadResult(E.invalid_request)  # Kafka 4.3: uninitialized
+    assert ctx.put((b(0, 1, 2),)) == E.invalid_request
     assert ctx.log == []
     assert ctx.summary() == StateSummary(0, 0, -1, -1, 0)  # the defaults, no error
     assert ctx.write(lambda s, now: s.delete(G, TOPIC, 0, now)) == 0  # nothing to delete
@@ -254,21 +251,21 @@ def test_read_and_write_of_an_uninitialized_share_partition_are_invalid_requests
 
 def test_unknown_topics_partitions_and_bad_arguments():
     ctx = Ctx()
-    assert ctx.init(topic=OTHER) == UNKNOWN_TOPIC_OR_PARTITION
-    assert ctx.init(partition=4) == UNKNOWN_TOPIC_OR_PARTITION  # the topic has 4
-    assert ctx.init(partition=-1) == INVALID_REQUEST
-    assert ctx.init(state_epoch=-1) == INVALID_REQUEST
-    assert ctx.init(start=-2) == INVALID_REQUEST
+    assert ctx.init(topic=OTHER) == E.unknown_topic_or_partition
+    assert ctx.init(partition=4) == E.unknown_topic_or_partition  # the topic has 4
+    assert ctx.init(partition=-1) == E.invalid_request
+    assert ctx.init(state_epoch=-1) == E.invalid_request
+    assert ctx.init(start=-2) == E.invalid_request
     assert ctx.log == []
     ctx.init()
-    assert ctx.put((b(5, 4, 2),)) == INVALID_REQUEST  # last before first
-    assert ctx.put((b(-3, 4, 2),)) == INVALID_REQUEST
-    assert ctx.put((b(3, 4, 1),)) == INVALID_REQUEST  # Acquired is never persisted
-    assert ctx.put((b(3, 4, 2, -1),)) == INVALID_REQUEST
-    assert ctx.read(partition=-1) == ReadResult(INVALID_REQUEST)
-    assert ctx.shard.read_summary(G, OTHER, 0).error_code == UNKNOWN_TOPIC_OR_PARTITION
+    assert ctx.put((b(5, 4, 2),)) == E.invalid_request  # last before first
+    assert ctx.put((b(-3, 4, 2),)) == E.invalid_request
+    assert ctx.put((b(3, 4, 1),)) == E.invalid_request  # Acquired is never persisted
+    assert ctx.put((b(3, 4, 2, -1),)) == E.invalid_request
+    assert ctx.read(partition=-1) == ReadResult(E.invalid_request)
+    assert ctx.shard.read_summary(G, OTHER, 0).error_code == E.unknown_topic_or_partition
     assert ctx.write(lambda s, now: s.delete(G, OTHER, 0, now)) == \
-        UNKNOWN_TOPIC_OR_PARTITION
+        E.unknown_topic_or_partition
     assert len(ctx.log) == 1
 
 
@@ -286,7 +283,7 @@ def test_delete_writes_tombstones_for_the_snapshot_and_every_delta_key():
     assert [(r.type_id, r.key.get("delta_index")) for r in dead] == \
         [(SHARE_SNAPSHOT, None)] + [(SHARE_UPDATE, i) for i in range(4)]
     assert (G, TOPIC, 0) not in ctx.shard.states and (G, TOPIC, 1) in ctx.shard.states
-    assert ctx.read() == ReadResult(INVALID_REQUEST)
+    assert ctx.read() == ReadResult(E.invalid_request)
     ctx.assert_replay_equal()
     # compaction then leaves only tombstones for the deleted share-partition
     survivors = compacted_log(ctx)

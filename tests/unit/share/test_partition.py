@@ -5,6 +5,7 @@ tests each scenario is drawn from."""
 from __future__ import annotations
 
 import pytest
+from kio.schema.errors import ErrorCode as E
 
 from headwater.share import (
     AcknowledgementBatch,
@@ -14,7 +15,6 @@ from headwater.share import (
     ShareSnapshot,
     StateBatch,
 )
-from headwater.share.partition import INVALID_RECORD_STATE, INVALID_REQUEST, NONE
 from tests.unit.share.context import ACCEPT, GAP, REJECT, RELEASE, RENEW, ShareContext
 
 LOCK = 30_000
@@ -98,7 +98,7 @@ def test_holes_between_log_batches_are_handed_out_for_gap_acks():
     assert c.acquire("m1", (5, 6), (10, 18)) == [(5, 18, 1)]
     types = (RELEASE,) * 5 + (GAP,) * 3 + (ACCEPT,)
     r = c.ack("m1", (5, 6, RELEASE), (7, 9, GAP), (10, 18, types))
-    assert r.error_code == NONE
+    assert r.error_code == E.none
     assert c.states(5, 6) | c.states(10, 14) == {("AVAILABLE", 1, None)}
     assert c.states(15, 17) | c.states(7, 9) == {("ARCHIVED", 1, None)}
     assert c.state(18) == ("ACKNOWLEDGED", 1, None)
@@ -113,7 +113,7 @@ def test_accept_whole_batch_empties_the_window():
     c = ShareContext(start_offset=5)
     c.acquire("m1", (5, 14))
     r = c.ack("m1", (5, 14, ACCEPT))
-    assert (r.error_code, r.batch_errors) == (NONE, (NONE,))
+    assert (r.error_code, r.batch_errors) == (E.none, (E.none,))
     p = c.partition
     assert (p.start_offset, p.end_offset, p.next_fetch_offset()) == (15, 15, 15)
     assert p._batches == []
@@ -175,7 +175,7 @@ def test_per_offset_acknowledge_types():
     c = ShareContext()
     c.acquire("m1", (0, 2))
     r = c.ack("m1", (0, 2, (ACCEPT, RELEASE, REJECT)))
-    assert r.error_code == NONE
+    assert r.error_code == E.none
     assert c.partition.start_offset == 1  # 0 is finished, so below the window
     assert [c.state(o)[0] for o in (1, 2)] == ["AVAILABLE", "ARCHIVED"]
     c.check_replay()
@@ -184,10 +184,10 @@ def test_per_offset_acknowledge_types():
 def test_ack_of_empty_window_is_invalid_record_state_and_past_window_invalid_request():
     # testAcknowledgeOutOfRangeCachedData
     c = ShareContext()
-    assert c.ack("m1", (0, 15, ACCEPT)).error_code == INVALID_RECORD_STATE
+    assert c.ack("m1", (0, 15, ACCEPT)).error_code == E.invalid_record_state
     c.acquire("m1", (5, 9))
-    assert c.ack("m1", (20, 25, ACCEPT)).error_code == INVALID_REQUEST
-    assert c.ack("m1", (5, 12, ACCEPT)).error_code == INVALID_REQUEST
+    assert c.ack("m1", (20, 25, ACCEPT)).error_code == E.invalid_request
+    assert c.ack("m1", (5, 12, ACCEPT)).error_code == E.invalid_request
     assert c.states(5, 9) == {("ACQUIRED", 1, "m1")}
 
 
@@ -196,10 +196,10 @@ def test_ack_by_another_member_changes_nothing():
     c = ShareContext(start_offset=5)
     c.acquire("m1", (5, 9))
     r = c.ack("m2", (5, 9, ACCEPT))
-    assert (r.error_code, r.write) == (INVALID_RECORD_STATE, None)
+    assert (r.error_code, r.write) == (E.invalid_record_state, None)
     assert c.states(5, 9) == {("ACQUIRED", 1, "m1")}
     r = c.ack("m2", (6, 7, ACCEPT))  # a subset, per-offset path
-    assert r.error_code == INVALID_RECORD_STATE
+    assert r.error_code == E.invalid_record_state
     assert not c.partition._batches[0].is_split  # undone, not left split
 
 
@@ -208,10 +208,10 @@ def test_ack_when_not_acquired_and_repeated_ack():
     c = ShareContext(start_offset=5)
     c.acquire("m1", (5, 9))
     c.ack("m1", (5, 9, RELEASE))
-    assert c.ack("m1", (5, 9, ACCEPT)).error_code == INVALID_RECORD_STATE
+    assert c.ack("m1", (5, 9, ACCEPT)).error_code == E.invalid_record_state
     c.acquire("m1", (5, 9))
-    assert c.ack("m1", (6, 8, REJECT)).error_code == NONE
-    assert c.ack("m1", (6, 8, REJECT)).error_code == INVALID_RECORD_STATE
+    assert c.ack("m1", (6, 8, REJECT)).error_code == E.none
+    assert c.ack("m1", (6, 8, REJECT)).error_code == E.invalid_record_state
 
 
 def test_acknowledge_is_all_or_nothing_with_per_batch_codes():
@@ -219,8 +219,8 @@ def test_acknowledge_is_all_or_nothing_with_per_batch_codes():
     c.acquire("m1", (0, 4))
     c.acquire("m2", (5, 9))
     r = c.ack("m1", (0, 4, ACCEPT), (5, 9, ACCEPT), (20, 21, ACCEPT))
-    assert r.batch_errors == (NONE, INVALID_RECORD_STATE, INVALID_REQUEST)
-    assert r.error_code == INVALID_RECORD_STATE and r.write is None
+    assert r.batch_errors == (E.none, E.invalid_record_state, E.invalid_request)
+    assert r.error_code == E.invalid_record_state and r.write is None
     assert c.states(0, 4) == {("ACQUIRED", 1, "m1")}
     assert c.partition.start_offset == 0
 
@@ -229,9 +229,9 @@ def test_invalid_acknowledge_types_are_invalid_request():
     # testAcknowledgeInvalidAckType-style
     c = ShareContext()
     c.acquire("m1", (0, 4))
-    assert c.ack("m1", (0, 4, 9)).error_code == INVALID_REQUEST
-    assert c.ack("m1", (0, 4, (ACCEPT, ACCEPT))).error_code == INVALID_REQUEST
-    assert c.ack("m1", (4, 0, ACCEPT)).error_code == INVALID_REQUEST
+    assert c.ack("m1", (0, 4, 9)).error_code == E.invalid_request
+    assert c.ack("m1", (0, 4, (ACCEPT, ACCEPT))).error_code == E.invalid_request
+    assert c.ack("m1", (4, 0, ACCEPT)).error_code == E.invalid_request
 
 
 def test_ack_below_start_is_ignored():
@@ -239,9 +239,9 @@ def test_ack_below_start_is_ignored():
     c.acquire("m1", (0, 9))
     c.ack("m1", (0, 4, ACCEPT))
     r = c.ack("m1", (0, 4, ACCEPT))
-    assert (r.error_code, r.write) == (NONE, None)
+    assert (r.error_code, r.write) == (E.none, None)
     # a range straddling the SPSO acknowledges only what is in the window
-    assert c.ack("m1", (3, 9, ACCEPT)).error_code == NONE
+    assert c.ack("m1", (3, 9, ACCEPT)).error_code == E.none
     assert c.partition.start_offset == 10
 
 
@@ -257,7 +257,7 @@ def test_lock_expiry_returns_records_to_available():
     assert c.last_write.state_batches == (StateBatch(0, 9, 0, 1),)
     assert c.partition.next_fetch_offset() == 0
     assert c.partition.next_deadline_ms() is None
-    assert c.ack("m1", (0, 9, ACCEPT)).error_code == INVALID_RECORD_STATE
+    assert c.ack("m1", (0, 9, ACCEPT)).error_code == E.invalid_record_state
     assert c.acquire("m2", (0, 9)) == [(0, 9, 2)]
     c.check_replay()
 
@@ -267,7 +267,7 @@ def test_lock_expiry_is_applied_by_any_operation_at_now():
     c.acquire("m1", (0, 9))
     c.now += LOCK  # no timer fired
     r = c.ack("m1", (0, 9, ACCEPT))
-    assert r.error_code == INVALID_RECORD_STATE
+    assert r.error_code == E.invalid_record_state
     # the acknowledgement failed, but the expiry it found stands and is persisted
     assert r.write.state_batches == (StateBatch(0, 9, 0, 1),)
     assert c.acquire("m2", (0, 9)) == [(0, 9, 2)]
@@ -291,7 +291,7 @@ def test_renew_keeps_the_lock():
     c.advance(LOCK - 1_000)
     renewed_at = c.now
     r = c.ack("m1", (0, 9, RENEW))
-    assert (r.error_code, r.write) == (NONE, None)
+    assert (r.error_code, r.write) == (E.none, None)
     assert c.advance(2_000) == 0
     assert c.states(0, 9) == {("ACQUIRED", 1, "m1")}
     assert c.partition.next_deadline_ms() == renewed_at + LOCK
@@ -403,7 +403,7 @@ def test_two_members_share_the_partition():
     c = ShareContext()
     assert c.acquire("m1", (0, 9)) == [(0, 9, 1)]
     assert c.acquire("m2", (0, 9), (10, 19)) == [(10, 19, 1)]
-    assert c.ack("m2", (0, 9, ACCEPT)).error_code == INVALID_RECORD_STATE
+    assert c.ack("m2", (0, 9, ACCEPT)).error_code == E.invalid_record_state
     c.ack("m2", (10, 19, ACCEPT))
     assert c.partition.start_offset == 0  # held by m1's records
     c.ack("m1", (0, 9, ACCEPT))
@@ -465,7 +465,7 @@ def test_log_start_moving_archives_records_below_it():
     assert result.released == 12
     assert c.partition.start_offset == 12
     assert c.states(12, 14) == {("ACQUIRED", 1, "m1")}
-    assert c.ack("m1", (10, 14, ACCEPT)).error_code == NONE
+    assert c.ack("m1", (10, 14, ACCEPT)).error_code == E.none
     assert c.partition.start_offset == 15
     result = c.partition.advance_log_start(40, c.now)
     c._persist(result)
@@ -535,7 +535,7 @@ def test_rollback_undoes_an_acknowledgement_whose_write_failed():
     assert not p._batches[0].is_split
     with pytest.raises(RuntimeError):
         p.rollback(result)
-    assert c.ack("m1", (0, 9, ACCEPT)).error_code == NONE
+    assert c.ack("m1", (0, 9, ACCEPT)).error_code == E.none
     assert p.start_offset == 10
     c.check_replay()
 

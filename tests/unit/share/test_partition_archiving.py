@@ -3,9 +3,10 @@ decision and the dead-letter write, persisted and replayed."""
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode as E
+
 from headwater.share import SharePartition, SharePartitionConfig, ShareSnapshot, StateBatch
 from headwater.share.outcomes import DeadLetter
-from headwater.share.partition import INVALID_RECORD_STATE
 from headwater.share.record_state import DeadLetterReason, RecordState
 from tests.unit.share.context import ACCEPT, GAP, REJECT, RELEASE, ShareContext
 
@@ -68,7 +69,7 @@ def test_archiving_refuses_every_acknowledgement():
     c.acquire("m1", (0, 1))
     c.ack("m1", (0, 0, REJECT))
     for kind in (ACCEPT, RELEASE, REJECT, GAP):
-        assert c.ack("m1", (0, 0, kind)).error_code == INVALID_RECORD_STATE
+        assert c.ack("m1", (0, 0, kind)).error_code == E.invalid_record_state
     assert c.acquire("m2", (0, 1)) == []  # not deliverable again either
     assert c.state(0) == ("ARCHIVING", 1, None)
 

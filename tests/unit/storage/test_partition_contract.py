@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from kio.schema.errors import ErrorCode as E
 
 from headwater.config import LogConfig
 from headwater.log.batch import build_batch, iter_batches
 from headwater.log.store import LocalStore
 from headwater.storage import LogError, Partition, PartitionStore
-from headwater.storage import errors as E
 
 TOPIC = "orders"
 RESERVED = "__cluster_metadata"
@@ -131,7 +131,7 @@ def test_reads_return_whole_batches_within_the_bounds(store: PartitionStore) -> 
     assert p.read(8, 1 << 20) == b""
     with pytest.raises(LogError) as err:
         p.read(9, 1 << 20)
-    assert err.value.code == E.OFFSET_OUT_OF_RANGE
+    assert err.value.code == E.offset_out_of_range
 
 
 def test_an_append_is_atomic(store: PartitionStore) -> None:
@@ -141,7 +141,7 @@ def test_an_append_is_atomic(store: PartitionStore) -> None:
     corrupt[-1] ^= 0xFF  # the CRC no longer matches
     with pytest.raises(LogError) as err:
         p.append(batch(3) + bytes(corrupt), 2_000)
-    assert err.value.code == E.CORRUPT_MESSAGE
+    assert err.value.code == E.corrupt_message
     assert p.log_end_offset == 1  # the valid first batch was not written either
 
 
@@ -153,11 +153,11 @@ def test_idempotence_deduplicates_and_orders(store: PartitionStore) -> None:
     assert not first.duplicate and p.log_end_offset == 2
     with pytest.raises(LogError) as gap:
         p.append(batch(1, producer_id=7, producer_epoch=0, base_sequence=5), 2_000)
-    assert gap.value.code == E.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert gap.value.code == E.out_of_order_sequence_number
     p.append(batch(1, producer_id=7, producer_epoch=1, base_sequence=0), 2_000)
     with pytest.raises(LogError) as stale:
         p.append(batch(1, producer_id=7, producer_epoch=0, base_sequence=2), 2_000)
-    assert stale.value.code == E.INVALID_PRODUCER_EPOCH
+    assert stale.value.code == E.invalid_producer_epoch
     assert p.knows_producer(7) and not p.knows_producer(8)
     assert [(s.producer_id, s.producer_epoch) for s in p.producer_states()] == [(7, 1)]
 
@@ -205,7 +205,7 @@ def test_timestamps_and_log_start(store: PartitionStore) -> None:
     assert p.log_start_offset == 3 and p.delete_records_before(1) == 3
     with pytest.raises(LogError) as err:
         p.read(1, 1 << 20)
-    assert err.value.code == E.OFFSET_OUT_OF_RANGE
+    assert err.value.code == E.offset_out_of_range
     with pytest.raises(LogError):
         p.delete_records_before(99)
 

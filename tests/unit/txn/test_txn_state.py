@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from headwater.txn.state import (
     CLIENT_EVENTS,
-    CONCURRENT_TRANSACTIONS,
-    INVALID_TXN_STATE,
-    NONE,
     TRANSITIONS,
     Event,
     IllegalTransition,
@@ -42,22 +40,23 @@ def test_the_happy_paths():
 def test_busy_while_markers_are_written():
     for prepare in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
         for event in (E.INIT_PRODUCER_ID, E.ADD_PARTITIONS):
-            assert step(prepare, event) == Step(None, CONCURRENT_TRANSACTIONS)
+            assert step(prepare, event) == Step(None, ErrorCode.concurrent_transactions)
     # The same EndTxn again is a retry; the opposite one contradicts the decision.
-    assert step(S.PREPARE_COMMIT, E.COMMIT) == Step(None, CONCURRENT_TRANSACTIONS)
-    assert step(S.PREPARE_COMMIT, E.ABORT) == Step(None, INVALID_TXN_STATE)
-    assert step(S.PREPARE_ABORT, E.COMMIT) == Step(None, INVALID_TXN_STATE)
+    assert step(S.PREPARE_COMMIT, E.COMMIT) == Step(None, ErrorCode.concurrent_transactions)
+    assert step(S.PREPARE_COMMIT, E.ABORT) == Step(None, ErrorCode.invalid_txn_state)
+    assert step(S.PREPARE_ABORT, E.COMMIT) == Step(None, ErrorCode.invalid_txn_state)
 
 
 def test_end_txn_after_completion_is_idempotent_only_for_the_same_outcome():
-    assert step(S.COMPLETE_COMMIT, E.COMMIT) == Step(None, NONE)
-    assert step(S.COMPLETE_COMMIT, E.ABORT) == Step(None, INVALID_TXN_STATE)
-    assert step(S.COMPLETE_ABORT, E.ABORT) == Step(None, NONE)
-    assert step(S.EMPTY, E.COMMIT) == Step(None, INVALID_TXN_STATE)
+    assert step(S.COMPLETE_COMMIT, E.COMMIT) == Step(None, ErrorCode.none)
+    assert step(S.COMPLETE_COMMIT, E.ABORT) == Step(None, ErrorCode.invalid_txn_state)
+    assert step(S.COMPLETE_ABORT, E.ABORT) == Step(None, ErrorCode.none)
+    assert step(S.EMPTY, E.COMMIT) == Step(None, ErrorCode.invalid_txn_state)
 
 
 def test_init_while_ongoing_fences_into_an_abort():
-    assert step(S.ONGOING, E.INIT_PRODUCER_ID) == Step(S.PREPARE_ABORT, CONCURRENT_TRANSACTIONS)
+    assert step(S.ONGOING, E.INIT_PRODUCER_ID) == Step(S.PREPARE_ABORT,
+                                                       ErrorCode.concurrent_transactions)
     assert step(S.ONGOING, E.FENCE) == Step(S.PREPARE_ABORT)
 
 

@@ -11,7 +11,7 @@ EDITABLE := --config-settings editable_mode=compat
 # Spark's Python workers must run the venv's interpreter (pyarrow, the connector).
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: run test lint bench bench-perf bench-spark bench-share soak fuzz clean java kcat kafka rabbitmq
+.PHONY: run test lint bench bench-perf bench-spark bench-share soak fuzz clean java kcat kafka rabbitmq postgres
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -39,6 +39,24 @@ kcat:
 	       SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	       $$SUDO apt-get update -qq \
 	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
+
+# PostgreSQL (Debian's) for the shared log's tests, which start their own private servers
+# (initdb + pg_ctl in a temp dir); the package's system service is never used.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+	  || { echo "installing postgresql"; \
+	       SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	       $$SUDO apt-get update -qq \
+	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	            postgresql >/dev/null; }
+
+# versitygw (Apache-2.0; one Go binary serving a directory over the S3 API, with
+# conditional PUT) for the shared log's tests and `make cluster`, into .tools/bin/.
+VERSITYGW := .tools/bin/versitygw
+$(VERSITYGW):
+	@command -v go >/dev/null || { echo "versitygw needs Go (go.dev) on PATH" >&2; exit 1; }
+	GOBIN=$(abspath .tools/bin) GOFLAGS=-mod=mod go install \
+	  github.com/versity/versitygw/cmd/versitygw@v1.8.0
 
 # RabbitMQ (Debian's rabbitmq-server 3.10) for bench/share_bench.py's queue comparison; the
 # bench starts its own private node, so the package's system service is never used.
@@ -74,7 +92,7 @@ run: $(STAMP)
 # The lint runs first: a layer broken or a type wrong fails the suite before it starts.
 # Two workers (pytest-xdist), each taking whole files (module-scoped brokers stay shared):
 # the tests mostly wait on sockets and JVM start-ups, so 2 cores run two files at once.
-test: $(STAMP) java kcat kafka
+test: $(STAMP) java kcat kafka postgres $(VERSITYGW)
 	$(MAKE) --no-print-directory lint
 	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile tests
 

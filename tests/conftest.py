@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.engines import PostgresServer, VersityGateway
 from tests.support.kafka_reference import KafkaReference
 
 _names = itertools.count()
@@ -53,3 +54,19 @@ def broker_factory(tmp_path: Path) -> Iterator:
 def topic_name(request: pytest.FixtureRequest) -> str:
     base = request.node.name.replace("[", "-").replace("]", "").replace("/", "-")
     return f"t-{base[:60]}-{next(_names)}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture(scope="module")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    """A private PostgreSQL for the shared log's tests (one per module)."""
+    server = PostgresServer(tmp_path_factory.mktemp("postgres")).start()
+    yield server
+    server.remove()
+
+
+@pytest.fixture(scope="module")
+def versitygw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VersityGateway]:
+    """A private versitygw S3 server over a temp directory (one per module)."""
+    server = VersityGateway(tmp_path_factory.mktemp("versitygw")).start()
+    yield server
+    server.kill()

@@ -1,0 +1,98 @@
+"""The object store holding the shared log's bytes: any S3-API service, or a local
+directory for one machine, through obstore.
+
+Only what needs no compare-and-swap is asked of it (all ordering is PostgreSQL's):
+create an object under a fresh key (`put_new`, refused if the key exists), read a byte
+range, delete, list. `check` writes, reads and deletes a probe object at start, so an
+unreachable store or refused credentials are one line naming
+`headwater.shared.objects` rather than a failure at the first produce.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+import obstore
+from obstore.exceptions import BaseError
+from obstore.store import LocalStore, S3Store
+
+from .settings import OBJECTS, SharedSettings
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, RetryConfig, S3Config
+
+PROBE_PREFIX = "probe/"
+
+
+class ObjectStoreUnavailable(RuntimeError):
+    """The store named by `headwater.shared.objects` cannot be used."""
+
+
+class ObjectStore:
+    def __init__(self, settings: SharedSettings, timeout_s: float = 30.0,
+                 retries: int = 3) -> None:
+        self.url = settings.objects
+        url = urlparse(settings.objects)
+        self._store: LocalStore | S3Store
+        if url.scheme == "file":
+            self._store = LocalStore(url.path, mkdir=True)
+        else:
+            config: S3Config = {"region": settings.region}
+            if settings.endpoint:
+                config["endpoint"] = settings.endpoint
+                config["virtual_hosted_style_request"] = False
+            if settings.access_key:
+                config["access_key_id"] = settings.access_key
+                config["secret_access_key"] = settings.secret_key
+            client: ClientConfig = {
+                "allow_http": settings.endpoint.startswith("http://"),
+                "timeout": timedelta(seconds=timeout_s),
+                "connect_timeout": timedelta(seconds=min(timeout_s, 5.0))}
+            retry: RetryConfig = {"max_retries": retries,
+                                  "retry_timeout": timedelta(seconds=timeout_s)}
+            self._store = S3Store(url.netloc, prefix=url.path.strip("/") or None,
+                                  config=config, client_options=client, retry_config=retry)
+
+    @staticmethod
+    def new_key(prefix: str = "") -> str:
+        """A fresh key: never reused, so a create cannot meet an old object."""
+        return f"{prefix}{uuid.uuid4().hex}"
+
+    async def put_new(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        """Create the object; AlreadyExistsError if the key is taken."""
+        await obstore.put_async(self._store, key, data, mode="create")
+
+    async def get_range(self, key: str, start: int, length: int) -> bytes:
+        return bytes(await obstore.get_range_async(self._store, key, start=start,
+                                                   length=length))
+
+    async def get(self, key: str) -> bytes:
+        result = await obstore.get_async(self._store, key)
+        return bytes(await result.bytes_async())
+
+    async def delete(self, key: str) -> None:
+        await obstore.delete_async(self._store, key)
+
+    async def keys(self, prefix: str = "") -> list[str]:
+        out: list[str] = []
+        async for chunk in obstore.list(self._store, prefix=prefix or None):
+            out.extend(meta["path"] for meta in chunk)
+        return out
+
+    async def check(self) -> None:
+        """Write, read back and delete a probe object; ObjectStoreUnavailable naming the
+        setting when any step fails."""
+        key = self.new_key(PROBE_PREFIX)
+        try:
+            await self.put_new(key, b"headwater")
+            if await self.get_range(key, 0, 9) != b"headwater":
+                raise ObjectStoreUnavailable(f"{OBJECTS}={self.url}: a probe object read "
+                                             "back different bytes")
+            await self.delete(key)
+        except (BaseError, OSError, ValueError) as exc:
+            raise ObjectStoreUnavailable(
+                f"{OBJECTS}={self.url}: {type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc

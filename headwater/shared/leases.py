@@ -1,0 +1,83 @@
+"""Leases in PostgreSQL, on the database's clock: who serves a partition (or runs a
+coordinator, or the controller), and with which epoch.
+
+A lease is (resource, owner, epoch, expiry). `acquire` takes a free or expired lease
+with the next epoch, or renews one the caller already holds (same epoch); `release`
+gives it up early. Holding a lease is not enough to write: a new owner first `stamp`s
+its epoch on the partition's row, and every commit checks the row still carries it
+(`sequencer.py`), so a broker paused past its lease (SIGSTOP, a long stall) writes
+nothing when it wakes: its epoch is no longer the row's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from .schema import Connection
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    resource: str
+    owner: int
+    epoch: int
+    expires_in_ms: int  # at the time of the answer, on the database's clock
+
+
+def partition_resource(topic_id: uuid.UUID, partition: int) -> str:
+    return f"partition:{topic_id}:{partition}"
+
+
+async def acquire(conn: Connection, resource: str, owner: int, ttl_ms: int) -> Lease | None:
+    """Take (epoch + 1) a lease that is free or expired, or renew one `owner` holds;
+    None while another broker holds it."""
+    row = await conn.fetchrow(
+        """
+        INSERT INTO leases AS l (resource, owner, epoch, expires_at)
+        VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond')
+        ON CONFLICT (resource) DO UPDATE SET
+            epoch = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp()
+                         THEN l.epoch ELSE l.epoch + 1 END,
+            owner = EXCLUDED.owner,
+            expires_at = EXCLUDED.expires_at
+        WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
+        RETURNING epoch,
+                  (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint AS left_ms
+        """, resource, owner, ttl_ms)
+    if row is None:
+        return None
+    return Lease(resource, owner, int(row["epoch"]), int(row["left_ms"]))
+
+
+async def release(conn: Connection, lease: Lease) -> bool:
+    """Expire the lease now if it is still this one (same owner and epoch)."""
+    status = await conn.execute(
+        "UPDATE leases SET expires_at = clock_timestamp() "
+        "WHERE resource = $1 AND owner = $2 AND epoch = $3", lease.resource, lease.owner,
+        lease.epoch)
+    return status.endswith(" 1")
+
+
+async def holder(conn: Connection, resource: str) -> Lease | None:
+    """The current unexpired holder, if any."""
+    row = await conn.fetchrow(
+        "SELECT owner, epoch, (extract(epoch FROM expires_at - clock_timestamp()) * 1000)"
+        "::bigint AS left_ms FROM leases WHERE resource = $1 "
+        "AND expires_at > clock_timestamp()", resource)
+    if row is None:
+        return None
+    return Lease(resource, int(row["owner"]), int(row["epoch"]), int(row["left_ms"]))
+
+
+async def stamp(conn: Connection, topic_id: uuid.UUID, partition: int, epoch: int) -> bool:
+    """A new owner's first write: the partition row carries its lease epoch from now on
+    (created if missing). False when the row already carries a newer epoch (this owner
+    was superseded before it started)."""
+    status = await conn.execute(
+        """
+        INSERT INTO partitions AS p (topic_id, partition, writer_epoch) VALUES ($1, $2, $3)
+        ON CONFLICT (topic_id, partition) DO UPDATE SET writer_epoch = EXCLUDED.writer_epoch
+        WHERE p.writer_epoch <= EXCLUDED.writer_epoch
+        """, topic_id, partition, epoch)
+    return status.endswith(" 1")

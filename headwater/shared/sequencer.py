@@ -1,0 +1,153 @@
+"""The commit that makes appends durable: one PostgreSQL transaction per commit window,
+over every partition a broker appended to in it.
+
+The owner of a partition (the holder of its lease) has already assigned offsets from its
+log end; the commit confirms them. In one transaction: the object holding the window's
+bytes is recorded (`objects`); the partitions' rows are locked in (topic id, partition)
+order, so two brokers committing overlapping sets never deadlock; per partition the row
+must still carry the owner's epoch (else FENCED: a newer owner took over) and a high
+watermark equal to the first offset the owner assigned (else STALE: its view is behind
+what is committed); a partition that passes gets its batch rows, its producer-state and
+aborted-transaction rows, and its new high watermark, and a `pg_notify` on
+`headwater_appends` tells every broker. A partition that fails writes nothing and the
+others commit; the caller reloads it before its next append and never acknowledges what
+did not commit. If the transaction's outcome is unknown (the connection died at COMMIT),
+the caller treats every partition as failed: reload, do not acknowledge.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .schema import Connection
+
+NOTIFY_CHANNEL = "headwater_appends"
+
+
+class Outcome(enum.Enum):
+    COMMITTED = "committed"
+    FENCED = "fenced"  # the row carries a newer writer epoch
+    STALE = "stale"  # the row's high watermark is not where the owner's offsets start
+    UNKNOWN = "unknown"  # no such partition row (never stamped)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRow:
+    base_offset: int
+    last_offset: int
+    byte_offset: int  # in the window's object (or in `inline`)
+    byte_length: int
+    max_timestamp: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    is_transactional: bool = False
+    is_control: bool = False
+    inline: bytes | None = None  # stored in PostgreSQL instead of the object
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerRow:
+    producer_id: int
+    producer_epoch: int
+    recent: list[tuple[int, int, int, int]]  # (first seq, last seq, first off, last off)
+    txn_first_offset: int = -1
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+
+
+@dataclass(slots=True)
+class PartitionCommit:
+    topic_id: uuid.UUID
+    partition: int
+    writer_epoch: int
+    batches: Sequence[BatchRow]
+    producers: Sequence[ProducerRow] = ()
+    aborted: Sequence[tuple[int, int, int]] = ()  # (producer id, first offset, last offset)
+    outcome: Outcome | None = field(default=None)
+
+    @property
+    def first_offset(self) -> int:
+        return self.batches[0].base_offset
+
+    @property
+    def end_offset(self) -> int:
+        return self.batches[-1].last_offset + 1
+
+
+async def commit(conn: Connection, object_key: str | None, object_size: int,
+                 commits: Sequence[PartitionCommit]) -> list[PartitionCommit]:
+    """Commit the window; every PartitionCommit gets its `outcome`. Raises whatever the
+    connection raises (then the outcome is unknown for all of them)."""
+    ordered = sorted((c for c in commits if c.batches), key=lambda c: (c.topic_id, c.partition))
+    async with conn.transaction():
+        if object_key is not None:
+            await conn.execute("INSERT INTO objects (key, size) VALUES ($1, $2)",
+                               object_key, object_size)
+        rows = await conn.fetch(
+            "SELECT topic_id, partition, high_watermark, writer_epoch FROM partitions "
+            "WHERE (topic_id, partition) IN (SELECT * FROM unnest($1::uuid[], $2::int[])) "
+            "ORDER BY topic_id, partition FOR UPDATE",
+            [c.topic_id for c in ordered], [c.partition for c in ordered])
+        found = {(r["topic_id"], r["partition"]): r for r in rows}
+        passed: list[PartitionCommit] = []
+        for c in ordered:
+            row = found.get((c.topic_id, c.partition))
+            if row is None:
+                c.outcome = Outcome.UNKNOWN
+            elif row["writer_epoch"] != c.writer_epoch:
+                c.outcome = Outcome.FENCED
+            elif row["high_watermark"] != c.first_offset:
+                c.outcome = Outcome.STALE
+            else:
+                c.outcome = Outcome.COMMITTED
+                passed.append(c)
+        if passed:
+            await _write(conn, object_key, passed)
+    return list(commits)
+
+
+async def _write(conn: Connection, object_key: str | None,
+                 passed: Sequence[PartitionCommit]) -> None:
+    await conn.executemany(
+        "INSERT INTO batches (topic_id, partition, base_offset, last_offset, object_key, "
+        "byte_offset, byte_length, inline_bytes, max_timestamp, producer_id, "
+        "producer_epoch, base_sequence, is_transactional, is_control) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+        [(c.topic_id, c.partition, b.base_offset, b.last_offset,
+          None if b.inline is not None else object_key,
+          None if b.inline is not None else b.byte_offset, b.byte_length, b.inline,
+          b.max_timestamp, b.producer_id, b.producer_epoch, b.base_sequence,
+          b.is_transactional, b.is_control)
+         for c in passed for b in c.batches])
+    producers = [(c.topic_id, c.partition, p.producer_id, p.producer_epoch,
+                  json.dumps(p.recent), p.txn_first_offset, p.coordinator_epoch,
+                  p.last_timestamp) for c in passed for p in c.producers]
+    if producers:
+        await conn.executemany(
+            "INSERT INTO producers (topic_id, partition, producer_id, producer_epoch, "
+            "recent, txn_first_offset, coordinator_epoch, last_timestamp) "
+            "VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8) "
+            "ON CONFLICT (topic_id, partition, producer_id) DO UPDATE SET "
+            "producer_epoch = EXCLUDED.producer_epoch, recent = EXCLUDED.recent, "
+            "txn_first_offset = EXCLUDED.txn_first_offset, "
+            "coordinator_epoch = EXCLUDED.coordinator_epoch, "
+            "last_timestamp = EXCLUDED.last_timestamp", producers)
+    aborted = [(c.topic_id, c.partition, pid, first, last)
+               for c in passed for pid, first, last in c.aborted]
+    if aborted:
+        await conn.executemany(
+            "INSERT INTO aborted_txns (topic_id, partition, producer_id, first_offset, "
+            "last_offset) VALUES ($1, $2, $3, $4, $5)", aborted)
+    await conn.execute(
+        "UPDATE partitions AS p SET high_watermark = n.hw "
+        "FROM unnest($1::uuid[], $2::int[], $3::bigint[]) AS n(topic_id, partition, hw) "
+        "WHERE p.topic_id = n.topic_id AND p.partition = n.partition",
+        [c.topic_id for c in passed], [c.partition for c in passed],
+        [c.end_offset for c in passed])
+    await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, ",".join(
+        f"{c.topic_id}:{c.partition}:{c.end_offset}" for c in passed))

@@ -1,0 +1,212 @@
+"""The shared log's ordering core on a real PostgreSQL: leases on the database clock,
+the owner's stamp, and the commit that confirms an owner's offsets: contiguous, never
+from a fenced or stale owner, no deadlock between brokers committing overlapping sets."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import asyncpg
+import pytest
+
+from headwater.shared import leases
+from headwater.shared.schema import migrate
+from headwater.shared.sequencer import BatchRow, Outcome, PartitionCommit, ProducerRow, commit
+from tests.support.engines import PostgresServer
+
+pytestmark = pytest.mark.timeout(120)
+T = TypeVar("T")
+
+
+def run(coro: Callable[[], Awaitable[T]]) -> T:
+    return asyncio.run(coro())  # type: ignore[arg-type]
+
+
+async def database(postgres: PostgresServer) -> str:
+    name = f"db_{uuid.uuid4().hex[:10]}"
+    conn = await asyncpg.connect(postgres.dsn)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    dsn = postgres.dsn.rsplit("/", 1)[0] + f"/{name}"
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn, "test")
+    finally:
+        await conn.close()
+    return dsn
+
+
+def window(topic: uuid.UUID, partition: int, epoch: int, first: int, sizes: list[int],
+           inline: bool = False) -> PartitionCommit:
+    batches, offset, pos = [], first, 0
+    for n in sizes:
+        batches.append(BatchRow(offset, offset + n - 1, pos, 100, 1_000,
+                                inline=b"x" * 100 if inline else None))
+        offset, pos = offset + n, pos + 100
+    return PartitionCommit(topic, partition, epoch, batches)
+
+
+def test_leases_take_turns_on_the_database_clock(postgres: PostgresServer) -> None:
+    async def story() -> None:
+        conn = await asyncpg.connect(await database(postgres))
+        try:
+            first = await leases.acquire(conn, "partition:x", 1, 300)
+            assert first is not None and first.epoch == 1
+            assert await leases.acquire(conn, "partition:x", 2, 300) is None  # held
+            renewed = await leases.acquire(conn, "partition:x", 1, 300)
+            assert renewed is not None and renewed.epoch == 1  # renewal keeps the epoch
+            deadline = time.monotonic() + 10
+            taken = None
+            while taken is None:  # broker 1 stops renewing: it expires
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+                taken = await leases.acquire(conn, "partition:x", 2, 300)
+            assert taken.epoch == 2 and taken.owner == 2
+            now = await leases.holder(conn, "partition:x")
+            assert now is not None and (now.owner, now.epoch) == (2, 2)
+            assert await leases.release(conn, taken)
+            back = await leases.acquire(conn, "partition:x", 1, 300)
+            assert back is not None and back.epoch == 3  # a takeover always moves on
+        finally:
+            await conn.close()
+
+    run(story)
+
+
+def test_a_fenced_owner_writes_nothing(postgres: PostgresServer) -> None:
+    topic = uuid.uuid4()
+
+    async def story() -> tuple[list[Outcome | None], int, int]:
+        conn = await asyncpg.connect(await database(postgres))
+        try:
+            assert await leases.stamp(conn, topic, 0, 1)
+            done = await commit(conn, "obj-1", 300, [window(topic, 0, 1, 0, [2, 3])])
+            outcomes = [done[0].outcome]
+            assert await leases.stamp(conn, topic, 0, 2)  # a new owner takes over
+            assert not await leases.stamp(conn, topic, 0, 1)  # the old one cannot go back
+            zombie = await commit(conn, "obj-2", 100, [window(topic, 0, 1, 5, [1])])
+            stale = await commit(conn, "obj-3", 100, [window(topic, 0, 2, 3, [1])])
+            outcomes += [zombie[0].outcome, stale[0].outcome]
+            fresh = await commit(conn, "obj-4", 100, [window(topic, 0, 2, 5, [4])])
+            outcomes.append(fresh[0].outcome)
+            rows = await conn.fetchval("SELECT count(*) FROM batches WHERE topic_id = $1",
+                                       topic)
+            hw = await conn.fetchval("SELECT high_watermark FROM partitions "
+                                     "WHERE topic_id = $1", topic)
+            return outcomes, rows, hw
+        finally:
+            await conn.close()
+
+    outcomes, rows, hw = run(story)
+    assert outcomes == [Outcome.COMMITTED, Outcome.FENCED, Outcome.STALE, Outcome.COMMITTED]
+    assert (rows, hw) == (3, 9)  # nothing of the fenced or stale windows
+
+
+def test_one_window_commits_what_passes_and_records_its_rows(postgres: PostgresServer
+                                                             ) -> None:
+    a, b = uuid.uuid4(), uuid.uuid4()
+
+    async def story() -> tuple[list[Outcome | None], list[tuple[int, int]], object, int]:
+        conn = await asyncpg.connect(await database(postgres))
+        try:
+            await leases.stamp(conn, a, 0, 1)
+            await leases.stamp(conn, b, 0, 1)
+            w1 = window(a, 0, 1, 0, [2], inline=True)
+            w1.producers = [ProducerRow(7, 0, [(0, 1, 0, 1)])]
+            w1.aborted = [(8, 0, 1)]
+            w2 = window(b, 0, 9, 0, [1])  # wrong epoch: only this one fails
+            w3 = window(uuid.uuid4(), 0, 1, 0, [1])  # never stamped
+            done = await commit(conn, "obj", 200, [w2, w1, w3])
+            offsets = [(r["base_offset"], r["last_offset"]) for r in await conn.fetch(
+                "SELECT base_offset, last_offset FROM batches ORDER BY topic_id")]
+            recent = await conn.fetchval("SELECT recent FROM producers")
+            aborted = await conn.fetchval("SELECT count(*) FROM aborted_txns")
+            return [c.outcome for c in done], offsets, recent, aborted
+        finally:
+            await conn.close()
+
+    outcomes, offsets, recent, aborted = run(story)
+    assert outcomes == [Outcome.FENCED, Outcome.COMMITTED, Outcome.UNKNOWN]
+    assert offsets == [(0, 1)] and recent == "[[0, 1, 0, 1]]" and aborted == 1
+
+
+def test_brokers_committing_overlapping_partitions_never_deadlock_or_leave_holes(
+        postgres: PostgresServer) -> None:
+    """Writers that race on the same partitions (each reads the high watermarks, then
+    commits a window over three of them in a random order): the rows are locked in one
+    order, so no deadlock; a loser's partition is STALE and retried; no hole."""
+    topics = [uuid.uuid4() for _ in range(6)]
+    writers, wins_each = 4, 60
+
+    async def story() -> tuple[int, int, list[tuple[int, int]]]:
+        dsn = await database(postgres)
+        setup = await asyncpg.connect(dsn)
+        for t in topics:
+            await leases.stamp(setup, t, 0, 1)
+        conns = [await asyncpg.connect(dsn) for _ in range(writers)]
+        wins = stale = 0
+
+        async def writer(conn: asyncpg.Connection, rng: random.Random) -> None:
+            nonlocal wins, stale
+            mine = 0
+            while mine < wins_each:
+                picked = rng.sample(topics, 3)
+                hws = {r["topic_id"]: r["high_watermark"] for r in await conn.fetch(
+                    "SELECT topic_id, high_watermark FROM partitions "
+                    "WHERE topic_id = ANY($1::uuid[])", picked)}
+                inline = rng.random() < 0.5
+                done = await commit(conn, None if inline else f"o-{uuid.uuid4().hex}", 1,
+                                    [window(t, 0, 1, hws[t], [rng.randint(1, 5)],
+                                            inline=inline) for t in picked])
+                for c in done:
+                    assert c.outcome in (Outcome.COMMITTED, Outcome.STALE)
+                    if c.outcome is Outcome.COMMITTED:
+                        mine += 1
+                    else:
+                        stale += 1
+            wins += mine
+
+        try:
+            await asyncio.gather(*(writer(c, random.Random(i)) for i, c in enumerate(conns)))
+            per_topic = await setup.fetch(
+                "SELECT min(base_offset) AS lo, "
+                "sum(last_offset - base_offset + 1) - max(last_offset) - 1 AS holes "
+                "FROM batches GROUP BY topic_id")
+            return wins, stale, [(r["lo"], r["holes"]) for r in per_topic]
+        finally:
+            for c in conns:
+                await c.close()
+            await setup.close()
+
+    wins, stale, per_topic = run(story)
+    assert wins >= writers * wins_each
+    assert per_topic and all(lo == 0 and holes == 0 for lo, holes in per_topic)
+
+
+def test_concurrent_windows_without_coordination_commit_exactly_one_per_offset(
+        postgres: PostgresServer) -> None:
+    """Two brokers both believing they own a partition at the same epoch (which leases
+    prevent) still cannot both commit the same offsets: the second is STALE."""
+    topic = uuid.uuid4()
+
+    async def story() -> list[Outcome | None]:
+        dsn = await database(postgres)
+        conns = [await asyncpg.connect(dsn) for _ in range(2)]
+        try:
+            await leases.stamp(conns[0], topic, 0, 1)
+            results = await asyncio.gather(
+                *(commit(c, None, 0, [window(topic, 0, 1, 0, [3], inline=True)])
+                  for c in conns))
+            return sorted((r[0].outcome for r in results), key=lambda o: o.value if o else "")
+        finally:
+            for c in conns:
+                await c.close()
+
+    assert run(story) == [Outcome.COMMITTED, Outcome.STALE]

@@ -347,7 +347,8 @@ class Broker:
                      if previous is not None and previous.topic_id == topic.topic_id else 0)
             for part in topic.partitions:
                 if lazy or changed or part.partition_id >= known:
-                    self.store.ensure(name, part.partition_id, config)
+                    self.store.ensure(name, part.partition_id, config,
+                                      topic_id=topic.topic_id)
 
     def partition(self, topic: str, partition: int) -> Partition | None:
         """A topic partition (never the metadata log: see `LocalStore`)."""

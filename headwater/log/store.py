@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -52,7 +53,8 @@ class LocalStore:
     def partitions(self) -> Iterator[PartitionLog]:
         return self.manager.all()
 
-    def ensure(self, topic: str, partition: int, config: LogConfig) -> None:
+    def ensure(self, topic: str, partition: int, config: LogConfig, *,
+               topic_id: uuid.UUID | None = None) -> None:
         self.manager.add_lazy(topic, partition, config)
 
     def remove(self, topic: str, partition: int) -> bool:

@@ -29,22 +29,25 @@ def partition_resource(topic_id: uuid.UUID, partition: int) -> str:
     return f"partition:{topic_id}:{partition}"
 
 
-async def acquire(conn: Connection, resource: str, owner: int, ttl_ms: int) -> Lease | None:
-    """Take (epoch + 1) a lease that is free or expired, or renew one `owner` holds;
-    None while another broker holds it."""
+async def acquire(conn: Connection, resource: str, owner: int, ttl_ms: int,
+                  bump: bool = False) -> Lease | None:
+    """Take (epoch + 1) a lease that is free or expired, or renew one `owner` holds
+    (same epoch; with `bump`, a new epoch: a restarted broker takes its partitions over
+    from its previous incarnation, which may still be writing); None while another
+    broker holds it."""
     row = await conn.fetchrow(
         """
         INSERT INTO leases AS l (resource, owner, epoch, expires_at)
         VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond')
         ON CONFLICT (resource) DO UPDATE SET
             epoch = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp()
-                         THEN l.epoch ELSE l.epoch + 1 END,
+                              AND NOT $4 THEN l.epoch ELSE l.epoch + 1 END,
             owner = EXCLUDED.owner,
             expires_at = EXCLUDED.expires_at
         WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
         RETURNING epoch,
                   (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint AS left_ms
-        """, resource, owner, ttl_ms)
+        """, resource, owner, ttl_ms, bump)
     if row is None:
         return None
     return Lease(resource, owner, int(row["epoch"]), int(row["left_ms"]))

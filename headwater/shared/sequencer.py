@@ -68,6 +68,7 @@ class PartitionCommit:
     batches: Sequence[BatchRow]
     producers: Sequence[ProducerRow] = ()
     aborted: Sequence[tuple[int, int, int]] = ()  # (producer id, first offset, last offset)
+    log_start: int | None = None  # DeleteRecords moved it (kept as the greatest)
     outcome: Outcome | None = field(default=None)
 
     @property
@@ -83,7 +84,8 @@ async def commit(conn: Connection, object_key: str | None, object_size: int,
                  commits: Sequence[PartitionCommit]) -> list[PartitionCommit]:
     """Commit the window; every PartitionCommit gets its `outcome`. Raises whatever the
     connection raises (then the outcome is unknown for all of them)."""
-    ordered = sorted((c for c in commits if c.batches), key=lambda c: (c.topic_id, c.partition))
+    ordered = sorted((c for c in commits if c.batches or c.log_start is not None),
+                     key=lambda c: (c.topic_id, c.partition))
     async with conn.transaction():
         if object_key is not None:
             await conn.execute("INSERT INTO objects (key, size) VALUES ($1, $2)",
@@ -101,7 +103,7 @@ async def commit(conn: Connection, object_key: str | None, object_size: int,
                 c.outcome = Outcome.UNKNOWN
             elif row["writer_epoch"] != c.writer_epoch:
                 c.outcome = Outcome.FENCED
-            elif row["high_watermark"] != c.first_offset:
+            elif c.batches and row["high_watermark"] != c.first_offset:
                 c.outcome = Outcome.STALE
             else:
                 c.outcome = Outcome.COMMITTED
@@ -112,7 +114,18 @@ async def commit(conn: Connection, object_key: str | None, object_size: int,
 
 
 async def _write(conn: Connection, object_key: str | None,
-                 passed: Sequence[PartitionCommit]) -> None:
+                 everything: Sequence[PartitionCommit]) -> None:
+    starts = [c for c in everything if c.log_start is not None]
+    if starts:
+        await conn.execute(
+            "UPDATE partitions AS p SET log_start = greatest(p.log_start, n.start) "
+            "FROM unnest($1::uuid[], $2::int[], $3::bigint[]) AS n(topic_id, partition, start) "
+            "WHERE p.topic_id = n.topic_id AND p.partition = n.partition",
+            [c.topic_id for c in starts], [c.partition for c in starts],
+            [c.log_start for c in starts])
+    passed = [c for c in everything if c.batches]
+    if not passed:
+        return
     await conn.executemany(
         "INSERT INTO batches (topic_id, partition, base_offset, last_offset, object_key, "
         "byte_offset, byte_length, inline_bytes, max_timestamp, producer_id, "

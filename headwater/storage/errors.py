@@ -28,3 +28,13 @@ class RecordValidationError(LogError):
     def __init__(self, code: int, message: str, record_errors: list[tuple[int, str]]) -> None:
         super().__init__(code, message)
         self.record_errors = record_errors
+
+
+class CommitError(LogError):
+    """`PartitionStore.commit` could not make some appends durable: `failed` names the
+    (topic, partition)s whose appends must not be acknowledged (`code`: what to answer,
+    a retriable one; the client's retry is checked by idempotence)."""
+
+    def __init__(self, code: int, message: str, failed: set[tuple[str, int]]) -> None:
+        super().__init__(code, message)
+        self.failed = failed

@@ -9,6 +9,7 @@ flushes and recovery are the store's own business, run by `start` until `close`.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Iterable, Iterator
 from typing import Protocol
 
@@ -30,9 +31,11 @@ class PartitionStore(PartitionSource, Protocol):
         """Every partition the store has open (for metrics and DescribeLogDirs)."""
         ...
 
-    def ensure(self, topic: str, partition: int, config: LogConfig) -> None:
+    def ensure(self, topic: str, partition: int, config: LogConfig, *,
+               topic_id: uuid.UUID | None = None) -> None:
         """Hold the partition with these configs: create it empty, open it (possibly
-        later, at its first `partition` lookup) or update its configs."""
+        later, at its first `partition` lookup) or update its configs. `topic_id` names
+        the topic for good (a shared store keys its rows by it: a name can be reused)."""
         ...
 
     def remove(self, topic: str, partition: int) -> bool:

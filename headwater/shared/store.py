@@ -1,0 +1,490 @@
+"""`PartitionStore` on the shared log: the partitions this broker holds the lease of,
+each materialised in a local `PartitionLog` (a cache, rebuilt from PostgreSQL and the
+object store whenever the partition is taken over), committed in windows.
+
+* **Taking a partition** (`ensure`, in the background; `ready` awaits it): take its
+  lease with a new epoch, stamp that epoch on its row, download its batches (object
+  ranges or inline bytes, in offset order) into one segment file of a fresh cache
+  directory, and open it as a `PartitionLog`: the local engine's recovery rebuilds its
+  indexes, producer state and aborted-transaction index from the batches, so idempotence
+  and transactions behave as on one node.
+* **Appending** is the local log's (`SharedPartition.append`: validation, idempotence,
+  offsets from the log end); nothing is visible yet: `high_watermark` is the committed
+  offset, and reads, the last stable offset and append subscribers stop there.
+* **Committing** (`commit`): a flusher gathers every partition with uncommitted appends
+  after `linger_ms`, uploads their bytes (read back from the local logs, offsets already
+  patched) as one object under a fresh key, and runs the sequencer's transaction
+  (`sequencer.commit`). A committed partition's high watermark moves and its subscribers
+  are told. A partition that is not committed (fenced, stale, or any failure: the
+  outcome may be unknown) is dropped and taken again from what PostgreSQL holds, and its
+  waiting `commit`s fail with `CommitError`, so nothing uncommitted is acknowledged and a
+  retry is checked against what really committed.
+* Leases are renewed every third of their time; a lost lease drops the partition.
+
+Not yet (issue 23): partitions held by other brokers (today every partition `ensure`d is
+taken), retention and compaction under a lease, the object cleaner, `__cluster_metadata`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from pathlib import Path
+
+import asyncpg
+from kio.schema.errors import ErrorCode as E
+
+from ..config import LogConfig
+from ..log.batch import iter_batches
+from ..log.partition_log import LOG_START_CHECKPOINT, PartitionLog
+from ..storage.errors import CommitError, LogError
+from ..storage.partition import AppendResult, Partition, ProducerStateInfo
+from . import leases
+from .database import open_pool
+from .objects import ObjectStore
+from .sequencer import BatchRow, Outcome, PartitionCommit, commit
+from .settings import SharedSettings
+
+log = logging.getLogger("headwater.shared")
+
+Key = tuple[str, int]
+WAL_PREFIX = "wal/"
+LOAD_RETRY_S = 1.0  # a partition that could not be taken (a store down) is tried again
+
+
+class SharedPartition:
+    """One partition this broker holds the lease of (a `Partition`)."""
+
+    def __init__(self, plog: PartitionLog, topic_id: uuid.UUID, epoch: int,
+                 committed: int) -> None:
+        self.plog = plog
+        self.topic_id = topic_id
+        self.epoch = epoch
+        self.committed = committed
+        self.pending_log_start: int | None = None
+        self.broken = False
+        self._subscribers: list[Callable[[], None]] = []
+        self._waiting: list[tuple[int, asyncio.Future[None]]] = []
+
+    # ---- identity and offsets ------------------------------------------------------
+    @property
+    def topic(self) -> str:
+        return self.plog.topic
+
+    @property
+    def partition(self) -> int:
+        return self.plog.partition
+
+    @property
+    def config(self) -> LogConfig:
+        return self.plog.config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.plog.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.plog.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.committed
+
+    @property
+    def last_stable_offset(self) -> int:
+        return min(self.plog.last_stable_offset, self.committed)
+
+    @property
+    def size_bytes(self) -> int:
+        return self.plog.size_bytes
+
+    @property
+    def pending(self) -> bool:
+        return self.plog.log_end_offset > self.committed or self.pending_log_start is not None
+
+    # ---- writes ----------------------------------------------------------------------
+    def _check_usable(self) -> None:
+        if self.broken:
+            raise LogError(E.not_leader_or_follower,
+                           f"{self.topic}-{self.partition} is being taken over again")
+
+    def append(self, data: bytes | bytearray | memoryview, now_ms: int,
+               *, origin_client: bool = True, transaction_version: int = 0) -> AppendResult:
+        self._check_usable()
+        return self.plog.append(data, now_ms, origin_client=origin_client,
+                                transaction_version=transaction_version)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int, now_ms: int,
+                      transaction_version: int = 0) -> int:
+        self._check_usable()
+        return self.plog.append_marker(producer_id, producer_epoch, commit,
+                                       coordinator_epoch, now_ms, transaction_version)
+
+    def delete_records_before(self, offset: int) -> int:
+        self._check_usable()
+        if offset < 0 or offset > self.committed:
+            raise LogError(E.offset_out_of_range,
+                           f"offset {offset} outside [0, {self.committed}]")
+        start = self.plog.delete_records_before(offset)
+        self.pending_log_start = start
+        return start
+
+    # ---- reads -----------------------------------------------------------------------
+    def read(self, fetch_offset: int, max_bytes: int, upper_bound: int | None = None) -> bytes:
+        bound = self.committed if upper_bound is None else min(upper_bound, self.committed)
+        return self.plog.read(fetch_offset, max_bytes, bound)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        found = self.plog.offset_for_timestamp(timestamp)
+        return found if found is not None and found[0] < self.committed else None
+
+    def max_timestamp_entry(self) -> tuple[int, int] | None:
+        found = self.plog.max_timestamp_entry()
+        return found if found is not None and found[0] < self.committed else None
+
+    def aborted_transactions(self, start_offset: int, upper_bound: int
+                             ) -> list[tuple[int, int]]:
+        return self.plog.aborted_transactions(start_offset, min(upper_bound, self.committed))
+
+    def producer_states(self) -> list[ProducerStateInfo]:
+        return self.plog.producer_states()
+
+    def knows_producer(self, producer_id: int) -> bool:
+        return self.plog.knows_producer(producer_id)
+
+    def in_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        return self.plog.in_transaction(producer_id, producer_epoch)
+
+    def subscribe_append(self, callback: Callable[[], None]) -> Callable[[], None]:
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    # ---- commits (the store's) -------------------------------------------------------
+    def wait_committed(self) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((self.plog.log_end_offset, fut))
+        return fut
+
+    def committed_to(self, end: int, log_start_written: bool) -> None:
+        moved = end > self.committed
+        self.committed = max(self.committed, end)
+        if log_start_written:
+            self.pending_log_start = None
+        still = []
+        for target, fut in self._waiting:
+            if target <= self.committed and self.pending_log_start is None:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                still.append((target, fut))
+        self._waiting = still
+        if moved:
+            for callback in tuple(self._subscribers):
+                try:
+                    callback()
+                except Exception:
+                    log.exception("append subscriber failed for %s-%d", self.topic,
+                                  self.partition)
+
+    def fail(self, error: CommitError) -> None:
+        self.broken = True
+        for _target, fut in self._waiting:
+            if not fut.done():
+                fut.set_exception(error)
+        self._waiting = []
+
+
+class SharedStore:
+    def __init__(self, settings: SharedSettings, node_id: int, cache_dir: Path,
+                 now_ms: Callable[[], int], *, linger_ms: int = 2, lease_ms: int = 10_000,
+                 reserved: Iterable[str] = ()) -> None:
+        self.settings = settings
+        self.node_id = node_id
+        self.cache_dir = cache_dir
+        self._now_ms = now_ms
+        self.linger_s = linger_ms / 1000
+        self.lease_ms = lease_ms
+        self._reserved = frozenset(reserved)
+        self._pool: asyncpg.Pool | None = None
+        self.objects = ObjectStore(settings)
+        self._owned: dict[Key, SharedPartition] = {}
+        self._loading: dict[Key, asyncio.Task[SharedPartition | None]] = {}
+        self._ids: dict[Key, uuid.UUID] = {}
+        self._configs: dict[Key, LogConfig] = {}
+        self._dirty = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[object]] = set()
+
+    async def open(self) -> None:
+        """Connect (and migrate) the database, probe the object store, empty the cache."""
+        self._pool = await open_pool(self.settings)
+        await self.objects.check()
+        shutil.rmtree(self.cache_dir, ignore_errors=True)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        assert self._pool is not None, "SharedStore.open() first"
+        return self._pool
+
+    # ---- PartitionSource / PartitionStore ----------------------------------------------
+    def partition(self, topic: str, partition: int) -> SharedPartition | None:
+        if topic in self._reserved:
+            return None
+        part = self._owned.get((topic, partition))
+        return None if part is None or part.broken else part
+
+    def partitions(self) -> Iterator[SharedPartition]:
+        return iter([p for p in self._owned.values() if not p.broken])
+
+    def ensure(self, topic: str, partition: int, config: LogConfig, *,
+               topic_id: uuid.UUID | None = None) -> None:
+        if topic in self._reserved:
+            return
+        key = (topic, partition)
+        self._configs[key] = config
+        if topic_id is not None:
+            self._ids[key] = topic_id
+        part = self._owned.get(key)
+        if part is not None:
+            part.plog.update_config(config)
+        elif key not in self._loading:
+            if key not in self._ids:
+                raise ValueError(f"{topic}-{partition}: the shared store needs the topic id")
+            self._load_soon(key)
+
+    async def ready(self, topic: str, partition: int) -> SharedPartition | None:
+        """The partition once its load has finished (None if it could not be taken)."""
+        task = self._loading.get((topic, partition))
+        if task is not None:
+            await asyncio.shield(task)
+        return self.partition(topic, partition)
+
+    def remove(self, topic: str, partition: int) -> bool:
+        key = (topic, partition)
+        task = self._loading.pop(key, None)
+        if task is not None:
+            task.cancel()
+        part = self._owned.pop(key, None)
+        topic_id = self._ids.pop(key, None)
+        self._configs.pop(key, None)
+        if part is not None:
+            part.fail(CommitError(E.not_leader_or_follower, "partition removed", {key}))
+            part.plog.delete()
+        if topic_id is not None:
+            self._spawn(self._forget(topic_id, partition))
+        return part is not None or task is not None
+
+    def commit(self, partitions: Iterable[Partition]) -> Awaitable[None] | None:
+        waits = [p.wait_committed() for p in partitions
+                 if isinstance(p, SharedPartition) and p.pending and not p.broken]
+        if not waits:
+            return None
+        self._dirty.set()
+        return self._all(waits)
+
+    @staticmethod
+    async def _all(waits: list[asyncio.Future[None]]) -> None:
+        results = await asyncio.gather(*waits, return_exceptions=True)
+        failed: set[Key] = set()
+        code: int = E.kafka_storage_error
+        for result in results:
+            if isinstance(result, CommitError):
+                failed |= result.failed
+                code = result.code
+            elif isinstance(result, BaseException):
+                raise result
+        if failed:
+            raise CommitError(code, "not committed: " + ", ".join(
+                f"{t}-{p}" for t, p in sorted(failed)), failed)
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._flusher()),
+                       asyncio.create_task(self._renewer())]
+
+    async def close(self) -> None:
+        for task in [*self._tasks, *self._loading.values(), *self._background]:
+            task.cancel()
+        for task in [*self._tasks, *self._loading.values(), *self._background]:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks, self._loading = [], {}
+        if self._pool is not None:
+            async with self._pool.acquire() as conn:
+                for part in self._owned.values():
+                    await leases.release(conn, leases.Lease(
+                        leases.partition_resource(part.topic_id, part.partition),
+                        self.node_id, part.epoch, 0))
+        for part in self._owned.values():
+            part.fail(CommitError(E.not_leader_or_follower, "broker stopping",
+                                  {(part.topic, part.partition)}))
+            part.plog.close(sync=False)
+        self._owned.clear()
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    # ---- taking partitions -----------------------------------------------------------
+    def _spawn(self, coro: Awaitable[object]) -> None:
+        task: asyncio.Task[object] = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _load_soon(self, key: Key) -> None:
+        task = asyncio.ensure_future(self._load(key))
+        self._loading[key] = task
+
+        def done(t: asyncio.Task[SharedPartition | None]) -> None:
+            if self._loading.get(key) is t:
+                del self._loading[key]
+            if not t.cancelled() and t.exception() is not None:
+                log.error("taking %s-%d failed (again in %.0f s): %s", *key,
+                          LOAD_RETRY_S, t.exception())
+                asyncio.get_running_loop().call_later(LOAD_RETRY_S, self._retry_load, key)
+        task.add_done_callback(done)
+
+    def _retry_load(self, key: Key) -> None:
+        if key in self._configs and key not in self._owned and key not in self._loading:
+            self._load_soon(key)
+
+    async def _load(self, key: Key) -> SharedPartition | None:
+        topic, partition = key
+        topic_id = self._ids[key]
+        async with self.pool.acquire() as conn:
+            lease = await leases.acquire(conn, leases.partition_resource(topic_id, partition),
+                                         self.node_id, self.lease_ms, bump=True)
+            if lease is None or not await leases.stamp(conn, topic_id, partition, lease.epoch):
+                return None
+            row = await conn.fetchrow(
+                "SELECT high_watermark, log_start FROM partitions "
+                "WHERE topic_id = $1 AND partition = $2", topic_id, partition)
+            assert row is not None  # stamped above
+            hw, log_start = int(row["high_watermark"]), int(row["log_start"])
+            batches = await conn.fetch(
+                "SELECT base_offset, object_key, byte_offset, byte_length, inline_bytes "
+                "FROM batches WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 "
+                "ORDER BY base_offset", topic_id, partition, log_start)
+        data = await self._download(batches)
+        path = self.cache_dir / f"{topic}-{partition}"
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+        base = int(batches[0]["base_offset"]) if batches else hw
+        (path / f"{base:020d}.log").write_bytes(data)
+        (path / LOG_START_CHECKPOINT).write_text(f"{max(log_start, base)}\n")
+        config = self._configs.get(key, LogConfig())
+        plog = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: PartitionLog.open(path, config, topic, partition, self._now_ms(),
+                                            clean_shutdown=False))
+        if plog.log_end_offset != hw:
+            plog.close(sync=False)
+            raise RuntimeError(f"{topic}-{partition}: the batches end at "
+                               f"{plog.log_end_offset}, the high watermark is {hw}")
+        part = SharedPartition(plog, topic_id, lease.epoch, hw)
+        if key in self._configs:  # not removed meanwhile
+            self._owned[key] = part
+        return part
+
+    async def _download(self, batches: list[asyncpg.Record]) -> bytes:
+        objects: dict[str, bytes] = {}
+        chunks: list[bytes] = []
+        for b in batches:
+            if b["inline_bytes"] is not None:
+                chunks.append(bytes(b["inline_bytes"]))
+                continue
+            key = b["object_key"]
+            if key not in objects:
+                objects[key] = await self.objects.get(key)
+            start = int(b["byte_offset"])
+            chunks.append(objects[key][start:start + int(b["byte_length"])])
+        return b"".join(chunks)
+
+    async def _forget(self, topic_id: uuid.UUID, partition: int) -> None:
+        """A removed partition: its rows go (its objects become the cleaner's)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            for table in ("batches", "producers", "aborted_txns", "partitions"):
+                await conn.execute(f"DELETE FROM {table} WHERE topic_id = $1 "  # noqa: S608
+                                   "AND partition = $2", topic_id, partition)
+
+    # ---- committing ------------------------------------------------------------------
+    async def _flusher(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            if self.linger_s > 0:
+                await asyncio.sleep(self.linger_s)
+            window = [p for p in self._owned.values() if p.pending and not p.broken]
+            if window:
+                await self._commit_window(window)
+
+    async def _commit_window(self, window: list[SharedPartition]) -> None:
+        chunks: list[bytes] = []
+        size = 0
+        commits: list[tuple[SharedPartition, PartitionCommit]] = []
+        for part in window:
+            end = part.plog.log_end_offset
+            data = part.plog.read(part.committed, 1 << 62, end) if end > part.committed \
+                else b""
+            rows = []
+            for pos, h in iter_batches(data):
+                rows.append(BatchRow(h.base_offset, h.last_offset, size + pos, h.size,
+                                     h.max_timestamp, h.producer_id, h.producer_epoch,
+                                     h.base_sequence, h.is_transactional, h.is_control))
+            chunks.append(data)
+            size += len(data)
+            commits.append((part, PartitionCommit(part.topic_id, part.partition, part.epoch,
+                                                  rows, log_start=part.pending_log_start)))
+        key = ObjectStore.new_key(WAL_PREFIX) if size else None
+        try:
+            if key is not None:
+                await self.objects.put_new(key, b"".join(chunks))
+            async with self.pool.acquire() as conn:
+                await commit(conn, key, size, [c for _p, c in commits])
+        except Exception as exc:  # the outcome may be unknown: take them all again
+            log.warning("commit of %d partitions failed (%s: %s); taking them again",
+                        len(window), type(exc).__name__, exc)
+            for part, _c in commits:
+                self._drop(part, E.kafka_storage_error, f"commit failed: {exc}")
+            return
+        for part, c in commits:
+            if c.outcome is Outcome.COMMITTED:
+                end = c.end_offset if c.batches else part.committed
+                part.committed_to(end, c.log_start is not None)
+            else:
+                assert c.outcome is not None
+                self._drop(part, E.not_leader_or_follower, f"commit {c.outcome.value}")
+
+    def _drop(self, part: SharedPartition, code: int, why: str) -> None:
+        key = (part.topic, part.partition)
+        part.fail(CommitError(code, f"{part.topic}-{part.partition}: {why}", {key}))
+        if self._owned.get(key) is part:
+            del self._owned[key]
+            part.plog.close(sync=False)
+            if key in self._configs:
+                self._load_soon(key)
+
+    # ---- leases ----------------------------------------------------------------------
+    async def _renewer(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_ms / 3000)
+            try:
+                async with self.pool.acquire() as conn:
+                    for part in list(self._owned.values()):
+                        lease = await leases.acquire(
+                            conn, leases.partition_resource(part.topic_id, part.partition),
+                            self.node_id, self.lease_ms)
+                        if lease is None or lease.epoch != part.epoch:
+                            self._drop(part, E.not_leader_or_follower, "lease lost")
+            except Exception:
+                log.exception("lease renewal failed")

@@ -1,0 +1,139 @@
+"""The shared store between brokers and on bad days, on a real PostgreSQL and versitygw:
+a broker paused past its lease writes nothing when it wakes; an object store that is
+down fails the commit (nothing acknowledged) and the partition comes back from what
+was committed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+import pytest
+from kio.schema.errors import ErrorCode as E
+
+from headwater.config import BrokerConfig, LogConfig
+from headwater.log.batch import build_batch
+from headwater.shared.settings import SharedSettings
+from headwater.shared.store import SharedStore
+from headwater.storage.errors import CommitError
+from tests.support.engines import PostgresServer, VersityGateway
+
+pytestmark = pytest.mark.timeout(120)
+CONFIG = LogConfig(segment_bytes=1 << 20, retention_ms=-1)
+
+
+def batch(n: int = 1, **kw: int | bool) -> bytes:
+    return build_batch([(b"k", b"v", [], 1_000 + i) for i in range(n)],
+                       **kw)  # type: ignore[arg-type]
+
+
+async def settings_for(postgres: PostgresServer, gw: VersityGateway) -> SharedSettings:
+    name = f"db_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(postgres.dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    return SharedSettings.from_config(BrokerConfig({
+        "headwater.storage": "shared",
+        "headwater.shared.database": postgres.dsn.rsplit("/", 1)[0] + f"/{name}",
+        **gw.settings(f"p-{uuid.uuid4().hex[:6]}")}))
+
+
+async def store(settings: SharedSettings, node: int, path: Path, lease_ms: int,
+                renew: bool = True) -> SharedStore:
+    s = SharedStore(settings, node, path / f"cache{node}", lambda: 1_000, linger_ms=1,
+                    lease_ms=lease_ms)
+    await s.open()
+    if renew:
+        s.start()
+    else:  # a broker that stopped renewing (paused): only its flusher runs
+        s._tasks = [asyncio.create_task(s._flusher())]
+    return s
+
+
+def test_a_broker_paused_past_its_lease_writes_nothing(postgres: PostgresServer,
+                                                       versitygw: VersityGateway,
+                                                       tmp_path: Path) -> None:
+    tid = uuid.uuid4()
+
+    async def story() -> tuple[int, int, list[tuple[int, int]]]:
+        settings = await settings_for(postgres, versitygw)
+        a = await store(settings, 1, tmp_path, lease_ms=400, renew=False)
+        b = await store(settings, 2, tmp_path, lease_ms=10_000)
+        try:
+            a.ensure("t", 0, CONFIG, topic_id=tid)
+            pa = await a.ready("t", 0)
+            assert pa is not None and pa.epoch == 1
+            pa.append(batch(2), 1_000)
+            await a.commit([pa])  # type: ignore[misc]
+            b.ensure("t", 0, CONFIG, topic_id=tid)
+            assert await b.ready("t", 0) is None  # held by a
+            deadline = time.monotonic() + 20
+            pb = None
+            while pb is None:  # a stopped renewing: its lease runs out
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.1)
+                b.ensure("t", 0, CONFIG, topic_id=tid)
+                pb = await b.ready("t", 0)
+            assert pb.epoch == 2 and pb.high_watermark == 2
+            # a wakes up and writes under its old epoch: refused, nothing acknowledged.
+            pa.append(batch(3), 1_000)
+            with pytest.raises(CommitError) as refused:
+                await a.commit([pa])  # type: ignore[misc]
+            pb.append(batch(1), 1_000)
+            await b.commit([pb])  # type: ignore[misc]
+            async with b.pool.acquire() as conn:
+                rows = [(r["base_offset"], r["last_offset"]) for r in await conn.fetch(
+                    "SELECT base_offset, last_offset FROM batches ORDER BY base_offset")]
+                epoch = await conn.fetchval("SELECT writer_epoch FROM partitions")
+            return refused.value.code, epoch, rows
+        finally:
+            await a.close()
+            await b.close()
+
+    code, epoch, rows = asyncio.run(story())
+    assert code == E.not_leader_or_follower
+    assert epoch == 2 and rows == [(0, 1), (2, 2)]  # a's second batch never landed
+
+
+def test_an_object_store_outage_fails_the_commit_and_loses_nothing_committed(
+        postgres: PostgresServer, tmp_path: Path) -> None:
+    gw = VersityGateway(tmp_path / "gw").start()
+    tid = uuid.uuid4()
+
+    async def story() -> tuple[int, int, bool]:
+        settings = await settings_for(postgres, gw)
+        s = await store(settings, 1, tmp_path, lease_ms=10_000)
+        try:
+            s.ensure("t", 0, CONFIG, topic_id=tid)
+            p = await s.ready("t", 0)
+            assert p is not None
+            p.append(batch(2, producer_id=5, producer_epoch=0, base_sequence=0), 1_000)
+            await s.commit([p])  # type: ignore[misc]
+            gw.kill()
+            retry = batch(1, producer_id=5, producer_epoch=0, base_sequence=2)
+            p.append(retry, 1_000)
+            with pytest.raises(CommitError) as failed:
+                await s.commit([p])  # type: ignore[misc]
+            gw.start()
+            deadline = time.monotonic() + 30
+            q = None
+            while q is None or q is p:  # taken again from what was committed
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.1)
+                q = await s.ready("t", 0)
+            assert q.high_watermark == 2 and q.log_end_offset == 2
+            again = q.append(retry, 1_000)  # the client's retry: new, not a duplicate
+            await s.commit([q])  # type: ignore[misc]
+            return failed.value.code, q.high_watermark, again.duplicate
+        finally:
+            await s.close()
+            gw.kill()
+
+    code, hw, duplicate = asyncio.run(story())
+    assert code == E.kafka_storage_error
+    assert hw == 3 and not duplicate

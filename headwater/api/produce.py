@@ -22,6 +22,7 @@ transaction on a partition) is `txn/verification.py`'s.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Sequence
@@ -31,7 +32,7 @@ from kio.schema.errors import ErrorCode as E
 
 from ..log.batch import has_transactional_batch, parse_header
 from ..security import acl as A
-from ..storage.errors import LogError
+from ..storage.errors import CommitError, LogError
 from ..txn.verification import FIRST_TV2_PRODUCE
 from ..wire.dispatch import Dispatcher, RequestContext
 from .cluster_metadata import INTERNAL_TOPICS
@@ -187,16 +188,33 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             broker.quotas.produce, ctx,
             sum(len(pd.records) for td in req.topic_data for pd in td.partition_data
                 if pd.records)) if broker.image.client_quotas else 0
+        durable = store.commit(appended) if appended else None
         if acks == 0:
+            if durable is not None:  # nobody waits, but it must still be committed
+                asyncio.ensure_future(durable).add_done_callback(_ignore_outcome)
             return None
         response = {"responses": topics_out, "throttle_time": throttle}
-        durable = store.commit(appended) if appended else None
         if durable is not None:
             return _once_durable(response, durable)
         return response
 
     async def _once_durable(response: dict, durable: Awaitable[None]) -> dict:
-        await durable
+        """The response once the appends are durable; partitions whose commit failed
+        answer its (retriable) error instead of their offsets: never acknowledged."""
+        try:
+            await durable
+        except CommitError as exc:
+            for topic in response["responses"]:
+                for entry in topic["partition_responses"]:
+                    if (topic["name"], entry["index"]) in exc.failed:
+                        entry.update(error_code=exc.code, base_offset=-1,
+                                     log_append_time=None, log_start_offset=-1,
+                                     error_message=exc.message)
         return response
 
     dispatcher.register(0, 3, 13, handle)
+
+
+def _ignore_outcome(future: asyncio.Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.debug("acks=0 commit failed: %s", future.exception())

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from . import __version__
 from .api import register_all
+from .api.cluster_metadata import INTERNAL_TOPICS
 from .config import BrokerConfig, LogConfig
 from .faults import Faults
 from .fetch.service import FetchService
@@ -39,7 +40,12 @@ from .share.dead_letter import DeadLetterWriter
 from .share.fetch_service import ShareFetchService
 from .share.manager import SharePartitionManager
 from .share.sessions import ShareSessionCache
+from .shared.errors import STARTUP_ERRORS
+from .shared.settings import SharedSettings
+from .shared.store import SharedStore
 from .storage.partition import Partition
+from .storage.routed import RoutedStore
+from .storage.store import PartitionStore
 from .storage.waiters import PartitionWaiters
 from .txn.coordinator import TRANSACTION_KEY_TYPE, TransactionCoordinator
 from .txn.offset_commit import TxnOffsetCommitter
@@ -63,6 +69,10 @@ def _host_port(value: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+class StartupError(RuntimeError):
+    """The broker cannot start with its configuration; the message names the setting."""
+
+
 class Broker:
     # Built by `open` (they need the coordinators); see `_build_share_services`.
     share_partitions: SharePartitionManager
@@ -84,7 +94,13 @@ class Broker:
                             if config.get("advertised.listeners") else None)
         self.servers: list[KafkaServer] = []
         self.now_ms = now_ms
-        self.store: LocalStore | None = None
+        #: The local store: every partition on one node; with the shared log, the
+        #: metadata log and the coordinators' internal topics.
+        self.local: LocalStore | None = None
+        #: What services use: the local store, or (headwater.storage=shared) the shared
+        #: log for user topics in front of the local store for internal ones.
+        self.store: PartitionStore | None = None
+        self._shared: SharedStore | None = None
         self.controller: Controller | None = None
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
@@ -115,22 +131,40 @@ class Broker:
         host = self.listen_host if self.listen_host not in ("0.0.0.0", "") else "127.0.0.1"
         return host, self.listen_port
 
+    async def open_shared(self) -> None:
+        """headwater.storage=shared: connect the shared log (database migrated, object
+        store probed) before `open`; a wrong setting raises one clear error."""
+        try:
+            settings = SharedSettings.from_config(self.config)
+            self._shared = SharedStore(
+                settings, self.node_id, self.data_dir / "shared-cache", self.now_ms,
+                linger_ms=self.config.get_int("headwater.shared.commit.linger.ms", 2),
+                lease_ms=self.config.get_int("headwater.shared.lease.ms", 10_000),
+                reserved=(METADATA_TOPIC,))
+            await self._shared.open()
+        except STARTUP_ERRORS as exc:
+            raise StartupError(str(exc)) from exc
+        log.info("shared log: database %s, objects %s", settings.redacted_database(),
+                 settings.objects)
+
     def open(self) -> None:
         """Open storage and replay metadata (synchronous: nothing is served yet)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._load_meta_properties()
         FILES.set_capacity(self.config.get_int("headwater.max.open.partition.files",
                                                open_file_capacity(raise_nofile_limit())))
-        self.store = LocalStore(
+        local = self.local = LocalStore(
             self.data_dir, self.now_ms,
             retention_check_ms=self.config.get_int("log.retention.check.interval.ms"),
             cleaner_backoff_ms=self.config.get_int("log.cleaner.backoff.ms"),
             reserved=(METADATA_TOPIC,))
+        self.store = (local if self._shared is None
+                      else RoutedStore(self._shared, local, INTERNAL_TOPICS))
         meta_config = LogConfig.resolve(self.config, {
             "segment.bytes": str(self.config.get_int("metadata.log.segment.bytes")),
             "retention.ms": "-1"})
-        convert_json_log(self.store.manager.path_for(METADATA_TOPIC, 0))
-        meta_log = self.store.open_reserved(METADATA_TOPIC, meta_config)
+        convert_json_log(local.manager.path_for(METADATA_TOPIC, 0))
+        meta_log = local.open_reserved(METADATA_TOPIC, meta_config)
         self.controller = Controller(
             meta_log, self.config, self.now_ms, self.faults,
             max_partitions=self.config.get_int("headwater.max.partitions", MAX_PARTITIONS),
@@ -149,7 +183,7 @@ class Broker:
         self.access = AccessControl(self.config.get, lambda: controller.image.acls)
         register_all(self.dispatcher, self)
 
-    def _build_coordinators(self, controller: Controller, store: LocalStore) -> None:
+    def _build_coordinators(self, controller: Controller, store: PartitionStore) -> None:
         """The group, transaction and share coordinators, each given what it uses."""
 
         def image() -> MetadataImage:
@@ -197,6 +231,8 @@ class Broker:
         groups.add_share_member_listener(self.share_fetch.member_left)
 
     async def start(self) -> None:
+        if (self.config.get("headwater.storage") or "local") != "local":
+            await self.open_shared()
         self.open()
         assert self.controller is not None
         self.connection_limits = ConnectionLimits.from_config(self.config)

@@ -84,13 +84,19 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=getattr(args, "log_level", "WARNING").upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
+        from .broker import StartupError
+
         config = config_from_args(args)
         try:
-            import uvloop
-        except ImportError:
-            asyncio.run(_serve(config))
-        else:
-            uvloop.run(_serve(config))
+            try:
+                import uvloop
+            except ImportError:
+                asyncio.run(_serve(config))
+            else:
+                uvloop.run(_serve(config))
+        except StartupError as exc:  # a wrong setting: one line naming it, no traceback
+            logging.getLogger("headwater").error("cannot start: %s", exc)
+            return 1
         return 0
     from .admin.groups import AdminError
     from .wire.client_properties import SecurityConfigError

@@ -1,0 +1,135 @@
+"""A broker on the shared log (`headwater.storage=shared`), real clients against it, with
+a private PostgreSQL and versitygw: idempotent acks=all production and consumption, a
+kill -9 that loses nothing acknowledged, and a wrong setting that is one line at start."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.engines import PostgresServer, VersityGateway
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def shared_overrides(postgres: PostgresServer, gw: VersityGateway) -> list[str]:
+    name = f"db_{uuid.uuid4().hex[:10]}"
+
+    async def create() -> None:
+        conn = await asyncpg.connect(postgres.dsn)
+        try:
+            await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+    asyncio.run(create())
+    config = {"headwater.storage": "shared",
+              "headwater.shared.database": postgres.dsn.rsplit("/", 1)[0] + f"/{name}",
+              **gw.settings(f"b-{uuid.uuid4().hex[:6]}")}
+    return [arg for k, v in config.items() for arg in ("--override", f"{k}={v}")]
+
+
+@pytest.fixture
+def shared_broker(postgres: PostgresServer, versitygw: VersityGateway,
+                  tmp_path: Path) -> Iterator[tuple[BrokerProcess, list[str]]]:
+    extra = shared_overrides(postgres, versitygw)
+    proc = BrokerProcess(tmp_path / "data", *extra).start()
+    yield proc, extra
+    proc.kill()
+
+
+def create(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def produce(bootstrap: str, topic: str, n: int, start: int = 0) -> int:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "acks": "all", "linger.ms": 5})
+    acked = 0
+
+    def delivered(err: object, _msg: object) -> None:
+        nonlocal acked
+        if err is None:
+            acked += 1
+
+    for i in range(start, start + n):
+        while True:
+            try:
+                producer.produce(topic, key=str(i % 7).encode(), value=f"v{i}".encode(),
+                                 on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+    return acked
+
+
+def consume(bootstrap: str, topic: str, want: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < want and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                value = msg.value()
+                assert value is not None
+                got.append(value)
+    finally:
+        consumer.close()
+    return got
+
+
+def test_clients_produce_and_consume_on_the_shared_log(
+        shared_broker: tuple[BrokerProcess, list[str]]) -> None:
+    proc, _ = shared_broker
+    topic = f"shared-{uuid.uuid4().hex[:8]}"
+    create(proc.bootstrap, topic, 3)
+    assert produce(proc.bootstrap, topic, 600) == 600
+    got = consume(proc.bootstrap, topic, 600)
+    assert sorted(got) == sorted(f"v{i}".encode() for i in range(600))
+
+
+def test_a_killed_shared_broker_loses_nothing_acknowledged(
+        shared_broker: tuple[BrokerProcess, list[str]], tmp_path: Path) -> None:
+    proc, extra = shared_broker
+    topic = f"shared-{uuid.uuid4().hex[:8]}"
+    create(proc.bootstrap, topic, 2)
+    assert produce(proc.bootstrap, topic, 400) == 400
+    proc.kill()  # kill -9: the local cache is rebuilt from PostgreSQL and the objects
+    again = BrokerProcess(tmp_path / "data", *extra, port=proc.port).start()
+    try:
+        assert produce(again.bootstrap, topic, 100, start=400) == 100
+        got = consume(again.bootstrap, topic, 500)
+        assert sorted(got) == sorted(f"v{i}".encode() for i in range(500))
+    finally:
+        again.kill()
+
+
+def test_a_wrong_dsn_is_one_line_at_start(tmp_path: Path) -> None:
+    dsn = f"postgresql://headwater:s3cret@127.0.0.1:{free_port()}/postgres"
+    done = subprocess.run(
+        [sys.executable, "-m", "headwater.cli", "serve", "--listen",
+         f"127.0.0.1:{free_port()}", "--data-dir", str(tmp_path / "data"),
+         "--override", "headwater.storage=shared",
+         "--override", f"headwater.shared.database={dsn}",
+         "--override", f"headwater.shared.objects=file://{tmp_path}/objects"],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert "cannot start: headwater.shared.database=postgresql://headwater:***@" in lines[0]
+    assert "s3cret" not in done.stderr and "Traceback" not in done.stderr

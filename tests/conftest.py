@@ -4,22 +4,49 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.engines import PostgresServer, VersityGateway
+from tests.support.engines import PostgresServer, VersityGateway, shared_broker_args
 from tests.support.kafka_reference import KafkaReference
 
 _names = itertools.count()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--storage", choices=("local", "shared"), default="local",
+        help="the engine of the brokers the `broker` and `broker_factory` fixtures start: "
+             "local segments (default) or the shared log on a private PostgreSQL and "
+             "versitygw (tests that build a BrokerProcess themselves stay local)")
+
+
+@pytest.fixture(scope="session")
+def storage_args(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[Callable[[Path], list[str]]]:
+    """`args(data_dir)`: the broker options of the selected engine (none for local; for
+    shared, a database of the data dir's own on one PostgreSQL and versitygw per
+    session, so a restarted broker finds its data again)."""
+    if request.config.getoption("--storage") == "local":
+        yield lambda _data_dir: []
+        return
+    engines = tmp_path_factory.mktemp("engines")
+    postgres = PostgresServer(engines / "pg").start()
+    gateway = VersityGateway(engines / "gw").start()
+    yield lambda data_dir: shared_broker_args(postgres, gateway, data_dir)
+    gateway.kill()
+    postgres.remove()
+
+
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+def broker(tmp_path_factory: pytest.TempPathFactory,
+           storage_args: Callable[[Path], list[str]]) -> Iterator[BrokerProcess]:
     """One broker shared by the tests of a module (tests use distinct topic names)."""
-    proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data").start()
+    data_dir = tmp_path_factory.mktemp("broker") / "data"
+    proc = BrokerProcess(data_dir, *storage_args(data_dir)).start()
     yield proc
     proc.stop()
 
@@ -34,14 +61,14 @@ def kafka_ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaReferen
 
 
 @pytest.fixture
-def broker_factory(tmp_path: Path) -> Iterator:
+def broker_factory(tmp_path: Path, storage_args: Callable[[Path], list[str]]) -> Iterator:
     """Start private brokers (restart / kill tests); all are stopped afterwards."""
     started: list[BrokerProcess] = []
 
     def make(*extra: str, data_dir: Path | None = None,
              nofile: int | None = None) -> BrokerProcess:
-        proc = BrokerProcess(data_dir or tmp_path / f"data{len(started)}", *extra,
-                             nofile=nofile)
+        data_dir = data_dir or tmp_path / f"data{len(started)}"
+        proc = BrokerProcess(data_dir, *storage_args(data_dir), *extra, nofile=nofile)
         started.append(proc)
         return proc.start()
 

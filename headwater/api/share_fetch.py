@@ -24,6 +24,8 @@ from .share_wire import PartitionEntry, share_acknowledge_response, share_fetch_
 if TYPE_CHECKING:
     from ..broker import Broker
 
+ACQUIRE_MODES = frozenset(int(m) for m in AcquireMode)
+
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     service = broker.share_fetch
@@ -77,13 +79,16 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         bad = check_ids(ctx, req)
         if bad is not None:
             return top_error(*bad)
+        mode = getattr(req, "share_acquire_mode", 0) or 0
+        if mode not in ACQUIRE_MODES:
+            return top_error(E.invalid_request, f"Unknown share acquire mode: {mode}")
         request = FetchRequest(
             req.group_id, req.member_id, req.share_session_epoch, requested(req.topics),
             forgotten=[(t.topic_id, p) for t in req.forgotten_topics_data
                        for p in t.partitions],
             renew=bool(getattr(req, "is_renew_ack", False)), max_bytes=req.max_bytes,
             max_records=req.max_records, batch_size=req.batch_size,
-            mode=AcquireMode(getattr(req, "share_acquire_mode", 0) or 0),
+            mode=AcquireMode(mode),
             max_wait_s=req.max_wait.total_seconds())
         outcome = await service.fetch(request, unreadable(ctx))
         if outcome.error is not None:

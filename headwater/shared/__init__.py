@@ -3,6 +3,7 @@ for several brokers, with PostgreSQL ordering every append and holding the clust
 state and leases, and S3-API object storage holding the batches' bytes (KIP-1150's
 diskless topics; see docs/shared-log.md).
 
-Built so far: the settings (`settings`), the database connection and its versioned
-schema (`database`, `schema`) and the object store (`objects`).
+Modules: `settings` (the keys), `database` and `schema` (the pool and headwater's own
+migrations), `objects` (the object store), `leases`, `sequencer` (the commit of a window)
+and `store` (`SharedStore`, the `PartitionStore`).
 """

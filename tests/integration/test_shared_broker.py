@@ -4,7 +4,6 @@ kill -9 that loses nothing acknowledged, and a wrong setting that is one line at
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import time
@@ -12,37 +11,20 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import asyncpg
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker_process import BrokerProcess, free_port
-from tests.support.engines import PostgresServer, VersityGateway
+from tests.support.engines import PostgresServer, VersityGateway, shared_broker_args
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def shared_overrides(postgres: PostgresServer, gw: VersityGateway) -> list[str]:
-    name = f"db_{uuid.uuid4().hex[:10]}"
-
-    async def create() -> None:
-        conn = await asyncpg.connect(postgres.dsn)
-        try:
-            await conn.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await conn.close()
-    asyncio.run(create())
-    config = {"headwater.storage": "shared",
-              "headwater.shared.database": postgres.dsn.rsplit("/", 1)[0] + f"/{name}",
-              **gw.settings(f"b-{uuid.uuid4().hex[:6]}")}
-    return [arg for k, v in config.items() for arg in ("--override", f"{k}={v}")]
 
 
 @pytest.fixture
 def shared_broker(postgres: PostgresServer, versitygw: VersityGateway,
                   tmp_path: Path) -> Iterator[tuple[BrokerProcess, list[str]]]:
-    extra = shared_overrides(postgres, versitygw)
+    extra = shared_broker_args(postgres, versitygw, tmp_path / "data")
     proc = BrokerProcess(tmp_path / "data", *extra).start()
     yield proc, extra
     proc.kill()

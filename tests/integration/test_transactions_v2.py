@@ -217,6 +217,9 @@ def tv2_story(bootstrap: str, topic: str) -> list[tuple]:
         steps.append(("old epoch produces", live.produce(b"z", epoch=live.epoch - 1)))
         steps.append(("commit b", live.end(True)))
         steps.append(("committed offset", committed(bootstrap, group, topic)))
+        # Kafka writes the markers after answering EndTxn: a new instance meanwhile gets
+        # CONCURRENT_TRANSACTIONS first (headwater wrote them before answering).
+        steps.append(("after commit b", state()))
         # A new instance of the same transactional id: the old one is a zombie.
         zombie, live = live, Tv2Client(bootstrap, txn_id, topic)
         steps.append(("new instance", live.init(), live.epoch))

@@ -145,3 +145,29 @@ class VersityGateway:
             self.proc.wait(timeout=10)
 
     stop = kill
+
+
+def shared_broker_args(postgres: PostgresServer, gateway: VersityGateway,
+                       data_dir: Path) -> list[str]:
+    """`--override` options putting a broker on the shared log: a database and an object
+    prefix of `data_dir`'s own (created here if missing), so the same data dir finds
+    the same shared state after a restart."""
+    import asyncio
+    import hashlib
+
+    import asyncpg
+
+    name = "db_" + hashlib.sha1(str(data_dir).encode()).hexdigest()[:16]
+
+    async def create() -> None:
+        conn = await asyncpg.connect(postgres.dsn)
+        try:
+            if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+                await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+    asyncio.run(create())
+    config = {"headwater.storage": "shared",
+              "headwater.shared.database": postgres.dsn.rsplit("/", 1)[0] + f"/{name}",
+              **gateway.settings(name)}
+    return [arg for key, value in config.items() for arg in ("--override", f"{key}={value}")]

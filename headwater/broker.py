@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 from . import __version__
@@ -385,6 +385,29 @@ class Broker:
                 if lazy or changed or part.partition_id >= known:
                     self.store.ensure(name, part.partition_id, config,
                                       topic_id=topic.topic_id)
+
+    def partitions_ready(self, topics: Iterable[str], timeout_s: float
+                         ) -> Awaitable[None] | None:
+        """On a store that takes partitions in the background (the shared log): wait,
+        up to `timeout_s`, until every partition of `topics` is served here, so a
+        CreateTopics answer means the topic takes produce at once. None on the local
+        store (its partitions are there as soon as the image has them)."""
+        ready = getattr(self.store, "ready", None)
+        if ready is None:
+            return None
+        wanted = [(t.name, p.partition_id) for t in map(self.image.topic, topics)
+                  if t is not None for p in t.partitions]
+        if not wanted:
+            return None
+
+        async def wait() -> None:
+            try:
+                await asyncio.wait_for(asyncio.gather(*(ready(*k) for k in wanted)),
+                                       timeout_s)
+            except TimeoutError:
+                log.warning("partitions of %s not taken within %.1f s", ", ".join(topics),
+                            timeout_s)
+        return wait()
 
     def partition(self, topic: str, partition: int) -> Partition | None:
         """A topic partition (never the metadata log: see `LocalStore`)."""

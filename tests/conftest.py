@@ -24,6 +24,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "versitygw (tests that build a BrokerProcess themselves stay local)")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--storage") != "shared":
+        return
+    for item in items:
+        marker = item.get_closest_marker("local_storage")
+        if marker is not None:
+            item.add_marker(pytest.mark.skip(
+                reason=f"local engine only: {marker.args[0] if marker.args else ''}"))
+
+
 @pytest.fixture(scope="session")
 def storage_args(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                  ) -> Iterator[Callable[[Path], list[str]]]:

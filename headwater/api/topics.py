@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
@@ -21,7 +22,7 @@ PROTECTED = frozenset({"__consumer_offsets", "__transaction_state", "__share_gro
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def handle_create(ctx: RequestContext, req: Any) -> dict:
+    def handle_create(ctx: RequestContext, req: Any) -> Any:
         assert broker.controller is not None
         seen: dict[str, int] = {}
         for t in req.topics:
@@ -93,7 +94,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             out.append({"name": name, "topic_id": ZERO_UUID,
                         "error_code": E.throttling_quota_exceeded, "error_message": None,
                         "num_partitions": -1, "replication_factor": -1, "configs": ()})
-        return {"throttle_time": broker.quotas.mutation_throttle(quota, ctx), "topics": out}
+        response = {"throttle_time": broker.quotas.mutation_throttle(quota, ctx),
+                    "topics": out}
+        created = [t.name for t, err, _image in results if err is None]
+        ready = (broker.partitions_ready(created, max(req.timeout.total_seconds(), 0) or 30.0)
+                 if created and not req.validate_only else None)
+        return _after(ready, response) if ready is not None else response
 
     def partition_count(t: NewTopic, image: TopicImage) -> int:
         return len(image.partitions) or (
@@ -158,7 +164,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": broker.quotas.mutation_throttle(quota, ctx),
                 "responses": responses}
 
-    def handle_create_partitions(ctx: RequestContext, req: Any) -> dict:
+    def handle_create_partitions(ctx: RequestContext, req: Any) -> Any:
         assert broker.controller is not None
         results = []
         quota = broker.quotas.mutation_quota(ctx)
@@ -186,9 +192,19 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             except ControllerError as exc:
                 results.append({"name": t.name, "error_code": exc.code,
                                 "error_message": exc.message})
-        return {"throttle_time": broker.quotas.mutation_throttle(quota, ctx),
-                "results": results}
+        response = {"throttle_time": broker.quotas.mutation_throttle(quota, ctx),
+                    "results": results}
+        grown = [r["name"] for r in results if r["error_code"] == 0]
+        ready = (broker.partitions_ready(grown, max(req.timeout.total_seconds(), 0) or 30.0)
+                 if grown and not req.validate_only else None)
+        return _after(ready, response) if ready is not None else response
 
     dispatcher.register(19, 2, 7, handle_create)
     dispatcher.register(20, 1, 6, handle_delete)
     dispatcher.register(37, 0, 3, handle_create_partitions)
+
+
+async def _after(ready: Awaitable[None], response: dict) -> dict:
+    """The response once the new partitions are served here (the shared log)."""
+    await ready
+    return response

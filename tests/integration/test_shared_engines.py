@@ -19,7 +19,7 @@ from headwater.shared.database import DatabaseUnavailable, open_pool
 from headwater.shared.objects import ObjectStore, ObjectStoreUnavailable
 from headwater.shared.schema import SCHEMA_VERSION, SchemaTooNew, migrate
 from headwater.shared.settings import SettingError, SharedSettings
-from tests.support.engines import PostgresServer, VersityGateway, free_port
+from tests.support.engines import PostgresServer, VersityGateway, create_database, free_port
 
 pytestmark = pytest.mark.timeout(120)
 T = TypeVar("T")
@@ -37,16 +37,7 @@ def settings(dsn: str, **extra: str) -> SharedSettings:
 
 def fresh_database(postgres: PostgresServer) -> str:
     """A new empty database on the server; its DSN."""
-    name = f"db_{uuid.uuid4().hex[:10]}"
-
-    async def create() -> None:
-        conn = await asyncpg.connect(postgres.dsn)
-        try:
-            await conn.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await conn.close()
-    run(create)
-    return postgres.dsn.rsplit("/", 1)[0] + f"/{name}"
+    return run(lambda: create_database(postgres))
 
 
 def test_the_schema_is_created_once_and_kept(postgres: PostgresServer) -> None:

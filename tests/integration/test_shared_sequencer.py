@@ -17,7 +17,7 @@ import pytest
 from headwater.shared import leases
 from headwater.shared.schema import migrate
 from headwater.shared.sequencer import BatchRow, Outcome, PartitionCommit, ProducerRow, commit
-from tests.support.engines import PostgresServer
+from tests.support.engines import PostgresServer, create_database
 
 pytestmark = pytest.mark.timeout(120)
 T = TypeVar("T")
@@ -28,13 +28,7 @@ def run(coro: Callable[[], Awaitable[T]]) -> T:
 
 
 async def database(postgres: PostgresServer) -> str:
-    name = f"db_{uuid.uuid4().hex[:10]}"
-    conn = await asyncpg.connect(postgres.dsn)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    dsn = postgres.dsn.rsplit("/", 1)[0] + f"/{name}"
+    dsn = await create_database(postgres)
     conn = await asyncpg.connect(dsn)
     try:
         await migrate(conn, "test")

@@ -10,7 +10,6 @@ import time
 import uuid
 from pathlib import Path
 
-import asyncpg
 import pytest
 from kio.schema.errors import ErrorCode as E
 
@@ -19,7 +18,7 @@ from headwater.log.batch import build_batch
 from headwater.shared.settings import SharedSettings
 from headwater.shared.store import SharedStore
 from headwater.storage.errors import CommitError
-from tests.support.engines import PostgresServer, VersityGateway
+from tests.support.engines import PostgresServer, VersityGateway, create_database
 
 pytestmark = pytest.mark.timeout(120)
 CONFIG = LogConfig(segment_bytes=1 << 20, retention_ms=-1)
@@ -31,15 +30,9 @@ def batch(n: int = 1, **kw: int | bool) -> bytes:
 
 
 async def settings_for(postgres: PostgresServer, gw: VersityGateway) -> SharedSettings:
-    name = f"db_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(postgres.dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
     return SharedSettings.from_config(BrokerConfig({
         "headwater.storage": "shared",
-        "headwater.shared.database": postgres.dsn.rsplit("/", 1)[0] + f"/{name}",
+        "headwater.shared.database": await create_database(postgres),
         **gw.settings(f"p-{uuid.uuid4().hex[:6]}")}))
 
 

@@ -147,6 +147,22 @@ class VersityGateway:
     stop = kill
 
 
+async def create_database(postgres: PostgresServer, name: str | None = None) -> str:
+    """A database on the server (a fresh name unless given; kept if it exists); its DSN."""
+    import uuid
+
+    import asyncpg
+
+    name = name or f"db_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(postgres.dsn)
+    try:
+        if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+            await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return postgres.dsn.rsplit("/", 1)[0] + f"/{name}"
+
+
 def shared_broker_args(postgres: PostgresServer, gateway: VersityGateway,
                        data_dir: Path) -> list[str]:
     """`--override` options putting a broker on the shared log: a database and an object
@@ -155,19 +171,8 @@ def shared_broker_args(postgres: PostgresServer, gateway: VersityGateway,
     import asyncio
     import hashlib
 
-    import asyncpg
-
     name = "db_" + hashlib.sha1(str(data_dir).encode()).hexdigest()[:16]
-
-    async def create() -> None:
-        conn = await asyncpg.connect(postgres.dsn)
-        try:
-            if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
-                await conn.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await conn.close()
-    asyncio.run(create())
-    config = {"headwater.storage": "shared",
-              "headwater.shared.database": postgres.dsn.rsplit("/", 1)[0] + f"/{name}",
+    dsn = asyncio.run(create_database(postgres, name))
+    config = {"headwater.storage": "shared", "headwater.shared.database": dsn,
               **gateway.settings(name)}
     return [arg for key, value in config.items() for arg in ("--override", f"{key}={value}")]

@@ -48,18 +48,11 @@ def _shared(request: pytest.FixtureRequest) -> Factory:
     prefix = f"contract-{uuid.uuid4().hex[:8]}"
 
     async def make(path: Path) -> PartitionStore:
-        import asyncpg
-        admin = await asyncpg.connect(postgres.dsn)
-        try:
-            exists = await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1",
-                                          database)
-            if not exists:
-                await admin.execute(f'CREATE DATABASE "{database}"')
-        finally:
-            await admin.close()
+        from tests.support.engines import create_database
+
         settings = SharedSettings.from_config(BrokerConfig({
             "headwater.storage": "shared",
-            "headwater.shared.database": postgres.dsn.rsplit("/", 1)[0] + f"/{database}",
+            "headwater.shared.database": await create_database(postgres, database),
             **versitygw.settings(prefix)}))
         store = SharedStore(settings, node_id=1, cache_dir=path / "cache",
                             now_ms=lambda: 1_000, linger_ms=1, lease_ms=10_000,

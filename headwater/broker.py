@@ -392,9 +392,9 @@ class Broker:
         up to `timeout_s`, until every partition of `topics` is served here, so a
         CreateTopics answer means the topic takes produce at once. None on the local
         store (its partitions are there as soon as the image has them)."""
-        ready = getattr(self.store, "ready", None)
-        if ready is None:
+        if self._shared is None or self.store is None:
             return None
+        ready = self.store.ready
         wanted = [(t.name, p.partition_id) for t in map(self.image.topic, topics)
                   if t is not None for p in t.partitions]
         if not wanted:

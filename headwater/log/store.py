@@ -57,6 +57,9 @@ class LocalStore:
                topic_id: uuid.UUID | None = None) -> None:
         self.manager.add_lazy(topic, partition, config)
 
+    async def ready(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.partition(topic, partition)
+
     def remove(self, topic: str, partition: int) -> bool:
         return self.manager.delete(topic, partition)
 

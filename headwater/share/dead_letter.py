@@ -203,13 +203,13 @@ class DeadLetterWriter:
         total = sum(x.last_offset - x.first_offset + 1 for x in letters)
         try:
             target = validate(group_id, group_config, self._image(), self._config)
-            plog, dest = self._destination(target, partition)
+            plog, dest = await self._destination(target, partition)
             if recovering:
                 done |= self._already_written(plog, key, source_topic, letters)
             todo = list(_minus(letters, done)) if done else list(letters)
             if not todo:
                 return
-            sources = self._read_sources(source_topic, partition, todo) \
+            sources = await self._read_sources(source_topic, partition, todo) \
                 if target.copy_record else {}
             records = list(dead_letter_records(group_id, source_topic, partition, todo,
                                                sources, self._clock()))
@@ -247,14 +247,14 @@ class DeadLetterWriter:
         self._written.pop(key, None)
 
     # ---- helpers -------------------------------------------------------------------
-    def _destination(self, target: Target, partition: int) -> tuple[Partition, int]:
+    async def _destination(self, target: Target, partition: int) -> tuple[Partition, int]:
         if not target.exists:
             self._create(target.topic)
         topic = self._image().topic(target.topic)
         if topic is None or not topic.partitions:
             raise DeadLetterConfigError(f"DLQ topic {target.topic} could not be found.")
         dest = partition % len(topic.partitions)
-        plog = self._store.partition(target.topic, dest)
+        plog = await self._store.ready(target.topic, dest)  # a new topic: once served
         if plog is None:
             raise DeadLetterConfigError(
                 f"DLQ topic partition {target.topic}-{dest} could not be found.")
@@ -294,10 +294,10 @@ class DeadLetterWriter:
                             found.add(source)
         return found
 
-    def _read_sources(self, topic: str, partition: int,
+    async def _read_sources(self, topic: str, partition: int,
                       letters: Sequence[DeadLetter]) -> dict[int, Any]:
         """The source records to copy, best effort: what the log still has."""
-        plog = self._store.partition(topic, partition)
+        plog = await self._store.ready(topic, partition)
         if plog is None:
             return {}
         want = {o for x in letters for o in range(x.first_offset, x.last_offset + 1)}

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..coordinator.runtime import Clock
     from ..metadata.events import ImageSource
     from ..storage.partition import Partition
-    from ..storage.store import PartitionSource
+    from ..storage.store import PartitionStore
 
 log = logging.getLogger("headwater.share")
 
@@ -115,7 +115,7 @@ class ShareMembership(Protocol):
 class SharePartitionManager:
     def __init__(self, persister: SharePersister, membership: ShareMembership,
                  waiters: PartitionWaiters, dead_letters: DeadLetterWriter, *,
-                 image: ImageSource, partitions: PartitionSource, clock: Clock) -> None:
+                 image: ImageSource, partitions: PartitionStore, clock: Clock) -> None:
         self._image = image
         self._partitions = partitions
         self._clock = clock
@@ -232,7 +232,9 @@ class SharePartitionManager:
     async def _load(self, key: LeaderKey) -> _Leader:
         group_id, topic_id, partition = key
         topic = self._topic_name(topic_id)
-        plog = self._plog(topic, partition)
+        plog = await self._partitions.ready(topic, partition)  # once the store serves it
+        if plog is None:
+            raise ShareError(ErrorCode.unknown_topic_or_partition)
         coordinator = self.persister
         config = self.partition_config(group_id)
         cfg = self.group_config(group_id)

@@ -59,12 +59,7 @@ class RoutedStore:
                 raise result
 
     async def ready(self, topic: str, partition: int) -> Partition | None:
-        store = self._for(topic)
-        ready = getattr(store, "ready", None)
-        if ready is not None:
-            found: Partition | None = await ready(topic, partition)
-            return found
-        return store.partition(topic, partition)
+        return await self._for(topic).ready(topic, partition)
 
     def start(self) -> None:
         self.default.start()

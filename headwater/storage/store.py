@@ -38,6 +38,12 @@ class PartitionStore(PartitionSource, Protocol):
         the topic for good (a shared store keys its rows by it: a name can be reused)."""
         ...
 
+    async def ready(self, topic: str, partition: int) -> Partition | None:
+        """The partition once the store serves it (a store that takes partitions in the
+        background answers after the take; the local store at once); None if it does
+        not hold it."""
+        ...
+
     def remove(self, topic: str, partition: int) -> bool:
         """Drop the partition and its data; False if there was none."""
         ...

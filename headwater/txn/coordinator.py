@@ -33,7 +33,8 @@ from .shard import EndResult, InitResult, MarkerJob, TxnShard
 from .state import TxnState
 
 if TYPE_CHECKING:
-    from ..storage.store import PartitionSource
+    from ..storage.partition import Partition
+    from ..storage.store import PartitionStore
 
 log = logging.getLogger("headwater.txn")
 
@@ -42,8 +43,9 @@ _T = TypeVar("_T")
 TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_KEY_TYPE = 1
-RETRIABLE_MARKER_ERRORS = frozenset({E.coordinator_load_in_progress, E.coordinator_not_available,
-                                     E.not_coordinator, E.kafka_storage_error})
+RETRIABLE_MARKER_ERRORS = frozenset({
+    E.not_leader_or_follower, E.coordinator_load_in_progress, E.coordinator_not_available,
+    E.not_coordinator, E.kafka_storage_error})
 RETRY_DELAY_S = 0.1
 
 TopicPartition = tuple[str, int]
@@ -66,7 +68,7 @@ class MarkerWriter(Protocol):
 
 class TransactionCoordinator:
     def __init__(self, config: BrokerConfig, *, image: ImageSource,
-                 partitions: PartitionSource, topics: InternalTopics, clock: Clock,
+                 partitions: PartitionStore, topics: InternalTopics, clock: Clock,
                  producer_ids: ProducerIds, offsets: MarkerWriter,
                  faults: Faults | None = None) -> None:
         self.config = TxnConfig.from_broker(config)
@@ -172,14 +174,31 @@ class TransactionCoordinator:
             # once kept the broker from starting; found by fuzzing).
             plog = self._partitions.partition(topic, partition)
             if plog is None:
+                # A partition the image has but the store does not serve yet (the shared
+                # log takes partitions in the background): try again, as for a leader
+                # that moved; one the image lacks was deleted.
+                image_topic = self._image().topic(topic)
+                if image_topic is not None and 0 <= partition < len(image_topic.partitions):
+                    return E.not_leader_or_follower
                 return E.unknown_topic_or_partition
             plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
                                self._clock(), transaction_version)
+            self._commit_soon(plog)
             return 0
         except NotReady as exc:
             return exc.code
         except LogError as exc:
             return exc.code
+
+    def _commit_soon(self, part: Partition) -> None:
+        """A store whose commits are asynchronous (the shared log) commits the marker in
+        its next window. Not awaited (the runtime is synchronous): a marker whose commit
+        fails is lost with the partition's other uncommitted appends (issue 24: the
+        coordinators wait for their commits)."""
+        pending = self._partitions.commit([part])
+        if pending is not None:
+            future = asyncio.ensure_future(pending)
+            future.add_done_callback(_log_failure)
 
     def coordinator_epoch(self, partition: int) -> int:
         """The leader epoch of the `__transaction_state` partition (Kafka's coordinator
@@ -260,3 +279,8 @@ class TransactionCoordinator:
 
 def _job_key(job: MarkerJob) -> tuple[str, int, int]:
     return job.transactional_id, job.producer_id, job.producer_epoch
+
+
+def _log_failure(future: asyncio.Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.error("a transaction marker was not committed: %s", future.exception())

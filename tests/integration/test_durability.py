@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from confluent_kafka import Producer
 
 from tests.integration.test_clients_round_trip import consume_confluent, create_topic
@@ -89,6 +90,7 @@ def test_kill_9_during_produce_loses_no_acknowledged_record(broker_factory, topi
     assert offsets == list(range(len(offsets)))
 
 
+@pytest.mark.local_storage("writes into the partition's local segment file")
 def test_corrupt_tail_is_truncated_on_start(broker_factory, topic_name):
     b = broker_factory()
     create_topic(b.bootstrap, topic_name)
@@ -108,6 +110,7 @@ def test_corrupt_tail_is_truncated_on_start(broker_factory, topic_name):
     assert got[-1].value() == b"value-post9"
 
 
+@pytest.mark.local_storage("writes into the partition's local segment file")
 def test_torn_last_batch_is_dropped_and_earlier_data_kept(broker_factory, topic_name):
     b = broker_factory()
     create_topic(b.bootstrap, topic_name)

@@ -56,6 +56,7 @@ def fd_budget_holds(broker) -> None:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.local_storage("the local engine's descriptor cache; the shared log takes 3,000 partitions one by one (a lease, a stamp and a load each), which a batched take will speed up")
 def test_three_thousand_partitions_under_512_descriptors(broker_factory):
     topics = {"wide-a": 1500, "wide-b": 1500}
     broker = broker_factory(nofile=NOFILE)

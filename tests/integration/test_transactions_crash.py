@@ -29,6 +29,18 @@ from tests.integration.test_transactions import (
 CRASH_AFTER_PREPARE = ("--override", "headwater.txn.crash.after.prepare=true")
 
 
+def without(extra: list[str], option: tuple[str, ...]) -> list[str]:
+    """The broker's arguments without one option (its flag and value together)."""
+    out, i = [], 0
+    while i < len(extra):
+        if tuple(extra[i:i + len(option)]) == option:
+            i += len(option)
+        else:
+            out.append(extra[i])
+            i += 1
+    return out
+
+
 def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0) -> int:
     client = raw(bootstrap)
     try:
@@ -61,7 +73,7 @@ def test_crash_after_prepare_commit_completes_on_restart(broker_factory, topic_n
     assert "headwater.txn.crash.after.prepare" in b.logs()
     del p, meta
 
-    b.extra = [arg for arg in b.extra if arg not in CRASH_AFTER_PREPARE]
+    b.extra = without(b.extra, CRASH_AFTER_PREPARE)
     b.start()
     state = wait_for(lambda: describe(b.bootstrap, txn_id).transaction_state
                      in ("CompleteCommit", "CompleteAbort")
@@ -286,7 +298,7 @@ def test_crash_after_tv2_prepare_commit_completes_whole_at_the_bumped_epoch(brok
     finally:
         p.close()
     assert b.proc is not None and b.proc.wait(15) == 1
-    b.extra = [arg for arg in b.extra if arg not in CRASH_AFTER_PREPARE]
+    b.extra = without(b.extra, CRASH_AFTER_PREPARE)
     b.start()
 
     state = wait_for(lambda: describe(b.bootstrap, txn_id).transaction_state

@@ -43,6 +43,9 @@ class FakeBroker:
     def partition(self, topic: str, partition: int) -> FakeLog | None:
         return self.plog if (topic, partition) == ("t", 0) else None
 
+    async def ready(self, topic: str, partition: int) -> FakeLog | None:
+        return self.partition(topic, partition)
+
     def now_ms(self) -> int:
         return 1_000_000
 

@@ -106,11 +106,7 @@ def story(request: pytest.FixtureRequest, tmp_path: Path
 async def part(store: PartitionStore, partition: int = 0,
                config: LogConfig = CONFIG) -> Partition:
     store.ensure(TOPIC, partition, config, topic_id=TOPIC_ID)
-    ready = getattr(store, "ready", None)
-    if ready is not None:
-        found: Partition | None = await ready(TOPIC, partition)
-    else:
-        found = store.partition(TOPIC, partition)
+    found = await store.ready(TOPIC, partition)
     assert found is not None
     return found
 

@@ -78,6 +78,9 @@ class FakeBroker:
     def now_ms(self) -> int:
         return 1_000_000
 
+    def commit(self, partitions: object) -> None:
+        return None  # durable at once
+
 
 def coordinator_over(broker: FakeBroker) -> TransactionCoordinator:
     """A coordinator given what it uses, all faked by `broker`."""

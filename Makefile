@@ -11,7 +11,7 @@ EDITABLE := --config-settings editable_mode=compat
 # Spark's Python workers must run the venv's interpreter (pyarrow, the connector).
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: run test lint bench bench-perf bench-spark bench-share soak fuzz clean java kcat kafka rabbitmq postgres
+.PHONY: run test test-shared lint bench bench-perf bench-spark bench-share soak fuzz clean java kcat kafka rabbitmq postgres
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -95,6 +95,13 @@ run: $(STAMP)
 test: $(STAMP) java kcat kafka postgres $(VERSITYGW)
 	$(MAKE) --no-print-directory lint
 	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile tests
+
+# The client-facing integration tests again, every broker on the shared log (a private
+# PostgreSQL and versitygw per worker; docs/shared-log.md). About 15 minutes here: its own
+# target, which .ci/run calls after `make test`.
+test-shared: $(STAMP) java kcat kafka postgres $(VERSITYGW)
+	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile --storage=shared -rs \
+	  tests/integration
 
 # ruff, mypy (strict on coordinator, group, share, txn, metadata, log) and import-linter's
 # layer contracts; all three configured in pyproject.toml.

@@ -115,12 +115,11 @@ class ShareAdmin:
                         for p in ps]})
                 else:
                     wanted.append((topic.topic_id, name, list(ps)))
-        coordinator = self.state
         out = []
         for t, name, ps in wanted:
             rows = []
             for p in ps:
-                summary = await coordinator.read_summary(group_id, t, p)
+                summary = await self.state.read_summary(group_id, t, p)
                 if summary.error_code:
                     rows.append(_partition(p, UNINITIALIZED, DEFAULT_LEADER_EPOCH,
                                            UNINITIALIZED))
@@ -146,12 +145,11 @@ class ShareAdmin:
             return exc.code, exc.message, []
         except NotReady as exc:
             return exc.code, None, []
-        coordinator = self.state
         by_id = {row.topic_id: row for row in plan.rows}
         for t, p, offset in plan.initialize:
-            summary = await coordinator.read_summary(group_id, t, p)
+            summary = await self.state.read_summary(group_id, t, p)
             epoch = summary.state_epoch + 1 if summary.error_code == 0 else 0
-            code = summary.error_code or await coordinator.initialize(group_id, t, p, epoch,
+            code = summary.error_code or await self.state.initialize(group_id, t, p, epoch,
                                                                       offset)
             self._forget(group_id, t, p)  # a stale leader is fenced by the new epoch
             if code:
@@ -164,12 +162,11 @@ class ShareAdmin:
         """State tombstones per partition; topic -> first error (0: all deleted)."""
         if plan:
             self._faults.hit(SHARE_AFTER_PENDING_DELETION)
-        coordinator = self.state
         errors: dict[uuid.UUID, int] = {}
         for t, ps in plan.items():
             errors[t] = 0
             for p in ps:
-                code = await coordinator.delete(group_id, t, p)
+                code = await self.state.delete(group_id, t, p)
                 self._forget(group_id, t, p)
                 if code and not errors[t]:
                     errors[t] = code

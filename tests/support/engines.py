@@ -19,15 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.support.broker_process import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 VERSITYGW = ROOT / ".tools" / "bin" / "versitygw"
 ACCESS_KEY, SECRET_KEY = "headwater", "headwater-secret"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for_port(port: int, deadline_s: float, what: str) -> None:

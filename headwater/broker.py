@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode as E
+
 from . import __version__
 from .api import register_all
 from .api.cluster_metadata import INTERNAL_TOPICS
@@ -24,8 +26,9 @@ from .fetch.sessions import FetchSessionCache
 from .group.coordinator import GroupCoordinator
 from .limits import MAX_PARTITIONS, open_file_capacity, raise_nofile_limit
 from .log.fdcache import FILES
+from .log.manager import partition_dir_name
 from .log.store import LocalStore
-from .metadata.controller import METADATA_TOPIC, Controller
+from .metadata.controller import METADATA_TOPIC, Controller, ControllerError
 from .metadata.convert import convert_json_log
 from .metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, TopicImage
 from .metrics import MetricsServer
@@ -40,7 +43,10 @@ from .share.dead_letter import DeadLetterWriter
 from .share.fetch_service import ShareFetchService
 from .share.manager import SharePartitionManager
 from .share.sessions import ShareSessionCache
+from .shared.cluster import BrokerInfo, cluster_id
 from .shared.errors import STARTUP_ERRORS
+from .shared.metadata_log import SharedMetadata
+from .shared.node import ClusterNode
 from .shared.settings import SharedSettings
 from .shared.store import SharedStore
 from .storage.partition import Partition
@@ -50,12 +56,15 @@ from .storage.waiters import PartitionWaiters
 from .txn.coordinator import TRANSACTION_KEY_TYPE, TransactionCoordinator
 from .txn.offset_commit import TxnOffsetCommitter
 from .txn.verification import ProduceVerification
+from .wire.codec import build
 from .wire.dispatch import LISTENER, Dispatcher, RequestContext
 from .wire.limits import ConnectionLimits
+from .wire.schemas import load_request_schema
 from .wire.server import KafkaServer
 
 log = logging.getLogger("headwater.broker")
 
+CREATE_TOPICS = 19
 GROUP_KEY_TYPE = 0  # FindCoordinator's key types: 0 group, 1 transaction, 2 share
 
 
@@ -101,6 +110,11 @@ class Broker:
         #: log for user topics in front of the local store for internal ones.
         self.store: PartitionStore | None = None
         self._shared: SharedStore | None = None
+        self._meta: SharedMetadata | None = None
+        self._shared_cluster_id = ""
+        self._auto_creating: set[asyncio.Future[None]] = set()
+        #: This broker's place in a cluster (headwater.storage=shared), else None.
+        self.cluster: ClusterNode | None = None
         self.controller: Controller | None = None
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
@@ -140,8 +154,16 @@ class Broker:
                 settings, self.node_id, self.data_dir / "shared-cache", self.now_ms,
                 linger_ms=self.config.get_int("headwater.shared.commit.linger.ms", 2),
                 lease_ms=self.config.get_int("headwater.shared.lease.ms", 10_000),
-                reserved=(METADATA_TOPIC,))
+                reserved=(METADATA_TOPIC,),
+                advertised=BrokerInfo(self.node_id, *self.advertised,
+                                      self.config.get("broker.rack") or None))
             await self._shared.open()
+            self._meta = SharedMetadata(
+                self._shared, self.data_dir / partition_dir_name(METADATA_TOPIC, 0))
+            await self._meta.download()
+            async with self._shared.pool.acquire() as conn:
+                self._shared_cluster_id = await cluster_id(conn, uuid.uuid4().hex[:22])
+            self.cluster = ClusterNode(self._shared, self._meta)
         except STARTUP_ERRORS as exc:
             raise StartupError(str(exc)) from exc
         log.info("shared log: database %s, objects %s", settings.redacted_database(),
@@ -150,7 +172,7 @@ class Broker:
     def open(self) -> None:
         """Open storage and replay metadata (synchronous: nothing is served yet)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = self._load_meta_properties()
+        self.cluster_id = self._shared_cluster_id or self._load_meta_properties()
         FILES.set_capacity(self.config.get_int("headwater.max.open.partition.files",
                                                open_file_capacity(raise_nofile_limit())))
         local = self.local = LocalStore(
@@ -169,6 +191,9 @@ class Broker:
             meta_log, self.config, self.now_ms, self.faults,
             max_partitions=self.config.get_int("headwater.max.partitions", MAX_PARTITIONS),
             snapshot_runner=self._run_snapshot)
+        if self._meta is not None:
+            self.controller.writer_check = self._check_controller
+            self.controller.written = self._meta.written
         self.controller.load()
         self._sync_logs(MetadataImage(), self.controller.image, lazy=True)
         self.controller.subscribe(self._sync_logs)
@@ -235,6 +260,8 @@ class Broker:
             await self.open_shared()
         self.open()
         assert self.controller is not None
+        if self._meta is not None:
+            await self._join_cluster(self._meta)
         self.connection_limits = ConnectionLimits.from_config(self.config)
         self.servers = [self._server_for(listener) for listener in self.listeners]
         self.server = self.servers[0]
@@ -276,9 +303,63 @@ class Broker:
             await self.share_coordinator.stop()
         if self.groups is not None:
             await self.groups.stop()
+        if self._meta is not None:
+            await self._meta.close()
         if self.store is not None:
             await self.store.close()
         log.info("headwater stopped; logs flushed and closed")
+
+    # ---- the cluster (headwater.storage=shared) -------------------------------------
+    async def _join_cluster(self, meta: SharedMetadata) -> None:
+        """Follow the shared metadata log (or take the controller lease), then wait until
+        the image has the coordinators' internal topics (the controller creates them
+        when it takes over), so the coordinators start as on one node."""
+        meta.start(_ControllerTarget(self))
+        wanted = [rt.topic for rt in self._coordinator_runtimes()]
+        deadline = time.monotonic() + self.config.get_int(
+            "headwater.shared.join.timeout.ms", 60_000) / 1000
+        while not all(self.image.topic(t) is not None for t in wanted):
+            if time.monotonic() > deadline:
+                raise StartupError("no controller created the internal topics within "
+                                   "headwater.shared.join.timeout.ms: is the shared "
+                                   "database reachable by every broker?")
+            await asyncio.sleep(0.05)
+
+    def _coordinator_runtimes(self) -> list:
+        assert self.groups and self.transactions and self.share_coordinator
+        return [self.groups.runtime, self.transactions.runtime,
+                self.share_coordinator.runtime]
+
+    def _check_controller(self) -> None:
+        if self._meta is not None and not self._meta.active:
+            raise ControllerError(E.not_controller,
+                                  "this broker is not the controller; ask the controller "
+                                  "(Metadata's controller_id)")
+
+    def auto_create_elsewhere(self, ctx: RequestContext, names: list[str]) -> None:
+        """Metadata asked for unknown topics with auto-creation on a broker that is not
+        the controller: the controller is asked to create them (in the background)."""
+        cluster = self.cluster
+        assert cluster is not None
+        request = build(load_request_schema(CREATE_TOPICS, 4), {
+            "topics": [{"name": n, "num_partitions": -1, "replication_factor": -1}
+                       for n in names], "timeout_ms": 30_000})
+        inner = RequestContext(CREATE_TOPICS, 4, 0, ctx.client_id, ctx.client_host,
+                               ctx.connection_id, dict(ctx.attrs))
+
+        async def create() -> None:
+            try:
+                await cluster.forward(inner, request)
+                await cluster.follow_now(5.0)
+            except Exception as exc:
+                log.warning("auto-creating %s on the controller failed: %s",
+                            ", ".join(names), exc)
+        task = asyncio.ensure_future(create())
+        self._auto_creating.add(task)
+        task.add_done_callback(self._auto_creating.discard)
+
+    def is_controller(self) -> bool:
+        return self.cluster is None or self.cluster.is_controller()
 
     def _server_for(self, listener: listeners.Listener) -> KafkaServer:
         ssl_context = tls.server_context(self.config, listener) if listener.tls else None
@@ -414,5 +495,45 @@ class Broker:
         assert self.store is not None
         return self.store.partition(topic, partition)
 
+    def absent_error(self, topic: str, partition: int) -> int:
+        """The error for a partition this broker does not serve (`PartitionStore`)."""
+        assert self.store is not None
+        return self.store.absent_error(topic, partition)
+
     def topic(self, name: str) -> TopicImage | None:
         return self.image.topic(name)
+
+
+class _ControllerTarget:
+    """The controller as the shared metadata log drives it (`MetadataTarget`)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    @property
+    def _controller(self) -> Controller:
+        assert self.broker.controller is not None
+        return self.broker.controller
+
+    def end_offset(self) -> int:
+        return self._controller.log.log_end_offset
+
+    def read(self, start: int, end: int) -> bytes:
+        return self._controller.log.read(start, 1 << 62, end)
+
+    def follow(self, data: bytes) -> None:
+        self._controller.follow(data)
+
+    def activate(self) -> None:
+        """Took the controller lease: write, and create the internal topics if new."""
+        controller = self._controller
+        controller.activate()
+        for runtime in self.broker._coordinator_runtimes():
+            controller.ensure_internal_topic(runtime.topic, runtime.num_partitions,
+                                             runtime.topic_configs)
+
+    def reload(self) -> None:
+        assert self.broker.local is not None
+        meta_log = self.broker.local.reopen_reserved(METADATA_TOPIC,
+                                                     self._controller.log.config)
+        self._controller.reload(meta_log)

@@ -25,6 +25,7 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         features,
         fetch,
         find_coordinator,
+        forwarding,
         group_admin,
         log_dirs,
         offset_commits,
@@ -49,3 +50,4 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
                    elections, reassignments, delegation_tokens, config_resources, features):
         module.register(dispatcher, broker)
     features.gate_group_apis(dispatcher, broker)
+    forwarding.register(dispatcher, broker)  # last: it wraps handlers registered above

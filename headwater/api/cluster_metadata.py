@@ -33,21 +33,47 @@ def topic_entry(broker: Broker, topic: TopicImage) -> dict:
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.name in INTERNAL_TOPICS,
-        "partitions": [partition_entry(p) for p in topic.partitions],
+        "partitions": [partition_entry(broker, topic, p) for p in topic.partitions],
     }
 
 
-def partition_entry(p: PartitionImage, **extra: Any) -> dict:
-    """One partition as Metadata and DescribeTopicPartitions describe it."""
-    return {"error_code": 0, "partition_index": p.partition_id, "leader_id": p.leader,
-            "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas, "isr_nodes": p.isr,
-            "offline_replicas": (), **extra}
+def partition_entry(broker: Broker, topic: TopicImage, p: PartitionImage,
+                    **extra: Any) -> dict:
+    """One partition as Metadata and DescribeTopicPartitions describe it. In a cluster the
+    leader is the broker serving it (the holder of its lease, epoch the lease's); the
+    coordinators' internal topics are the controller's until they move (issue 24)."""
+    cluster = broker.cluster
+    if cluster is None:
+        return {"error_code": 0, "partition_index": p.partition_id, "leader_id": p.leader,
+                "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas,
+                "isr_nodes": p.isr, "offline_replicas": (), **extra}
+    if topic.name in INTERNAL_TOPICS:
+        leader, epoch = cluster.controller_id(), 0
+    else:
+        leader, epoch = cluster.leader(topic.name, topic.topic_id, p.partition_id)
+    nodes = (leader,) if leader >= 0 else ()
+    return {"error_code": 0 if leader >= 0 else E.leader_not_available,
+            "partition_index": p.partition_id, "leader_id": leader, "leader_epoch": epoch,
+            "replica_nodes": nodes, "isr_nodes": nodes, "offline_replicas": (), **extra}
+
+
+def broker_entries(broker: Broker, ctx: RequestContext) -> list[tuple[int, str, int,
+                                                                      str | None]]:
+    """(node id, host, port, rack) of the live brokers: this one alone on one node."""
+    if broker.cluster is None:
+        host, port = broker.advertised_for(ctx)
+        return [(broker.node_id, host, port, None)]
+    return [(b.node_id, b.host, b.port, b.rack) for b in broker.cluster.brokers()]
+
+
+def controller_id(broker: Broker) -> int:
+    return broker.node_id if broker.cluster is None else broker.cluster.controller_id()
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def brokers(ctx: RequestContext) -> list[dict]:
-        host, port = broker.advertised_for(ctx)
-        return [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}]
+        return [{"node_id": n, "host": h, "port": p, "rack": r}
+                for n, h, p, r in broker_entries(broker, ctx)]
 
     def handle_metadata(ctx: RequestContext, req: Any) -> dict:
         image = broker.image
@@ -102,7 +128,16 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 else:
                     topics_out.append({"error_code": E.unknown_topic_or_partition,
                                        "name": name, "topic_id": ZERO_UUID, "partitions": ()})
-            if to_create:
+            if to_create and not broker.is_controller():
+                # the controller creates it (as Kafka's brokers ask theirs); until this
+                # broker's image has it, clients are told to retry
+                broker.auto_create_elsewhere(ctx, to_create)
+                for i, entry in enumerate(topics_out):
+                    if entry.keys() == {"name"}:
+                        topics_out[i] = {"error_code": E.leader_not_available,
+                                         "name": entry["name"], "topic_id": ZERO_UUID,
+                                         "partitions": ()}
+            elif to_create:
                 assert broker.controller is not None
                 results = broker.controller.create_topics([NewTopic(n) for n in to_create])
                 by_name = {t.name: (err, img) for t, err, img in results}
@@ -128,13 +163,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             "throttle_time": 0,
             "brokers": brokers(ctx),
             "cluster_id": broker.cluster_id,
-            "controller_id": broker.node_id,
+            "controller_id": controller_id(broker),
             "topics": topics_out,
             "cluster_authorized_operations": cluster_ops,
         }
 
     def handle_describe_cluster(ctx: RequestContext, req: Any) -> dict:
-        host, port = broker.advertised_for(ctx)
         endpoint_type = getattr(req, "endpoint_type", 1)
         if endpoint_type not in (1,):
             return {"error_code": E.unsupported_endpoint_type, "cluster_id": broker.cluster_id,
@@ -144,10 +178,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             "throttle_time": 0,
             "error_code": 0,
             "cluster_id": broker.cluster_id,
-            "controller_id": broker.node_id,
+            "controller_id": controller_id(broker),
             "endpoint_type": endpoint_type,
-            "brokers": [{"broker_id": broker.node_id, "host": host, "port": port,
-                         "rack": None, "is_fenced": False}],
+            "brokers": [{"broker_id": n, "host": h, "port": p, "rack": r,
+                         "is_fenced": False} for n, h, p, r in broker_entries(broker, ctx)],
             "cluster_authorized_operations": (
                 broker.access.cluster_operations(ctx)
                 if req.include_cluster_authorized_operations else -2147483648),
@@ -224,7 +258,8 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> 
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         count = len(topic.partitions)
         upper = min(count, start + remaining)
-        parts = [partition_entry(p, eligible_leader_replicas=(), last_known_elr=())
+        parts = [partition_entry(broker, topic, p, eligible_leader_replicas=(),
+                                 last_known_elr=())
                  for p in topic.partitions[start:upper]] if start < upper else []
         topics.append({"error_code": 0, "name": name, "topic_id": topic.topic_id,
                        "is_internal": name in INTERNAL_TOPICS, "partitions": parts})

@@ -43,11 +43,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     continue
                 plog = broker.partition(t.name, p.partition_index)
                 if plog is None:
-                    parts.append({**base, "error_code": E.unknown_topic_or_partition,
+                    parts.append({**base, "error_code": broker.absent_error(
+                                      t.name, p.partition_index),
                                   "timestamp": -1, "offset": -1, "leader_epoch": -1})
                     continue
                 current_epoch = getattr(p, "current_leader_epoch", -1)
-                if current_epoch > LEADER_EPOCH:
+                if current_epoch > plog.leader_epoch:
                     parts.append({**base, "error_code": E.unknown_leader_epoch,
                                   "timestamp": -1, "offset": -1})
                     continue
@@ -100,18 +101,18 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     continue
                 if plog is None:
                     parts.append({"partition": p.partition,
-                                  "error_code": E.unknown_topic_or_partition})
+                                  "error_code": broker.absent_error(t.topic, p.partition)})
                     continue
                 current = getattr(p, "current_leader_epoch", -1)
-                if current > LEADER_EPOCH:
+                if current > plog.leader_epoch:
                     parts.append({"partition": p.partition,
                                   "error_code": E.unknown_leader_epoch})
-                elif p.leader_epoch > LEADER_EPOCH:
+                elif p.leader_epoch > plog.leader_epoch:
                     parts.append({"partition": p.partition, "error_code": 0,
                                   "leader_epoch": -1, "end_offset": -1})
                 else:
                     parts.append({"partition": p.partition, "error_code": 0,
-                                  "leader_epoch": LEADER_EPOCH,
+                                  "leader_epoch": plog.leader_epoch,
                                   "end_offset": plog.log_end_offset})
             topics.append({"topic": t.topic, "partitions": parts})
         return {"throttle_time": 0, "topics": topics}
@@ -126,7 +127,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 if plog is None:
                     parts.append({"partition_index": p.partition_index, "low_watermark": -1,
                                   "error_code": E.topic_authorization_failed if denied
-                                  else E.unknown_topic_or_partition})
+                                  else broker.absent_error(t.name, p.partition_index)})
                     continue
                 offset = plog.high_watermark if p.offset == -1 else p.offset
                 try:

@@ -134,7 +134,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     continue
                 plog = store.partition(topic.name, pd.index) if topic is not None else None
                 if plog is None:
-                    parts_out.append(partition_error(pd.index, missing))
+                    parts_out.append(partition_error(
+                        pd.index, missing if topic is None
+                        else store.absent_error(topic.name, pd.index)))
                     continue
                 if topic.name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
                     # Kafka's rule: the coordinators' logs are theirs; a client's records

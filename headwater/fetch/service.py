@@ -16,8 +16,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kio.schema.errors import ErrorCode as E
-
 from ..log.batch import batches_end_offset
 from ..storage.errors import LogError
 from ..storage.partition import Partition
@@ -159,7 +157,7 @@ class FetchService:
         part = self.partitions.partition(*key)
         committed = isolation == READ_COMMITTED
         if part is None:
-            return PartitionData(E.unknown_topic_or_partition,
+            return PartitionData(self.partitions.absent_error(*key),
                                  aborted=[] if committed else None)
         hw, lso = part.high_watermark, part.last_stable_offset
         data = PartitionData(0, hw, lso, part.log_start_offset,

@@ -134,6 +134,12 @@ class LogManager:
         self._logs[(topic, partition)] = plog
         return plog
 
+    def close(self, topic: str, partition: int) -> None:
+        """Close a partition's log and forget it; its files stay."""
+        plog = self._logs.pop((topic, partition), None)
+        if plog is not None:
+            plog.close(sync=False)
+
     def delete(self, topic: str, partition: int) -> bool:
         """Close and remove the partition's data; False if there was none."""
         self._pending.pop((topic, partition), None)

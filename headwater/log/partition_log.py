@@ -194,6 +194,10 @@ class PartitionLog:
         return self._segments[-1].next_offset
 
     @property
+    def leader_epoch(self) -> int:
+        return 0  # one node: the leader never changes
+
+    @property
     def high_watermark(self) -> int:
         return self._segments[-1].next_offset  # single node: everything is replicated
 

@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode as E
+
 from headwater.config import LogConfig
 from headwater.log.manager import LogManager
 from headwater.log.partition_log import PartitionLog
@@ -49,6 +51,9 @@ class LocalStore:
         if topic in self._reserved:
             return None
         return self.manager.get(topic, partition)
+
+    def absent_error(self, topic: str, partition: int) -> int:
+        return E.unknown_topic_or_partition
 
     def partitions(self) -> Iterator[PartitionLog]:
         return self.manager.all()
@@ -86,6 +91,12 @@ class LocalStore:
         """Partition 0 of a reserved topic (the metadata log), opened or created."""
         return (self.manager.open_existing(topic, 0, config)
                 or self.manager.create(topic, 0, config))
+
+    def reopen_reserved(self, topic: str, config: LogConfig) -> PartitionLog:
+        """Close a reserved topic's log and open it again from its directory (the shared
+        log replaced its files)."""
+        self.manager.close(topic, 0)
+        return self.open_reserved(topic, config)
 
     # ---- upkeep ------------------------------------------------------------------------
     async def _open_pending(self) -> None:

@@ -96,6 +96,14 @@ class Controller:
         # Runs a snapshot's encoding and writing off the controller's thread, then calls
         # back (on it) with the error or None; the broker's is its executor. None: in line.
         self.snapshot_runner = snapshot_runner
+        # The shared log (None on one node): `writer_check` raises NOT_CONTROLLER on a
+        # broker that does not hold the controller lease; `written` is told after every
+        # append, so the records are committed to the shared log. A broker that does not
+        # write follows (`follow`) what the controller committed; `_following` holds the
+        # replay of its log, a metadata transaction included until it ends.
+        self.writer_check: Callable[[], None] | None = None
+        self.written: Callable[[], None] | None = None
+        self._following: Replay | None = None
 
     def partition_count(self) -> int:
         return sum(len(t.partitions) for t in self.image.topics_by_name.values())
@@ -142,21 +150,68 @@ class Controller:
             if following <= offset:
                 break
             offset = following
-        committed, last, pending = state.committed, state.last_offset, state.pending
+        committed, last = state.committed, state.last_offset
         self.image = base.apply(committed, last if last >= 0 else base.offset)
         self._bytes_since_snapshot = replayed
-        if last < 0 and end == 0:  # a new log begins with metadata.version, as Kafka's
-            first = [R.FeatureLevelRecord("metadata.version", R.METADATA_VERSION)]
-            self.image = self.image.apply(first, self._write(first))
-        if pending is not None:
-            log.warning("rolling back a metadata transaction left open (%d records)",
-                        len(pending))
-            self._abort_reason = "open at startup"
-            self._finish_abort()
-        self._pid_next = self._pid_end = self.image.next_producer_id
+        state.committed = []
+        self._following = state
+        if self.writer_check is None:  # one node: this broker writes from now on
+            self._take_over(state)
         log.info("metadata loaded: %d topics, next producer id block at %d",
                  len(self.image.topics_by_name), self.image.next_producer_id)
         self.maybe_snapshot()  # a long tail (e.g. a log from before snapshots): now
+
+    def _take_over(self, state: Replay) -> None:
+        """Become the writer: a new log begins with metadata.version (as Kafka's), a
+        transaction the log leaves open is rolled back, producer ids continue after the
+        last block."""
+        self._following = None
+        if state.last_offset < 0 and self.log.log_end_offset == 0:
+            first = [R.FeatureLevelRecord("metadata.version", R.METADATA_VERSION)]
+            self.image = self.image.apply(first, self._write(first))
+        if state.pending is not None:
+            log.warning("rolling back a metadata transaction left open (%d records)",
+                        len(state.pending))
+            self._abort_reason = "open at startup"
+            self._finish_abort()
+        self._pid_next = self._pid_end = self.image.next_producer_id
+
+    # ---- the shared log ------------------------------------------------------------
+    def activate(self) -> None:
+        """This broker took the controller lease (and has followed the log to its end)."""
+        assert self._following is not None, "activate() a following controller"
+        self._take_over(self._following)
+
+    def follow(self, data: bytes) -> None:
+        """Apply batches the controller committed to the shared log: appended to the
+        local log at their offsets, published as far as they complete (a metadata
+        transaction when its EndTransactionRecord arrives)."""
+        state = self._following
+        assert state is not None, "follow() on the writing controller"
+        self.log.append(data, self.now_ms(), origin_client=False)
+        self._bytes_since_snapshot += len(data)
+        for offset, item in read_batches(data):
+            state.add(offset, item)
+        records, state.committed = state.committed, []
+        old = self.image
+        self.image = old.apply(records, state.last_offset)
+        if records:
+            for listener in tuple(self._listeners):
+                listener(old, self.image)
+        self.maybe_snapshot()
+
+    def reload(self, metadata_log: PartitionLog) -> None:
+        """Start again from `metadata_log` (the shared log's, downloaded anew): this
+        broker lost the controller lease, or its appends were not committed. Listeners
+        see the change from the image it had to the one the log gives."""
+        old = self.image
+        self.log = metadata_log
+        self._open_transaction = False
+        self._abort_reason = None
+        self._snapshot_in_flight = False
+        self.load()
+        for listener in tuple(self._listeners):
+            listener(old, self.image)
 
     # ---- snapshots -----------------------------------------------------------------
     def maybe_snapshot(self) -> Path | None:
@@ -164,7 +219,8 @@ class Controller:
         threshold passed, none in flight, and no metadata transaction open (the log's
         end is then a committed offset that the image reflects). In line (returning its
         path) unless `snapshot_runner` takes the writing elsewhere."""
-        if (self._bytes_since_snapshot == 0 or self._open_transaction
+        following_open = self._following is not None and self._following.pending is not None
+        if (self._bytes_since_snapshot == 0 or self._open_transaction or following_open
                 or self._abort_reason is not None or self._snapshot_in_flight):
             return None
         elapsed = self.now_ms() - self._last_snapshot_ms
@@ -240,6 +296,8 @@ class Controller:
         if any(isinstance(r, _MARKERS) for r in records):
             raise ControllerError(E.invalid_request, "metadata transactions are the "
                                   "controller's own: one at a time, never nested")
+        if self.writer_check is not None:
+            self.writer_check()
         self._finish_abort()
         now = self.now_ms()
         chunks = [records[i:i + RECORDS_PER_BATCH]
@@ -265,6 +323,8 @@ class Controller:
             raise ControllerError(E.kafka_storage_error,
                                   f"The metadata log refused the change: {exc}") from exc
         self._open_transaction = False
+        if self.written is not None:
+            self.written()
         return last
 
     def _append(self, chunk: Sequence[object], now: int) -> int:
@@ -290,6 +350,8 @@ class Controller:
             raise ControllerError(
                 E.kafka_storage_error, "metadata writes are refused until the failed "
                 f"transaction's abort is in the log: {exc}") from exc
+        if self.written is not None:
+            self.written()
         log.warning("metadata transaction aborted in the log (%s)", self._abort_reason)
         self._abort_reason = None
         self._open_transaction = False

@@ -13,6 +13,7 @@ bytes are (`batches`: an object key and byte range, or inline bytes); the object
 (`producers`: each producer's epoch and its last five batches' sequence ranges) and
 aborted transactions (`aborted_txns`) per partition; leases (`leases`: owner, epoch,
 expiry on the database clock) and live brokers (`brokers`).
+Version 2: the cluster id (`cluster`), the same for every broker.
 """
 
 from __future__ import annotations
@@ -93,6 +94,13 @@ MIGRATIONS: tuple[str, ...] = (
         port integer NOT NULL,
         rack text,
         heartbeat_at timestamptz NOT NULL DEFAULT now()
+    );
+    """,
+    # 1 -> 2: the cluster's id, the same for every broker
+    """
+    CREATE TABLE cluster (
+        singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+        cluster_id text NOT NULL
     );
     """,
 )

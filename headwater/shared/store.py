@@ -20,9 +20,12 @@ object store whenever the partition is taken over), committed in windows.
   waiting `commit`s fail with `CommitError`, so nothing uncommitted is acknowledged and a
   retry is checked against what really committed.
 * Leases are renewed every third of their time; a lost lease drops the partition.
+* **Placement** (`cluster.py`): the store registers the broker with a heartbeat and
+  refreshes its view of the cluster; it takes the partitions whose rendezvous owner it
+  is, and hands over (commits, then releases the lease) those another live broker
+  should own. A partition served elsewhere answers NOT_LEADER_OR_FOLLOWER.
 
-Not yet (issue 23): partitions held by other brokers (today every partition `ensure`d is
-taken), retention and compaction under a lease, the object cleaner, `__cluster_metadata`.
+Not yet (issue 23): retention and compaction under a lease, the object cleaner.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from ..log.batch import iter_batches
 from ..log.partition_log import LOG_START_CHECKPOINT, PartitionLog
 from ..storage.errors import CommitError, LogError
 from ..storage.partition import AppendResult, Partition, ProducerStateInfo
-from . import leases
+from . import cluster, leases
+from .cluster import BrokerInfo, ClusterView
 from .database import open_pool
 from .objects import ObjectStore
 from .sequencer import BatchRow, Outcome, PartitionCommit, commit
@@ -89,6 +93,10 @@ class SharedPartition:
     @property
     def log_end_offset(self) -> int:
         return self.plog.log_end_offset
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.epoch
 
     @property
     def high_watermark(self) -> int:
@@ -207,9 +215,16 @@ class SharedPartition:
 class SharedStore:
     def __init__(self, settings: SharedSettings, node_id: int, cache_dir: Path,
                  now_ms: Callable[[], int], *, linger_ms: int = 2, lease_ms: int = 10_000,
-                 reserved: Iterable[str] = ()) -> None:
+                 reserved: Iterable[str] = (), advertised: BrokerInfo | None = None
+                 ) -> None:
         self.settings = settings
         self.node_id = node_id
+        #: Where clients reach this broker, as registered in `brokers`.
+        self.advertised = advertised or BrokerInfo(node_id, "127.0.0.1", 0)
+        #: The cluster as of the last refresh (every quarter of the lease time).
+        self.view = ClusterView()
+        self.refresh_s = min(1.0, lease_ms / 4000)
+        self._view_listeners: list[Callable[[ClusterView], None]] = []
         self.cache_dir = cache_dir
         self._now_ms = now_ms
         self.linger_s = linger_ms / 1000
@@ -231,6 +246,23 @@ class SharedStore:
         await self.objects.check()
         shutil.rmtree(self.cache_dir, ignore_errors=True)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
+        await self.refresh_view()
+
+    async def refresh_view(self) -> ClusterView:
+        """Heartbeat (register this broker), then read the cluster's state."""
+        async with self.pool.acquire() as conn:
+            await cluster.register(conn, self.advertised)
+            self.view = await cluster.read_view(conn, self.lease_ms)
+        return self.view
+
+    def subscribe_view(self, listener: Callable[[ClusterView], None]) -> None:
+        """Call `listener(view)` after every refresh of the cluster view."""
+        self._view_listeners.append(listener)
+
+    def _should_own(self, key: Key) -> bool:
+        topic_id = self._ids.get(key)
+        return topic_id is not None and \
+            self.view.owner_of(topic_id, key[1]) == self.node_id
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -247,6 +279,11 @@ class SharedStore:
     def partitions(self) -> Iterator[SharedPartition]:
         return iter([p for p in self._owned.values() if not p.broken])
 
+    def absent_error(self, topic: str, partition: int) -> int:
+        if (topic, partition) in self._configs:
+            return E.not_leader_or_follower
+        return E.unknown_topic_or_partition
+
     def ensure(self, topic: str, partition: int, config: LogConfig, *,
                topic_id: uuid.UUID | None = None) -> None:
         if topic in self._reserved:
@@ -261,11 +298,17 @@ class SharedStore:
         elif key not in self._loading:
             if key not in self._ids:
                 raise ValueError(f"{topic}-{partition}: the shared store needs the topic id")
-            self._load_soon(key)
+            if self._should_own(key):
+                self._load_soon(key)
 
     async def ready(self, topic: str, partition: int) -> SharedPartition | None:
-        """The partition once its load has finished (None if it could not be taken)."""
-        task = self._loading.get((topic, partition))
+        """The partition once its load has finished (None if it could not be taken, or
+        another broker should serve it)."""
+        key = (topic, partition)
+        if (key in self._configs and key not in self._owned and key not in self._loading
+                and self._should_own(key)):
+            self._load_soon(key)
+        task = self._loading.get(key)
         if task is not None:
             await asyncio.shield(task)
         return self.partition(topic, partition)
@@ -310,7 +353,8 @@ class SharedStore:
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._flusher()),
-                       asyncio.create_task(self._renewer())]
+                       asyncio.create_task(self._renewer()),
+                       asyncio.create_task(self._membership())]
 
     async def close(self) -> None:
         for task in [*self._tasks, *self._loading.values(), *self._background]:
@@ -323,6 +367,7 @@ class SharedStore:
         self._tasks, self._loading = [], {}
         if self._pool is not None:
             async with self._pool.acquire() as conn:
+                await cluster.deregister(conn, self.node_id)
                 for part in self._owned.values():
                     await leases.release(conn, leases.Lease(
                         leases.partition_resource(part.topic_id, part.partition),
@@ -356,7 +401,8 @@ class SharedStore:
         task.add_done_callback(done)
 
     def _retry_load(self, key: Key) -> None:
-        if key in self._configs and key not in self._owned and key not in self._loading:
+        if (key in self._configs and key not in self._owned and key not in self._loading
+                and self._should_own(key)):
             self._load_soon(key)
 
     async def _load(self, key: Key) -> SharedPartition | None:
@@ -376,7 +422,7 @@ class SharedStore:
                 "SELECT base_offset, object_key, byte_offset, byte_length, inline_bytes "
                 "FROM batches WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 "
                 "ORDER BY base_offset", topic_id, partition, log_start)
-        data = await self._download(batches)
+        data = await self.download(batches)
         path = self.cache_dir / f"{topic}-{partition}"
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
@@ -396,7 +442,7 @@ class SharedStore:
             self._owned[key] = part
         return part
 
-    async def _download(self, batches: list[asyncpg.Record]) -> bytes:
+    async def download(self, batches: list[asyncpg.Record]) -> bytes:
         objects: dict[str, bytes] = {}
         chunks: list[bytes] = []
         for b in batches:
@@ -471,8 +517,52 @@ class SharedStore:
         if self._owned.get(key) is part:
             del self._owned[key]
             part.plog.close(sync=False)
-            if key in self._configs:
+            if key in self._configs and self._should_own(key):
                 self._load_soon(key)
+
+    # ---- placement ---------------------------------------------------------------------
+    async def _membership(self) -> None:
+        while True:
+            await asyncio.sleep(self.refresh_s)
+            try:
+                view = await self.refresh_view()
+            except Exception as exc:
+                log.warning("cluster heartbeat failed: %s: %s", type(exc).__name__, exc)
+                continue
+            self._balance()
+            for listener in tuple(self._view_listeners):
+                try:
+                    listener(view)
+                except Exception:
+                    log.exception("cluster view listener failed")
+
+    def _balance(self) -> None:
+        """Take the partitions this broker should own; hand over the others (once their
+        appends are committed) to the live broker that should own them."""
+        if self.node_id not in self.view.brokers:
+            return  # this broker's own heartbeat is not seen: change nothing
+        for key in list(self._configs):
+            owned = self._owned.get(key)
+            if self._should_own(key):
+                if owned is None and key not in self._loading:
+                    self._load_soon(key)
+            elif owned is not None and not owned.pending:
+                self._hand_over(owned)
+
+    def _hand_over(self, part: SharedPartition) -> None:
+        key = (part.topic, part.partition)
+        log.info("handing %s-%d over to broker %d", *key,
+                 self.view.owner_of(part.topic_id, part.partition))
+        part.fail(CommitError(E.not_leader_or_follower, "partition moved", {key}))
+        del self._owned[key]
+        part.plog.close(sync=False)
+        self._spawn(self._release(part))
+
+    async def _release(self, part: SharedPartition) -> None:
+        async with self.pool.acquire() as conn:
+            await leases.release(conn, leases.Lease(
+                leases.partition_resource(part.topic_id, part.partition), self.node_id,
+                part.epoch, 0))
 
     # ---- leases ----------------------------------------------------------------------
     async def _renewer(self) -> None:

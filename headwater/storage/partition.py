@@ -74,6 +74,12 @@ class Partition(Protocol):
     def log_start_offset(self) -> int: ...
 
     @property
+    def leader_epoch(self) -> int:
+        """The epoch of this broker's leadership: 0 on one node; on the shared log the
+        epoch of the partition's lease (what Metadata reports)."""
+        ...
+
+    @property
     def log_end_offset(self) -> int:
         """The next offset to be assigned."""
         ...

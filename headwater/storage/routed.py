@@ -28,6 +28,9 @@ class RoutedStore:
     def partition(self, topic: str, partition: int) -> Partition | None:
         return self._for(topic).partition(topic, partition)
 
+    def absent_error(self, topic: str, partition: int) -> int:
+        return self._for(topic).absent_error(topic, partition)
+
     def partitions(self) -> Iterator[Partition]:
         yield from self.default.partitions()
         yield from self.special.partitions()

@@ -25,6 +25,11 @@ class PartitionSource(Protocol):
         metadata log: that is the controller's alone)."""
         ...
 
+    def absent_error(self, topic: str, partition: int) -> int:
+        """The error for a partition `partition()` did not find: NOT_LEADER_OR_FOLLOWER
+        when another broker serves it (the shared log), else UNKNOWN_TOPIC_OR_PARTITION."""
+        ...
+
 
 class PartitionStore(PartitionSource, Protocol):
     def partitions(self) -> Iterator[Partition]:

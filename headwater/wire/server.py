@@ -429,3 +429,12 @@ def _handler_failure(ctx: RequestContext | None, exc: BaseException) -> str:
 def _frame(correlation_id: int, flexible: bool, body: bytes) -> bytes:
     head = response_header(correlation_id, flexible)
     return _SIZE.pack(len(head) + len(body)) + head + body
+
+
+def encode_frame(result: Any, ctx: RequestContext, flexible: bool) -> bytes:
+    """A handler's result as one response frame, size prefix included (the controller
+    answers a forwarded request inside an EnvelopeResponse with it)."""
+    frame = Connection._encode(result, ctx, flexible)
+    if frame is None:
+        return b""
+    return bytes(frame) if not isinstance(frame, list) else b"".join(frame)

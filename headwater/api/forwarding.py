@@ -1,0 +1,122 @@
+"""Metadata changes in a cluster (headwater.storage=shared): only the controller writes.
+
+The requests that change metadata (`FORWARDED`) are wrapped: on the controller, the
+handler runs and its answer waits until the change is committed to the shared log (if
+that fails the connection is closed: the outcome is unknown, the client retries); on any
+other broker the request is forwarded to the controller in an EnvelopeRequest (key 58,
+KIP-590) and the controller's answer goes back to the client, once this broker's own image
+has followed the change. InitProducerId is forwarded too: producer ids come in blocks the
+controller records.
+
+The Envelope handler is the controller's side: the inner request runs with the client's
+principal and address. As in Kafka, the sender needs CLUSTER_ACTION on the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from ..security import acl as A
+from ..wire.codec import decode_request, request_is_flexible
+from ..wire.dispatch import LISTENER, PRINCIPAL, Dispatcher, Handler, RequestContext
+from ..wire.header import parse_request_header, skip_tagged_fields
+from ..wire.server import encode_frame
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger("headwater.forwarding")
+
+ENVELOPE = 58
+FORWARDED = frozenset({
+    19,  # CreateTopics
+    20,  # DeleteTopics
+    22,  # InitProducerId
+    30,  # CreateAcls
+    31,  # DeleteAcls
+    33,  # AlterConfigs
+    37,  # CreatePartitions
+    44,  # IncrementalAlterConfigs
+    49,  # AlterClientQuotas
+    51,  # AlterUserScramCredentials
+    57,  # UpdateFeatures
+})
+FORWARDED_ATTR = "forwarded"  # set on the context of a request that came in an envelope
+FOLLOW_TIMEOUT_S = 5.0
+
+
+class NotForwardable(RuntimeError):
+    pass
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    """Wrap the metadata-changing handlers and serve Envelope (cluster mode only)."""
+    cluster = broker.cluster
+    if cluster is None:
+        return
+    for key in FORWARDED:
+        entry = dispatcher.get(key)
+        if entry is not None:
+            dispatcher.register(key, entry.min_version, entry.max_version,
+                                _wrap(broker, entry.handler), entry.accepted_max)
+
+    async def handle_envelope(ctx: RequestContext, req: Any) -> dict:
+        if broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
+            return {"error_code": E.cluster_authorization_failed, "response_data": None}
+        if not broker.is_controller():
+            return {"error_code": E.not_controller, "response_data": None}
+        data = bytes(req.request_data)
+        try:
+            header = parse_request_header(data)
+            entry = dispatcher.get(header.api_key)
+            if entry is None or header.api_key not in FORWARDED \
+                    or not entry.serves(header.api_version):
+                return {"error_code": E.invalid_request, "response_data": None}
+            flexible = request_is_flexible(header.api_key, header.api_version)
+            pos = skip_tagged_fields(data, header.body_offset) if flexible \
+                else header.body_offset
+            inner = decode_request(header.api_key, header.api_version, data, pos)
+        except Exception as exc:
+            log.warning("undecodable forwarded request: %r", exc)
+            return {"error_code": E.invalid_request, "response_data": None}
+        try:
+            host = str(ipaddress.ip_address(bytes(req.client_host_address)))
+        except ValueError:
+            host = ctx.client_host
+        principal = bytes(req.request_principal or b"").decode() or None
+        inner_ctx = RequestContext(
+            header.api_key, header.api_version, header.correlation_id, header.client_id,
+            host, ctx.connection_id,
+            {LISTENER: ctx.attrs.get(LISTENER), PRINCIPAL: principal, FORWARDED_ATTR: True})
+        result = entry.handler(inner_ctx, inner)
+        if asyncio.iscoroutine(result):
+            result = await result
+        frame = encode_frame(result, inner_ctx, flexible)
+        return {"error_code": 0, "response_data": frame[4:]}
+
+    dispatcher.register(ENVELOPE, 0, 0, handle_envelope)
+
+
+def _wrap(broker: Broker, handler: Handler) -> Handler:
+    async def wrapped(ctx: RequestContext, req: Any) -> Any:
+        cluster = broker.cluster
+        assert cluster is not None
+        if not broker.is_controller():
+            if ctx.attrs.get(FORWARDED_ATTR):
+                raise NotForwardable("forwarded to a broker that is not the controller")
+            body = await cluster.forward(ctx, req)
+            await cluster.follow_now(FOLLOW_TIMEOUT_S)
+            return body
+        result = handler(ctx, req)
+        if asyncio.iscoroutine(result):
+            result = await result
+        durable = cluster.durable()
+        if durable is not None:
+            await durable
+        return result
+    return wrapped

@@ -1,0 +1,107 @@
+"""The cluster as a shared broker sees it: the live brokers (registered in `brokers`, with a
+heartbeat), the controller (the holder of the `controller` lease) and who serves each
+partition (the holders of the partition leases), refreshed from PostgreSQL.
+
+Placement needs no coordinator: every broker computes the same **rendezvous** owner of a
+partition over the same live brokers (`owner_of`), takes the partitions it should own
+when their leases are free or expired, and gives up those another live broker should
+own. Leases make ownership exclusive; the hash only spreads it. Metadata reports the
+lease holder as leader (or, while none holds it, the broker that will take it) and the
+lease epoch as `leader_epoch`, so clients move as they do with Kafka.
+"""
+
+from __future__ import annotations
+
+import uuid
+import zlib
+from dataclasses import dataclass, field
+
+from .leases import partition_resource
+from .schema import Connection
+
+CONTROLLER = "controller"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(slots=True)
+class ClusterView:
+    """A snapshot of the cluster's state, as of the last `refresh`."""
+
+    #: Live brokers (heartbeat within the session timeout), by node id.
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    #: The controller lease's holder (-1: none live).
+    controller: int = -1
+    controller_epoch: int = 0
+    #: Partition leases: resource -> (owner or -1 when expired, epoch).
+    leases: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def owner_of(self, topic_id: uuid.UUID, partition: int) -> int:
+        """The live broker that should serve the partition (-1: none live)."""
+        return rendezvous(f"{topic_id}:{partition}", self.brokers)
+
+    def leader(self, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
+        """(leader, leader epoch) as Metadata reports it: the live lease holder, else
+        the broker that will take the lease, with the epoch it will get."""
+        owner, epoch = self.leases.get(partition_resource(topic_id, partition), (-1, 0))
+        if owner in self.brokers:
+            return owner, epoch
+        return self.owner_of(topic_id, partition), epoch + 1
+
+
+def rendezvous(key: str, brokers: dict[int, BrokerInfo] | list[int]) -> int:
+    """The node with the highest hash of (key, node): stable while it lives, and only its
+    keys move when it dies or another joins."""
+    best, best_score = -1, -1
+    for node in brokers:
+        score = zlib.crc32(f"{key}/{node}".encode())
+        if score > best_score or (score == best_score and node < best):
+            best, best_score = node, score
+    return best
+
+
+async def register(conn: Connection, node: BrokerInfo) -> None:
+    await conn.execute(
+        "INSERT INTO brokers (node_id, host, port, rack, heartbeat_at) "
+        "VALUES ($1, $2, $3, $4, clock_timestamp()) ON CONFLICT (node_id) DO UPDATE SET "
+        "host = EXCLUDED.host, port = EXCLUDED.port, rack = EXCLUDED.rack, "
+        "heartbeat_at = EXCLUDED.heartbeat_at", node.node_id, node.host, node.port,
+        node.rack)
+
+
+async def deregister(conn: Connection, node_id: int) -> None:
+    """A broker stopping cleanly: the others take its partitions at once."""
+    await conn.execute("DELETE FROM brokers WHERE node_id = $1", node_id)
+
+
+async def read_view(conn: Connection, session_ms: int) -> ClusterView:
+    """The live brokers, the controller and the partition leases, on the database clock."""
+    view = ClusterView()
+    for row in await conn.fetch(
+            "SELECT node_id, host, port, rack FROM brokers WHERE heartbeat_at > "
+            "clock_timestamp() - $1 * interval '1 millisecond'", session_ms):
+        view.brokers[int(row["node_id"])] = BrokerInfo(
+            int(row["node_id"]), row["host"], int(row["port"]), row["rack"])
+    for row in await conn.fetch(
+            "SELECT resource, owner, epoch, expires_at > clock_timestamp() AS live "
+            "FROM leases"):
+        owner = int(row["owner"]) if row["live"] else -1
+        if row["resource"] == CONTROLLER:
+            view.controller = owner if owner in view.brokers else -1
+            view.controller_epoch = int(row["epoch"])
+        else:
+            view.leases[row["resource"]] = (owner, int(row["epoch"]))
+    return view
+
+
+async def cluster_id(conn: Connection, proposed: str) -> str:
+    """The cluster's id: the first broker's `proposed` one, kept by every other."""
+    await conn.execute("INSERT INTO cluster (cluster_id) VALUES ($1) ON CONFLICT DO NOTHING",
+                       proposed)
+    return str(await conn.fetchval("SELECT cluster_id FROM cluster"))

@@ -1,0 +1,72 @@
+"""This broker's place in a cluster, as the API handlers ask about it: which brokers are
+live, who leads a partition, who the controller is, and how a metadata change reaches
+the controller (`forward.py`) and comes back (`metadata_log.py`)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable
+from typing import Any
+
+from ..wire.dispatch import RequestContext
+from .cluster import BrokerInfo
+from .forward import ForwardError, forward
+from .metadata_log import SharedMetadata
+from .store import SharedStore
+
+CONTROLLER_WAIT_S = 10.0
+
+
+class ClusterNode:
+    def __init__(self, store: SharedStore, metadata: SharedMetadata) -> None:
+        self.store = store
+        self.metadata = metadata
+
+    @property
+    def node_id(self) -> int:
+        return self.store.node_id
+
+    def brokers(self) -> list[BrokerInfo]:
+        """The live brokers (this one always among them)."""
+        live = dict(self.store.view.brokers)
+        live.setdefault(self.node_id, self.store.advertised)
+        return [live[n] for n in sorted(live)]
+
+    def broker(self, node_id: int) -> BrokerInfo | None:
+        if node_id == self.node_id:
+            return self.store.advertised
+        return self.store.view.brokers.get(node_id)
+
+    def is_controller(self) -> bool:
+        return self.metadata.active
+
+    def controller_id(self) -> int:
+        if self.metadata.active:
+            return self.node_id
+        return self.store.view.controller
+
+    def leader(self, topic: str, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
+        """(leader, leader epoch) of a partition on the shared log."""
+        part = self.store.partition(topic, partition)
+        if part is not None:
+            return self.node_id, part.epoch
+        return self.store.view.leader(topic_id, partition)
+
+    def durable(self) -> Awaitable[None] | None:
+        return self.metadata.durable()
+
+    async def forward(self, ctx: RequestContext, request: Any) -> bytes:
+        """The controller's answer to a metadata change asked of this broker."""
+        deadline = asyncio.get_running_loop().time() + CONTROLLER_WAIT_S
+        while True:
+            target = self.broker(self.controller_id())
+            if target is not None and target.node_id != self.node_id:
+                return await forward(target.host, target.port, ctx, request,
+                                     CONTROLLER_WAIT_S)
+            if asyncio.get_running_loop().time() >= deadline:
+                raise ForwardError("no controller is live")
+            await asyncio.sleep(0.1)
+
+    async def follow_now(self, timeout_s: float) -> None:
+        await self.metadata.caught_up(timeout_s)

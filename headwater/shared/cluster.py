@@ -12,8 +12,8 @@ lease epoch as `leader_epoch`, so clients move as they do with Kafka.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
-import zlib
 from dataclasses import dataclass, field
 
 from .leases import partition_resource
@@ -57,10 +57,12 @@ class ClusterView:
 
 def rendezvous(key: str, brokers: dict[int, BrokerInfo] | list[int]) -> int:
     """The node with the highest hash of (key, node): stable while it lives, and only its
-    keys move when it dies or another joins."""
+    keys move when it dies or another joins (blake2b: crc32 of keys differing in one
+    character is far from uniform)."""
     best, best_score = -1, -1
     for node in brokers:
-        score = zlib.crc32(f"{key}/{node}".encode())
+        score = int.from_bytes(hashlib.blake2b(f"{key}/{node}".encode(),
+                                               digest_size=8).digest(), "big")
         if score > best_score or (score == best_score and node < best):
             best, best_score = node, score
     return best

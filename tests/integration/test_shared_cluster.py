@@ -1,0 +1,354 @@
+"""Three brokers on one shared log (a private PostgreSQL and versitygw): a topic created
+through one broker is served by all, real clients produce and consume through any of
+them, and a broker killed (kill -9) or paused past its leases (SIGSTOP) under load loses
+nothing acknowledged: no record lost or duplicated, no offset hole, each partition's
+records in the producer's order."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.engines import PostgresServer, VersityGateway, shared_broker_args
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.local_storage(
+    "starts its own three brokers on the shared log")]
+
+LEASE_MS = 3000
+
+
+class Cluster:
+    def __init__(self, base: Path, shared: list[str], dsn: str) -> None:
+        self.base = base
+        self.shared = shared
+        self.dsn = dsn
+        self.ports = {n: free_port() for n in (1, 2, 3)}
+        self.brokers: dict[int, BrokerProcess] = {}
+
+    def start(self, node: int) -> BrokerProcess:
+        proc = BrokerProcess(self.base / f"broker-{node}", *self.shared,
+                             "--override", f"node.id={node}",
+                             "--override", f"headwater.shared.lease.ms={LEASE_MS}",
+                             port=self.ports[node]).start()
+        self.brokers[node] = proc
+        return proc
+
+    def bootstrap(self, *nodes: int) -> str:
+        return ",".join(f"127.0.0.1:{self.ports[n]}" for n in (nodes or self.ports))
+
+    def fetchval(self, query: str, *args: object) -> object:
+        async def run() -> object:
+            conn = await asyncpg.connect(self.dsn)
+            try:
+                return await conn.fetchval(query, *args)
+            finally:
+                await conn.close()
+        return asyncio.run(run())
+
+
+@pytest.fixture(scope="module")
+def cluster(postgres: PostgresServer, versitygw: VersityGateway,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    base = tmp_path_factory.mktemp("cluster")
+    shared = shared_broker_args(postgres, versitygw, base / "shared")
+    dsn = next(a.split("=", 1)[1] for a in shared if a.startswith("headwater.shared.database="))
+    c = Cluster(base, shared, dsn)
+    for node in (1, 2, 3):
+        c.start(node)
+    for node in (1, 2, 3):
+        wait_listed(c.bootstrap(node), [1, 2, 3])
+    yield c
+    for proc in c.brokers.values():
+        proc.kill()
+
+
+def wait_listed(bootstrap: str, nodes: list[int], timeout: float = 30.0) -> None:
+    """Until the broker at `bootstrap` lists exactly `nodes` as live brokers."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while (listed := sorted(admin.list_topics(timeout=10).brokers)) != nodes:
+        assert time.monotonic() < deadline, f"{bootstrap} lists {listed}, not {nodes}"
+        time.sleep(0.1)
+
+
+def create(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def leaders(bootstrap: str, topic: str, partitions: int, live: set[int],
+            timeout: float = 30.0) -> tuple[dict[int, int], int]:
+    """Partition -> leader as `bootstrap` reports it, once every partition has a live
+    leader; and the controller id."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(topic, timeout=10)
+        t = md.topics.get(topic)
+        if t is not None and t.error is None and len(t.partitions) == partitions:
+            got = {p: v.leader for p, v in t.partitions.items()}
+            if set(got.values()) <= live:
+                return got, md.controller_id
+        assert time.monotonic() < deadline, f"{topic} not served by {live} via {bootstrap}"
+        time.sleep(0.2)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, want: int,
+             timeout: float = 60.0) -> dict[int, list[tuple[int, bytes]]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verifier",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + timeout
+    try:
+        while sum(map(len, got.values())) < want and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error() is not None:
+                continue
+            value = msg.value()
+            assert value is not None
+            got[msg.partition()].append((msg.offset(), value))
+    finally:
+        consumer.close()
+    return got
+
+
+class Load:
+    """An idempotent acks=all producer writing numbered records until stopped; what was
+    acknowledged, with its partition and offset."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                                  "acks": "all", "linger.ms": 5,
+                                  "message.timeout.ms": 120_000})
+        self.acked: dict[bytes, tuple[int, int]] = {}
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.sent = 0
+
+    def _delivered(self, err: object, msg: object) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+            return
+        self.acked[msg.value()] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.producer.produce(self.topic, key=str(self.sent % 13).encode(),
+                                      value=f"r{self.sent:08d}".encode(),
+                                      on_delivery=self._delivered)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.001 if self.sent % 20 else 0.01)
+
+    def __enter__(self) -> Load:
+        self._thread.start()
+        return self
+
+    def wait_acked(self, n: int, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.acked) < n:
+            assert time.monotonic() < deadline, f"only {len(self.acked)} acknowledged"
+            time.sleep(0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        assert self.producer.flush(120) == 0, "records still unacknowledged"
+
+
+def verify(cluster: Cluster, load: Load, partitions: int, *nodes: int) -> None:
+    """Everything acknowledged is read back once, at its offset; no offset hole; each
+    partition's records in the order they were produced."""
+    assert not load.errors, load.errors[:5]
+    got = read_all(cluster.bootstrap(*nodes), load.topic, partitions, len(load.acked))
+    seen: dict[bytes, tuple[int, int]] = {}
+    for partition, records in got.items():
+        offsets = [o for o, _v in records]
+        if offsets:
+            assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), \
+                f"offset hole in partition {partition}"
+        values = [v for _o, v in records]
+        assert values == sorted(values), f"partition {partition} out of producer order"
+        for offset, value in records:
+            assert value not in seen, f"{value!r} duplicated"
+            seen[value] = (partition, offset)
+    missing = [v for v in load.acked if v not in seen]
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:3]}"
+    moved = [v for v, at in load.acked.items() if seen[v] != at]
+    assert not moved, f"records read at other offsets than acknowledged: {moved[:3]}"
+
+
+def test_a_topic_created_through_one_broker_is_served_by_all(cluster: Cluster) -> None:
+    topic = f"spread-{uuid.uuid4().hex[:8]}"
+    create(cluster.bootstrap(3), topic, 12)
+    views = [leaders(cluster.bootstrap(n), topic, 12, {1, 2, 3}) for n in (1, 2, 3)]
+    controllers = {controller for _l, controller in views}
+    assert len(controllers) == 1 and controllers <= {1, 2, 3}
+    placement = views[0][0]
+    assert len(set(placement.values())) >= 2, f"all partitions on one broker: {placement}"
+    # a config change through another broker reaches every broker's image
+    from confluent_kafka.admin import ConfigResource
+    resource = ConfigResource("topic", topic, set_config={"retention.ms": "3600000"})
+    second = AdminClient({"bootstrap.servers": cluster.bootstrap(2)})
+    second.alter_configs([resource])[resource].result(30)
+    for n in (1, 2, 3):
+        each = AdminClient({"bootstrap.servers": cluster.bootstrap(n)})
+        described = each.describe_configs([ConfigResource("topic", topic)])
+        configs = next(iter(described.values())).result(30)
+        assert configs["retention.ms"].value == "3600000", f"broker {n}"
+
+
+def test_clients_produce_and_consume_through_any_broker(cluster: Cluster) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topic = f"clients-{uuid.uuid4().hex[:8]}"
+    create(cluster.bootstrap(1), topic, 6)
+    leaders(cluster.bootstrap(), topic, 6, {1, 2, 3})
+    with Load(cluster.bootstrap(2), topic) as load:
+        load.wait_acked(500)
+    kp = KafkaProducer(bootstrap_servers=cluster.bootstrap(3), acks="all",
+                       enable_idempotence=True)
+    for i in range(100):
+        kp.send(topic, value=f"kafka-python-{i}".encode())
+    kp.flush(30)
+    kp.close()
+
+    async def aio() -> list[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap(1), acks="all",
+                                    enable_idempotence=True)
+        await producer.start()
+        try:
+            for i in range(100):
+                await producer.send_and_wait(topic, f"aiokafka-{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=cluster.bootstrap(3),
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            deadline = time.monotonic() + 60
+            while len(got) < len(load.acked) + 200 and time.monotonic() < deadline:
+                batch = await consumer.getmany(timeout_ms=500)
+                got.extend(m.value for msgs in batch.values() for m in msgs)
+        finally:
+            await consumer.stop()
+        return got
+
+    seen = asyncio.run(aio())
+    assert len(seen) == len(set(seen)) == len(load.acked) + 200
+    kc = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap(2),
+                       auto_offset_reset="earliest", consumer_timeout_ms=5000,
+                       enable_auto_commit=False)
+    assert sum(1 for _ in kc) == len(load.acked) + 200
+    kc.close()
+    kcat = shutil.which("kcat")
+    assert kcat, "kcat is required for this test: run `make kcat`"
+    out = subprocess.run([kcat, "-b", cluster.bootstrap(3), "-L"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and "3 brokers" in out.stdout, out.stdout + out.stderr
+    out = subprocess.run([kcat, "-b", cluster.bootstrap(1), "-C", "-t", topic, "-e",
+                          "-q", "-f", "%s\\n"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and len(out.stdout.splitlines()) == len(load.acked) + 200
+
+
+def topic_id_of(cluster: Cluster, topic: str) -> uuid.UUID:
+    from tests.support.wire import RawClient
+
+    client = RawClient("127.0.0.1", cluster.ports[1])
+    try:
+        md = client.request(3, 12, {"topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}],
+                                    "allow_auto_topic_creation": False,
+                                    "include_topic_authorized_operations": False})
+    finally:
+        client.close()
+    return md.topics[0].topic_id
+
+
+def _victim(cluster: Cluster, topic: str, partitions: int) -> tuple[int, list[int]]:
+    """A broker that is not the controller and leads partitions of `topic`."""
+    placement, controller = leaders(cluster.bootstrap(), topic, partitions, {1, 2, 3})
+    candidates = [n for n in (1, 2, 3) if n != controller
+                  and any(leader == n for leader in placement.values())]
+    assert candidates, f"no follower leads a partition: {placement}"
+    node = candidates[0]
+    return node, [p for p, leader in placement.items() if leader == node]
+
+
+def test_kill_9_of_a_broker_under_load_loses_nothing(cluster: Cluster) -> None:
+    topic = f"kill-{uuid.uuid4().hex[:8]}"
+    create(cluster.bootstrap(1), topic, 6)
+    node, _held = _victim(cluster, topic, 6)
+    others = [n for n in (1, 2, 3) if n != node]
+    with Load(cluster.bootstrap(), topic) as load:
+        load.wait_acked(1000)
+        cluster.brokers[node].kill()
+        before = len(load.acked)
+        # the others take the dead broker's partitions once its leases expire
+        placement, _c = leaders(cluster.bootstrap(*others), topic, 6, set(others),
+                                timeout=LEASE_MS / 1000 + 30)
+        load.wait_acked(before + 2000, timeout=LEASE_MS / 1000 + 60)
+    verify(cluster, load, 6, *others)
+    assert node not in {b for b in AdminClient({"bootstrap.servers": cluster.bootstrap(
+        *others)}).list_topics(timeout=10).brokers}, "a dead broker is still listed"
+    cluster.start(node)  # it comes back and is listed again
+    wait_listed(cluster.bootstrap(*others), [1, 2, 3])
+
+
+def test_a_broker_paused_past_its_leases_writes_nothing_when_it_wakes(
+        cluster: Cluster) -> None:
+    topic = f"pause-{uuid.uuid4().hex[:8]}"
+    create(cluster.bootstrap(1), topic, 6)
+    node, held = _victim(cluster, topic, 6)
+    topic_id = topic_id_of(cluster, topic)
+    resource = f"partition:{topic_id}:%"
+    old_epochs = cluster.fetchval(
+        "SELECT max(epoch) FROM leases WHERE owner = $1 AND resource LIKE $2", node,
+        resource)
+    others = [n for n in (1, 2, 3) if n != node]
+    pid = cluster.brokers[node].proc.pid
+    with Load(cluster.bootstrap(), topic) as load:
+        load.wait_acked(500)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            leaders(cluster.bootstrap(*others), topic, 6, set(others),
+                    timeout=LEASE_MS / 1000 + 30)
+            before = len(load.acked)
+            load.wait_acked(before + 1000, timeout=60)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        # awake: its renewals and commits meet newer epochs
+        deadline = time.monotonic() + 20
+        while cluster.fetchval(
+                "SELECT count(*) FROM leases WHERE owner = $1 AND resource LIKE $2 "
+                "AND epoch <= $3 AND expires_at > clock_timestamp()", node, resource,
+                old_epochs) != 0:
+            assert time.monotonic() < deadline, "the paused broker still holds old leases"
+            time.sleep(0.2)
+        load.wait_acked(len(load.acked) + 500, timeout=60)
+    # every partition it held is now written under a newer epoch than it had
+    stale = cluster.fetchval(
+        "SELECT count(*) FROM partitions WHERE topic_id = $1 AND partition = ANY($2) "
+        "AND writer_epoch <= $3", topic_id, held, old_epochs)
+    assert stale == 0
+    verify(cluster, load, 6)

@@ -11,7 +11,7 @@ unreachable store or refused credentials are one line naming
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from obstore.store import ClientConfig, RetryConfig, S3Config
 
 PROBE_PREFIX = "probe/"
+WAL_PREFIX = "wal/"  # the commit windows' objects
 
 
 class ObjectStoreUnavailable(RuntimeError):
@@ -80,6 +81,13 @@ class ObjectStore:
         out: list[str] = []
         async for chunk in obstore.list(self._store, prefix=prefix or None):
             out.extend(meta["path"] for meta in chunk)
+        return out
+
+    async def listing(self, prefix: str = "") -> list[tuple[str, datetime]]:
+        """(key, last modified) of every object under `prefix`."""
+        out: list[tuple[str, datetime]] = []
+        async for chunk in obstore.list(self._store, prefix=prefix or None):
+            out.extend((meta["path"], meta["last_modified"]) for meta in chunk)
         return out
 
     async def check(self) -> None:

@@ -43,6 +43,7 @@ from .share.dead_letter import DeadLetterWriter
 from .share.fetch_service import ShareFetchService
 from .share.manager import SharePartitionManager
 from .share.sessions import ShareSessionCache
+from .shared.cleaner import delete_orphans
 from .shared.cluster import BrokerInfo, cluster_id
 from .shared.errors import STARTUP_ERRORS
 from .shared.metadata_log import SharedMetadata
@@ -112,7 +113,7 @@ class Broker:
         self._shared: SharedStore | None = None
         self._meta: SharedMetadata | None = None
         self._shared_cluster_id = ""
-        self._auto_creating: set[asyncio.Future[None]] = set()
+        self._background: set[asyncio.Future[None]] = set()
         #: This broker's place in a cluster (headwater.storage=shared), else None.
         self.cluster: ClusterNode | None = None
         self.controller: Controller | None = None
@@ -355,8 +356,8 @@ class Broker:
                 log.warning("auto-creating %s on the controller failed: %s",
                             ", ".join(names), exc)
         task = asyncio.ensure_future(create())
-        self._auto_creating.add(task)
-        task.add_done_callback(self._auto_creating.discard)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def is_controller(self) -> bool:
         return self.cluster is None or self.cluster.is_controller()
@@ -406,12 +407,19 @@ class Broker:
 
     async def _chores(self) -> None:
         """The broker's own periodic work (the store keeps its partitions itself): a
-        time-based metadata snapshot, and unloading idle share-partitions (their state
-        stays persisted) every `log.retention.check.interval.ms`."""
+        time-based metadata snapshot, unloading idle share-partitions (their state
+        stays persisted) every `log.retention.check.interval.ms`, and on the shared
+        log's controller (one broker at a time) the orphan-object cleaner."""
         unload_every = self.config.get_int("log.retention.check.interval.ms") / 1000
-        last_unload = time.monotonic()
+        clean_every = self.config.get_int("headwater.shared.cleaner.interval.ms",
+                                          300_000) / 1000
+        last_unload = last_clean = time.monotonic()
         while True:
             await asyncio.sleep(1.0)
+            if (self._shared is not None and self.is_controller()
+                    and time.monotonic() - last_clean >= clean_every):
+                last_clean = time.monotonic()
+                self._clean_objects(self._shared)
             try:
                 if self.controller is not None:  # a time-based snapshot with no commit
                     self.controller.maybe_snapshot()
@@ -420,6 +428,21 @@ class Broker:
                     self.share_partitions.unload_idle(self.now_ms())
             except Exception:
                 log.exception("background chore failed")
+
+    def _clean_objects(self, shared: SharedStore) -> None:
+        async def clean() -> None:
+            try:
+                deleted = await delete_orphans(
+                    shared.pool, shared.objects, older_than_s=self.config.get_int(
+                        "headwater.shared.cleaner.min.age.ms", 600_000) / 1000)
+            except Exception as exc:
+                log.warning("orphan-object cleaner failed: %s: %s", type(exc).__name__, exc)
+                return
+            if deleted:
+                log.info("orphan-object cleaner deleted %d objects", deleted)
+        task = asyncio.ensure_future(clean())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _run_snapshot(self, job: Callable[[], object],
                       done: Callable[[BaseException | None], None]) -> None:

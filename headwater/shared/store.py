@@ -48,14 +48,13 @@ from ..storage.partition import AppendResult, Partition, ProducerStateInfo
 from . import cluster, leases
 from .cluster import BrokerInfo, ClusterView
 from .database import open_pool
-from .objects import ObjectStore
+from .objects import WAL_PREFIX, ObjectStore
 from .sequencer import BatchRow, Outcome, PartitionCommit, commit
 from .settings import SharedSettings
 
 log = logging.getLogger("headwater.shared")
 
 Key = tuple[str, int]
-WAL_PREFIX = "wal/"
 LOAD_RETRY_S = 1.0  # a partition that could not be taken (a store down) is tried again
 
 

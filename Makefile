@@ -11,7 +11,7 @@ EDITABLE := --config-settings editable_mode=compat
 # Spark's Python workers must run the venv's interpreter (pyarrow, the connector).
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: run test test-shared lint bench bench-perf bench-spark bench-share soak fuzz clean java kcat kafka rabbitmq postgres
+.PHONY: run cluster test test-shared lint bench bench-perf bench-spark bench-share soak fuzz clean java kcat kafka rabbitmq postgres
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -89,6 +89,11 @@ kafka: java $(KAFKA_STAMP)
 run: $(STAMP)
 	$(BIN)/headwater serve --listen 127.0.0.1:9092 --data-dir ./data
 
+# Three brokers on the shared log with a private PostgreSQL and versitygw, on loopback
+# (127.0.0.1:19091-19093, data under ./cluster, afresh each time); Ctrl-C stops them all.
+cluster: $(STAMP) postgres $(VERSITYGW)
+	$(BIN)/python examples/cluster/run.py ./cluster
+
 # The lint runs first: a layer broken or a type wrong fails the suite before it starts.
 # Two workers (pytest-xdist), each taking whole files (module-scoped brokers stay shared):
 # the tests mostly wait on sockets and JVM start-ups, so 2 cores run two files at once.
@@ -140,4 +145,4 @@ fuzz: $(STAMP)
 	  $(BIN)/python -m pytest -q -s tests/fuzz
 
 clean:
-	rm -rf $(VENV) data .kafka
+	rm -rf $(VENV) data cluster .kafka

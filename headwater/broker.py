@@ -66,6 +66,9 @@ from .wire.server import KafkaServer
 log = logging.getLogger("headwater.broker")
 
 CREATE_TOPICS = 19
+# A commit window of at most this many bytes is stored in PostgreSQL, not as an object
+# (bench/README.md: the shared log's commit round trips).
+INLINE_MAX_BYTES = 64 * 1024
 GROUP_KEY_TYPE = 0  # FindCoordinator's key types: 0 group, 1 transaction, 2 share
 
 
@@ -155,6 +158,8 @@ class Broker:
                 settings, self.node_id, self.data_dir / "shared-cache", self.now_ms,
                 linger_ms=self.config.get_int("headwater.shared.commit.linger.ms", 2),
                 lease_ms=self.config.get_int("headwater.shared.lease.ms", 10_000),
+                inline_max_bytes=self.config.get_int("headwater.shared.inline.max.bytes",
+                                                     INLINE_MAX_BYTES),
                 reserved=(METADATA_TOPIC,),
                 advertised=BrokerInfo(self.node_id, *self.advertised,
                                       self.config.get("broker.rack") or None))

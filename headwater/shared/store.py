@@ -214,8 +214,8 @@ class SharedPartition:
 class SharedStore:
     def __init__(self, settings: SharedSettings, node_id: int, cache_dir: Path,
                  now_ms: Callable[[], int], *, linger_ms: int = 2, lease_ms: int = 10_000,
-                 reserved: Iterable[str] = (), advertised: BrokerInfo | None = None
-                 ) -> None:
+                 reserved: Iterable[str] = (), advertised: BrokerInfo | None = None,
+                 inline_max_bytes: int = 0) -> None:
         self.settings = settings
         self.node_id = node_id
         #: Where clients reach this broker, as registered in `brokers`.
@@ -228,6 +228,7 @@ class SharedStore:
         self._now_ms = now_ms
         self.linger_s = linger_ms / 1000
         self.lease_ms = lease_ms
+        self.inline_max_bytes = inline_max_bytes
         self._reserved = frozenset(reserved)
         self._pool: asyncpg.Pool | None = None
         self.objects = ObjectStore(settings)
@@ -474,23 +475,29 @@ class SharedStore:
                 await self._commit_window(window)
 
     async def _commit_window(self, window: list[SharedPartition]) -> None:
-        chunks: list[bytes] = []
+        """Commit every pending append of `window`: the bytes as one object (inline in
+        PostgreSQL when the window is at most `inline_max_bytes`: no upload round trip
+        for a trickle of small batches), then the sequencer's transaction."""
+        reads = []
         size = 0
-        commits: list[tuple[SharedPartition, PartitionCommit]] = []
         for part in window:
             end = part.plog.log_end_offset
             data = part.plog.read(part.committed, 1 << 62, end) if end > part.committed \
                 else b""
-            rows = []
-            for pos, h in iter_batches(data):
-                rows.append(BatchRow(h.base_offset, h.last_offset, size + pos, h.size,
-                                     h.max_timestamp, h.producer_id, h.producer_epoch,
-                                     h.base_sequence, h.is_transactional, h.is_control))
-            chunks.append(data)
+            reads.append((part, data, size))
             size += len(data)
+        inline = size <= self.inline_max_bytes
+        commits: list[tuple[SharedPartition, PartitionCommit]] = []
+        for part, data, at in reads:
+            rows = [BatchRow(h.base_offset, h.last_offset, at + pos, h.size, h.max_timestamp,
+                             h.producer_id, h.producer_epoch, h.base_sequence,
+                             h.is_transactional, h.is_control,
+                             inline=data[pos:pos + h.size] if inline else None)
+                    for pos, h in iter_batches(data)]
             commits.append((part, PartitionCommit(part.topic_id, part.partition, part.epoch,
                                                   rows, log_start=part.pending_log_start)))
-        key = ObjectStore.new_key(WAL_PREFIX) if size else None
+        chunks = [data for _p, data, _at in reads]
+        key = ObjectStore.new_key(WAL_PREFIX) if size and not inline else None
         try:
             if key is not None:
                 await self.objects.put_new(key, b"".join(chunks))

@@ -35,6 +35,7 @@ import logging
 import shutil
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
@@ -55,7 +56,16 @@ from .settings import SharedSettings
 log = logging.getLogger("headwater.shared")
 
 Key = tuple[str, int]
-LOAD_RETRY_S = 1.0  # a partition that could not be taken (a store down) is tried again
+LOAD_RETRY_S = 1.0
+WINDOWS_IN_FLIGHT = 4  # commit windows uploading or committing at once  # a partition that could not be taken (a store down) is tried again
+
+
+@dataclass(slots=True)
+class _Window:
+    commits: list[tuple[SharedPartition, PartitionCommit]]
+    chunks: list[bytes]
+    size: int
+    key: str | None  # the object's (None: inline, or nothing but a new log start)
 
 
 class SharedPartition:
@@ -67,6 +77,7 @@ class SharedPartition:
         self.topic_id = topic_id
         self.epoch = epoch
         self.committed = committed
+        self.flushed = committed  # the end of the last window started (committed or not)
         self.pending_log_start: int | None = None
         self.broken = False
         self._subscribers: list[Callable[[], None]] = []
@@ -108,6 +119,11 @@ class SharedPartition:
     @property
     def size_bytes(self) -> int:
         return self.plog.size_bytes
+
+    @property
+    def unflushed(self) -> bool:
+        """Appends (or a new log start) no commit window carries yet."""
+        return self.plog.log_end_offset > self.flushed or self.pending_log_start is not None
 
     @property
     def pending(self) -> bool:
@@ -237,6 +253,7 @@ class SharedStore:
         self._ids: dict[Key, uuid.UUID] = {}
         self._configs: dict[Key, LogConfig] = {}
         self._dirty = asyncio.Event()
+        self._windows: set[asyncio.Task[None]] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[object]] = set()
 
@@ -357,9 +374,10 @@ class SharedStore:
                        asyncio.create_task(self._membership())]
 
     async def close(self) -> None:
-        for task in [*self._tasks, *self._loading.values(), *self._background]:
+        tasks = [*self._tasks, *self._loading.values(), *self._background, *self._windows]
+        for task in tasks:
             task.cancel()
-        for task in [*self._tasks, *self._loading.values(), *self._background]:
+        for task in tasks:
             try:
                 await task
             except (asyncio.CancelledError, Exception):
@@ -411,7 +429,11 @@ class SharedStore:
         async with self.pool.acquire() as conn:
             lease = await leases.acquire(conn, leases.partition_resource(topic_id, partition),
                                          self.node_id, self.lease_ms, bump=True)
-            if lease is None or not await leases.stamp(conn, topic_id, partition, lease.epoch):
+            if lease is None:
+                return None  # another broker holds it: tried again at the next refresh
+            if not await leases.stamp(conn, topic_id, partition, lease.epoch):
+                log.warning("%s-%d: lease epoch %d is older than the partition's writer",
+                            topic, partition, lease.epoch)
                 return None
             row = await conn.fetchrow(
                 "SELECT high_watermark, log_start FROM partitions "
@@ -440,6 +462,8 @@ class SharedStore:
         part = SharedPartition(plog, topic_id, lease.epoch, hw)
         if key in self._configs:  # not removed meanwhile
             self._owned[key] = part
+            log.info("serving %s-%d (lease epoch %d, high watermark %d)", topic, partition,
+                     lease.epoch, hw)
         return part
 
     async def download(self, batches: list[asyncpg.Record]) -> bytes:
@@ -465,25 +489,36 @@ class SharedStore:
 
     # ---- committing ------------------------------------------------------------------
     async def _flusher(self) -> None:
+        """Start a commit window after `linger_ms` whenever appends wait: up to
+        `WINDOWS_IN_FLIGHT` at once, their uploads overlapping, their transactions in
+        order (a partition's next window starts where its previous one ends)."""
+        previous: asyncio.Task[None] | None = None
         while True:
             await self._dirty.wait()
             self._dirty.clear()
             if self.linger_s > 0:
                 await asyncio.sleep(self.linger_s)
-            window = [p for p in self._owned.values() if p.pending and not p.broken]
-            if window:
-                await self._commit_window(window)
+            while len(self._windows) >= WINDOWS_IN_FLIGHT:
+                await asyncio.wait(self._windows, return_when=asyncio.FIRST_COMPLETED)
+            window = [p for p in self._owned.values() if p.unflushed and not p.broken]
+            if not window:
+                continue
+            task = asyncio.create_task(self._commit_window(self._prepare(window), previous))
+            self._windows.add(task)
+            task.add_done_callback(self._windows.discard)
+            previous = task
 
-    async def _commit_window(self, window: list[SharedPartition]) -> None:
-        """Commit every pending append of `window`: the bytes as one object (inline in
-        PostgreSQL when the window is at most `inline_max_bytes`: no upload round trip
-        for a trickle of small batches), then the sequencer's transaction."""
+    def _prepare(self, window: list[SharedPartition]) -> _Window:
+        """A window's bytes and rows: every partition's appends after its previous
+        window, one object (or inline in PostgreSQL when the window is at most
+        `inline_max_bytes`: no upload round trip for a trickle of small batches)."""
         reads = []
         size = 0
         for part in window:
             end = part.plog.log_end_offset
-            data = part.plog.read(part.committed, 1 << 62, end) if end > part.committed \
+            data = part.plog.read(part.flushed, 1 << 62, end) if end > part.flushed \
                 else b""
+            part.flushed = end
             reads.append((part, data, size))
             size += len(data)
         inline = size <= self.inline_max_bytes
@@ -496,20 +531,34 @@ class SharedStore:
                     for pos, h in iter_batches(data)]
             commits.append((part, PartitionCommit(part.topic_id, part.partition, part.epoch,
                                                   rows, log_start=part.pending_log_start)))
-        chunks = [data for _p, data, _at in reads]
         key = ObjectStore.new_key(WAL_PREFIX) if size and not inline else None
+        return _Window(commits, [data for _p, data, _at in reads], size, key)
+
+    async def _commit_window(self, w: _Window, previous: asyncio.Task[None] | None) -> None:
+        """Upload the window's object, then (after the previous window's transaction)
+        run its transaction. A failure (the outcome may be unknown) drops its
+        partitions: they are taken again from what PostgreSQL holds."""
+        failure: Exception | None = None
         try:
-            if key is not None:
-                await self.objects.put_new(key, b"".join(chunks))
-            async with self.pool.acquire() as conn:
-                await commit(conn, key, size, [c for _p, c in commits])
-        except Exception as exc:  # the outcome may be unknown: take them all again
+            if w.key is not None:
+                await self.objects.put_new(w.key, b"".join(w.chunks))
+        except Exception as exc:
+            failure = exc
+        if previous is not None:
+            await asyncio.wait({previous})
+        try:
+            if failure is None:
+                async with self.pool.acquire() as conn:
+                    await commit(conn, w.key, w.size, [c for _p, c in w.commits])
+        except Exception as exc:
+            failure = exc
+        if failure is not None:
             log.warning("commit of %d partitions failed (%s: %s); taking them again",
-                        len(window), type(exc).__name__, exc)
-            for part, _c in commits:
-                self._drop(part, E.kafka_storage_error, f"commit failed: {exc}")
+                        len(w.commits), type(failure).__name__, failure)
+            for part, _c in w.commits:
+                self._drop(part, E.kafka_storage_error, f"commit failed: {failure}")
             return
-        for part, c in commits:
+        for part, c in w.commits:
             if c.outcome is Outcome.COMMITTED:
                 end = c.end_offset if c.batches else part.committed
                 part.committed_to(end, c.log_start is not None)

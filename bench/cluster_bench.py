@@ -58,15 +58,17 @@ class Setup:
         return total
 
     def counters(self) -> tuple[int, int]:
-        """(PostgreSQL transactions committed, objects recorded) so far."""
+        """(PostgreSQL write transactions, objects recorded) so far."""
         if self.dsn is None:
             return 0, 0
 
         async def read() -> tuple[int, int]:
             conn = await asyncpg.connect(self.dsn)
             try:
-                xacts = await conn.fetchval("SELECT xact_commit FROM pg_stat_database "
-                                            "WHERE datname = current_database()")
+                # write transactions so far, of every database (pg_stat_database is
+                # updated only every second or so): commits, lease renewals, heartbeats
+                xacts = await conn.fetchval(
+                    "SELECT txid_snapshot_xmax(txid_current_snapshot())")
                 objects = await conn.fetchval("SELECT count(*) FROM objects")
                 return int(xacts), int(objects)
             finally:

@@ -254,6 +254,8 @@ class SharedStore:
         self._configs: dict[Key, LogConfig] = {}
         self._dirty = asyncio.Event()
         self._windows: set[asyncio.Task[None]] = set()
+        self._large: set[asyncio.Task[None]] = set()  # windows with an object
+        self._window_moved = asyncio.Event()  # a window finished
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[object]] = set()
 
@@ -489,24 +491,39 @@ class SharedStore:
 
     # ---- committing ------------------------------------------------------------------
     async def _flusher(self) -> None:
-        """Start a commit window after `linger_ms` whenever appends wait: up to
-        `WINDOWS_IN_FLIGHT` at once, their uploads overlapping, their transactions in
-        order (a partition's next window starts where its previous one ends)."""
+        """Start a commit window after `linger_ms` whenever appends wait. Windows
+        overlap only when large: a new one starts when fewer than `WINDOWS_IN_FLIGHT`
+        are in flight and all of them carry an object, so under load uploads and
+        transactions overlap (1 KiB produce +25 % here), while a trickle of small
+        (inline) windows never queues behind a transaction (that tripled the latency at
+        2,000 msg/s). Transactions run in window order: a partition's next window starts
+        where its previous one ends."""
         previous: asyncio.Task[None] | None = None
         while True:
             await self._dirty.wait()
             self._dirty.clear()
             if self.linger_s > 0:
                 await asyncio.sleep(self.linger_s)
-            while len(self._windows) >= WINDOWS_IN_FLIGHT:
-                await asyncio.wait(self._windows, return_when=asyncio.FIRST_COMPLETED)
+            while True:
+                self._window_moved.clear()
+                if len(self._windows) < WINDOWS_IN_FLIGHT and self._windows <= self._large:
+                    break
+                await self._window_moved.wait()
             window = [p for p in self._owned.values() if p.unflushed and not p.broken]
             if not window:
                 continue
-            task = asyncio.create_task(self._commit_window(self._prepare(window), previous))
+            prepared = self._prepare(window)
+            task = asyncio.create_task(self._commit_window(prepared, previous))
             self._windows.add(task)
-            task.add_done_callback(self._windows.discard)
+            if prepared.key is not None:
+                self._large.add(task)
+            task.add_done_callback(self._window_done)
             previous = task
+
+    def _window_done(self, task: asyncio.Task[None]) -> None:
+        self._windows.discard(task)
+        self._large.discard(task)
+        self._window_moved.set()
 
     def _prepare(self, window: list[SharedPartition]) -> _Window:
         """A window's bytes and rows: every partition's appends after its previous

@@ -48,11 +48,12 @@ class ClusterView:
 
     def leader(self, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
         """(leader, leader epoch) as Metadata reports it: the live lease holder, else
-        the broker that will take the lease, with the epoch it will get."""
+        the broker that will take the lease, with the epoch it will get. The leader
+        epoch is the lease epoch less one (Kafka's first leader has epoch 0)."""
         owner, epoch = self.leases.get(partition_resource(topic_id, partition), (-1, 0))
         if owner in self.brokers:
-            return owner, epoch
-        return self.owner_of(topic_id, partition), epoch + 1
+            return owner, epoch - 1
+        return self.owner_of(topic_id, partition), epoch
 
 
 def rendezvous(key: str, brokers: dict[int, BrokerInfo] | list[int]) -> int:

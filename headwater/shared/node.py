@@ -50,7 +50,7 @@ class ClusterNode:
         """(leader, leader epoch) of a partition on the shared log."""
         part = self.store.partition(topic, partition)
         if part is not None:
-            return self.node_id, part.epoch
+            return self.node_id, part.leader_epoch
         return self.store.view.leader(topic_id, partition)
 
     def durable(self) -> Awaitable[None] | None:

@@ -106,7 +106,8 @@ class SharedPartition:
 
     @property
     def leader_epoch(self) -> int:
-        return self.epoch
+        """The lease epoch less one: a partition's first leader has epoch 0, as in Kafka."""
+        return self.epoch - 1
 
     @property
     def high_watermark(self) -> int:

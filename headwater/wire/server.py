@@ -231,12 +231,14 @@ class Connection:
             if memory is None:
                 frame = await read(size)
                 self.last_active = time.monotonic()  # a whole frame: activity
+                await self._muted()
                 result = self._dispatch(frame)
             else:
                 await memory.acquire(size)  # queued.max.request.bytes
                 try:
                     frame = await read(size)
                     self.last_active = time.monotonic()
+                    await self._muted()
                     result = self._dispatch(frame)
                 finally:
                     await memory.release(size)
@@ -244,10 +246,16 @@ class Connection:
             if self.attrs.get(CLOSE_AFTER_RESPONSE):  # failed authentication
                 await asyncio.sleep(FAILED_AUTH_DELAY_S)
                 return
-            if MUTE_UNTIL in self.attrs:  # a quota throttled this connection (KIP-219)
-                delay = self.attrs.pop(MUTE_UNTIL) - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+            await self._muted()
+
+    async def _muted(self) -> None:
+        """Wait while a quota mutes this connection (KIP-219). Checked after each request
+        is queued and again before the next is dispatched: a handler that runs as a task
+        sets the mute after the loop has already gone on to read."""
+        if MUTE_UNTIL in self.attrs:
+            delay = self.attrs.pop(MUTE_UNTIL) - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
 
     def _dispatch(self, frame: bytes) -> Any:
         """Start handling one frame; returns bytes, None (no response) or a Task."""

@@ -34,6 +34,9 @@ def metadata_records(data_dir) -> list[object]:
     return out
 
 
+@pytest.mark.local_storage("on the shared log a metadata change is pushed once written "
+                           "whole: a transaction cut by a kill never reaches PostgreSQL, "
+                           "so there is nothing to roll back")
 def test_a_kill_inside_a_metadata_transaction_rolls_back_only_it(broker_factory):
     broker = broker_factory("--override", "headwater.test.metadata.fault=kill-after-begin")
     create(broker.bootstrap, "before", 2)

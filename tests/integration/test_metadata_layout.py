@@ -113,6 +113,8 @@ def write_json_metadata_log(data_dir: Path, topic: str, topic_id: str) -> None:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.local_storage("on the shared log the metadata log comes from PostgreSQL: "
+                           "there is no local JSON log to convert")
 def test_a_json_metadata_log_is_converted_on_start(broker_factory, tmp_path):
     data_dir = tmp_path / "old-data"
     write_json_metadata_log(data_dir, "legacy", str(uuid.uuid4()))

@@ -69,6 +69,9 @@ CREATE_TOPICS = 19
 # A commit window of at most this many bytes is stored in PostgreSQL, not as an object
 # (bench/README.md: the shared log's commit round trips).
 INLINE_MAX_BYTES = 64 * 1024
+# CreateTopics waits at most this long for the new partitions to be taken (a topic of
+# thousands of partitions answers before all are: clients retry LEADER_NOT_AVAILABLE).
+READY_WAIT_MAX_S = 10.0
 GROUP_KEY_TYPE = 0  # FindCoordinator's key types: 0 group, 1 transaction, 2 share
 
 
@@ -160,6 +163,7 @@ class Broker:
                 lease_ms=self.config.get_int("headwater.shared.lease.ms", 10_000),
                 inline_max_bytes=self.config.get_int("headwater.shared.inline.max.bytes",
                                                      INLINE_MAX_BYTES),
+                retention_check_ms=self.config.get_int("log.retention.check.interval.ms"),
                 reserved=(METADATA_TOPIC,),
                 advertised=BrokerInfo(self.node_id, *self.advertised,
                                       self.config.get("broker.rack") or None))
@@ -508,6 +512,7 @@ class Broker:
                   if t is not None for p in t.partitions]
         if not wanted:
             return None
+        timeout_s = min(timeout_s, READY_WAIT_MAX_S)
 
         async def wait() -> None:
             try:

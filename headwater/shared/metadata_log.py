@@ -68,12 +68,23 @@ class SharedMetadata:
         self._waiting: list[tuple[int, asyncio.Future[None]]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._listener: asyncpg.Connection | None = None
+        self._pool: asyncpg.Pool | None = None
         self._active_listeners: list[Callable[[bool], None]] = []
 
     # ---- start -----------------------------------------------------------------------
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """Connections of the metadata log's own: its commits never queue behind the
+        partition takes of a CreateTopics of thousands of partitions."""
+        assert self._pool is not None, "SharedMetadata.download() first"
+        return self._pool
+
     async def download(self) -> None:
         """Replace the local metadata log with what PostgreSQL holds."""
-        async with self.store.pool.acquire() as conn:
+        if self._pool is None:
+            self._pool = await asyncpg.create_pool(self.store.settings.database,
+                                                   min_size=1, max_size=2)
+        async with self.pool.acquire() as conn:
             row = await conn.fetchrow(
                 "SELECT high_watermark, log_start FROM partitions WHERE topic_id = $1 "
                 "AND partition = 0", METADATA_TOPIC_ID)
@@ -108,11 +119,14 @@ class SharedMetadata:
                 pass
         if self._listener is not None:
             await self._listener.close()
-        if self.active:
-            async with self.store.pool.acquire() as conn:
+        if self.active and self._pool is not None:
+            async with self.pool.acquire() as conn:
                 await leases.release(conn, leases.Lease(CONTROLLER, self.store.node_id,
                                                         self.epoch, 0))
         self._fail_waiting("broker stopping")
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
 
     def subscribe_active(self, listener: Callable[[bool], None]) -> None:
         """Call `listener(active)` whenever this broker becomes or stops being the
@@ -158,7 +172,7 @@ class SharedMetadata:
                 continue
             c = PartitionCommit(METADATA_TOPIC_ID, 0, self.epoch, rows)
             try:
-                async with self.store.pool.acquire() as conn:
+                async with self.pool.acquire() as conn:
                     await commit(conn, None, 0, [c])
             except Exception as exc:
                 log.warning("metadata commit failed (%s: %s): following again",
@@ -226,7 +240,7 @@ class SharedMetadata:
     async def _lead_or_follow(self) -> None:
         await self._ensure_listener()
         store = self.store
-        async with store.pool.acquire() as conn:
+        async with self.pool.acquire() as conn:
             lease = await leases.acquire(conn, CONTROLLER, store.node_id, store.lease_ms,
                                          bump=not self.active)
             if self.active:
@@ -259,7 +273,7 @@ class SharedMetadata:
         """Follow the log up to what PostgreSQL holds now (after a forwarded change)."""
         if self.active:
             return
-        async with self.store.pool.acquire() as conn:
+        async with self.pool.acquire() as conn:
             await asyncio.wait_for(self._catch_up(conn), timeout_s)
 
     async def _ensure_listener(self) -> None:

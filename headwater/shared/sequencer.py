@@ -8,7 +8,8 @@ order, so two brokers committing overlapping sets never deadlock; per partition 
 must still carry the owner's epoch (else FENCED: a newer owner took over) and a high
 watermark equal to the first offset the owner assigned (else STALE: its view is behind
 what is committed); a partition that passes gets its batch rows, its producer-state and
-aborted-transaction rows, and its new high watermark, and a `pg_notify` on
+aborted-transaction rows, and its new high watermark (a new log start, from DeleteRecords
+or retention, deletes the batch rows wholly before it), and a `pg_notify` on
 `headwater_appends` tells every broker. A partition that fails writes nothing and the
 others commit; the caller reloads it before its next append and never acknowledges what
 did not commit. If the transaction's outcome is unknown (the connection died at COMMIT),
@@ -117,12 +118,19 @@ async def _write(conn: Connection, object_key: str | None,
                  everything: Sequence[PartitionCommit]) -> None:
     starts = [c for c in everything if c.log_start is not None]
     if starts:
+        moved = ([c.topic_id for c in starts], [c.partition for c in starts],
+                 [c.log_start for c in starts])
         await conn.execute(
             "UPDATE partitions AS p SET log_start = greatest(p.log_start, n.start) "
             "FROM unnest($1::uuid[], $2::int[], $3::bigint[]) AS n(topic_id, partition, start) "
-            "WHERE p.topic_id = n.topic_id AND p.partition = n.partition",
-            [c.topic_id for c in starts], [c.partition for c in starts],
-            [c.log_start for c in starts])
+            "WHERE p.topic_id = n.topic_id AND p.partition = n.partition", *moved)
+        # what lies wholly before the new start goes (its objects become the cleaner's)
+        for table in ("batches", "aborted_txns"):
+            await conn.execute(
+                f"DELETE FROM {table} AS b USING unnest($1::uuid[], $2::int[], "  # noqa: S608
+                "$3::bigint[]) AS n(topic_id, partition, start) WHERE b.topic_id = "
+                "n.topic_id AND b.partition = n.partition AND b.last_offset < n.start",
+                *moved)
     passed = [c for c in everything if c.batches]
     if not passed:
         return

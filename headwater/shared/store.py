@@ -25,7 +25,14 @@ object store whenever the partition is taken over), committed in windows.
   is, and hands over (commits, then releases the lease) those another live broker
   should own. A partition served elsewhere answers NOT_LEADER_OR_FOLLOWER.
 
-Not yet (issue 23): retention and compaction under a lease, the object cleaner.
+* **Retention** (`cleanup.policy` with `delete`), by the partition's owner every
+  `retention_check_ms`: the new log start is computed from the batch rows (the first
+  batch newer than `retention.ms`; the first of the newest `retention.bytes`), moved
+  locally as DeleteRecords moves it, and committed with the next window, fenced by the
+  lease like an append; the commit deletes the rows before it (the cleaner, their
+  objects).
+
+Not yet (issue 23): compaction and merging small objects.
 """
 
 from __future__ import annotations
@@ -232,7 +239,7 @@ class SharedStore:
     def __init__(self, settings: SharedSettings, node_id: int, cache_dir: Path,
                  now_ms: Callable[[], int], *, linger_ms: int = 2, lease_ms: int = 10_000,
                  reserved: Iterable[str] = (), advertised: BrokerInfo | None = None,
-                 inline_max_bytes: int = 0) -> None:
+                 inline_max_bytes: int = 0, retention_check_ms: int = 300_000) -> None:
         self.settings = settings
         self.node_id = node_id
         #: Where clients reach this broker, as registered in `brokers`.
@@ -246,6 +253,7 @@ class SharedStore:
         self.linger_s = linger_ms / 1000
         self.lease_ms = lease_ms
         self.inline_max_bytes = inline_max_bytes
+        self.retention_check_s = retention_check_ms / 1000
         self._reserved = frozenset(reserved)
         self._pool: asyncpg.Pool | None = None
         self.objects = ObjectStore(settings)
@@ -374,7 +382,8 @@ class SharedStore:
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._flusher()),
                        asyncio.create_task(self._renewer()),
-                       asyncio.create_task(self._membership())]
+                       asyncio.create_task(self._membership()),
+                       asyncio.create_task(self._retention())]
 
     async def close(self) -> None:
         tasks = [*self._tasks, *self._loading.values(), *self._background, *self._windows]
@@ -592,6 +601,44 @@ class SharedStore:
             part.plog.close(sync=False)
             if key in self._configs and self._should_own(key):
                 self._load_soon(key)
+
+    # ---- retention -----------------------------------------------------------------------
+    async def _retention(self) -> None:
+        while True:
+            await asyncio.sleep(self.retention_check_s)
+            for part in list(self._owned.values()):
+                if part.broken or "delete" not in part.config.cleanup_policy:
+                    continue
+                try:
+                    start = await self._retention_start(part)
+                    if start > part.log_start_offset and not part.broken:
+                        part.delete_records_before(start)
+                        self._dirty.set()
+                except Exception as exc:
+                    log.warning("retention of %s-%d failed: %s: %s", part.topic,
+                                part.partition, type(exc).__name__, exc)
+
+    async def _retention_start(self, part: SharedPartition) -> int:
+        """The log start retention asks for (never past the committed offset): the first
+        batch newer than retention.ms, and the first of the newest retention.bytes."""
+        config, hw = part.config, part.committed
+        start = part.log_start_offset
+        async with self.pool.acquire() as conn:
+            if config.retention_ms >= 0:
+                found = await conn.fetchval(
+                    "SELECT min(base_offset) FROM batches WHERE topic_id = $1 AND "
+                    "partition = $2 AND max_timestamp > $3 AND base_offset < $4",
+                    part.topic_id, part.partition, self._now_ms() - config.retention_ms, hw)
+                start = max(start, hw if found is None else int(found))
+            if config.retention_bytes >= 0:
+                found = await conn.fetchval(
+                    "SELECT min(base_offset) FROM (SELECT base_offset, sum(byte_length) "
+                    "OVER (ORDER BY base_offset DESC) AS newer FROM batches WHERE "
+                    "topic_id = $1 AND partition = $2 AND base_offset < $3) AS b "
+                    "WHERE newer <= $4", part.topic_id, part.partition, hw,
+                    config.retention_bytes)
+                start = max(start, hw if found is None else int(found))
+        return min(start, hw)
 
     # ---- placement ---------------------------------------------------------------------
     async def _membership(self) -> None:

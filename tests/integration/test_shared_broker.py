@@ -4,6 +4,7 @@ kill -9 that loses nothing acknowledged, and a wrong setting that is one line at
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -11,8 +12,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker_process import BrokerProcess, free_port
@@ -115,3 +117,59 @@ def test_a_wrong_dsn_is_one_line_at_start(tmp_path: Path) -> None:
     assert len(lines) == 1, done.stderr
     assert "cannot start: headwater.shared.database=postgresql://headwater:***@" in lines[0]
     assert "s3cret" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_retention_on_the_shared_log_moves_the_log_start_and_drops_the_rows(
+        postgres: PostgresServer, versitygw: VersityGateway, tmp_path: Path) -> None:
+    """retention.ms and retention.bytes on the shared log: the owner moves the log start
+    past the expired batches and their rows leave PostgreSQL; newer batches stay."""
+    extra = shared_broker_args(postgres, versitygw, tmp_path / "data")
+    dsn = next(a.split("=", 1)[1] for a in extra
+               if a.startswith("headwater.shared.database="))
+    proc = BrokerProcess(tmp_path / "data", *extra,
+                         "--override", "log.retention.check.interval.ms=200").start()
+    try:
+        by_time, by_size = f"rt-{uuid.uuid4().hex[:6]}", f"rb-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        admin.create_topics([NewTopic(by_time, 1, 1, config={"retention.ms": "600000"}),
+                             NewTopic(by_size, 1, 1, config={"retention.bytes": "3000"})]
+                            )[by_time].result(30)
+        producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
+        old = int(time.time() * 1000) - 3_600_000  # an hour ago: past retention.ms
+        for i in range(8):  # one batch each (flushed one by one)
+            producer.produce(by_time, value=f"t{i}".encode(),
+                             timestamp=old if i < 5 else 0)
+            producer.produce(by_size, value=b"s" * 1000)
+            assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "rt"})
+
+        def low(topic: str) -> int:
+            return int(consumer.get_watermark_offsets(TopicPartition(topic, 0),
+                                                      timeout=10)[0])
+
+        deadline = time.monotonic() + 30
+        while low(by_time) != 5 or low(by_size) < 5:
+            assert time.monotonic() < deadline, (low(by_time), low(by_size))
+            time.sleep(0.2)
+        assert low(by_size) < 8, "retention.bytes emptied the partition"
+        consumer.close()
+
+        async def database() -> tuple[int, int]:
+            """(partitions whose log start moved to 5 or beyond, batch rows left wholly
+            before their partition's log start)."""
+            conn = await asyncpg.connect(dsn)
+            try:
+                moved = await conn.fetchval(
+                    "SELECT count(*) FROM partitions WHERE log_start >= 5")
+                stale = await conn.fetchval(
+                    "SELECT count(*) FROM batches b JOIN partitions p USING (topic_id, "
+                    "partition) WHERE b.last_offset < p.log_start")
+                return int(moved), int(stale)
+            finally:
+                await conn.close()
+        deadline = time.monotonic() + 30
+        while asyncio.run(database()) != (2, 0):
+            assert time.monotonic() < deadline, asyncio.run(database())
+            time.sleep(0.2)
+    finally:
+        proc.kill()

@@ -38,7 +38,6 @@ class ClusterView:
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     #: The controller lease's holder (-1: none live).
     controller: int = -1
-    controller_epoch: int = 0
     #: Partition leases: resource -> (owner or -1 when expired, epoch).
     leases: dict[str, tuple[int, int]] = field(default_factory=dict)
 
@@ -97,7 +96,6 @@ async def read_view(conn: Connection, session_ms: int) -> ClusterView:
         owner = int(row["owner"]) if row["live"] else -1
         if row["resource"] == CONTROLLER:
             view.controller = owner if owner in view.brokers else -1
-            view.controller_epoch = int(row["epoch"])
         else:
             view.leases[row["resource"]] = (owner, int(row["epoch"]))
     return view

@@ -17,6 +17,7 @@ import struct
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
+from kio.serial import entity_reader
 
 from ..wire.client import encode_request
 from ..wire.codec import build, request_is_flexible
@@ -78,7 +79,6 @@ async def forward(host: str, port: int, ctx: RequestContext, request: Any,
 
 
 def _read_envelope_response(frame: bytes) -> Any:
-    from kio.serial import entity_reader
     cls = load_response_schema(ENVELOPE, 0)
     pos = skip_tagged_fields(frame, 4)  # correlation id, then header v1's tags
     result = entity_reader(cls)(frame, pos)

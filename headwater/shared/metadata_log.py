@@ -20,7 +20,7 @@ import asyncio
 import logging
 import shutil
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -69,7 +69,7 @@ class SharedMetadata:
         self._tasks: list[asyncio.Task[None]] = []
         self._listener: asyncpg.Connection | None = None
         self._pool: asyncpg.Pool | None = None
-        self._active_listeners: list[Callable[[bool], None]] = []
+        self._following = asyncio.Lock()  # one catch-up at a time: each appends
 
     # ---- start -----------------------------------------------------------------------
     @property
@@ -127,11 +127,6 @@ class SharedMetadata:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
-
-    def subscribe_active(self, listener: Callable[[bool], None]) -> None:
-        """Call `listener(active)` whenever this broker becomes or stops being the
-        controller."""
-        self._active_listeners.append(listener)
 
     # ---- the controller's side ---------------------------------------------------------
     def check_writer(self) -> None:
@@ -211,11 +206,10 @@ class SharedMetadata:
         self._fail_waiting(why)
         if was:
             log.warning("controller role lost: %s", why)
-            for listener in tuple(self._active_listeners):
-                listener(False)
-        await self.download()
-        assert self.target is not None
-        self.target.reload()
+        async with self._following:
+            await self.download()
+            assert self.target is not None
+            self.target.reload()
 
     # ---- the lease and following -------------------------------------------------------
     async def _leader_loop(self) -> None:
@@ -243,38 +237,39 @@ class SharedMetadata:
         async with self.pool.acquire() as conn:
             lease = await leases.acquire(conn, CONTROLLER, store.node_id, store.lease_ms,
                                          bump=not self.active)
-            if self.active:
-                if lease is None or lease.epoch != self.epoch:
-                    await self._step_down("controller lease lost")
-                return
-            if lease is not None and await leases.stamp(conn, METADATA_TOPIC_ID, 0,
-                                                        lease.epoch):
-                await self._catch_up(conn)
-                self.epoch = lease.epoch
-                self.active = True
-                log.info("controller lease taken (epoch %d)", lease.epoch)
-                assert self.target is not None
-                self.target.activate()
-                for listener in tuple(self._active_listeners):
-                    listener(True)
-                return
-            await self._catch_up(conn)
+            taken = (not self.active and lease is not None
+                     and await leases.stamp(conn, METADATA_TOPIC_ID, 0, lease.epoch))
+        if self.active:
+            if lease is None or lease.epoch != self.epoch:
+                await self._step_down("controller lease lost")
+            return
+        await self._catch_up()
+        if taken:
+            assert lease is not None and self.target is not None
+            self.epoch = lease.epoch
+            self.active = True
+            log.info("controller lease taken (epoch %d)", lease.epoch)
+            self.target.activate()
 
-    async def _catch_up(self, conn: asyncpg.pool.PoolConnectionProxy) -> None:
+    async def _catch_up(self) -> None:
+        """Follow what PostgreSQL holds after the local log's end. One at a time (the
+        leader loop and a forwarded change both catch up): two reading the same end
+        would append the same batches twice. The connection is taken inside the lock,
+        so a holder never waits for a connection another waiter keeps."""
         assert self.target is not None
-        end = self.target.end_offset()
-        batches = await self._batches(conn, end)
-        if batches:
-            data = await self.store.download(batches)
-            self.target.follow(data)
-        self.committed = self.target.end_offset()
+        async with self._following, self.pool.acquire() as conn:
+            end = self.target.end_offset()
+            batches = await self._batches(conn, end)
+            if batches:
+                data = await self.store.download(batches)
+                self.target.follow(data)
+            self.committed = self.target.end_offset()
 
     async def caught_up(self, timeout_s: float) -> None:
         """Follow the log up to what PostgreSQL holds now (after a forwarded change)."""
         if self.active:
             return
-        async with self.pool.acquire() as conn:
-            await asyncio.wait_for(self._catch_up(conn), timeout_s)
+        await asyncio.wait_for(self._catch_up(), timeout_s)
 
     async def _ensure_listener(self) -> None:
         if self._listener is not None and not self._listener.is_closed():

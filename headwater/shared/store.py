@@ -247,7 +247,6 @@ class SharedStore:
         #: The cluster as of the last refresh (every quarter of the lease time).
         self.view = ClusterView()
         self.refresh_s = min(1.0, lease_ms / 4000)
-        self._view_listeners: list[Callable[[ClusterView], None]] = []
         self.cache_dir = cache_dir
         self._now_ms = now_ms
         self.linger_s = linger_ms / 1000
@@ -282,10 +281,6 @@ class SharedStore:
             await cluster.register(conn, self.advertised)
             self.view = await cluster.read_view(conn, self.lease_ms)
         return self.view
-
-    def subscribe_view(self, listener: Callable[[ClusterView], None]) -> None:
-        """Call `listener(view)` after every refresh of the cluster view."""
-        self._view_listeners.append(listener)
 
     def _should_own(self, key: Key) -> bool:
         topic_id = self._ids.get(key)
@@ -645,16 +640,11 @@ class SharedStore:
         while True:
             await asyncio.sleep(self.refresh_s)
             try:
-                view = await self.refresh_view()
+                await self.refresh_view()
             except Exception as exc:
                 log.warning("cluster heartbeat failed: %s: %s", type(exc).__name__, exc)
                 continue
             self._balance()
-            for listener in tuple(self._view_listeners):
-                try:
-                    listener(view)
-                except Exception:
-                    log.exception("cluster view listener failed")
 
     def _balance(self) -> None:
         """Take the partitions this broker should own; hand over the others (once their

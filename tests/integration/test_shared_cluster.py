@@ -382,12 +382,18 @@ def test_a_broker_paused_past_its_leases_writes_nothing_when_it_wakes(
     verify(cluster, load, 6)
 
 
+def served_topic(cluster: Cluster, prefix: str) -> str:
+    """A new 6-partition topic, once every partition has a live leader."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    create(cluster.bootstrap(1), topic, 6)
+    leaders(cluster.bootstrap(), topic, 6, {1, 2, 3})
+    return topic
+
+
 def test_postgres_restarted_abruptly_under_load_loses_nothing(cluster: Cluster) -> None:
     """`pg_ctl -m immediate` under load: produce fails while the database is down (the
     client retries), the brokers reconnect, nothing acknowledged is lost."""
-    topic = f"pgrestart-{uuid.uuid4().hex[:8]}"
-    create(cluster.bootstrap(1), topic, 6)
-    leaders(cluster.bootstrap(), topic, 6, {1, 2, 3})
+    topic = served_topic(cluster, "pgrestart")
     with Load(cluster.bootstrap(), topic) as load:
         load.wait_acked(1000)
         cluster.postgres.kill()
@@ -401,9 +407,7 @@ def test_postgres_restarted_abruptly_under_load_loses_nothing(cluster: Cluster) 
 def test_object_store_killed_and_restarted_loses_nothing(cluster: Cluster) -> None:
     """versitygw killed under load: produce fails (clients retry) and resumes when it is
     back; nothing acknowledged is lost."""
-    topic = f"s3restart-{uuid.uuid4().hex[:8]}"
-    create(cluster.bootstrap(1), topic, 6)
-    leaders(cluster.bootstrap(), topic, 6, {1, 2, 3})
+    topic = served_topic(cluster, "s3restart")
     with Load(cluster.bootstrap(), topic) as load:
         load.wait_acked(1000)
         cluster.gateway.kill()

@@ -50,6 +50,7 @@ from .shared.metadata_log import SharedMetadata
 from .shared.node import ClusterNode
 from .shared.settings import SharedSettings
 from .shared.store import SharedStore
+from .shared.upkeep import UpkeepSettings
 from .storage.partition import Partition
 from .storage.routed import RoutedStore
 from .storage.store import PartitionStore
@@ -164,6 +165,13 @@ class Broker:
                 inline_max_bytes=self.config.get_int("headwater.shared.inline.max.bytes",
                                                      INLINE_MAX_BYTES),
                 retention_check_ms=self.config.get_int("log.retention.check.interval.ms"),
+                upkeep=UpkeepSettings(
+                    interval_ms=self.config.get_int("log.cleaner.backoff.ms"),
+                    merge_bytes=self.config.get_int("headwater.shared.merge.bytes", 8 << 20),
+                    merge_age_ms=self.config.get_int("headwater.shared.merge.age.ms",
+                                                     600_000),
+                    object_max_bytes=self.config.get_int(
+                        "headwater.shared.merge.object.max.bytes", 64 << 20)),
                 reserved=(METADATA_TOPIC,),
                 advertised=BrokerInfo(self.node_id, *self.advertised,
                                       self.config.get("broker.rack") or None))

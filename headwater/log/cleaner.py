@@ -88,6 +88,7 @@ class CleanStats(NamedTuple):
     bytes_after: int
     records_removed: int
     segments: int  # inactive segments examined (before any merge)
+    cleaned_to: int = 0  # the first offset this pass left alone (0: none cleaned)
 
 
 class _Aborted(Exception):
@@ -125,10 +126,18 @@ class LogCleaner:
         first_dirty = read_checkpoint(plog.path)
         return sum(s.size for s in inactive if s.base_offset >= first_dirty) / total
 
-    def clean(self, plog: PartitionLog, now_ms: int | None = None) -> CleanStats:
-        """Compact every inactive segment of `plog`; blocking (run it in a worker)."""
+    def clean(self, plog: PartitionLog, now_ms: int | None = None, *,
+              upper_bound: int | None = None) -> CleanStats:
+        """Compact every inactive segment of `plog` (only those wholly below
+        `upper_bound`, when given: the shared log's committed offset); blocking (run it in
+        a worker)."""
         now = self._now_ms() if now_ms is None else now_ms
         segments, first_uncleanable, producer_last = plog.cleanable_snapshot()
+        if upper_bound is not None:
+            kept = tuple(s for s in segments if s.next_offset <= upper_bound)
+            if len(kept) < len(segments):
+                first_uncleanable = segments[len(kept)].base_offset
+            segments = kept
         if plog.config.min_compaction_lag_ms > 0:
             segments, first_uncleanable = _outside_min_lag(
                 segments, first_uncleanable, now - plog.config.min_compaction_lag_ms)
@@ -160,7 +169,7 @@ class LogCleaner:
         write_checkpoint(plog.path, first_uncleanable)
         log.info("cleaned %r: %d -> %d bytes, %d records removed, %d segments",
                  plog, before, after, removed, len(segments))
-        return CleanStats(before, after, removed, len(segments))
+        return CleanStats(before, after, removed, len(segments), first_uncleanable)
 
 
 def _outside_min_lag(segments: tuple[LogSegment, ...], first_uncleanable: int,

@@ -17,6 +17,10 @@ object are therefore garbage, and deleting them never makes a hole:
   would refuse the delete of a referenced row). The row goes first, the object after
   the transaction: if that delete fails, the object is an orphan of the first kind,
   deleted by a later pass.
+
+Merging and compaction (`upkeep.py`) replace a partition's rows by rows into a new
+`seg/` object, inserted with its `objects` row in the same transaction: the objects the
+old rows pointed into become the second kind once no partition's rows are left in them.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import time
 import asyncpg
 from obstore.exceptions import NotFoundError
 
-from .objects import WAL_PREFIX, ObjectStore
+from .objects import DATA_PREFIXES, ObjectStore
 from .schema import Connection
 
 
@@ -45,7 +49,7 @@ async def _clean(conn: Connection, objects: ObjectStore, older_than_s: float) ->
             "DELETE FROM objects AS o WHERE NOT EXISTS "
             "(SELECT 1 FROM batches AS b WHERE b.object_key = o.key) RETURNING o.key")]
     cutoff = time.time() - older_than_s
-    old = [key for key, modified in await objects.listing(WAL_PREFIX)
+    old = [key for prefix in DATA_PREFIXES for key, modified in await objects.listing(prefix)
            if modified.timestamp() < cutoff]
     committed = {r["key"] for r in await conn.fetch(
         "SELECT key FROM objects WHERE key = ANY($1::text[])", old)} if old else set()

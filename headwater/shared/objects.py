@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 PROBE_PREFIX = "probe/"
 WAL_PREFIX = "wal/"  # the commit windows' objects
+SEGMENT_PREFIX = "seg/"  # one partition's batches, merged or compacted (upkeep.py)
+DATA_PREFIXES = (WAL_PREFIX, SEGMENT_PREFIX)
 
 
 class ObjectStoreUnavailable(RuntimeError):

@@ -14,6 +14,9 @@ or retention, deletes the batch rows wholly before it), and a `pg_notify` on
 others commit; the caller reloads it before its next append and never acknowledges what
 did not commit. If the transaction's outcome is unknown (the connection died at COMMIT),
 the caller treats every partition as failed: reload, do not acknowledge.
+
+`replace` is the other fenced write: the owner swaps a committed range's batch rows for
+rows into one new object (merging and compaction, `upkeep.py`).
 """
 
 from __future__ import annotations
@@ -114,6 +117,52 @@ async def commit(conn: Connection, object_key: str | None, object_size: int,
     return list(commits)
 
 
+async def replace(conn: Connection, topic_id: uuid.UUID, partition: int, writer_epoch: int,
+                  start: int, end: int, object_key: str | None, object_size: int,
+                  batches: Sequence[BatchRow]) -> Outcome:
+    """Replace the rows of the batches based in [start, end), all below the high
+    watermark, by `batches`, stored in `object_key`, under the same fencing as `commit`.
+    Rows before the partition's log start are not inserted (retention moved it since
+    the owner read them)."""
+    async with conn.transaction():
+        row = await conn.fetchrow(
+            "SELECT high_watermark, log_start, writer_epoch FROM partitions "
+            "WHERE topic_id = $1 AND partition = $2 FOR UPDATE", topic_id, partition)
+        if row is None:
+            return Outcome.UNKNOWN
+        if row["writer_epoch"] != writer_epoch:
+            return Outcome.FENCED
+        if end > row["high_watermark"]:
+            return Outcome.STALE
+        if object_key is not None:
+            await conn.execute("INSERT INTO objects (key, size) VALUES ($1, $2)",
+                               object_key, object_size)
+        await conn.execute(
+            "DELETE FROM batches WHERE topic_id = $1 AND partition = $2 AND "
+            "base_offset >= $3 AND base_offset < $4", topic_id, partition, start, end)
+        log_start = int(row["log_start"])
+        await _insert_batches(conn, object_key, [
+            (topic_id, partition, b) for b in batches if b.last_offset >= log_start])
+    return Outcome.COMMITTED
+
+
+async def _insert_batches(conn: Connection, object_key: str | None,
+                          rows: Sequence[tuple[uuid.UUID, int, BatchRow]]) -> None:
+    if not rows:
+        return
+    await conn.executemany(
+        "INSERT INTO batches (topic_id, partition, base_offset, last_offset, object_key, "
+        "byte_offset, byte_length, inline_bytes, max_timestamp, producer_id, "
+        "producer_epoch, base_sequence, is_transactional, is_control) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+        [(topic_id, partition, b.base_offset, b.last_offset,
+          None if b.inline is not None else object_key,
+          None if b.inline is not None else b.byte_offset, b.byte_length, b.inline,
+          b.max_timestamp, b.producer_id, b.producer_epoch, b.base_sequence,
+          b.is_transactional, b.is_control)
+         for topic_id, partition, b in rows])
+
+
 async def _write(conn: Connection, object_key: str | None,
                  everything: Sequence[PartitionCommit]) -> None:
     starts = [c for c in everything if c.log_start is not None]
@@ -134,17 +183,8 @@ async def _write(conn: Connection, object_key: str | None,
     passed = [c for c in everything if c.batches]
     if not passed:
         return
-    await conn.executemany(
-        "INSERT INTO batches (topic_id, partition, base_offset, last_offset, object_key, "
-        "byte_offset, byte_length, inline_bytes, max_timestamp, producer_id, "
-        "producer_epoch, base_sequence, is_transactional, is_control) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-        [(c.topic_id, c.partition, b.base_offset, b.last_offset,
-          None if b.inline is not None else object_key,
-          None if b.inline is not None else b.byte_offset, b.byte_length, b.inline,
-          b.max_timestamp, b.producer_id, b.producer_epoch, b.base_sequence,
-          b.is_transactional, b.is_control)
-         for c in passed for b in c.batches])
+    await _insert_batches(conn, object_key,
+                          [(c.topic_id, c.partition, b) for c in passed for b in c.batches])
     producers = [(c.topic_id, c.partition, p.producer_id, p.producer_epoch,
                   json.dumps(p.recent), p.txn_first_offset, p.coordinator_epoch,
                   p.last_timestamp) for c in passed for p in c.producers]

@@ -32,7 +32,10 @@ object store whenever the partition is taken over), committed in windows.
   lease like an append; the commit deletes the rows before it (the cleaner, their
   objects).
 
-Not yet (issue 23): compaction and merging small objects.
+* **Compaction and merging** (`upkeep.py`), by the partition's owner every
+  `log.cleaner.backoff.ms`: the local engine's cleaner on the cached log, and small
+  window objects rewritten into objects of the partition's own; both swap a committed
+  range's rows, fenced by the lease.
 """
 
 from __future__ import annotations
@@ -56,9 +59,10 @@ from ..storage.partition import AppendResult, Partition, ProducerStateInfo
 from . import cluster, leases
 from .cluster import BrokerInfo, ClusterView
 from .database import open_pool
-from .objects import WAL_PREFIX, ObjectStore
+from .objects import SEGMENT_PREFIX, WAL_PREFIX, ObjectStore
 from .sequencer import BatchRow, Outcome, PartitionCommit, commit
 from .settings import SharedSettings
+from .upkeep import Upkeep, UpkeepSettings
 
 log = logging.getLogger("headwater.shared")
 
@@ -79,11 +83,17 @@ class SharedPartition:
     """One partition this broker holds the lease of (a `Partition`)."""
 
     def __init__(self, plog: PartitionLog, topic_id: uuid.UUID, epoch: int,
-                 committed: int) -> None:
+                 committed: int, *, merged_to: int = 0, unmerged_bytes: int = 0,
+                 now_ms: int = 0) -> None:
         self.plog = plog
         self.topic_id = topic_id
         self.epoch = epoch
         self.committed = committed
+        #: Batches before this offset are in objects of their own (`upkeep.py`); the
+        #: bytes committed after it, and since when some have been waiting.
+        self.merged_to = merged_to
+        self.unmerged_bytes = unmerged_bytes
+        self.unmerged_since_ms = now_ms
         self.flushed = committed  # the end of the last window started (committed or not)
         self.pending_log_start: int | None = None
         self.broken = False
@@ -227,6 +237,18 @@ class SharedPartition:
                     log.exception("append subscriber failed for %s-%d", self.topic,
                                   self.partition)
 
+    def add_unmerged(self, size: int, now_ms: int) -> None:
+        if size and not self.unmerged_bytes:
+            self.unmerged_since_ms = now_ms
+        self.unmerged_bytes += size
+
+    def merged(self, end: int, size: int) -> None:
+        """[.., end) was rewritten into objects of its own, `size` of the unmerged bytes."""
+        self.merged_to = max(self.merged_to, end)
+        self.unmerged_bytes = max(0, self.unmerged_bytes - size)
+        if self.merged_to >= self.committed:
+            self.unmerged_bytes = 0
+
     def fail(self, error: CommitError) -> None:
         self.broken = True
         for _target, fut in self._waiting:
@@ -239,7 +261,8 @@ class SharedStore:
     def __init__(self, settings: SharedSettings, node_id: int, cache_dir: Path,
                  now_ms: Callable[[], int], *, linger_ms: int = 2, lease_ms: int = 10_000,
                  reserved: Iterable[str] = (), advertised: BrokerInfo | None = None,
-                 inline_max_bytes: int = 0, retention_check_ms: int = 300_000) -> None:
+                 inline_max_bytes: int = 0, retention_check_ms: int = 300_000,
+                 upkeep: UpkeepSettings | None = None) -> None:
         self.settings = settings
         self.node_id = node_id
         #: Where clients reach this broker, as registered in `brokers`.
@@ -256,6 +279,8 @@ class SharedStore:
         self._reserved = frozenset(reserved)
         self._pool: asyncpg.Pool | None = None
         self.objects = ObjectStore(settings)
+        self.upkeep = Upkeep(upkeep or UpkeepSettings(), self.objects,
+                             lambda: self.pool.acquire(), now_ms)
         self._owned: dict[Key, SharedPartition] = {}
         self._loading: dict[Key, asyncio.Task[SharedPartition | None]] = {}
         self._ids: dict[Key, uuid.UUID] = {}
@@ -378,7 +403,8 @@ class SharedStore:
         self._tasks = [asyncio.create_task(self._flusher()),
                        asyncio.create_task(self._renewer()),
                        asyncio.create_task(self._membership()),
-                       asyncio.create_task(self._retention())]
+                       asyncio.create_task(self._retention()),
+                       asyncio.create_task(self._upkeep())]
 
     async def close(self) -> None:
         tasks = [*self._tasks, *self._loading.values(), *self._background, *self._windows]
@@ -448,15 +474,20 @@ class SharedStore:
             assert row is not None  # stamped above
             hw, log_start = int(row["high_watermark"]), int(row["log_start"])
             batches = await conn.fetch(
-                "SELECT base_offset, object_key, byte_offset, byte_length, inline_bytes "
-                "FROM batches WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 "
+                "SELECT base_offset, last_offset, object_key, byte_offset, byte_length, "
+                "inline_bytes FROM batches WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 "
                 "ORDER BY base_offset", topic_id, partition, log_start)
         data = await self.download(batches)
         path = self.cache_dir / f"{topic}-{partition}"
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
-        base = int(batches[0]["base_offset"]) if batches else hw
+        # Compaction may have removed the first batches after the log start, or the last
+        # ones before the high watermark: the segment keeps the log start as its base,
+        # an empty active segment the high watermark as the log end (as on one node).
+        base = min(int(batches[0]["base_offset"]), log_start) if batches else hw
         (path / f"{base:020d}.log").write_bytes(data)
+        if batches and int(batches[-1]["last_offset"]) + 1 < hw:
+            (path / f"{hw:020d}.log").write_bytes(b"")
         (path / LOG_START_CHECKPOINT).write_text(f"{max(log_start, base)}\n")
         config = self._configs.get(key, LogConfig())
         plog = await asyncio.get_running_loop().run_in_executor(
@@ -466,7 +497,9 @@ class SharedStore:
             plog.close(sync=False)
             raise RuntimeError(f"{topic}-{partition}: the batches end at "
                                f"{plog.log_end_offset}, the high watermark is {hw}")
-        part = SharedPartition(plog, topic_id, lease.epoch, hw)
+        merged_to, unmerged = _merged(batches, hw)
+        part = SharedPartition(plog, topic_id, lease.epoch, hw, merged_to=merged_to,
+                               unmerged_bytes=unmerged, now_ms=self._now_ms())
         if key in self._configs:  # not removed meanwhile
             self._owned[key] = part
             log.info("serving %s-%d (lease epoch %d, high watermark %d)", topic, partition,
@@ -584,6 +617,7 @@ class SharedStore:
             if c.outcome is Outcome.COMMITTED:
                 end = c.end_offset if c.batches else part.committed
                 part.committed_to(end, c.log_start is not None)
+                part.add_unmerged(sum(b.byte_length for b in c.batches), self._now_ms())
             else:
                 assert c.outcome is not None
                 self._drop(part, E.not_leader_or_follower, f"commit {c.outcome.value}")
@@ -634,6 +668,25 @@ class SharedStore:
                     config.retention_bytes)
                 start = max(start, hw if found is None else int(found))
         return min(start, hw)
+
+    # ---- compaction and merging (upkeep.py) -----------------------------------------------
+    async def _upkeep(self) -> None:
+        while True:
+            await asyncio.sleep(self.upkeep.settings.interval_ms / 1000)
+            for part in list(self._owned.values()):
+                if part.broken or self._owned.get((part.topic, part.partition)) is not part:
+                    continue
+                try:
+                    outcome = await self.upkeep.tend(part)
+                except Exception as exc:
+                    log.warning("compacting/merging %s-%d failed: %s: %s", part.topic,
+                                part.partition, type(exc).__name__, exc)
+                    continue
+                if outcome is Outcome.FENCED:
+                    self._drop(part, E.not_leader_or_follower, "fenced")
+                elif outcome is not None:
+                    log.warning("compacting/merging %s-%d: %s", part.topic,
+                                part.partition, outcome.value)
 
     # ---- placement ---------------------------------------------------------------------
     async def _membership(self) -> None:
@@ -688,3 +741,12 @@ class SharedStore:
                             self._drop(part, E.not_leader_or_follower, "lease lost")
             except Exception:
                 log.exception("lease renewal failed")
+
+
+def _merged(batches: list[asyncpg.Record], hw: int) -> tuple[int, int]:
+    """Where a loaded partition's merged batches end, and the bytes after that."""
+    for i, b in enumerate(batches):
+        key = b["object_key"]
+        if key is None or not key.startswith(SEGMENT_PREFIX):
+            return int(b["base_offset"]), sum(int(r["byte_length"]) for r in batches[i:])
+    return hw, 0

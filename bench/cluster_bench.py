@@ -116,7 +116,7 @@ def main() -> int:
     args = ap.parse_args()
     scale = 10 if args.quick else 1
     plan = bb.Plan(small_count=500_000 // scale, small_size=100,
-                   large_count=100_000 // scale, large_size=1024,
+                   large_count=400_000 // scale, large_size=1024,
                    latency_seconds=5.0 if args.quick else 10.0, latency_rate=bb.LATENCY_RATE,
                    timeout=300.0, warmup_count=50_000 // scale)
     base = Path(tempfile.mkdtemp(prefix="cluster-bench-"))

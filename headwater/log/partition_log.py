@@ -88,6 +88,10 @@ class PartitionLog:
         #: Called with no arguments after every successful (non-duplicate) append; the
         #: long-poll waiters subscribe here (`subscribe_append`) to wake parked fetches.
         self._on_append: list[Callable[[], None]] = []
+        #: When a list, every append's written bytes and batch headers go to it too: the
+        #: shared log's commit windows upload them from here instead of reading the
+        #: segment back (issue 23's 1 KiB produce: a copy and a pread less per byte).
+        self.tee: list[tuple[bytearray, list[BatchHeader]]] | None = None
 
     # ---- opening and recovery ---------------------------------------------------------
 
@@ -327,6 +331,8 @@ class PartitionLog:
             offset += h.last_offset_delta + 1
             pos += h.size
         segment.append(buf, stored, now_ms)
+        if self.tee is not None:
+            self.tee.append((buf, stored))
         if markers is None:
             for h in stored:
                 self._producers.update(h, h.base_offset)

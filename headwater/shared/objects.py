@@ -11,6 +11,7 @@ unreachable store or refused credentials are one line naming
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -43,7 +44,7 @@ class ObjectStore:
         if url.scheme == "file":
             self._store = LocalStore(url.path, mkdir=True)
         else:
-            config: S3Config = {"region": settings.region}
+            config: S3Config = {"region": settings.region, "unsigned_payload": True}
             if settings.endpoint:
                 config["endpoint"] = settings.endpoint
                 config["virtual_hosted_style_request"] = False
@@ -64,9 +65,17 @@ class ObjectStore:
         """A fresh key: never reused, so a create cannot meet an old object."""
         return f"{prefix}{uuid.uuid4().hex}"
 
-    async def put_new(self, key: str, data: bytes | bytearray | memoryview) -> None:
-        """Create the object; AlreadyExistsError if the key is taken."""
-        await obstore.put_async(self._store, key, data, mode="create")
+    async def put_new(self, key: str,
+                      data: bytes | bytearray | memoryview | Sequence[bytes | bytearray]
+                      ) -> None:
+        """Create the object (from one buffer, or the concatenation of several: handed
+        to obstore as they are, which joins them off the event loop's thread); an error
+        if the key is taken."""
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            await obstore.put_async(self._store, key, data, mode="create")
+        else:
+            await obstore.put_async(self._store, key, data, mode="create",
+                                    use_multipart=False)
 
     async def get_range(self, key: str, start: int, length: int) -> bytes:
         return bytes(await obstore.get_range_async(self._store, key, start=start,

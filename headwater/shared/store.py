@@ -52,7 +52,7 @@ import asyncpg
 from kio.schema.errors import ErrorCode as E
 
 from ..config import LogConfig
-from ..log.batch import iter_batches
+from ..log.batch import BatchHeader, iter_batches
 from ..log.partition_log import LOG_START_CHECKPOINT, PartitionLog
 from ..storage.errors import CommitError, LogError
 from ..storage.partition import AppendResult, Partition, ProducerStateInfo
@@ -74,7 +74,7 @@ WINDOWS_IN_FLIGHT = 4  # commit windows uploading or committing at once  # a par
 @dataclass(slots=True)
 class _Window:
     commits: list[tuple[SharedPartition, PartitionCommit]]
-    chunks: list[bytes]
+    chunks: list[bytes | bytearray]
     size: int
     key: str | None  # the object's (None: inline, or nothing but a new log start)
 
@@ -86,6 +86,7 @@ class SharedPartition:
                  committed: int, *, merged_to: int = 0, unmerged_bytes: int = 0,
                  now_ms: int = 0) -> None:
         self.plog = plog
+        plog.tee = []  # the appends' bytes, taken by the next commit window
         self.topic_id = topic_id
         self.epoch = epoch
         self.committed = committed
@@ -567,27 +568,31 @@ class SharedStore:
         """A window's bytes and rows: every partition's appends after its previous
         window, one object (or inline in PostgreSQL when the window is at most
         `inline_max_bytes`: no upload round trip for a trickle of small batches)."""
-        reads = []
+        pieces = []
         size = 0
         for part in window:
-            end = part.plog.log_end_offset
-            data = part.plog.read(part.flushed, 1 << 62, end) if end > part.flushed \
-                else b""
-            part.flushed = end
-            reads.append((part, data, size))
-            size += len(data)
+            written = _written(part)
+            pieces.append((part, written, size))
+            size += sum(len(buf) for buf, _h in written)
         inline = size <= self.inline_max_bytes
         commits: list[tuple[SharedPartition, PartitionCommit]] = []
-        for part, data, at in reads:
-            rows = [BatchRow(h.base_offset, h.last_offset, at + pos, h.size, h.max_timestamp,
-                             h.producer_id, h.producer_epoch, h.base_sequence,
-                             h.is_transactional, h.is_control,
-                             inline=data[pos:pos + h.size] if inline else None)
-                    for pos, h in iter_batches(data)]
+        for part, written, at in pieces:
+            rows = []
+            for buf, headers in written:
+                pos = 0
+                for h in headers:
+                    rows.append(BatchRow(
+                        h.base_offset, h.last_offset, at + pos, h.size, h.max_timestamp,
+                        h.producer_id, h.producer_epoch, h.base_sequence,
+                        h.is_transactional, h.is_control,
+                        inline=bytes(memoryview(buf)[pos:pos + h.size]) if inline else None))
+                    pos += h.size
+                at += len(buf)
             commits.append((part, PartitionCommit(part.topic_id, part.partition, part.epoch,
                                                   rows, log_start=part.pending_log_start)))
         key = ObjectStore.new_key(WAL_PREFIX) if size and not inline else None
-        return _Window(commits, [data for _p, data, _at in reads], size, key)
+        return _Window(commits, [buf for _p, written, _a in pieces for buf, _h in written],
+                       size, key)
 
     async def _commit_window(self, w: _Window, previous: asyncio.Task[None] | None) -> None:
         """Upload the window's object, then (after the previous window's transaction)
@@ -596,7 +601,7 @@ class SharedStore:
         failure: Exception | None = None
         try:
             if w.key is not None:
-                await self.objects.put_new(w.key, b"".join(w.chunks))
+                await self.objects.put_new(w.key, w.chunks)
         except Exception as exc:
             failure = exc
         if previous is not None:
@@ -741,6 +746,22 @@ class SharedStore:
                             self._drop(part, E.not_leader_or_follower, "lease lost")
             except Exception:
                 log.exception("lease renewal failed")
+
+
+def _written(part: SharedPartition) -> list[tuple[bytes | bytearray, list[BatchHeader]]]:
+    """The partition's appends since its previous window, as the log wrote them (its
+    `tee`: no read back), or read back should the tee not cover exactly that range."""
+    plog = part.plog
+    end, tee = plog.log_end_offset, plog.tee or []
+    plog.tee = []
+    start, part.flushed = part.flushed, end
+    if not tee and end == start:
+        return []
+    if tee and tee[0][1][0].base_offset == start and tee[-1][1][-1].next_offset == end:
+        return list(tee)
+    log.warning("%r: appends since offset %d not in the tee; read back", plog, start)
+    data = plog.read(start, 1 << 62, end)
+    return [(data, [h for _pos, h in iter_batches(data)])] if data else []
 
 
 def _merged(batches: list[asyncpg.Record], hw: int) -> tuple[int, int]:

@@ -59,16 +59,17 @@ from ..storage.partition import AppendResult, Partition, ProducerStateInfo
 from . import cluster, leases
 from .cluster import BrokerInfo, ClusterView
 from .database import open_pool
-from .objects import SEGMENT_PREFIX, WAL_PREFIX, ObjectStore
+from .objects import WAL_PREFIX, ObjectStore
 from .sequencer import BatchRow, Outcome, PartitionCommit, commit
 from .settings import SharedSettings
-from .upkeep import Upkeep, UpkeepSettings
+from .upkeep import SMALL_PIECE, Unmerged, Upkeep, UpkeepSettings
 
 log = logging.getLogger("headwater.shared")
 
 Key = tuple[str, int]
-LOAD_RETRY_S = 1.0
-WINDOWS_IN_FLIGHT = 4  # commit windows uploading or committing at once  # a partition that could not be taken (a store down) is tried again
+LOAD_RETRY_S = 1.0  # a partition that could not be taken (a store down) is tried again
+DOWNLOADS_IN_FLIGHT = 8  # ranged reads at once when a partition is taken
+WINDOWS_IN_FLIGHT = 4  # commit windows uploading or committing at once
 
 
 @dataclass(slots=True)
@@ -83,18 +84,14 @@ class SharedPartition:
     """One partition this broker holds the lease of (a `Partition`)."""
 
     def __init__(self, plog: PartitionLog, topic_id: uuid.UUID, epoch: int,
-                 committed: int, *, merged_to: int = 0, unmerged_bytes: int = 0,
-                 now_ms: int = 0) -> None:
+                 committed: int, *, unmerged: Unmerged | None = None) -> None:
         self.plog = plog
         plog.tee = []  # the appends' bytes, taken by the next commit window
         self.topic_id = topic_id
         self.epoch = epoch
         self.committed = committed
-        #: Batches before this offset are in objects of their own (`upkeep.py`); the
-        #: bytes committed after it, and since when some have been waiting.
-        self.merged_to = merged_to
-        self.unmerged_bytes = unmerged_bytes
-        self.unmerged_since_ms = now_ms
+        #: The ranges whose batches are in small pieces, for merging (`upkeep.py`).
+        self.unmerged = unmerged or Unmerged()
         self.flushed = committed  # the end of the last window started (committed or not)
         self.pending_log_start: int | None = None
         self.broken = False
@@ -237,18 +234,6 @@ class SharedPartition:
                 except Exception:
                     log.exception("append subscriber failed for %s-%d", self.topic,
                                   self.partition)
-
-    def add_unmerged(self, size: int, now_ms: int) -> None:
-        if size and not self.unmerged_bytes:
-            self.unmerged_since_ms = now_ms
-        self.unmerged_bytes += size
-
-    def merged(self, end: int, size: int) -> None:
-        """[.., end) was rewritten into objects of its own, `size` of the unmerged bytes."""
-        self.merged_to = max(self.merged_to, end)
-        self.unmerged_bytes = max(0, self.unmerged_bytes - size)
-        if self.merged_to >= self.committed:
-            self.unmerged_bytes = 0
 
     def fail(self, error: CommitError) -> None:
         self.broken = True
@@ -498,9 +483,8 @@ class SharedStore:
             plog.close(sync=False)
             raise RuntimeError(f"{topic}-{partition}: the batches end at "
                                f"{plog.log_end_offset}, the high watermark is {hw}")
-        merged_to, unmerged = _merged(batches, hw)
-        part = SharedPartition(plog, topic_id, lease.epoch, hw, merged_to=merged_to,
-                               unmerged_bytes=unmerged, now_ms=self._now_ms())
+        part = SharedPartition(plog, topic_id, lease.epoch, hw,
+                               unmerged=Unmerged.of_rows(batches, self._now_ms()))
         if key in self._configs:  # not removed meanwhile
             self._owned[key] = part
             log.info("serving %s-%d (lease epoch %d, high watermark %d)", topic, partition,
@@ -508,18 +492,31 @@ class SharedStore:
         return part
 
     async def download(self, batches: list[asyncpg.Record]) -> bytes:
-        objects: dict[str, bytes] = {}
-        chunks: list[bytes] = []
+        """The batches' bytes in order: inline ones from their rows, the others by
+        ranged reads, one per run of rows adjacent in one object (a partition's piece
+        of a window, or a merged object), `DOWNLOADS_IN_FLIGHT` at a time."""
+        pieces: list[bytes | list[object]] = []  # bytes, or [key, start, end]
         for b in batches:
             if b["inline_bytes"] is not None:
-                chunks.append(bytes(b["inline_bytes"]))
+                pieces.append(bytes(b["inline_bytes"]))
                 continue
-            key = b["object_key"]
-            if key not in objects:
-                objects[key] = await self.objects.get(key)
-            start = int(b["byte_offset"])
-            chunks.append(objects[key][start:start + int(b["byte_length"])])
-        return b"".join(chunks)
+            key, start = b["object_key"], int(b["byte_offset"])
+            end = start + int(b["byte_length"])
+            last = pieces[-1] if pieces else None
+            if isinstance(last, list) and last[0] == key and last[2] == start:
+                last[2] = end
+            else:
+                pieces.append([key, start, end])
+        limit = asyncio.Semaphore(DOWNLOADS_IN_FLIGHT)
+
+        async def get(piece: bytes | list[object]) -> bytes:
+            if isinstance(piece, bytes):
+                return piece
+            key, start, end = piece
+            assert isinstance(key, str) and isinstance(start, int) and isinstance(end, int)
+            async with limit:
+                return await self.objects.get_range(key, start, end - start)
+        return b"".join(await asyncio.gather(*(get(p) for p in pieces)))
 
     async def _forget(self, topic_id: uuid.UUID, partition: int) -> None:
         """A removed partition: its rows go (its objects become the cleaner's)."""
@@ -622,7 +619,9 @@ class SharedStore:
             if c.outcome is Outcome.COMMITTED:
                 end = c.end_offset if c.batches else part.committed
                 part.committed_to(end, c.log_start is not None)
-                part.add_unmerged(sum(b.byte_length for b in c.batches), self._now_ms())
+                size = sum(b.byte_length for b in c.batches)
+                if c.batches and (w.key is None or size < SMALL_PIECE):
+                    part.unmerged.add(c.first_offset, c.end_offset, size, self._now_ms())
             else:
                 assert c.outcome is not None
                 self._drop(part, E.not_leader_or_follower, f"commit {c.outcome.value}")
@@ -762,12 +761,3 @@ def _written(part: SharedPartition) -> list[tuple[bytes | bytearray, list[BatchH
     log.warning("%r: appends since offset %d not in the tee; read back", plog, start)
     data = plog.read(start, 1 << 62, end)
     return [(data, [h for _pos, h in iter_batches(data)])] if data else []
-
-
-def _merged(batches: list[asyncpg.Record], hw: int) -> tuple[int, int]:
-    """Where a loaded partition's merged batches end, and the bytes after that."""
-    for i, b in enumerate(batches):
-        key = b["object_key"]
-        if key is None or not key.startswith(SEGMENT_PREFIX):
-            return int(b["base_offset"]), sum(int(r["byte_length"]) for r in batches[i:])
-    return hw, 0

@@ -10,11 +10,13 @@ both are a rewrite of a committed range's batch rows from that copy:
   producer's last batch, runs on the cached `PartitionLog`, limited to segments wholly
   below the committed offset (a commit window reads its bytes back from that log).
   The cleaned range then replaces its rows.
-* **Merging**: commit windows leave each partition's batches spread over many small
-  objects shared with other partitions (or inline in PostgreSQL). Once a partition has
-  `merge_bytes` of such batches, or has had some for `merge_age_ms`, the owner rewrites
-  them into objects of its own; a window object is deleted by the orphan cleaner once
-  no partition's rows point into it.
+* **Merging**: a commit window leaves a partition's batches inline in PostgreSQL, or
+  as a piece of an object shared with other partitions. Small pieces (under
+  `SMALL_PIECE`) are what merging is for: once a partition has `merge_bytes` of them,
+  or has had some for `merge_age_ms`, the owner rewrites their ranges (`Unmerged`) into
+  objects of its own; a window object is deleted by the orphan cleaner once no
+  partition's rows point into it. Large pieces stay where they are: rewriting them
+  would double the bytes written for objects that are already large.
 
 A rewrite reads the range from the cache in chunks of at most `object_max_bytes`,
 uploads each chunk as a new `seg/` object and swaps the chunk's rows in one
@@ -30,10 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..log.batch import iter_batches
 from ..log.cleaner import LogCleaner
@@ -45,6 +47,72 @@ if TYPE_CHECKING:
     from .store import SharedPartition
 
 log = logging.getLogger("headwater.shared")
+
+SMALL_PIECE = 1 << 20  # a partition's bytes in one window below this are merged
+
+
+class Unmerged:
+    """A partition's committed ranges [start, end) whose batches sit in small pieces,
+    in offset order, contiguous ones joined, with their bytes and the time the oldest
+    has waited since."""
+
+    def __init__(self, ranges: list[tuple[int, int, int]] | None = None,
+                 now_ms: int = 0) -> None:
+        self.ranges = ranges or []
+        self.total = sum(size for _s, _e, size in self.ranges)
+        self.since_ms = now_ms
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[Any], now_ms: int) -> Unmerged:
+        """From a partition's batch rows (offset order): each run of rows in one object
+        (or inline) is a piece; the small ones are unmerged."""
+        out = cls(now_ms=now_ms)
+        i = 0
+        while i < len(rows):
+            key, j = rows[i]["object_key"], i
+            while j + 1 < len(rows) and rows[j + 1]["object_key"] == key:
+                j += 1
+            size = sum(int(r["byte_length"]) for r in rows[i:j + 1])
+            if key is None or (not key.startswith(SEGMENT_PREFIX) and size < SMALL_PIECE):
+                out.add(int(rows[i]["base_offset"]), int(rows[j]["last_offset"]) + 1, size,
+                        now_ms)
+            i = j + 1
+        return out
+
+    def add(self, start: int, end: int, size: int, now_ms: int) -> None:
+        if not self.ranges:
+            self.since_ms = now_ms
+        if self.ranges and self.ranges[-1][1] == start:
+            first, _end, before = self.ranges[-1]
+            self.ranges[-1] = (first, end, before + size)
+        else:
+            self.ranges.append((start, end, size))
+        self.total += size
+
+    def done(self, taken: Sequence[tuple[int, int, int]], now_ms: int) -> None:
+        """`taken` (a copy of the first ranges, the last maybe grown since) is merged."""
+        for start, end, size in taken:
+            first, last, now_size = self.ranges[0]
+            assert first == start, (first, start)
+            if last == end:
+                self.ranges.pop(0)
+            else:
+                self.ranges[0] = (end, last, now_size - size)
+            self.total -= size
+        self.since_ms = now_ms
+
+    def clip(self, end: int) -> None:
+        """Everything before `end` was rewritten (compaction)."""
+        kept = []
+        for first, last, size in self.ranges:
+            if last <= end:
+                continue
+            if first < end:
+                size = size * (last - end) // (last - first)
+                first = end
+            kept.append((first, last, size))
+        self.ranges = kept
+        self.total = sum(size for _s, _e, size in kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,28 +136,26 @@ class Upkeep:
         self._cleaner = LogCleaner(now_ms)
 
     async def tend(self, part: SharedPartition) -> Outcome | None:
-        """Compact `part` if due, then merge its unmerged batches if due; the outcome of
-        the first rewrite that did not commit (None: nothing failed)."""
+        """Compact `part` if due, then merge its small pieces if due; the outcome of the
+        first rewrite that did not commit (None: nothing failed)."""
         compacted = await self._compact(part)
         if compacted is not None:
             outcome = await self.rewrite(part, *compacted)
             if outcome is not Outcome.COMMITTED:
                 return outcome
-            part.merged(compacted[1], 0)
-        if not self._merge_due(part):
+            part.unmerged.clip(compacted[1])
+        unmerged = part.unmerged
+        if not unmerged.ranges or (
+                unmerged.total < self.settings.merge_bytes
+                and self._now_ms() - unmerged.since_ms < self.settings.merge_age_ms):
             return None
-        start, end, size = part.merged_to, part.committed, part.unmerged_bytes
-        outcome = await self.rewrite(part, start, end)
-        if outcome is not Outcome.COMMITTED:
-            return outcome
-        part.merged(end, size)
+        taken = list(unmerged.ranges)
+        for start, end, _size in taken:
+            outcome = await self.rewrite(part, start, end)
+            if outcome is not Outcome.COMMITTED:
+                return outcome
+        unmerged.done(taken, self._now_ms())
         return None
-
-    def _merge_due(self, part: SharedPartition) -> bool:
-        if part.committed <= part.merged_to or part.unmerged_bytes <= 0:
-            return False
-        return (part.unmerged_bytes >= self.settings.merge_bytes
-                or self._now_ms() - part.unmerged_since_ms >= self.settings.merge_age_ms)
 
     async def _compact(self, part: SharedPartition) -> tuple[int, int] | None:
         """Clean the cache like the local engine; the cleaned range, if any."""

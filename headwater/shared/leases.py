@@ -53,6 +53,42 @@ async def acquire(conn: Connection, resource: str, owner: int, ttl_ms: int,
     return Lease(resource, owner, int(row["epoch"]), int(row["left_ms"]))
 
 
+async def acquire_all(conn: Connection, resources: list[str], owner: int,
+                      ttl_ms: int) -> dict[str, int]:
+    """`acquire(..., bump=True)` of many leases in one statement (in resource order, so
+    two brokers taking overlapping sets wait for each other rather than deadlock); the
+    epoch of each one taken."""
+    rows = await conn.fetch(
+        """
+        INSERT INTO leases AS l (resource, owner, epoch, expires_at)
+        SELECT r, $2, 1, clock_timestamp() + $3 * interval '1 millisecond'
+        FROM unnest($1::text[]) AS r ORDER BY r
+        ON CONFLICT (resource) DO UPDATE SET
+            epoch = l.epoch + 1, owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+        WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
+        RETURNING resource, epoch
+        """, sorted(resources), owner, ttl_ms)
+    return {row["resource"]: int(row["epoch"]) for row in rows}
+
+
+async def renew_all(conn: Connection, owner: int, held: list[tuple[str, int]],
+                    ttl_ms: int) -> set[str]:
+    """Renew, in one statement, the unexpired leases `owner` holds at the given
+    (resource, epoch); the resources renewed (a missing one is lost: expired, or taken
+    with a newer epoch)."""
+    if not held:
+        return set()
+    rows = await conn.fetch(
+        """
+        UPDATE leases AS l SET expires_at = clock_timestamp() + $4 * interval '1 millisecond'
+        FROM unnest($2::text[], $3::int[]) AS h(resource, epoch)
+        WHERE l.resource = h.resource AND l.owner = $1 AND l.epoch = h.epoch
+          AND l.expires_at > clock_timestamp()
+        RETURNING l.resource
+        """, owner, [r for r, _e in held], [e for _r, e in held], ttl_ms)
+    return {row["resource"] for row in rows}
+
+
 async def release(conn: Connection, lease: Lease) -> bool:
     """Expire the lease now if it is still this one (same owner and epoch)."""
     status = await conn.execute(
@@ -71,6 +107,24 @@ async def holder(conn: Connection, resource: str) -> Lease | None:
     if row is None:
         return None
     return Lease(resource, int(row["owner"]), int(row["epoch"]), int(row["left_ms"]))
+
+
+async def stamp_all(conn: Connection, stamps: list[tuple[uuid.UUID, int, int]]
+                    ) -> dict[tuple[uuid.UUID, int], tuple[int, int]]:
+    """`stamp` of many (topic id, partition, epoch) in one statement; (high watermark,
+    log start) of each partition stamped."""
+    ordered = sorted(stamps)
+    rows = await conn.fetch(
+        """
+        INSERT INTO partitions AS p (topic_id, partition, writer_epoch)
+        SELECT * FROM unnest($1::uuid[], $2::int[], $3::int[]) ORDER BY 1, 2
+        ON CONFLICT (topic_id, partition) DO UPDATE SET writer_epoch = EXCLUDED.writer_epoch
+        WHERE p.writer_epoch <= EXCLUDED.writer_epoch
+        RETURNING topic_id, partition, high_watermark, log_start
+        """, [t for t, _p, _e in ordered], [p for _t, p, _e in ordered],
+        [e for _t, _p, e in ordered])
+    return {(row["topic_id"], int(row["partition"])):
+            (int(row["high_watermark"]), int(row["log_start"])) for row in rows}
 
 
 async def stamp(conn: Connection, topic_id: uuid.UUID, partition: int, epoch: int) -> bool:

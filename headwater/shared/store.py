@@ -44,9 +44,10 @@ import asyncio
 import logging
 import shutil
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 from kio.schema.errors import ErrorCode as E
@@ -68,6 +69,7 @@ log = logging.getLogger("headwater.shared")
 
 Key = tuple[str, int]
 LOAD_RETRY_S = 1.0  # a partition that could not be taken (a store down) is tried again
+TAKE_BATCH = 256  # partitions taken in one transaction
 DOWNLOADS_IN_FLIGHT = 8  # ranged reads at once when a partition is taken
 WINDOWS_IN_FLIGHT = 4  # commit windows uploading or committing at once
 
@@ -268,7 +270,9 @@ class SharedStore:
         self.upkeep = Upkeep(upkeep or UpkeepSettings(), self.objects,
                              lambda: self.pool.acquire(), now_ms)
         self._owned: dict[Key, SharedPartition] = {}
-        self._loading: dict[Key, asyncio.Task[SharedPartition | None]] = {}
+        self._loading: dict[Key, asyncio.Future[SharedPartition | None]] = {}
+        self._to_take: list[Key] = []
+        self._take_wanted = asyncio.Event()
         self._ids: dict[Key, uuid.UUID] = {}
         self._configs: dict[Key, LogConfig] = {}
         self._dirty = asyncio.Event()
@@ -285,6 +289,7 @@ class SharedStore:
         shutil.rmtree(self.cache_dir, ignore_errors=True)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         await self.refresh_view()
+        self._tasks.append(asyncio.create_task(self._taker()))  # takes from now on
 
     async def refresh_view(self) -> ClusterView:
         """Heartbeat (register this broker), then read the cluster's state."""
@@ -386,14 +391,15 @@ class SharedStore:
                 f"{t}-{p}" for t, p in sorted(failed)), failed)
 
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._flusher()),
+        self._tasks += [asyncio.create_task(self._flusher()),
                        asyncio.create_task(self._renewer()),
                        asyncio.create_task(self._membership()),
                        asyncio.create_task(self._retention()),
                        asyncio.create_task(self._upkeep())]
 
     async def close(self) -> None:
-        tasks = [*self._tasks, *self._loading.values(), *self._background, *self._windows]
+        tasks: list[asyncio.Future[Any]] = [
+            *self._tasks, *self._loading.values(), *self._background, *self._windows]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -425,45 +431,120 @@ class SharedStore:
         task.add_done_callback(self._background.discard)
 
     def _load_soon(self, key: Key) -> None:
-        task = asyncio.ensure_future(self._load(key))
-        self._loading[key] = task
+        """Queue `key` for the taker, which takes partitions in batches."""
+        fut: asyncio.Future[SharedPartition | None] = \
+            asyncio.get_running_loop().create_future()
+        self._loading[key] = fut
+        self._to_take.append(key)
+        self._take_wanted.set()
 
-        def done(t: asyncio.Task[SharedPartition | None]) -> None:
-            if self._loading.get(key) is t:
+        def done(f: asyncio.Future[SharedPartition | None]) -> None:
+            if self._loading.get(key) is f:
                 del self._loading[key]
-            if not t.cancelled() and t.exception() is not None:
+            if not f.cancelled() and f.exception() is not None:
                 log.error("taking %s-%d failed (again in %.0f s): %s", *key,
-                          LOAD_RETRY_S, t.exception())
+                          LOAD_RETRY_S, f.exception())
                 asyncio.get_running_loop().call_later(LOAD_RETRY_S, self._retry_load, key)
-        task.add_done_callback(done)
+        fut.add_done_callback(done)
 
     def _retry_load(self, key: Key) -> None:
         if (key in self._configs and key not in self._owned and key not in self._loading
                 and self._should_own(key)):
             self._load_soon(key)
 
-    async def _load(self, key: Key) -> SharedPartition | None:
+    async def _taker(self) -> None:
+        """Take the queued partitions, up to `TAKE_BATCH` per transaction (a broker
+        taking thousands of partitions, at start or when another dies, runs a few
+        statements rather than a few per partition); each is then downloaded and
+        opened in a task of its own."""
+        while True:
+            await self._take_wanted.wait()
+            self._take_wanted.clear()
+            while self._to_take:
+                batch = self._to_take[:TAKE_BATCH]
+                del self._to_take[:TAKE_BATCH]
+                futures = {k: f for k in batch
+                           if (f := self._loading.get(k)) is not None and not f.done()}
+                if not futures:
+                    continue
+                try:
+                    taken = await self._take(list(futures))
+                except Exception as exc:
+                    for fut in futures.values():
+                        if not fut.done():
+                            fut.set_exception(exc)
+                    continue
+                for key, fut in futures.items():
+                    if key in taken:
+                        self._spawn(self._open(key, fut, *taken[key]))
+                    elif not fut.done():
+                        fut.set_result(None)  # held elsewhere: tried at the next refresh
+
+    async def _take(self, keys: list[Key]
+                    ) -> dict[Key, tuple[int, int, int, list[asyncpg.Record]]]:
+        """Take the leases of `keys` with new epochs, stamp the epochs on their rows and
+        read their batch rows (without inline bytes), in one transaction; per key
+        taken, (epoch, high watermark, log start, rows)."""
+        ids = {key: (self._ids[key], key[1]) for key in keys if key in self._ids}
+        resources = {leases.partition_resource(*tp): key for key, tp in ids.items()}
+        async with self.pool.acquire() as conn, conn.transaction():
+            epochs = await leases.acquire_all(conn, list(resources), self.node_id,
+                                              self.lease_ms)
+            held = {resources[r]: epoch for r, epoch in epochs.items()}
+            stamped = await leases.stamp_all(
+                conn, [(*ids[key], epoch) for key, epoch in held.items()])
+            for key, epoch in held.items():
+                if ids[key] not in stamped:
+                    log.warning("%s-%d: lease epoch %d is older than the partition's "
+                                "writer", *key, epoch)
+            wanted = [(key, *stamped[ids[key]]) for key in held if ids[key] in stamped]
+            rows = await conn.fetch(
+                "SELECT b.topic_id, b.partition, b.base_offset, b.last_offset, "
+                "b.object_key, b.byte_offset, b.byte_length FROM batches AS b JOIN "
+                "unnest($1::uuid[], $2::int[], $3::bigint[]) AS s(topic_id, partition, "
+                "log_start) ON b.topic_id = s.topic_id AND b.partition = s.partition "
+                "WHERE b.last_offset >= s.log_start "
+                "ORDER BY b.topic_id, b.partition, b.base_offset",
+                [ids[k][0] for k, _h, _s in wanted], [k[1] for k, _h, _s in wanted],
+                [start for _k, _h, start in wanted])
+        by_partition: dict[tuple[uuid.UUID, int], list[asyncpg.Record]] = {}
+        for row in rows:
+            by_partition.setdefault((row["topic_id"], row["partition"]), []).append(row)
+        return {key: (held[key], hw, start, by_partition.get(ids[key], []))
+                for key, hw, start in wanted}
+
+    async def _open(self, key: Key, fut: asyncio.Future[SharedPartition | None],
+                    epoch: int, hw: int, log_start: int,
+                    batches: list[asyncpg.Record]) -> None:
+        try:
+            part = await self._materialise(key, epoch, hw, log_start, batches)
+        except Exception as exc:
+            if not fut.done():
+                fut.set_exception(exc)
+            return
+        if fut.done() or key not in self._configs:  # removed meanwhile
+            part.plog.close(sync=False)
+            return
+        self._owned[key] = part
+        log.info("serving %s-%d (lease epoch %d, high watermark %d)", *key, epoch, hw)
+        fut.set_result(part)
+
+    async def _materialise(self, key: Key, epoch: int, hw: int, log_start: int,
+                           batches: list[asyncpg.Record]) -> SharedPartition:
+        """The partition's cache, from its rows: the bytes downloaded into one segment
+        file, opened as a `PartitionLog` (the local engine's recovery rebuilds indexes,
+        producer state and the aborted-transaction index)."""
         topic, partition = key
         topic_id = self._ids[key]
-        async with self.pool.acquire() as conn:
-            lease = await leases.acquire(conn, leases.partition_resource(topic_id, partition),
-                                         self.node_id, self.lease_ms, bump=True)
-            if lease is None:
-                return None  # another broker holds it: tried again at the next refresh
-            if not await leases.stamp(conn, topic_id, partition, lease.epoch):
-                log.warning("%s-%d: lease epoch %d is older than the partition's writer",
-                            topic, partition, lease.epoch)
-                return None
-            row = await conn.fetchrow(
-                "SELECT high_watermark, log_start FROM partitions "
-                "WHERE topic_id = $1 AND partition = $2", topic_id, partition)
-            assert row is not None  # stamped above
-            hw, log_start = int(row["high_watermark"]), int(row["log_start"])
-            batches = await conn.fetch(
-                "SELECT base_offset, last_offset, object_key, byte_offset, byte_length, "
-                "inline_bytes FROM batches WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 "
-                "ORDER BY base_offset", topic_id, partition, log_start)
-        data = await self.download(batches)
+        inline: dict[int, bytes] = {}
+        if any(b["object_key"] is None for b in batches):
+            async with self.pool.acquire() as conn:
+                inline = {int(r["base_offset"]): bytes(r["inline_bytes"]) for r in
+                          await conn.fetch(
+                              "SELECT base_offset, inline_bytes FROM batches WHERE "
+                              "topic_id = $1 AND partition = $2 AND last_offset >= $3 AND "
+                              "inline_bytes IS NOT NULL", topic_id, partition, log_start)}
+        data = await self.download(batches, inline)
         path = self.cache_dir / f"{topic}-{partition}"
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
@@ -483,24 +564,24 @@ class SharedStore:
             plog.close(sync=False)
             raise RuntimeError(f"{topic}-{partition}: the batches end at "
                                f"{plog.log_end_offset}, the high watermark is {hw}")
-        part = SharedPartition(plog, topic_id, lease.epoch, hw,
+        return SharedPartition(plog, topic_id, epoch, hw,
                                unmerged=Unmerged.of_rows(batches, self._now_ms()))
-        if key in self._configs:  # not removed meanwhile
-            self._owned[key] = part
-            log.info("serving %s-%d (lease epoch %d, high watermark %d)", topic, partition,
-                     lease.epoch, hw)
-        return part
 
-    async def download(self, batches: list[asyncpg.Record]) -> bytes:
-        """The batches' bytes in order: inline ones from their rows, the others by
-        ranged reads, one per run of rows adjacent in one object (a partition's piece
-        of a window, or a merged object), `DOWNLOADS_IN_FLIGHT` at a time."""
+    async def download(self, batches: Sequence[asyncpg.Record],
+                       inline: dict[int, bytes] | None = None) -> bytes:
+        """The batches' bytes in order: inline ones from their rows (or `inline`, by
+        base offset), the others by ranged reads, one per run of rows adjacent in one
+        object (a partition's piece of a window, or a merged object),
+        `DOWNLOADS_IN_FLIGHT` at a time."""
         pieces: list[bytes | list[object]] = []  # bytes, or [key, start, end]
         for b in batches:
-            if b["inline_bytes"] is not None:
-                pieces.append(bytes(b["inline_bytes"]))
+            key = b["object_key"]
+            if key is None:
+                data = b.get("inline_bytes")
+                pieces.append(bytes(data) if data is not None
+                              else (inline or {})[int(b["base_offset"])])
                 continue
-            key, start = b["object_key"], int(b["byte_offset"])
+            start = int(b["byte_offset"])
             end = start + int(b["byte_length"])
             last = pieces[-1] if pieces else None
             if isinstance(last, list) and last[0] == key and last[2] == start:
@@ -733,18 +814,23 @@ class SharedStore:
 
     # ---- leases ----------------------------------------------------------------------
     async def _renewer(self) -> None:
+        """Renew every lease this broker holds, in one statement, every third of the
+        lease time; a lease not renewed (expired, or taken) drops its partition."""
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
+            parts = {leases.partition_resource(p.topic_id, p.partition): p
+                     for p in self._owned.values()}
             try:
                 async with self.pool.acquire() as conn:
-                    for part in list(self._owned.values()):
-                        lease = await leases.acquire(
-                            conn, leases.partition_resource(part.topic_id, part.partition),
-                            self.node_id, self.lease_ms)
-                        if lease is None or lease.epoch != part.epoch:
-                            self._drop(part, E.not_leader_or_follower, "lease lost")
+                    renewed = await leases.renew_all(
+                        conn, self.node_id, [(r, p.epoch) for r, p in parts.items()],
+                        self.lease_ms)
             except Exception:
                 log.exception("lease renewal failed")
+                continue
+            for resource, part in parts.items():
+                if resource not in renewed:
+                    self._drop(part, E.not_leader_or_follower, "lease lost")
 
 
 def _written(part: SharedPartition) -> list[tuple[bytes | bytearray, list[BatchHeader]]]:

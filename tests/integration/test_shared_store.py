@@ -43,8 +43,8 @@ async def store(settings: SharedSettings, node: int, path: Path, lease_ms: int,
     await s.open()
     if renew:
         s.start()
-    else:  # a broker that stopped renewing (paused): only its flusher runs
-        s._tasks = [asyncio.create_task(s._flusher())]
+    else:  # a broker that stopped renewing (paused): only its flusher (and taker) run
+        s._tasks.append(asyncio.create_task(s._flusher()))
     return s
 
 

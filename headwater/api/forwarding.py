@@ -88,7 +88,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             host = str(ipaddress.ip_address(bytes(req.client_host_address)))
         except ValueError:
             host = ctx.client_host
-        principal = bytes(req.request_principal or b"").decode() or None
+        try:
+            principal = bytes(req.request_principal or b"").decode() or None
+        except UnicodeDecodeError:
+            log.warning("forwarded request with an undecodable principal")
+            return {"error_code": E.invalid_request, "response_data": None}
         inner_ctx = RequestContext(
             header.api_key, header.api_version, header.correlation_id, header.client_id,
             host, ctx.connection_id,

@@ -11,14 +11,19 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode as E
 
+from headwater.wire.codec import build
+from headwater.wire.schemas import load_request_schema
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.engines import PostgresServer, VersityGateway, shared_broker_args
+from tests.support.wire import RawClient, encode_request
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -173,3 +178,45 @@ def test_retention_on_the_shared_log_moves_the_log_start_and_drops_the_rows(
             time.sleep(0.2)
     finally:
         proc.kill()
+
+
+def test_hostile_envelopes_get_an_error_and_the_broker_serves_on(
+        shared_broker: tuple[BrokerProcess, list[str]]) -> None:
+    """EnvelopeRequest (KIP-590) is only served on the shared log, so the wire fuzzing
+    of one node never reaches it: garbage, a request that is not forwarded, an envelope
+    in an envelope, a truncated body and an undecodable principal each get
+    INVALID_REQUEST; a sound one is answered; the connection serves on."""
+    proc, _extra = shared_broker
+    client = RawClient("127.0.0.1", proc.port)
+    envelope_cls = load_request_schema(58, 0)
+
+    def envelope(data: bytes, principal: bytes = b"",
+                 address: bytes = b"\x7f\x00\x00\x01") -> Any:
+        return client.request(58, 0, build(envelope_cls, {
+            "request_data": data, "request_principal": principal,
+            "client_host_address": address}))
+
+    def inner(key: int, version: int, body: dict[str, Any]) -> bytes:
+        return encode_request(key, version, build(load_request_schema(key, version), body),
+                              7, "inner")[4:]
+
+    topic = f"env-{uuid.uuid4().hex[:6]}"
+    create = inner(19, 7, {"topics": [{"name": topic, "num_partitions": 1,
+                                       "replication_factor": 1}], "timeout_ms": 10_000})
+    cases = {
+        "garbage": bytes(range(64)),
+        "empty": b"",
+        "not forwarded (Produce)": inner(0, 9, {"acks": 1, "timeout_ms": 1000}),
+        "an envelope in an envelope": inner(58, 0, {"request_data": create}),
+        "truncated": create[:-5],
+    }
+    for why, data in cases.items():
+        assert envelope(data).error_code == E.invalid_request, why
+    assert envelope(create, principal=b"\xff\xfe").error_code == E.invalid_request
+    answer = envelope(create, address=b"\x01")  # an odd address: the sender's is used
+    assert answer.error_code == E.none and answer.response_data
+    assert client.request(18, 3, build(load_request_schema(18, 3), {
+        "client_software_name": "raw", "client_software_version": "1"})).error_code == 0
+    client.close()
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    assert topic in admin.list_topics(timeout=10).topics

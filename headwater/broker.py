@@ -50,6 +50,7 @@ from .shared.metadata_log import SharedMetadata
 from .shared.node import ClusterNode
 from .shared.settings import SharedSettings
 from .shared.store import SharedStore
+from .shared.txn_remote import MarkerSender, RemoteVerifier
 from .shared.upkeep import UpkeepSettings
 from .storage.partition import Partition
 from .storage.routed import RoutedStore
@@ -238,13 +239,16 @@ class Broker:
         self.transactions = TransactionCoordinator(
             self.config, image=image, partitions=store, topics=controller,
             clock=self.now_ms, producer_ids=controller, offsets=self.groups.runtime,
-            faults=self.faults)
+            faults=self.faults,
+            remote_markers=None if self.cluster is None else MarkerSender(
+                self.cluster, lambda name: getattr(image().topic(name), "topic_id", None)))
         self.share_coordinator = ShareCoordinator(
             self.config, image=image, metadata=controller, store=store, topics=controller,
             clock=self.now_ms)
         self.txn_offsets = TxnOffsetCommitter(self.transactions, self.groups)
         self.produce_verification = ProduceVerification(
-            self.transactions, self.config.get_bool("transaction.partition.verification.enable"))
+            self.transactions, self.config.get_bool("transaction.partition.verification.enable"),
+            remote=None if self.cluster is None else RemoteVerifier(self.cluster))
 
     def _build_share_services(self, groups: GroupCoordinator,
                               coordinator: ShareCoordinator) -> None:

@@ -33,7 +33,7 @@ from kio.schema.errors import ErrorCode as E
 from ..log.batch import has_transactional_batch, parse_header
 from ..security import acl as A
 from ..storage.errors import CommitError, LogError
-from ..txn.verification import FIRST_TV2_PRODUCE
+from ..txn.verification import FIRST_TV2_PRODUCE, RemoteVerification
 from ..wire.dispatch import Dispatcher, RequestContext
 from .cluster_metadata import INTERNAL_TOPICS
 
@@ -69,11 +69,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return topic, E.unknown_topic_id
         return image.topic(td.name), E.unknown_topic_or_partition
 
-    def implicit_adds(ctx: RequestContext, req: Any, txn_id: str
-                      ) -> dict[tuple[str, int], int]:
-        """Produce v12+ (transaction version 2): the partitions of the request that a
-        producer writes transactionally without a transaction open there, added to its
-        transaction by the verification service. Partition -> the add's error code."""
+    def unverified(ctx: RequestContext, req: Any) -> dict[tuple[int, int],
+                                                          list[tuple[str, int]]]:
+        """The partitions of the request a producer writes transactionally with no
+        transaction open there (what KIP-890 verifies), by producer and epoch."""
         wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
         for td in req.topic_data:
             topic, _ = resolve(broker.image, td)
@@ -90,7 +89,24 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     continue
                 wanted.setdefault((h.producer_id, h.producer_epoch), []).append(
                     (topic.name, pd.index))
-        return verification.add_implicitly(txn_id, wanted)
+        return wanted
+
+    def implicit_adds(ctx: RequestContext, req: Any, txn_id: str
+                      ) -> dict[tuple[str, int], int]:
+        """Produce v12+ (transaction version 2): the partitions of the request that a
+        producer writes transactionally without a transaction open there, added to its
+        transaction by the verification service. Partition -> the add's error code."""
+        return verification.add_implicitly(txn_id, unverified(ctx, req))
+
+    async def verified_remotely(ctx: RequestContext, req: Any, txn_id: str,
+                                remote: RemoteVerification,
+                                wanted: dict[tuple[int, int], list[tuple[str, int]]]) -> Any:
+        """A cluster whose transaction coordinator is another broker's: ask it first
+        (one request), then produce with its answers."""
+        added = await remote.verify(txn_id, wanted,
+                                    add=ctx.api_version >= FIRST_TV2_PRODUCE)
+        result = produce(ctx, req, added)
+        return await result if asyncio.iscoroutine(result) else result
 
     def reject_all(req: Any, code: int) -> dict:
         """The whole request fails with `code` (Kafka's request-level produce errors)."""
@@ -112,14 +128,28 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if access.enabled and txn_id is not None and not access.allowed(
                 ctx, A.WRITE, A.TRANSACTIONAL_ID, txn_id):
             return None if acks == 0 else reject_all(req, E.transactional_id_authorization_failed)
+        remote = verification.remote
+        if (verification.enabled and txn_id is not None and remote is not None
+                and remote.coordinator_elsewhere(txn_id)):
+            wanted = unverified(ctx, req)
+            if wanted:
+                return verified_remotely(ctx, req, txn_id, remote, wanted)
+        return produce(ctx, req, None)
+
+    def produce(ctx: RequestContext, req: Any,
+                added: dict[tuple[str, int], int] | None) -> Any:
+        acks = req.acks
+        txn_id = getattr(req, "transactional_id", None)
+        access = broker.access
         image = broker.image
         now = now_ms()
         appended: list[Partition] = []
         topics_out = []
-        added = (implicit_adds(ctx, req, txn_id)
-                 if verification.enabled and txn_id is not None
-                 and broker.transactions is not None
-                 and ctx.api_version >= FIRST_TV2_PRODUCE else {})
+        if added is None:
+            added = (implicit_adds(ctx, req, txn_id)
+                     if verification.enabled and txn_id is not None
+                     and broker.transactions is not None
+                     and ctx.api_version >= FIRST_TV2_PRODUCE else {})
         for td in req.topic_data:
             topic_id = getattr(td, "topic_id", None)
             topic, missing = resolve(image, td)

@@ -200,7 +200,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             getattr(req, "generation_id", -1), commits, version)
 
     # ---- WriteTxnMarkers -----------------------------------------------------------
-    def handle_write_markers(ctx: RequestContext, req: Any) -> dict:
+    async def handle_write_markers(ctx: RequestContext, req: Any) -> dict:
+        """Answered once every marker is committed (the coordinator that sent them then
+        completes the transaction)."""
         results = []
         refused = broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME)
         for marker in req.markers:
@@ -212,9 +214,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                         parts.append({"partition_index": p,
                                       "error_code": E.cluster_authorization_failed})
                         continue
-                    code = call(lambda m=marker, t=t, p=p: coordinator().write_marker(  # type: ignore[misc]  # defaults bind the loop variables
-                        t.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
-                        m.coordinator_epoch, getattr(m, "transaction_version", 0)))
+                    try:
+                        code = await coordinator().write_marker_durably(
+                            t.name, p, marker.producer_id, marker.producer_epoch,
+                            marker.transaction_result, marker.coordinator_epoch,
+                            getattr(marker, "transaction_version", 0))
+                    except NotReady as exc:
+                        code = exc.code
                     parts.append({"partition_index": p, "error_code": code})
                 topics.append({"name": t.name, "partitions": parts})
             results.append({"producer_id": marker.producer_id, "topics": topics})

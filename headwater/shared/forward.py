@@ -47,27 +47,36 @@ def envelope_body(ctx: RequestContext, request: Any) -> dict[str, Any]:
             "client_host_address": address}
 
 
-async def forward(host: str, port: int, ctx: RequestContext, request: Any,
-                  timeout_s: float) -> bytes:
-    """The controller's response body to `request` (its header removed: the caller's
-    server frames it with the client's correlation id)."""
-    cls = load_request_schema(ENVELOPE, 0)
-    frame = encode_request(ENVELOPE, 0, build(cls, envelope_body(ctx, request)),
-                           next(_ids), "headwater-forward")
+async def call(host: str, port: int, api_key: int, version: int, body: dict[str, Any],
+               timeout_s: float) -> Any:
+    """One request to another broker, on a connection of its own; the decoded response.
+    ForwardError if the broker cannot be reached or does not answer in time."""
+    frame = encode_request(api_key, version, build(load_request_schema(api_key, version),
+                                                   body), next(_ids), "headwater-broker")
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
                                                 timeout_s)
     except (OSError, TimeoutError) as exc:
-        raise ForwardError(f"controller {host}:{port} unreachable: {exc}") from exc
+        raise ForwardError(f"broker {host}:{port} unreachable: {exc}") from exc
     try:
         writer.write(frame)
         size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout_s))
         data = await asyncio.wait_for(reader.readexactly(size[0]), timeout_s)
     except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
-        raise ForwardError(f"controller {host}:{port}: {type(exc).__name__}") from exc
+        raise ForwardError(f"broker {host}:{port}: {type(exc).__name__}") from exc
     finally:
         writer.close()
-    response = _read_envelope_response(data)
+    cls = load_response_schema(api_key, version)
+    pos = skip_tagged_fields(data, 4) if cls.__flexible__ else 4  # correlation id, tags
+    result = entity_reader(cls)(data, pos)
+    return result[0] if isinstance(result, tuple) else result
+
+
+async def forward(host: str, port: int, ctx: RequestContext, request: Any,
+                  timeout_s: float) -> bytes:
+    """The controller's response body to `request` (its header removed: the caller's
+    server frames it with the client's correlation id)."""
+    response = await call(host, port, ENVELOPE, 0, envelope_body(ctx, request), timeout_s)
     if response.error_code != E.none or response.response_data is None:
         raise ForwardError(f"controller {host}:{port} refused the envelope: "
                            f"{response.error_code}")
@@ -76,10 +85,3 @@ async def forward(host: str, port: int, ctx: RequestContext, request: Any,
     if request_is_flexible(ctx.api_key, ctx.api_version):
         pos = skip_tagged_fields(inner, pos)
     return bytes(inner[pos:])
-
-
-def _read_envelope_response(frame: bytes) -> Any:
-    cls = load_response_schema(ENVELOPE, 0)
-    pos = skip_tagged_fields(frame, 4)  # correlation id, then header v1's tags
-    result = entity_reader(cls)(frame, pos)
-    return result[0] if isinstance(result, tuple) else result

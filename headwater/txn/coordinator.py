@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode as E
@@ -26,14 +26,13 @@ from ..config import BrokerConfig
 from ..coordinator.runtime import Clock, CoordinatorRuntime, InternalTopics, NotReady, Result, Timer
 from ..faults import TXN_AFTER_PREPARE, Faults
 from ..metadata.events import ImageSource
-from ..storage.errors import LogError
+from ..storage.errors import CommitError, LogError
 from .config import TxnConfig
 from .records import CODEC
 from .shard import EndResult, InitResult, MarkerJob, TxnShard
 from .state import TxnState
 
 if TYPE_CHECKING:
-    from ..storage.partition import Partition
     from ..storage.store import PartitionStore
 
 log = logging.getLogger("headwater.txn")
@@ -66,11 +65,24 @@ class MarkerWriter(Protocol):
                      transaction_version: int = 0) -> int: ...
 
 
+class RemoteMarkers(Protocol):
+    """In a cluster, a marker for a partition another broker serves goes to that broker
+    (WriteTxnMarkers, as Kafka's coordinator sends it)."""
+
+    def send(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+             commit: bool, coordinator_epoch: int,
+             transaction_version: int) -> Awaitable[int] | None:
+        """The partition's error code once its leader has the marker durably; None when
+        no other live broker serves the partition."""
+        ...
+
+
 class TransactionCoordinator:
     def __init__(self, config: BrokerConfig, *, image: ImageSource,
                  partitions: PartitionStore, topics: InternalTopics, clock: Clock,
                  producer_ids: ProducerIds, offsets: MarkerWriter,
-                 faults: Faults | None = None) -> None:
+                 faults: Faults | None = None,
+                 remote_markers: RemoteMarkers | None = None) -> None:
         self.config = TxnConfig.from_broker(config)
         self._faults = faults if faults is not None else Faults()  # test-only (faults.py)
         self._image = image
@@ -78,6 +90,10 @@ class TransactionCoordinator:
         self._clock = clock
         self._producer_ids = producer_ids
         self._offsets = offsets
+        self._remote = remote_markers
+        # Markers whose commit (or leader's answer) is awaited, per (job, partition).
+        self._inflight: dict[tuple[tuple[str, int, int], TopicPartition],
+                             asyncio.Future[int]] = {}
 
         def factory(partition: int, timer: Timer) -> TxnShard:
             return TxnShard(partition, timer, self.config, producer_ids.allocate_producer_id)
@@ -103,6 +119,9 @@ class TransactionCoordinator:
         for handle in self._retries.values():
             handle.cancel()
         self._retries.clear()
+        for future in self._inflight.values():
+            future.cancel()
+        self._inflight.clear()
         await self.runtime.stop()
 
     # ---- operations (NotReady propagates: the handler answers with its code) -------
@@ -160,15 +179,37 @@ class TransactionCoordinator:
     def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                      commit: bool, coordinator_epoch: int,
                      transaction_version: int = 0) -> int:
-        """Append one COMMIT/ABORT marker; 0 or a Kafka error code. Also the path of
-        WriteTxnMarkers (an operator aborting a hanging transaction). A
-        `transaction_version` 2 marker must carry an epoch above the producer's on the
-        partition (the coordinator bumped it)."""
+        """Append one COMMIT/ABORT marker; 0 or a Kafka error code. A store whose commits
+        are asynchronous (the shared log) commits it in its next window, not awaited
+        here (`write_marker_durably` awaits it). A `transaction_version` 2 marker must
+        carry an epoch above the producer's on the partition (the coordinator bumped
+        it)."""
+        outcome = self._append_marker(topic, partition, producer_id, producer_epoch, commit,
+                                      coordinator_epoch, transaction_version)
+        if isinstance(outcome, int):
+            return outcome
+        future = asyncio.ensure_future(_commit_code(outcome))
+        future.add_done_callback(_log_failure)
+        return 0
+
+    async def write_marker_durably(self, topic: str, partition: int, producer_id: int,
+                                   producer_epoch: int, commit: bool, coordinator_epoch: int,
+                                   transaction_version: int = 0) -> int:
+        """`write_marker`, answered once the marker is committed: the path of
+        WriteTxnMarkers (another broker's coordinator, or an operator aborting a hanging
+        transaction)."""
+        outcome = self._append_marker(topic, partition, producer_id, producer_epoch, commit,
+                                      coordinator_epoch, transaction_version)
+        return outcome if isinstance(outcome, int) else await _commit_code(outcome)
+
+    def _append_marker(self, topic: str, partition: int, producer_id: int,
+                       producer_epoch: int, commit: bool, coordinator_epoch: int,
+                       transaction_version: int) -> int | Awaitable[None]:
+        """Append the marker here: an error code, 0, or the commit to await."""
         try:
             if topic == OFFSETS_TOPIC:
                 self._offsets.write_marker(partition, producer_id, producer_epoch,
-                                                        commit, coordinator_epoch,
-                                                        transaction_version)
+                                           commit, coordinator_epoch, transaction_version)
                 return 0
             # Never the metadata log: Broker.partition does not return it (a marker there
             # once kept the broker from starting; found by fuzzing).
@@ -177,28 +218,35 @@ class TransactionCoordinator:
                 # A partition the image has but the store does not serve yet (the shared
                 # log takes partitions in the background): try again, as for a leader
                 # that moved; one the image lacks was deleted.
-                image_topic = self._image().topic(topic)
-                if image_topic is not None and 0 <= partition < len(image_topic.partitions):
-                    return E.not_leader_or_follower
-                return E.unknown_topic_or_partition
+                return E.not_leader_or_follower if self._known(topic, partition) \
+                    else E.unknown_topic_or_partition
             plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
                                self._clock(), transaction_version)
-            self._commit_soon(plog)
-            return 0
+            pending = self._partitions.commit([plog])
+            return 0 if pending is None else pending
         except NotReady as exc:
             return exc.code
         except LogError as exc:
             return exc.code
 
-    def _commit_soon(self, part: Partition) -> None:
-        """A store whose commits are asynchronous (the shared log) commits the marker in
-        its next window. Not awaited (the runtime is synchronous): a marker whose commit
-        fails is lost with the partition's other uncommitted appends (issue 24: the
-        coordinators wait for their commits)."""
-        pending = self._partitions.commit([part])
-        if pending is not None:
-            future = asyncio.ensure_future(pending)
-            future.add_done_callback(_log_failure)
+    def _known(self, topic: str, partition: int) -> bool:
+        image_topic = self._image().topic(topic)
+        return image_topic is not None and 0 <= partition < len(image_topic.partitions)
+
+    def _start_marker(self, topic: str, partition: int, job: MarkerJob,
+                      coordinator_epoch: int) -> int | Awaitable[int]:
+        """A marker of `job`: here (an error code, or its commit to await), or sent to
+        the broker serving the partition."""
+        if (self._remote is not None and topic != OFFSETS_TOPIC
+                and self._partitions.partition(topic, partition) is None
+                and self._known(topic, partition)):
+            sent = self._remote.send(topic, partition, job.producer_id, job.producer_epoch,
+                                     job.commit, coordinator_epoch, job.transaction_version)
+            if sent is not None:
+                return sent
+        outcome = self._append_marker(topic, partition, job.producer_id, job.producer_epoch,
+                                      job.commit, coordinator_epoch, job.transaction_version)
+        return outcome if isinstance(outcome, int) else _commit_code(outcome)
 
     def coordinator_epoch(self, partition: int) -> int:
         """The leader epoch of the `__transaction_state` partition (Kafka's coordinator
@@ -238,7 +286,7 @@ class TransactionCoordinator:
                              + ", ".join(j.transactional_id for j in jobs))
         epoch = self.coordinator_epoch(partition)
         for job in jobs:
-            if self._write_markers(job, epoch):
+            if self._write_markers(job, epoch, partition):
                 self._marked.pop(_job_key(job), None)
                 def complete(s: TxnShard, now: int, job: MarkerJob = job) -> Result:
                     return s.complete(job, now)
@@ -246,14 +294,18 @@ class TransactionCoordinator:
             else:
                 self._retry(partition)
 
-    def _write_markers(self, job: MarkerJob, coordinator_epoch: int) -> bool:
-        """True when every partition of `job` has its marker."""
-        done = self._marked.setdefault(_job_key(job), set())
+    def _write_markers(self, job: MarkerJob, coordinator_epoch: int,
+                       txn_partition: int) -> bool:
+        """True when every partition of `job` has its marker, committed. A marker being
+        committed, or sent to another broker, is waited for: its outcome drives
+        `txn_partition` again."""
+        key = _job_key(job)
+        done = self._marked.setdefault(key, set())
         complete = True
         for topic, partition in sorted(job.partitions - done):
-            code = self.write_marker(topic, partition, job.producer_id, job.producer_epoch,
-                                     job.commit, coordinator_epoch, job.transaction_version)
-            if code in RETRIABLE_MARKER_ERRORS:
+            code = self._marker_outcome(key, (topic, partition), job, coordinator_epoch,
+                                        txn_partition)
+            if code is None or code in RETRIABLE_MARKER_ERRORS:
                 complete = False
                 continue
             if code and code != E.unknown_topic_or_partition:
@@ -264,6 +316,25 @@ class TransactionCoordinator:
                             topic, partition, code)
             done.add((topic, partition))
         return complete
+
+    def _marker_outcome(self, key: tuple[str, int, int], tp: TopicPartition, job: MarkerJob,
+                        coordinator_epoch: int, txn_partition: int) -> int | None:
+        """The marker's error code (0: written and committed), or None while awaited."""
+        future = self._inflight.get((key, tp))
+        if future is not None:
+            if not future.done():
+                return None
+            del self._inflight[(key, tp)]
+            if future.cancelled() or future.exception() is not None:
+                return E.kafka_storage_error
+            return future.result()
+        outcome = self._start_marker(*tp, job, coordinator_epoch)
+        if isinstance(outcome, int):
+            return outcome
+        future = asyncio.ensure_future(outcome)
+        self._inflight[(key, tp)] = future
+        future.add_done_callback(lambda _f: self._drive(txn_partition))
+        return None
 
     def _retry(self, partition: int) -> None:
         if partition in self._retries:
@@ -281,6 +352,18 @@ def _job_key(job: MarkerJob) -> tuple[str, int, int]:
     return job.transactional_id, job.producer_id, job.producer_epoch
 
 
-def _log_failure(future: asyncio.Future[None]) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        log.error("a transaction marker was not committed: %s", future.exception())
+async def _commit_code(pending: Awaitable[None]) -> int:
+    """0 once a marker's commit lands; the commit's error code if it fails."""
+    try:
+        await pending
+    except CommitError as exc:
+        return exc.code
+    return 0
+
+
+def _log_failure(future: asyncio.Future[int]) -> None:
+    if future.cancelled():
+        return
+    if future.exception() is not None or future.result():
+        log.error("a transaction marker was not committed: %s",
+                  future.exception() or f"error {future.result()}")

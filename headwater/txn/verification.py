@@ -23,6 +23,7 @@ TRANSACTION_ABORTABLE from Produce v11 on and INVALID_TXN_STATE before.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -40,10 +41,25 @@ _RETRY_AS_NOT_ENOUGH_REPLICAS = {
 TopicPartition = tuple[str, int]
 
 
+class RemoteVerification(Protocol):
+    """In a cluster, the transaction coordinator may be another broker's."""
+
+    def coordinator_elsewhere(self, transactional_id: str) -> bool: ...
+
+    async def verify(self, transactional_id: str,
+                     by_producer: Mapping[tuple[int, int], list[TopicPartition]],
+                     add: bool) -> dict[TopicPartition, int]:
+        """Per partition, the coordinator's answer: is it in (or, with `add`, was it
+        added to) the producer's ongoing transaction."""
+        ...
+
+
 class ProduceVerification:
-    def __init__(self, transactions: Transactions | None, enabled: bool) -> None:
+    def __init__(self, transactions: Transactions | None, enabled: bool,
+                 remote: RemoteVerification | None = None) -> None:
         self.transactions = transactions
         self.enabled = enabled
+        self.remote = remote
 
     def add_implicitly(self, txn_id: str,
                        by_producer: Mapping[tuple[int, int], list[TopicPartition]]
@@ -66,7 +82,8 @@ class ProduceVerification:
                 added: Mapping[TopicPartition, int]) -> tuple[int, str] | None:
         """Why a record set may not be written (code, message); None when it may. At
         Produce v12+ the partition is added to the transaction (`added`: what
-        `add_implicitly` did for the request)."""
+        `add_implicitly` did for the request); `added` also holds what a remote
+        coordinator answered (`remote`), at any version."""
         if not self.enabled or txn_id is None or not has_transactional_batch(records):
             return None
         h = parse_header(records)
@@ -77,7 +94,7 @@ class ProduceVerification:
         tp = (topic, part.partition)
         tv2 = version >= FIRST_TV2_PRODUCE
         try:
-            if tv2 and tp in added:
+            if tp in added:
                 code = added[tp]
             elif tv2:
                 code = self.transactions.add_partitions(txn_id, h.producer_id,

@@ -279,6 +279,31 @@ def test_clients_produce_and_consume_through_any_broker(cluster: Cluster) -> Non
     assert out.returncode == 0 and len(out.stdout.splitlines()) == len(load.acked) + 200
 
 
+def test_a_transaction_across_brokers_commits_or_aborts_everywhere(
+        cluster: Cluster) -> None:
+    """A transaction over partitions led by different brokers: the coordinator sends the
+    markers of partitions it does not lead to their leaders (WriteTxnMarkers), so a
+    read_committed consumer reads every committed record and none of the aborted ones,
+    and the partitions' last stable offsets reach their ends."""
+    topic = served_topic(cluster, "txn")
+    led, _controller = leaders(cluster.bootstrap(), topic, 6, {1, 2, 3})
+    assert len(set(led.values())) >= 2, led  # the markers must cross brokers
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(),
+                         "transactional.id": f"x-{topic}"})
+    producer.init_transactions(30)
+    for outcome in (b"committed", b"aborted", b"committed-2"):
+        producer.begin_transaction()
+        for p in range(6):
+            producer.produce(topic, value=outcome, partition=p)
+        if outcome == b"aborted":
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    got = read_all(cluster.bootstrap(), topic, 6, want=12, timeout=30)
+    assert {p: [v for _o, v in got[p]] for p in range(6)} == \
+        {p: [b"committed", b"committed-2"] for p in range(6)}
+
+
 def topic_id_of(cluster: Cluster, topic: str) -> uuid.UUID:
     from tests.support.wire import RawClient
 

@@ -20,6 +20,7 @@ from . import __version__
 from .api import register_all
 from .api.cluster_metadata import INTERNAL_TOPICS
 from .config import BrokerConfig, LogConfig
+from .coordinator.runtime import CoordinatorRuntime
 from .faults import Faults
 from .fetch.service import FetchService
 from .fetch.sessions import FetchSessionCache
@@ -183,6 +184,8 @@ class Broker:
             async with self._shared.pool.acquire() as conn:
                 self._shared_cluster_id = await cluster_id(conn, uuid.uuid4().hex[:22])
             self.cluster = ClusterNode(self._shared, self._meta)
+            meta = self._meta
+            self._shared.place_with_controller(INTERNAL_TOPICS, lambda: meta.active)
         except STARTUP_ERRORS as exc:
             raise StartupError(str(exc)) from exc
         log.info("shared log: database %s, objects %s", settings.redacted_database(),
@@ -199,8 +202,11 @@ class Broker:
             retention_check_ms=self.config.get_int("log.retention.check.interval.ms"),
             cleaner_backoff_ms=self.config.get_int("log.cleaner.backoff.ms"),
             reserved=(METADATA_TOPIC,))
+        # On the shared log every topic is shared, the coordinators' included (they
+        # follow the controller: `_ControllerTarget`); the local store keeps the
+        # metadata log's cache.
         self.store = (local if self._shared is None
-                      else RoutedStore(self._shared, local, INTERNAL_TOPICS))
+                      else RoutedStore(self._shared, local, ()))
         meta_config = LogConfig.resolve(self.config, {
             "segment.bytes": str(self.config.get_int("metadata.log.segment.bytes")),
             "retention.ms": "-1"})
@@ -245,6 +251,9 @@ class Broker:
         self.share_coordinator = ShareCoordinator(
             self.config, image=image, metadata=controller, store=store, topics=controller,
             clock=self.now_ms)
+        if self.cluster is not None:
+            for runtime in self.coordinator_runtimes():
+                runtime.follow_ownership()
         self.txn_offsets = TxnOffsetCommitter(self.transactions, self.groups)
         self.produce_verification = ProduceVerification(
             self.transactions, self.config.get_bool("transaction.partition.verification.enable"),
@@ -337,7 +346,7 @@ class Broker:
         the image has the coordinators' internal topics (the controller creates them
         when it takes over), so the coordinators start as on one node."""
         meta.start(_ControllerTarget(self))
-        wanted = [rt.topic for rt in self._coordinator_runtimes()]
+        wanted = [rt.topic for rt in self.coordinator_runtimes()]
         deadline = time.monotonic() + self.config.get_int(
             "headwater.shared.join.timeout.ms", 60_000) / 1000
         while not all(self.image.topic(t) is not None for t in wanted):
@@ -347,7 +356,7 @@ class Broker:
                                    "database reachable by every broker?")
             await asyncio.sleep(0.05)
 
-    def _coordinator_runtimes(self) -> list:
+    def coordinator_runtimes(self) -> list[CoordinatorRuntime]:
         assert self.groups and self.transactions and self.share_coordinator
         return [self.groups.runtime, self.transactions.runtime,
                 self.share_coordinator.runtime]
@@ -570,14 +579,26 @@ class _ControllerTarget:
         self._controller.follow(data)
 
     def activate(self) -> None:
-        """Took the controller lease: write, and create the internal topics if new."""
+        """Took the controller lease: write, create the internal topics if new, and
+        take the coordinators over (their partitions follow the controller)."""
         controller = self._controller
         controller.activate()
-        for runtime in self.broker._coordinator_runtimes():
+        for runtime in self.broker.coordinator_runtimes():
             controller.ensure_internal_topic(runtime.topic, runtime.num_partitions,
                                              runtime.topic_configs)
+        meta = self.broker._meta
+        assert meta is not None and self.broker._shared is not None
+        self.broker._shared.rebalance()
+        for runtime in self.broker.coordinator_runtimes():
+            runtime.take_all(lambda: meta.active)
 
     def reload(self) -> None:
+        """Lost the controller lease: the coordinators stop serving, their partitions
+        go to the next controller; the metadata log starts again from PostgreSQL's."""
+        for runtime in self.broker.coordinator_runtimes():
+            runtime.release_all()
+        if self.broker._shared is not None:
+            self.broker._shared.rebalance()
         assert self.broker.local is not None
         meta_log = self.broker.local.reopen_reserved(METADATA_TOPIC,
                                                      self._controller.log.config)

@@ -35,6 +35,7 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
         quorum,
         reassignments,
         sasl,
+        settle,
         share_admin,
         share_fetch,
         share_groups,
@@ -50,4 +51,5 @@ def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
                    elections, reassignments, delegation_tokens, config_resources, features):
         module.register(dispatcher, broker)
     features.gate_group_apis(dispatcher, broker)
-    forwarding.register(dispatcher, broker)  # last: it wraps handlers registered above
+    forwarding.register(dispatcher, broker)  # it wraps handlers registered above
+    settle.register(dispatcher, broker)  # around those, forwarded ones included

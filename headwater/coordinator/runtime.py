@@ -17,6 +17,14 @@ partition and hands it to the shard (`replay_end_transaction`), and loading does
 for every marker it finds, so a restart resolves pending transactional state exactly as
 the live path did. A service can watch its shards through `after_write` (called after
 every write, timer-driven ones included) and subscribe to loads (`subscribe_load`).
+
+In a cluster (`follows`), a broker serves the shards only while it holds the
+coordinators (the controller's, until shards get leases of their own: issue 24):
+`take_all` loads each partition once the shared log has handed it to this broker
+(COORDINATOR_LOAD_IN_PROGRESS meanwhile), `release_all` drops them (NOT_COORDINATOR).
+Appends there are durable only once committed: every append asks for its commit,
+`settled` is what a response waits for, and a failed commit rebuilds the shard from
+what was committed (the store takes the partition again).
 """
 
 from __future__ import annotations
@@ -24,8 +32,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from kio.schema.errors import ErrorCode as E
 
@@ -40,6 +48,8 @@ if TYPE_CHECKING:
     from ..storage.store import PartitionSource
 
 log = logging.getLogger("headwater.coordinator")
+
+TAKE_RETRY_S = 0.2  # a partition the shared log has not handed over yet
 
 
 class Result(NamedTuple):
@@ -122,6 +132,16 @@ class _LoopTimer:
         self._handles.clear()
 
 
+class CoordinatorLogs(Protocol):
+    """What the runtime uses of the storage seam."""
+
+    def partition(self, topic: str, partition: int) -> Partition | None: ...
+
+    async def ready(self, topic: str, partition: int) -> Partition | None: ...
+
+    def commit(self, partitions: Iterable[Partition]) -> Awaitable[None] | None: ...
+
+
 class CoordinatorRuntime:
     """The shards of one internal topic. It reads and writes the topic's partitions
     through `partitions` (the storage seam), creates the topic through `topics`, and
@@ -131,7 +151,7 @@ class CoordinatorRuntime:
                  shard_factory: Callable[[int, Timer], Shard],
                  topic_configs: dict[str, str], *, partitions: PartitionSource,
                  topics: InternalTopics, clock: Clock, load_delay_ms: int = 0) -> None:
-        self._partitions = partitions
+        self._partitions = partitions  # a CoordinatorLogs when `follows`
         self._topics = topics
         self._clock = clock
         self.topic = topic
@@ -150,52 +170,144 @@ class CoordinatorRuntime:
         self.after_write: Callable[[int], None] | None = None
         # Called with the partition once it is loaded, in subscription order.
         self._load_subscribers: list[Callable[[int], None]] = []
+        #: A cluster's runtime: shards follow the shared log's hand-overs (see module).
+        self.follows = False
+        self._wanted: Callable[[], bool] = lambda: False
+        self._taking: dict[int, asyncio.Future[None]] = {}
+        self._unsettled: set[asyncio.Future[None]] = set()
 
     # ---- lifecycle -----------------------------------------------------------------
     def ensure_topic(self) -> None:
         """Create the topic if missing; an existing one keeps its partition count."""
         self.num_partitions = self._topics.ensure_internal_topic(
             self.topic, self.num_partitions, self.topic_configs)
-        self._loading = set(range(self.num_partitions))
+        if not self.follows:
+            self._loading = set(range(self.num_partitions))
 
     async def start(self) -> None:
+        if self.follows:
+            self.num_partitions = self._topics.ensure_internal_topic(
+                self.topic, self.num_partitions, self.topic_configs)
+            return
         self.ensure_topic()
         self._task = asyncio.create_task(self._load_all())
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-        for timer in self._timers.values():
-            timer.cancel_all()
+        self.release_all()
 
     async def _load_all(self) -> None:
         if self.load_delay_ms:
             await asyncio.sleep(self.load_delay_ms / 1000)
         for partition in range(self.num_partitions):
-            start = time.monotonic()
-            timer = _LoopTimer(self, partition)
-            shard = self.shard_factory(partition, timer)
-            count = 0
-            for offset, pid, epoch, record in self._scan(partition):
-                if isinstance(record, bool):
-                    shard.replay_end_transaction(pid, epoch, record)
-                else:
-                    shard.replay(offset, pid, epoch, record)
-                count += 1
-                if count % 5000 == 0:
-                    await asyncio.sleep(0)
-            self._shards[partition] = shard
-            self._timers[partition] = timer
-            self._loading.discard(partition)
-            shard.on_loaded(self._clock())
-            elapsed = (time.monotonic() - start) * 1000
-            self.load_times_ms[partition] = elapsed
-            if count:
-                log.info("loaded %s-%d: %d records in %.0f ms", self.topic, partition, count,
-                         elapsed)
-            for subscriber in list(self._load_subscribers):
-                self._notify(subscriber, partition)
-            await asyncio.sleep(0)
+            await self._load(partition)
+
+    # ---- a cluster's shards ------------------------------------------------------------
+    def follow_ownership(self) -> None:
+        """A cluster's runtime: it serves nothing until `take_all`."""
+        self.follows = True
+        self._loading.clear()
+
+    def take_all(self, wanted: Callable[[], bool]) -> None:
+        """Serve every partition from now on, each once the shared log has handed it
+        to this broker, while `wanted()` holds."""
+        self._wanted = wanted
+        for partition in range(self.num_partitions):
+            self._take(partition)
+
+    def release_all(self) -> None:
+        """Serve nothing any more (another broker took the coordinators over)."""
+        self._wanted = lambda: False
+        for task in self._taking.values():
+            task.cancel()
+        self._taking.clear()
+        for timer in self._timers.values():
+            timer.cancel_all()
+        self._timers.clear()
+        if self.follows:
+            self._shards.clear()
+            self._loading.clear()
+
+    def _take(self, partition: int) -> None:
+        if partition in self._shards or partition in self._taking:
+            return
+        self._loading.add(partition)
+        self._taking[partition] = asyncio.ensure_future(self._load_when_taken(partition))
+
+    async def _load_when_taken(self, partition: int) -> None:
+        try:
+            while self._wanted():
+                logs = cast(CoordinatorLogs, self._partitions)
+                if await logs.ready(self.topic, partition) is not None:
+                    await self._load(partition)
+                    return
+                await asyncio.sleep(TAKE_RETRY_S)
+        except Exception:
+            log.exception("loading %s-%d failed", self.topic, partition)
+        finally:
+            if self._taking.get(partition) is asyncio.current_task():
+                del self._taking[partition]
+            if partition not in self._shards:
+                self._loading.discard(partition)
+
+    def _settle(self, partition: int, part: Partition) -> None:
+        """Ask for the commit of what was just appended; a failed one rebuilds the
+        shard from what was committed."""
+        pending = cast(CoordinatorLogs, self._partitions).commit([part])
+        if pending is None:
+            return
+        future = asyncio.ensure_future(pending)
+        self._unsettled.add(future)
+
+        def done(f: asyncio.Future[None]) -> None:
+            self._unsettled.discard(f)
+            if f.cancelled() or f.exception() is None:
+                return
+            log.warning("%s-%d: records not committed (%s); loading it again", self.topic,
+                        partition, f.exception())
+            self._shards.pop(partition, None)
+            timer = self._timers.pop(partition, None)
+            if timer is not None:
+                timer.cancel_all()
+            if self._wanted():
+                self._take(partition)
+        future.add_done_callback(done)
+
+    def settled(self) -> Awaitable[None] | None:
+        """Everything appended so far, committed (a cluster's coordinator answers once
+        its records are); None when nothing waits. Raises the first failed commit's
+        error."""
+        if not self._unsettled:
+            return None
+        return _all(list(self._unsettled))
+
+    async def _load(self, partition: int) -> None:
+        """Replay the partition into a new shard and serve it."""
+        start = time.monotonic()
+        timer = _LoopTimer(self, partition)
+        shard = self.shard_factory(partition, timer)
+        count = 0
+        for offset, pid, epoch, record in self._scan(partition):
+            if isinstance(record, bool):
+                shard.replay_end_transaction(pid, epoch, record)
+            else:
+                shard.replay(offset, pid, epoch, record)
+            count += 1
+            if count % 5000 == 0:
+                await asyncio.sleep(0)
+        self._shards[partition] = shard
+        self._timers[partition] = timer
+        self._loading.discard(partition)
+        shard.on_loaded(self._clock())
+        elapsed = (time.monotonic() - start) * 1000
+        self.load_times_ms[partition] = elapsed
+        if count:
+            log.info("loaded %s-%d: %d records in %.0f ms", self.topic, partition, count,
+                     elapsed)
+        for subscriber in list(self._load_subscribers):
+            self._notify(subscriber, partition)
+        await asyncio.sleep(0)
 
     def subscribe_load(self, callback: Callable[[int], None]) -> Callable[[], None]:
         """Call `callback(partition)` once each partition is loaded; returns the
@@ -300,10 +412,12 @@ class CoordinatorRuntime:
         and replay it into the shard; returns its offset. NotReady while loading (the
         loader would miss it), LogError if the log refuses it."""
         shard = self.shard(partition)
-        offset = self._log(partition).append_marker(producer_id, producer_epoch, commit,
-                                                    coordinator_epoch, self._clock(),
-                                                    transaction_version)
+        part = self._log(partition)
+        offset = part.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                    self._clock(), transaction_version)
         shard.replay_end_transaction(producer_id, producer_epoch, commit)
+        if self.follows:
+            self._settle(partition, part)
         return offset
 
     def append(self, partition: int, shard: Shard, records: list[CoordinatorRecord],
@@ -315,6 +429,14 @@ class CoordinatorRuntime:
             entries.append((key, value, [], now))
         data = build_batch(entries, producer_id=producer_id, producer_epoch=producer_epoch,
                            is_transactional=transactional)
-        result = self._log(partition).append(data, now, origin_client=False)
+        part = self._log(partition)
+        result = part.append(data, now, origin_client=False)
         for i, record in enumerate(records):
             shard.replay(result.base_offset + i, producer_id, producer_epoch, record)
+        if self.follows:
+            self._settle(partition, part)
+
+
+async def _all(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        await asyncio.shield(future)

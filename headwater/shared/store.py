@@ -265,6 +265,8 @@ class SharedStore:
         self.inline_max_bytes = inline_max_bytes
         self.retention_check_s = retention_check_ms / 1000
         self._reserved = frozenset(reserved)
+        self._with_controller: frozenset[str] = frozenset()
+        self._controller_active: Callable[[], bool] = lambda: False
         self._pool: asyncpg.Pool | None = None
         self.objects = ObjectStore(settings)
         self.upkeep = Upkeep(upkeep or UpkeepSettings(), self.objects,
@@ -300,8 +302,23 @@ class SharedStore:
 
     def _should_own(self, key: Key) -> bool:
         topic_id = self._ids.get(key)
-        return topic_id is not None and \
-            self.view.owner_of(topic_id, key[1]) == self.node_id
+        if topic_id is None:
+            return False
+        if key[0] in self._with_controller:
+            return self._controller_active()
+        return self.view.owner_of(topic_id, key[1]) == self.node_id
+
+    def place_with_controller(self, topics: Iterable[str],
+                              active: Callable[[], bool]) -> None:
+        """`topics`' partitions are served by the controller (`active()` on this broker),
+        not spread: the coordinators' topics, until their shards get leases of their
+        own (issue 24). `rebalance` after the controller role moved."""
+        self._with_controller = frozenset(topics)
+        self._controller_active = active
+
+    def rebalance(self) -> None:
+        """Take and hand over partitions now rather than at the next refresh."""
+        self._balance()
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -799,8 +816,9 @@ class SharedStore:
 
     def _hand_over(self, part: SharedPartition) -> None:
         key = (part.topic, part.partition)
-        log.info("handing %s-%d over to broker %d", *key,
-                 self.view.owner_of(part.topic_id, part.partition))
+        log.info("handing %s-%d over to %s", *key,
+                 "the controller" if part.topic in self._with_controller else
+                 f"broker {self.view.owner_of(part.topic_id, part.partition)}")
         part.fail(CommitError(E.not_leader_or_follower, "partition moved", {key}))
         del self._owned[key]
         part.plog.close(sync=False)

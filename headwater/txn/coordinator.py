@@ -64,6 +64,10 @@ class MarkerWriter(Protocol):
                      commit: bool, coordinator_epoch: int,
                      transaction_version: int = 0) -> int: ...
 
+    def settled(self) -> Awaitable[None] | None:
+        """What the runtime appended so far, committed (None: nothing waits)."""
+        ...
+
 
 class RemoteMarkers(Protocol):
     """In a cluster, a marker for a partition another broker serves goes to that broker
@@ -210,7 +214,8 @@ class TransactionCoordinator:
             if topic == OFFSETS_TOPIC:
                 self._offsets.write_marker(partition, producer_id, producer_epoch,
                                            commit, coordinator_epoch, transaction_version)
-                return 0
+                pending = self._offsets.settled()
+                return 0 if pending is None else pending
             # Never the metadata log: Broker.partition does not return it (a marker there
             # once kept the broker from starting; found by fuzzing).
             plog = self._partitions.partition(topic, partition)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker_process import BrokerProcess, free_port
@@ -344,6 +344,65 @@ def test_kill_9_of_a_broker_under_load_loses_nothing(cluster: Cluster) -> None:
     assert node not in {b for b in AdminClient({"bootstrap.servers": cluster.bootstrap(
         *others)}).list_topics(timeout=10).brokers}, "a dead broker is still listed"
     cluster.start(node)  # it comes back and is listed again
+    wait_listed(cluster.bootstrap(*others), [1, 2, 3])
+
+
+def test_kill_9_of_the_controller_keeps_offsets_and_transactions(cluster: Cluster) -> None:
+    """The coordinators live with the controller, their topics on the shared log: after
+    a kill -9 of the controller the next one replays them, so committed offsets are
+    still there, a transactional producer carries on, and a new instance of it fences
+    the old one."""
+    topic = served_topic(cluster, "coord")
+    _placement, controller = leaders(cluster.bootstrap(), topic, 6, {1, 2, 3})
+    others = [n for n in (1, 2, 3) if n != controller]
+    group = f"g-{topic}"
+    committer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": group,
+                          "enable.auto.commit": False})
+    wanted = [TopicPartition(topic, p, 10 + p) for p in range(6)]
+    committer.commit(offsets=wanted, asynchronous=False)
+    committer.close()
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(),
+                         "transactional.id": f"t-{topic}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for p in range(6):
+        producer.produce(topic, value=b"before", partition=p)
+    producer.commit_transaction(30)
+
+    cluster.brokers[controller].kill()
+    killed = time.monotonic()
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap(*others), "group.id": group,
+                       "enable.auto.commit": False})
+    deadline = killed + LEASE_MS / 1000 + 60
+    while True:
+        try:
+            got = reader.committed([TopicPartition(topic, p) for p in range(6)], timeout=5)
+            if all(tp.error is None for tp in got):
+                break
+        except Exception:  # the coordinator is moving
+            pass
+        assert time.monotonic() < deadline, "no coordinator served the group"
+    took = time.monotonic() - killed
+    reader.close()
+    assert {tp.partition: tp.offset for tp in got} == {p: 10 + p for p in range(6)}
+    print(f"offsets served {took:.1f} s after the controller's kill -9 "
+          f"(lease {LEASE_MS} ms)")
+
+    producer.begin_transaction()  # the same producer, its coordinator moved
+    for p in range(6):
+        producer.produce(topic, value=b"after", partition=p)
+    producer.commit_transaction(60)
+    zombie_killer = Producer({"bootstrap.servers": cluster.bootstrap(*others),
+                              "transactional.id": f"t-{topic}"})
+    zombie_killer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"zombie", partition=0)
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(30)
+    got_values = read_all(cluster.bootstrap(*others), topic, 6, want=12, timeout=30)
+    assert {p: [v for _o, v in got_values[p]] for p in range(6)} == \
+        {p: [b"before", b"after"] for p in range(6)}
+    cluster.start(controller)
     wait_listed(cluster.bootstrap(*others), [1, 2, 3])
 
 

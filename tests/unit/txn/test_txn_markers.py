@@ -41,6 +41,9 @@ class FakeGroupRuntime:
         self.markers.append((partition, pid, epoch, commit))
         return 0
 
+    def settled(self) -> None:
+        return None  # one node: an append is as durable as it gets
+
 
 class FakeGroups:
     def __init__(self) -> None:

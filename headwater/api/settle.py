@@ -1,0 +1,58 @@
+"""In a cluster (headwater.storage=shared), a coordinator answers once its records are
+committed.
+
+The coordinators' topics are partitions of the shared log there, and an append is
+durable only once its commit window lands. The requests that write coordinator records
+(`SETTLED`: group, offset, transaction and share-state requests) are wrapped: the
+answer waits until every record the coordinators appended so far is committed. A
+failed commit closes the connection (the outcome is unknown: the client retries, and
+finds the shard rebuilt from what was committed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from ..wire.dispatch import Dispatcher, Handler, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..coordinator.runtime import CoordinatorRuntime
+
+SETTLED = frozenset({
+    8,  # OffsetCommit
+    11, 12, 13, 14,  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup
+    22,  # InitProducerId
+    24, 25, 26, 28,  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
+    42, 47,  # DeleteGroups, OffsetDelete
+    68, 76,  # ConsumerGroupHeartbeat, ShareGroupHeartbeat
+    78, 79,  # ShareFetch, ShareAcknowledge (their acknowledgements write share state)
+    83, 84, 85, 86,  # Initialize/Read/Write/DeleteShareGroupState
+    90,  # DeleteShareGroupOffsets
+})
+
+
+def register(dispatcher: Dispatcher, broker: Broker) -> None:
+    """Wrap the coordinator-writing handlers (cluster mode only)."""
+    if broker.cluster is None:
+        return
+    runtimes = broker.coordinator_runtimes()
+    for key in SETTLED:
+        entry = dispatcher.get(key)
+        if entry is not None:
+            dispatcher.register(key, entry.min_version, entry.max_version,
+                                _wrap(entry.handler, runtimes), entry.accepted_max)
+
+
+def _wrap(handler: Handler, runtimes: list[CoordinatorRuntime]) -> Handler:
+    async def wrapped(ctx: RequestContext, req: Any) -> Any:
+        result = handler(ctx, req)
+        if asyncio.iscoroutine(result):
+            result = await result
+        for runtime in runtimes:
+            pending = runtime.settled()
+            if pending is not None:
+                await pending
+        return result
+    return wrapped

@@ -173,7 +173,7 @@ class CoordinatorRuntime:
         #: A cluster's runtime: shards follow the shared log's hand-overs (see module).
         self.follows = False
         self._wanted: Callable[[], bool] = lambda: False
-        self._taking: dict[int, asyncio.Future[None]] = {}
+        self._taking: dict[int, asyncio.Future[None]] = {}  # partition -> its loader
         self._unsettled: set[asyncio.Future[None]] = set()
 
     # ---- lifecycle -----------------------------------------------------------------
@@ -210,16 +210,20 @@ class CoordinatorRuntime:
         self._loading.clear()
 
     def take_all(self, wanted: Callable[[], bool]) -> None:
-        """Serve every partition from now on, each once the shared log has handed it
-        to this broker, while `wanted()` holds."""
+        """Serve every partition from now on, while `wanted()` holds: loaded in order
+        (as on one node), each once the shared log has handed it to this broker."""
         self._wanted = wanted
-        for partition in range(self.num_partitions):
-            self._take(partition)
+        todo = [p for p in range(self.num_partitions)
+                if p not in self._shards and p not in self._taking]
+        self._loading.update(todo)
+        task = asyncio.ensure_future(self._load_when_taken(todo, self.load_delay_ms))
+        for partition in todo:
+            self._taking[partition] = task
 
     def release_all(self) -> None:
         """Serve nothing any more (another broker took the coordinators over)."""
         self._wanted = lambda: False
-        for task in self._taking.values():
+        for task in set(self._taking.values()):
             task.cancel()
         self._taking.clear()
         for timer in self._timers.values():
@@ -233,23 +237,28 @@ class CoordinatorRuntime:
         if partition in self._shards or partition in self._taking:
             return
         self._loading.add(partition)
-        self._taking[partition] = asyncio.ensure_future(self._load_when_taken(partition))
+        self._taking[partition] = asyncio.ensure_future(self._load_when_taken([partition]))
 
-    async def _load_when_taken(self, partition: int) -> None:
-        try:
-            while self._wanted():
-                logs = cast(CoordinatorLogs, self._partitions)
-                if await logs.ready(self.topic, partition) is not None:
-                    await self._load(partition)
-                    return
-                await asyncio.sleep(TAKE_RETRY_S)
-        except Exception:
-            log.exception("loading %s-%d failed", self.topic, partition)
-        finally:
-            if self._taking.get(partition) is asyncio.current_task():
-                del self._taking[partition]
-            if partition not in self._shards:
-                self._loading.discard(partition)
+    async def _load_when_taken(self, partitions: list[int], delay_ms: int = 0) -> None:
+        if delay_ms:
+            await asyncio.sleep(delay_ms / 1000)
+        logs = cast(CoordinatorLogs, self._partitions)
+        for partition in partitions:
+            try:
+                while self._wanted():
+                    try:
+                        if await logs.ready(self.topic, partition) is not None:
+                            await self._load(partition)
+                            break
+                    except Exception:
+                        log.exception("loading %s-%d failed (trying again)", self.topic,
+                                      partition)
+                    await asyncio.sleep(TAKE_RETRY_S)
+            finally:
+                if self._taking.get(partition) is asyncio.current_task():
+                    del self._taking[partition]
+                if partition not in self._shards:
+                    self._loading.discard(partition)
 
     def _settle(self, partition: int, part: Partition) -> None:
         """Ask for the commit of what was just appended; a failed one rebuilds the

@@ -107,7 +107,7 @@ class TransactionCoordinator:
             {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
             partitions=partitions, topics=topics, clock=clock,
             load_delay_ms=self.config.load_delay_ms)
-        self.runtime.after_write = self._drive
+        self.runtime.after_write = self._drive_committed
         self.runtime.subscribe_load(self._drive)
         self._driving = False
         self._again: set[int] = set()
@@ -262,6 +262,20 @@ class TransactionCoordinator:
                 if p.partition_id == partition:
                     return p.leader_epoch
         return 0
+
+    def _drive_committed(self, partition: int) -> None:
+        """`_drive` once what was just written is committed: a Prepare* record's
+        markers must never be written before it is durable (on the shared log a
+        commit can fail, and the shard is then rebuilt without it: its load drives
+        what it finds)."""
+        pending = self.runtime.settled()
+        if pending is None:
+            self._drive(partition)
+            return
+        future = asyncio.ensure_future(pending)
+        future.add_done_callback(
+            lambda f: None if f.cancelled() or f.exception() is not None
+            else self._drive(partition))
 
     def _drive(self, partition: int) -> None:
         """Write the markers owed by `partition`'s Prepare* transactions, then their

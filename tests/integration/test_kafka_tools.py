@@ -402,8 +402,10 @@ def test_java_transactional_producer_and_kafka_transactions(broker: BrokerProces
 
 
 def segment_files(data_dir: Path, topic: str) -> list[str]:
-    """The non-empty segment files of every partition of an internal topic."""
-    return sorted(str(f) for f in data_dir.glob(f"{topic}-*/*.log") if f.stat().st_size)
+    """The non-empty segment files of every partition of an internal topic (on the
+    shared log, those of the broker's cache of it)."""
+    return sorted(str(f) for pattern in (f"{topic}-*/*.log", f"shared-cache/{topic}-*/*.log")
+                  for f in data_dir.glob(pattern) if f.stat().st_size)
 
 
 def decoded(out: str) -> list[tuple[dict, dict | None]]:

@@ -226,6 +226,9 @@ def test_kafka_tool_delete_offsets_and_delete(broker, queue):  # noqa: F811
     assert sorted(seen) == [0, 1, 2, 3]
 
 
+@pytest.mark.local_storage(
+    "the fault exits right after the pending-deletion record is appended, before the "
+    "shared log commits it: there the deletion never started (and was never answered)")
 def test_crash_between_deletion_steps_is_finished_on_load(broker_factory, tmp_path,
                                                           topic_name):
     data = tmp_path / "crash"

@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 from kafka.structs import OffsetAndMetadata
+from kio.schema.errors import ErrorCode as E
 
 from headwater.admin.transactions import TxnDescription, describe_transaction
 from headwater.log.batch import build_batch
@@ -106,15 +107,25 @@ def describe(bootstrap: str, txn_id: str) -> TxnDescription:
 
 
 def lso_and_hw(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
+    """(last stable offset, high watermark), asked again while the partition answers a
+    retriable error (on the shared log a restarted broker takes it in the background)."""
     client = raw(bootstrap)
+    deadline = time.monotonic() + 15
     try:
         out = []
         for isolation in (1, 0):
-            resp = client.request(2, 7, {"replica_id": -1, "isolation_level": isolation,
-                                         "topics": [{"name": topic, "partitions": [
-                                             {"partition_index": partition,
-                                              "timestamp": -1}]}]})
-            out.append(resp.topics[0].partitions[0].offset)
+            while True:
+                resp = client.request(2, 7, {"replica_id": -1, "isolation_level": isolation,
+                                             "topics": [{"name": topic, "partitions": [
+                                                 {"partition_index": partition,
+                                                  "timestamp": -1}]}]})
+                answer = resp.topics[0].partitions[0]
+                if int(answer.error_code) not in (E.not_leader_or_follower,
+                                                  E.leader_not_available) \
+                        or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            out.append(answer.offset)
         return out[0], out[1]
     finally:
         client.close()

@@ -349,7 +349,13 @@ class Broker:
         wanted = [rt.topic for rt in self.coordinator_runtimes()]
         deadline = time.monotonic() + self.config.get_int(
             "headwater.shared.join.timeout.ms", 60_000) / 1000
-        while not all(self.image.topic(t) is not None for t in wanted):
+        cluster = self.cluster
+        assert cluster is not None
+        # ... and until some broker is the controller (this one, restarted, takes its
+        # own lease back at once): its coordinators answer from then on, not
+        # NOT_COORDINATOR to a client that found this broker through a stale view.
+        while not all(self.image.topic(t) is not None for t in wanted) or \
+                cluster.controller_id() in (-1, self.node_id) and not meta.active:
             if time.monotonic() > deadline:
                 raise StartupError("no controller created the internal topics within "
                                    "headwater.shared.join.timeout.ms: is the shared "

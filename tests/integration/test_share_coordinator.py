@@ -105,6 +105,9 @@ DELTAS_EACH = 1000  # 100 x 1000 = 100,000 delta records
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.local_storage(
+    "1,000 WriteShareGroupState requests of 100 partitions, each answered once the shared "
+    "log commits it: minutes there; the replay it measures is the local engine's")
 def test_load_time_of_100k_delta_records(broker_factory, topic_name):
     """A benchmark, not a timed assertion: the broker replays 100,000 ShareUpdate records
     (1,000 per share-partition, no snapshot in between) after a kill -9."""

@@ -35,9 +35,15 @@ class Member:
         self.epoch = 0
         self.cid = 0
         if join is not None:
-            joined = self._request(76, {"group_id": group, "member_id": member,
-                                        "member_epoch": 0, "rack_id": None,
-                                        "subscribed_topic_names": [join]})
+            deadline = time.monotonic() + 30
+            while True:  # a client retries while the coordinator loads
+                joined = self._request(76, {"group_id": group, "member_id": member,
+                                            "member_epoch": 0, "rack_id": None,
+                                            "subscribed_topic_names": [join]})
+                if joined.error_code != E.coordinator_load_in_progress \
+                        or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
             assert joined.error_code == E.none, joined
 
     def close(self) -> None:

@@ -215,7 +215,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                       "error_code": E.cluster_authorization_failed})
                         continue
                     try:
-                        code = await coordinator().write_marker_durably(
+                        code = await coordinator().write_marker(
                             t.name, p, marker.producer_id, marker.producer_epoch,
                             marker.transaction_result, marker.coordinator_epoch,
                             getattr(marker, "transaction_version", 0))

@@ -180,28 +180,13 @@ class TransactionCoordinator:
         return out
 
     # ---- markers -------------------------------------------------------------------
-    def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                     commit: bool, coordinator_epoch: int,
-                     transaction_version: int = 0) -> int:
-        """Append one COMMIT/ABORT marker; 0 or a Kafka error code. A store whose commits
-        are asynchronous (the shared log) commits it in its next window, not awaited
-        here (`write_marker_durably` awaits it). A `transaction_version` 2 marker must
-        carry an epoch above the producer's on the partition (the coordinator bumped
-        it)."""
-        outcome = self._append_marker(topic, partition, producer_id, producer_epoch, commit,
-                                      coordinator_epoch, transaction_version)
-        if isinstance(outcome, int):
-            return outcome
-        future = asyncio.ensure_future(_commit_code(outcome))
-        future.add_done_callback(_log_failure)
-        return 0
-
-    async def write_marker_durably(self, topic: str, partition: int, producer_id: int,
-                                   producer_epoch: int, commit: bool, coordinator_epoch: int,
-                                   transaction_version: int = 0) -> int:
-        """`write_marker`, answered once the marker is committed: the path of
-        WriteTxnMarkers (another broker's coordinator, or an operator aborting a hanging
-        transaction)."""
+    async def write_marker(self, topic: str, partition: int, producer_id: int,
+                           producer_epoch: int, commit: bool, coordinator_epoch: int,
+                           transaction_version: int = 0) -> int:
+        """Append one COMMIT/ABORT marker; 0 or a Kafka error code once it is committed.
+        The path of WriteTxnMarkers (another broker's coordinator, or an operator
+        aborting a hanging transaction). A `transaction_version` 2 marker must carry an
+        epoch above the producer's on the partition (the coordinator bumped it)."""
         outcome = self._append_marker(topic, partition, producer_id, producer_epoch, commit,
                                       coordinator_epoch, transaction_version)
         return outcome if isinstance(outcome, int) else await _commit_code(outcome)
@@ -378,11 +363,3 @@ async def _commit_code(pending: Awaitable[None]) -> int:
     except CommitError as exc:
         return exc.code
     return 0
-
-
-def _log_failure(future: asyncio.Future[int]) -> None:
-    if future.cancelled():
-        return
-    if future.exception() is not None or future.result():
-        log.error("a transaction marker was not committed: %s",
-                  future.exception() or f"error {future.result()}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from headwater.config import LogConfig
 from headwater.log.batch import build_batch
 from headwater.log.partition_log import PartitionLog
 from headwater.metadata import records as R
-from tests.support.kafka_reference import run_tool
+from tests.support.kafka_reference import MetadataShell, run_tool
 
 SEGMENT = "__cluster_metadata-0/00000000000000000000.log"
 
@@ -31,22 +30,6 @@ def dump_log(data_dir: Path) -> str:
                    "--files", str(data_dir / SEGMENT), timeout=120)
     assert "Exception" not in out.stdout + out.stderr, out.stdout[-3000:] + out.stderr[-3000:]
     return out.stdout
-
-
-def metadata_shell(data_dir: Path, *command: str, until: Callable[[str], bool]) -> str:
-    """Run a non-interactive shell command until its output satisfies `until` (5 tries):
-    the shell runs the command once *anything* past offset 0 is applied
-    (MetadataShell.waitUntilCaughtUp: lastAppliedOffset > 0), so on a log of several
-    batches it can see a partial image; Kafka's own logs behave the same."""
-    out = ""
-    for _ in range(5):
-        proc = run_tool("org.apache.kafka.shell.MetadataShell", "--snapshot",
-                        str(data_dir / SEGMENT), *command, timeout=120)
-        assert "ERROR" not in proc.stderr and "fault" not in proc.stderr, proc.stderr[-3000:]
-        out = proc.stdout
-        if until(out):
-            return out
-    raise AssertionError(f"{' '.join(command)}: {out[-2000:]}")
 
 
 def topics_in_dump(dump: str) -> set[str]:
@@ -75,24 +58,28 @@ def test_kafkas_tools_read_headwaters_metadata_log(broker_factory):
     assert '"name":"retention.ms","value":"60000"' in dump
     assert dump.count('"type":"PARTITION_RECORD"') >= 1200 + 3 + 1
 
-    orders = metadata_shell(broker.data_dir, "ls", "/image/topics/byName/orders",
-                            until=lambda out: "name" in out.split())
-    assert orders.split() == ["0", "1", "2", "id", "name"]
-    wide = metadata_shell(broker.data_dir, "ls", "/image/topics/byName/wide",
-                          until=lambda out: len(out.split()) >= 1202)
-    assert sorted(wide.split()) == sorted([str(i) for i in range(1200)] + ["id", "name"])
-    # The topic deleted last: absent once the whole log is applied.
-    found = metadata_shell(broker.data_dir, "find", "/image/topics/byName",
-                           until=lambda out: "byName/gone" not in out
-                           and "byName/wide/1199" in out)
-    assert "/image/topics/byName/__consumer_offsets/49" in found.split()
-    configs = metadata_shell(broker.data_dir, "tree", "/image/configs",
-                             until=lambda out: "TOPIC:orders:" in out)
-    after = configs.split("TOPIC:orders:", 1)[1].split()
-    assert after[:2] == ["retention.ms:", "60000"]
-    version = metadata_shell(broker.data_dir, "cat", "/image/features/metadataVersion",
-                             until=lambda out: "IV" in out)
-    assert "4.2-IV1" in version
+    shell = MetadataShell(broker.data_dir / SEGMENT)
+    try:
+        orders = shell.run("ls", "/image/topics/byName/orders",
+                         until=lambda out: "name" in out.split())
+        assert orders.split() == ["0", "1", "2", "id", "name"]
+        wide = shell.run("ls", "/image/topics/byName/wide",
+                         until=lambda out: len(out.split()) >= 1202)
+        assert sorted(wide.split()) == sorted([str(i) for i in range(1200)] + ["id", "name"])
+        # The topic deleted last: absent once the whole log is applied.
+        found = shell.run("find", "/image/topics/byName",
+                          until=lambda out: "byName/gone" not in out
+                          and "byName/wide/1199" in out)
+        assert "/image/topics/byName/__consumer_offsets/49" in found.split()
+        configs = shell.run("tree", "/image/configs",
+                            until=lambda out: "TOPIC:orders:" in out)
+        after = configs.split("TOPIC:orders:", 1)[1].split()
+        assert after[:2] == ["retention.ms:", "60000"]
+        version = shell.run("cat", "/image/features/metadataVersion",
+                            until=lambda out: "IV" in out)
+        assert "4.2-IV1" in version
+    finally:
+        shell.close()
 
     broker.start()  # and the broker itself still reads it
     listed = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30)

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from headwater.metadata import snapshot
-from tests.support.kafka_reference import run_tool
+from tests.support.kafka_reference import MetadataShell, run_tool
 
 pytestmark = pytest.mark.timeout(300)
 METADATA = "__cluster_metadata-0"
@@ -107,14 +107,11 @@ def test_snapshots_survive_restart_and_kafkas_tools_read_them(broker_factory):
     dump = dump_snapshot(latest)
     assert {t for t in topics_in_dump(dump) if t.startswith("snap-")} == created
     assert '"name":"retention.ms","value":"77777"' in dump
-    # Kafka's shell may run `ls` before its loader has published the image (seen once,
-    # empty output after "Ignoring control record"): a few tries, as a user would.
-    for _ in range(3):
-        shell = run_tool("org.apache.kafka.shell.MetadataShell", "--snapshot", str(latest),
-                         "ls", "/image/topics/byName", timeout=120)
-        if created <= set(shell.stdout.split()):
-            break
-    assert created <= set(shell.stdout.split()), shell.stdout[-2000:] + shell.stderr[-2000:]
+    shell = MetadataShell(latest)
+    try:
+        shell.run("ls", "/image/topics/byName", until=lambda out: created <= set(out.split()))
+    finally:
+        shell.close()
 
     broker.start()  # and the broker starts from it
     listed = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30)

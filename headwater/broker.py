@@ -41,8 +41,9 @@ from .security.scram import MECHANISMS, ScramCredential
 from .share.admin import ShareAdmin
 from .share.coordinator import SHARE_KEY_TYPE, ShareCoordinator
 from .share.dead_letter import DeadLetterWriter
-from .share.fetch_service import ShareFetchService
-from .share.manager import SharePartitionManager
+from .share.fetch_service import LocalMembers, ShareAssignments, ShareFetchService
+from .share.manager import SharePartitionManager, SharePersister
+from .share.remote import RemoteMembership, RemotePersister
 from .share.sessions import ShareSessionCache
 from .shared.cleaner import delete_orphans
 from .shared.cluster import BrokerInfo, cluster_id
@@ -272,8 +273,14 @@ class Broker:
         dead_letters = DeadLetterWriter(self.config, image=image, store=store,
                                         topics=controller, clock=self.now_ms,
                                         faults=self.faults)
+        # In a cluster a leader's coordinators may be on another broker (share/remote.py).
+        persister: SharePersister = coordinator
+        members: ShareAssignments = LocalMembers(groups)
+        if self.cluster is not None:
+            persister = RemotePersister(coordinator, self.cluster)
+            members = RemoteMembership(groups, self.cluster)
         self.share_partitions = SharePartitionManager(
-            coordinator, groups, self.partition_waiters, dead_letters, image=image,
+            persister, groups, self.partition_waiters, dead_letters, image=image,
             partitions=store, clock=self.now_ms)
         coordinator.subscribe_load(self.share_partitions.recover_dead_letters)
         # Group configs are dynamic: loaded leaders follow them (after `_sync_logs`).
@@ -283,7 +290,7 @@ class Broker:
             faults=self.faults)
         groups.runtime.subscribe_load(self.share_admin.group_partition_loaded)
         self.share_fetch = ShareFetchService(self.share_partitions, self.share_sessions,
-                                             groups)
+                                             members)
         groups.add_share_member_listener(self.share_fetch.member_left)
 
     async def start(self) -> None:

@@ -53,12 +53,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     "error_code": E.invalid_request,
                     "error_message": "expected a share key groupId:topicId:partition"}
         node_id = broker.node_id
-        if broker.cluster is not None:  # every coordinator is the controller's (issue 24)
-            found = broker.cluster.broker(broker.cluster.controller_id())
+        if broker.cluster is not None:
+            found = broker.cluster.coordinator(key)
             if found is None:
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
                         "error_code": E.coordinator_not_available,
-                        "error_message": "no controller is live"}
+                        "error_message": "no coordinator is live"}
             node_id, host, port = found.node_id, found.host, found.port
         # Kafka's success messages: "NONE" (the error's name) before v4, "" after
         return {"key": key, "node_id": node_id, "host": host, "port": port,

@@ -66,10 +66,26 @@ class ShareLeaders(Protocol):
 
 
 class ShareAssignments(Protocol):
-    """The group coordinator's answer to "is this a member of the share group?"."""
+    """The group coordinator's answer to "is this a member of the share group?" (on
+    another broker in a cluster: share/remote.py). Only members get records: Kafka 4.3
+    answers a ShareFetch from anyone else with nothing acquired (and no error)."""
 
+    async def is_share_member(self, group_id: str, member_id: str) -> bool: ...
+
+
+class GroupAssignments(Protocol):
     def share_assignment(self, group_id: str, member_id: str
                          ) -> dict[uuid.UUID, list[int]] | None: ...
+
+
+class LocalMembers:
+    """`ShareAssignments` of one node: the group coordinator is this broker's."""
+
+    def __init__(self, groups: GroupAssignments) -> None:
+        self._groups = groups
+
+    async def is_share_member(self, group_id: str, member_id: str) -> bool:
+        return self._groups.share_assignment(group_id, member_id) is not None
 
 
 @dataclass(slots=True)
@@ -171,7 +187,8 @@ class ShareFetchService:
             key: ShareError(E.topic_authorization_failed, "Topic authorization failed.")
             for key in denied}
         keys = [key for key in session.partitions if key not in denied]
-        if not keys or not self._is_member(session.group_id, session.member_id):
+        if not keys or not await self.assignments.is_share_member(session.group_id,
+                                                                  session.member_id):
             return fetched, errors
         if req.max_bytes <= 0:
             # Kafka 4.4 answers MaxBytes 0 at once with no records (its byte budget per
@@ -232,11 +249,6 @@ class ShareFetchService:
         """KIP-1222's group switch; RENEW acknowledgements are INVALID_REQUEST when off."""
         config = self.leaders.group_config(group_id)
         return config.get("share.renew.acknowledge.enable", "true").lower() == "true"
-
-    def _is_member(self, group_id: str, member_id: str) -> bool:
-        """Only members of the share group get records: Kafka 4.3 answers a ShareFetch
-        from anyone else with nothing acquired (and no error), so do we."""
-        return self.assignments.share_assignment(group_id, member_id) is not None
 
     async def _acknowledge_all(self, session: ShareSession, acks: Acks, renew_allowed: bool,
                                denied: set[Key]) -> dict[Key, E]:

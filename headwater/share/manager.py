@@ -211,7 +211,15 @@ class SharePartitionManager:
     async def leader(self, key: LeaderKey) -> _Leader:
         leader = self._leaders.get(key)
         if leader is not None:
-            return leader
+            plog = self._partitions.partition(leader.topic, key[2])
+            if plog is not None and plog.leader_epoch == leader.part.leader_epoch:
+                return leader
+            # The partition moved (a cluster's lease went to another broker, maybe came
+            # back): this copy of its state is stale; the state is read again.
+            self._drop(leader)
+            if plog is None:
+                raise ShareError(ErrorCode(self._partitions.absent_error(leader.topic,
+                                                                         key[2])))
         loading = self._loading.get(key)
         if loading is not None:
             return await asyncio.shield(loading)
@@ -234,14 +242,17 @@ class SharePartitionManager:
         topic = self._topic_name(topic_id)
         plog = await self._partitions.ready(topic, partition)  # once the store serves it
         if plog is None:
-            raise ShareError(ErrorCode.unknown_topic_or_partition)
+            raise ShareError(ErrorCode(self._partitions.absent_error(topic, partition)))
         coordinator = self.persister
         config = self.partition_config(group_id)
         cfg = self.group_config(group_id)
-        code, snapshot = await coordinator.read(group_id, topic_id, partition, 0)
+        # Read with this leadership's epoch: the coordinator records it, fencing the
+        # writes of a previous leader (0 on one node; the lease epoch in a cluster).
+        leader_epoch = plog.leader_epoch
+        code, snapshot = await coordinator.read(group_id, topic_id, partition, leader_epoch)
         now = self._clock()
         if code == 0 and snapshot is not None and snapshot.start_offset >= 0:
-            part = SharePartition.from_persisted(snapshot, config)
+            part = SharePartition.from_persisted(snapshot, config, leader_epoch=leader_epoch)
             if part.start_offset < plog.log_start_offset:
                 part.advance_log_start(plog.log_start_offset, now)  # persisted at next write
         elif code == 0 or code in _NOT_INITIALIZED:
@@ -258,7 +269,7 @@ class SharePartitionManager:
             if err != 0:
                 raise ShareError(_WRITE_ERRORS.get(err, ErrorCode.unknown_server_error),
                                  f"initializing share-partition state failed ({err})")
-            part = SharePartition(start, config, state_epoch=epoch)
+            part = SharePartition(start, config, state_epoch=epoch, leader_epoch=leader_epoch)
         else:
             raise ShareError(_WRITE_ERRORS.get(code, ErrorCode.unknown_server_error),
                              f"reading share-partition state failed ({code})")

@@ -5,17 +5,20 @@ the controller (`forward.py`) and comes back (`metadata_log.py`)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable
 from typing import Any
 
 from ..wire.dispatch import RequestContext
 from .cluster import BrokerInfo
-from .forward import ForwardError, forward
+from .forward import ForwardError, call, forward
 from .metadata_log import SharedMetadata
 from .store import SharedStore
 
 CONTROLLER_WAIT_S = 10.0
+COORDINATOR_TIMEOUT_S = 10.0
+log = logging.getLogger("headwater.shared")
 
 
 class ClusterNode:
@@ -45,6 +48,30 @@ class ClusterNode:
         if self.metadata.active:
             return self.node_id
         return self.store.view.controller
+
+    def coordinator(self, key: str) -> BrokerInfo | None:
+        """The broker coordinating `key` (a group id, a transactional id, a share key):
+        the controller's until coordinator shards get leases of their own (issue 24).
+        None while no controller is live."""
+        return self.broker(self.controller_id())
+
+    # ---- share/remote.py's CoordinatorChannel -------------------------------------------
+    def remote(self, group_id: str) -> bool:
+        found = self.coordinator(group_id)
+        return found is None or found.node_id != self.node_id
+
+    async def ask(self, group_id: str, api_key: int, version: int,
+                  body: dict[str, Any]) -> Any | None:
+        target = self.coordinator(group_id)
+        if target is None or target.node_id == self.node_id:
+            return None
+        try:
+            return await call(target.host, target.port, api_key, version, body,
+                              COORDINATOR_TIMEOUT_S)
+        except ForwardError as exc:
+            log.info("coordinator of %r (broker %d) not reached: %s", group_id,
+                     target.node_id, exc)
+            return None
 
     def leader(self, topic: str, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
         """(leader, leader epoch) of a partition on the shared log."""

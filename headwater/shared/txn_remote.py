@@ -8,8 +8,8 @@
 * **Produce verification** (`RemoteVerifier`, KIP-890): a partition leader asks the
   transaction coordinator, in an AddPartitionsToTxn v5 request, whether (verify_only)
   or that (transaction version 2: add) a producer's first transactional batch on a
-  partition belongs to its ongoing transaction. The coordinator is the controller's
-  until coordinators move under leases (issue 24). A coordinator that cannot be
+  partition belongs to its ongoing transaction, at the broker
+  `ClusterNode.coordinator` names. A coordinator that cannot be
   reached counts as NETWORK_EXCEPTION, which Produce answers as NOT_ENOUGH_REPLICAS
   (retried by clients).
 """
@@ -82,13 +82,13 @@ class RemoteVerifier:
         self._node = node
 
     def coordinator_elsewhere(self, transactional_id: str) -> bool:
-        return not self._node.is_controller()
+        return self._node.remote(transactional_id)
 
     async def verify(self, transactional_id: str,
                      by_producer: Mapping[tuple[int, int], list[tuple[str, int]]],
                      add: bool) -> dict[tuple[str, int], int]:
         wanted = [tp for tps in by_producer.values() for tp in tps]
-        target = self._node.broker(self._node.controller_id())
+        target = self._node.coordinator(transactional_id)
         if target is None or target.node_id == self._node.node_id:
             return dict.fromkeys(wanted, E.not_coordinator)
         body = {"transactions": [{

@@ -70,9 +70,8 @@ class Members:
     def __init__(self, *members: str) -> None:
         self.members = set(members)
 
-    def share_assignment(self, group_id: str, member_id: str
-                         ) -> dict[uuid.UUID, list[int]] | None:
-        return {T: [0, 1]} if member_id in self.members else None
+    async def is_share_member(self, group_id: str, member_id: str) -> bool:
+        return member_id in self.members
 
 
 def service(*members: str) -> tuple[ShareFetchService, FakeLeaders]:

@@ -1,0 +1,223 @@
+"""Three brokers on one shared log (a private PostgreSQL and versitygw), for the cluster
+tests: the brokers, their bootstrap lists, what Metadata says about placement, and a
+verifier over everything an idempotent producer had acknowledged."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .broker_process import BrokerProcess, free_port
+from .engines import PostgresServer, VersityGateway, shared_broker_args
+
+LEASE_MS = 3000
+
+
+class Cluster:
+    def __init__(self, base: Path, shared: list[str], dsn: str) -> None:
+        self.base = base
+        self.shared = shared
+        self.dsn = dsn
+        self.ports = {n: free_port() for n in (1, 2, 3)}
+        self.brokers: dict[int, BrokerProcess] = {}
+        self.postgres: PostgresServer
+        self.gateway: VersityGateway
+
+    def start(self, node: int) -> BrokerProcess:
+        proc = BrokerProcess(self.base / f"broker-{node}", *self.shared,
+                             "--override", f"node.id={node}",
+                             "--override", f"headwater.shared.lease.ms={LEASE_MS}",
+                             # every window to the object store (inline windows are
+                             # test_shared_broker's), so its outage is felt
+                             "--override", "headwater.shared.inline.max.bytes=0",
+                             port=self.ports[node]).start()
+        self.brokers[node] = proc
+        return proc
+
+    def bootstrap(self, *nodes: int) -> str:
+        return ",".join(f"127.0.0.1:{self.ports[n]}" for n in (nodes or self.ports))
+
+    def fetchval(self, query: str, *args: object) -> object:
+        async def run() -> object:
+            conn = await asyncpg.connect(self.dsn)
+            try:
+                return await conn.fetchval(query, *args)
+            finally:
+                await conn.close()
+        return asyncio.run(run())
+
+
+def wait_listed(bootstrap: str, nodes: list[int], timeout: float = 30.0) -> None:
+    """Until the broker at `bootstrap` lists exactly `nodes` as live brokers."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while (listed := sorted(admin.list_topics(timeout=10).brokers)) != nodes:
+        assert time.monotonic() < deadline, f"{bootstrap} lists {listed}, not {nodes}"
+        time.sleep(0.1)
+
+
+def create(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def leaders(bootstrap: str, topic: str, partitions: int, live: set[int],
+            timeout: float = 30.0) -> tuple[dict[int, int], int]:
+    """Partition -> leader as `bootstrap` reports it, once every partition has a live
+    leader; and the controller id."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(topic, timeout=10)
+        t = md.topics.get(topic)
+        if t is not None and t.error is None and len(t.partitions) == partitions:
+            got = {p: v.leader for p, v in t.partitions.items()}
+            if set(got.values()) <= live:
+                return got, md.controller_id
+        assert time.monotonic() < deadline, f"{topic} not served by {live} via {bootstrap}"
+        time.sleep(0.2)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, want: int,
+             timeout: float = 60.0) -> dict[int, list[tuple[int, bytes]]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verifier",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + timeout
+    try:
+        while sum(map(len, got.values())) < want and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error() is not None:
+                continue
+            value = msg.value()
+            assert value is not None
+            got[msg.partition()].append((msg.offset(), value))
+    finally:
+        consumer.close()
+    return got
+
+
+class Load:
+    """An idempotent acks=all producer writing numbered records until stopped; what was
+    acknowledged, with its partition and offset."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                                  "acks": "all", "linger.ms": 5,
+                                  "message.timeout.ms": 120_000})
+        self.acked: dict[bytes, tuple[int, int]] = {}
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.sent = 0
+
+    def _delivered(self, err: object, msg: object) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+            return
+        self.acked[msg.value()] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.producer.produce(self.topic, key=str(self.sent % 13).encode(),
+                                      value=f"r{self.sent:08d}".encode(),
+                                      on_delivery=self._delivered)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.001 if self.sent % 20 else 0.01)
+
+    def __enter__(self) -> Load:
+        self._thread.start()
+        return self
+
+    def wait_acked(self, n: int, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.acked) < n:
+            assert time.monotonic() < deadline, f"only {len(self.acked)} acknowledged"
+            time.sleep(0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        assert self.producer.flush(120) == 0, "records still unacknowledged"
+
+
+def verify(cluster: Cluster, load: Load, partitions: int, *nodes: int) -> None:
+    """Everything acknowledged is read back once, at its offset; no offset hole; each
+    partition's records in the order they were produced."""
+    assert not load.errors, load.errors[:5]
+    got = read_all(cluster.bootstrap(*nodes), load.topic, partitions, len(load.acked))
+    seen: dict[bytes, tuple[int, int]] = {}
+    for partition, records in got.items():
+        offsets = [o for o, _v in records]
+        if offsets:
+            assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), \
+                f"offset hole in partition {partition}"
+        values = [v for _o, v in records]
+        assert values == sorted(values), f"partition {partition} out of producer order"
+        for offset, value in records:
+            assert value not in seen, f"{value!r} duplicated"
+            seen[value] = (partition, offset)
+    missing = [v for v in load.acked if v not in seen]
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:3]}"
+    moved = [v for v, at in load.acked.items() if seen[v] != at]
+    assert not moved, f"records read at other offsets than acknowledged: {moved[:3]}"
+
+
+def served_topic(cluster: Cluster, prefix: str) -> str:
+    """A new 6-partition topic, once every partition has a live leader."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    create(cluster.bootstrap(1), topic, 6)
+    leaders(cluster.bootstrap(), topic, 6, {1, 2, 3})
+    return topic
+
+
+def victim(cluster: Cluster, topic: str, partitions: int) -> tuple[int, list[int]]:
+    """A broker that is not the controller and leads partitions of `topic`."""
+    placement, controller = leaders(cluster.bootstrap(), topic, partitions, {1, 2, 3})
+    candidates = [n for n in (1, 2, 3) if n != controller
+                  and any(leader == n for leader in placement.values())]
+    assert candidates, f"no follower leads a partition: {placement}"
+    node = candidates[0]
+    return node, [p for p, leader in placement.items() if leader == node]
+
+
+def topic_id_of(cluster: Cluster, topic: str) -> uuid.UUID:
+    from tests.support.wire import RawClient
+
+    client = RawClient("127.0.0.1", cluster.ports[1])
+    try:
+        md = client.request(3, 12, {"topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}],
+                                    "allow_auto_topic_creation": False,
+                                    "include_topic_authorized_operations": False})
+    finally:
+        client.close()
+    return md.topics[0].topic_id
+
+
+def start_cluster(postgres: PostgresServer, versitygw: VersityGateway, base: Path
+                  ) -> Iterator[Cluster]:
+    """The body of a module's `cluster` fixture: three brokers, each listing all three."""
+    shared = shared_broker_args(postgres, versitygw, base / "shared")
+    dsn = next(a.split("=", 1)[1] for a in shared if a.startswith("headwater.shared.database="))
+    c = Cluster(base, shared, dsn)
+    c.postgres, c.gateway = postgres, versitygw
+    for node in (1, 2, 3):
+        c.start(node)
+    for node in (1, 2, 3):
+        wait_listed(c.bootstrap(node), [1, 2, 3])
+    yield c
+    for proc in c.brokers.values():
+        proc.kill()

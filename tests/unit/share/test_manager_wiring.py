@@ -20,6 +20,7 @@ class FakeLog:
     def __init__(self, start: int = 3, end: int = 10) -> None:
         self.on_append: list[Callable[[], None]] = []
         self.log_start_offset, self.log_end_offset = start, end
+        self.leader_epoch = 0
 
     def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         return None
@@ -45,6 +46,9 @@ class FakeBroker:
 
     async def ready(self, topic: str, partition: int) -> FakeLog | None:
         return self.partition(topic, partition)
+
+    def absent_error(self, topic: str, partition: int) -> int:
+        return 3  # UNKNOWN_TOPIC_OR_PARTITION
 
     def now_ms(self) -> int:
         return 1_000_000

@@ -57,6 +57,10 @@ class RawClient:
 
     def request(self, api_key: int, version: int, body: Any, correlation_id: int = 1) -> Any:
         self.send_bytes(encode_request(api_key, version, body, correlation_id, self.client_id))
+        return self.response(api_key, version, correlation_id)
+
+    def response(self, api_key: int, version: int, correlation_id: int = 1) -> Any:
+        """The next response frame, decoded (a request sent earlier with `send_bytes`)."""
         frame = self.recv_frame()
         cls = load_response_schema(api_key, version)
         (got_cid,) = struct.unpack_from(">i", frame, 0)

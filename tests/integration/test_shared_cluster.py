@@ -312,3 +312,73 @@ def test_object_store_killed_and_restarted_loses_nothing(cluster: Cluster) -> No
         cluster.gateway.start()
         load.wait_acked(len(load.acked) + 2000, timeout=90)
     verify(cluster, load, 6)
+
+
+def test_a_coordinator_paused_past_its_lease_refuses_writes_when_it_wakes(
+        cluster: Cluster) -> None:
+    """SIGSTOP the coordinators' broker past its leases: the others take the group over.
+    An offset commit that reached the paused broker's socket meanwhile is refused when
+    it wakes (its append is fenced: the connection closes, or NOT_COORDINATOR once it
+    stepped down), later ones get NOT_COORDINATOR, and the offsets the new coordinator
+    committed stand."""
+    from tests.support.wire import RawClient, encode_request
+
+    topic = served_topic(cluster, "pausecoord")
+    _placement, controller = leaders(cluster.bootstrap(), topic, 6, {1, 2, 3})
+    others = [n for n in (1, 2, 3) if n != controller]
+    group = f"g-{topic}"
+    request = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+               "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                   {"partition_index": 0, "committed_offset": 99,
+                    "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+
+    def commit(bootstrap: str, offset: int) -> None:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                      "enable.auto.commit": False})
+        try:
+            c.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+        finally:
+            c.close()
+
+    def answer(raw: RawClient) -> int:
+        """The commit's error code; -1 when the connection closed (refused)."""
+        try:
+            return int(raw.response(8, 8).topics[0].partitions[0].error_code)
+        except (OSError, EOFError, ConnectionError):
+            return -1
+        finally:
+            raw.close()
+
+    commit(cluster.bootstrap(), 10)
+    queued = RawClient("127.0.0.1", cluster.ports[controller], timeout=30)
+    paused = cluster.brokers[controller].proc.pid
+    os.kill(paused, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + LEASE_MS / 1000 + 60
+        while True:  # the others' new controller serves the group
+            try:
+                commit(cluster.bootstrap(*others), 20)
+                break
+            except KafkaException:
+                assert time.monotonic() < deadline, "no other broker took the group over"
+        queued.send_bytes(encode_request(8, 8, request, 1, "paused"))
+    finally:
+        os.kill(paused, signal.SIGCONT)
+    answers = [answer(queued)]
+    deadline = time.monotonic() + 30
+    while answers[-1] != 16:  # NOT_COORDINATOR
+        assert 0 not in answers, f"the woken broker accepted an offset commit: {answers}"
+        assert time.monotonic() < deadline, f"the woken broker answered {answers}"
+        raw = RawClient("127.0.0.1", cluster.ports[controller])
+        raw.send_bytes(encode_request(8, 8, request, 1, "woken"))
+        answers.append(answer(raw))
+    assert 0 not in answers, f"the woken broker accepted an offset commit: {answers}"
+    print(f"the woken coordinator answered {answers} (-1: connection closed)")
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap(*others), "group.id": group,
+                       "enable.auto.commit": False})
+    try:
+        (got,) = reader.committed([TopicPartition(topic, 0)], timeout=30)
+    finally:
+        reader.close()
+    assert got.offset == 20
+    wait_listed(cluster.bootstrap(), [1, 2, 3])

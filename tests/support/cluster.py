@@ -221,3 +221,27 @@ def start_cluster(postgres: PostgresServer, versitygw: VersityGateway, base: Pat
     yield c
     for proc in c.brokers.values():
         proc.kill()
+
+
+def coordinator_of(cluster: Cluster, key: str, key_type: int = 0) -> int:
+    """The node FindCoordinator names for `key` (0 group, 1 transactional id, 2 share)."""
+    from .wire import RawClient
+
+    deadline = time.monotonic() + 30
+    while True:
+        for node in cluster.brokers:
+            try:
+                client = RawClient("127.0.0.1", cluster.ports[node])
+            except OSError:
+                continue
+            try:
+                found = client.request(10, 4, {"key_type": key_type,
+                                               "coordinator_keys": [key]}).coordinators[0]
+            except (OSError, ConnectionError):
+                continue
+            finally:
+                client.close()
+            if found.error_code == 0:
+                return int(found.node_id)
+        assert time.monotonic() < deadline, f"no coordinator for {key!r}"
+        time.sleep(0.2)

@@ -277,7 +277,8 @@ class Broker:
         persister: SharePersister = coordinator
         members: ShareAssignments = LocalMembers(groups)
         if self.cluster is not None:
-            persister = RemotePersister(coordinator, self.cluster)
+            persister = RemotePersister(coordinator, self.cluster, retry_s=self.config.get_int(
+                "headwater.shared.lease.ms", 10_000) / 1000 + 5)  # through a takeover
             members = RemoteMembership(groups, self.cluster)
         self.share_partitions = SharePartitionManager(
             persister, groups, self.partition_waiters, dead_letters, image=image,

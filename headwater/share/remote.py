@@ -9,8 +9,12 @@ When they are on another broker:
   ReadShareGroupState (84), InitializeShareGroupState (83) and WriteShareGroupState (85)
   requests. The leader reads with its partition's leader epoch, which the coordinator
   records, so the writes of a previous leader (a broker that lost the lease) are fenced
-  (FENCED_LEADER_EPOCH) and it drops its copy. A coordinator that cannot be reached
-  counts as COORDINATOR_NOT_AVAILABLE: the client is told and retries.
+  (FENCED_LEADER_EPOCH) and it drops its copy. While the coordinator moves (it cannot
+  be reached, is loading, or is not the coordinator any more) a request is retried
+  with backoff for up to `retry_s` (the lease time and a little more: a takeover), as
+  Kafka's persister retries; then COORDINATOR_NOT_AVAILABLE goes to the client. (An
+  acknowledgement refused is lost to the client: its records come back when their
+  acquisition locks expire.)
 * **Membership** (`RemoteMembership`): only members of the share group get records. The
   leader asks the group coordinator (ShareGroupDescribe, 77) for the group's members and
   keeps the answer for `MEMBERS_TTL_S`; an unknown member makes it ask again (at most
@@ -23,9 +27,10 @@ sessions, or when their acquisition locks expire, as for a client that vanished)
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
@@ -33,6 +38,9 @@ from kio.schema.errors import ErrorCode as E
 from .records import ShareSnapshot, StateBatch, StateWrite
 
 INITIALIZE, READ, WRITE, DESCRIBE = 83, 84, 85, 77
+MOVING = frozenset({int(E.coordinator_not_available), int(E.not_coordinator),
+                    int(E.coordinator_load_in_progress)})
+FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.05, 1.0
 MEMBERS_TTL_S = 5.0
 MEMBERS_RETRY_S = 0.2
 
@@ -84,38 +92,59 @@ class RemotePersister:
     """`SharePersister` (share/manager.py): the share coordinator here (`local`), or on
     the broker the channel reaches."""
 
-    def __init__(self, local: Persister, channel: CoordinatorChannel) -> None:
+    def __init__(self, local: Persister, channel: CoordinatorChannel,
+                 retry_s: float = 15.0) -> None:
         self._local = local
         self._channel = channel
+        self._retry_s = retry_s
 
-    async def _call(self, api_key: int, version: int, group_id: str, topic_id: uuid.UUID,
-                    partition: int, fields: dict[str, Any]) -> tuple[int, Any]:
+    async def _call(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                    local: Callable[[], Awaitable[int]], api_key: int, version: int,
+                    fields: dict[str, Any]) -> tuple[int, Any]:
+        """(error code, the partition's answer) of the local coordinator's `local()`
+        or the remote one's request, retried while the coordinator moves."""
         body = {"group_id": group_id, "topics": [
             {"topic_id": topic_id, "partitions": [{"partition": partition, **fields}]}]}
-        response = await self._channel.ask(group_id, api_key, version, body)
-        answer = None if response is None else _partition_answer(response, topic_id,
-                                                                   partition)
-        if answer is None:
-            return E.coordinator_not_available, None
-        return int(answer.error_code), answer
+        loop = asyncio.get_running_loop()
+        deadline, backoff = loop.time() + self._retry_s, FIRST_BACKOFF_S
+        while True:
+            answer: Any = None
+            if not self._channel.remote(group_id):
+                code = await local()
+            else:
+                response = await self._channel.ask(group_id, api_key, version, body)
+                answer = None if response is None else _partition_answer(
+                    response, topic_id, partition)
+                code = E.coordinator_not_available if answer is None else int(
+                    answer.error_code)
+            if code not in MOVING or loop.time() + backoff > deadline:
+                return code, answer
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
 
     async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int,
                          state_epoch: int, start_offset: int) -> int:
-        if not self._channel.remote(group_id):
-            return await self._local.initialize(group_id, topic_id, partition, state_epoch,
-                                                start_offset)
-        code, _ = await self._call(INITIALIZE, 0, group_id, topic_id, partition,
-                                   {"state_epoch": state_epoch, "start_offset": start_offset})
+        code, _ = await self._call(
+            group_id, topic_id, partition,
+            lambda: self._local.initialize(group_id, topic_id, partition, state_epoch,
+                                           start_offset),
+            INITIALIZE, 0, {"state_epoch": state_epoch, "start_offset": start_offset})
         return code
 
     async def read(self, group_id: str, topic_id: uuid.UUID, partition: int,
                    leader_epoch: int) -> tuple[int, ShareSnapshot | None]:
-        if not self._channel.remote(group_id):
-            return await self._local.read(group_id, topic_id, partition, leader_epoch)
-        code, answer = await self._call(READ, 0, group_id, topic_id, partition,
+        here: list[ShareSnapshot | None] = []
+
+        async def local() -> int:
+            code, snapshot = await self._local.read(group_id, topic_id, partition,
+                                                    leader_epoch)
+            here[:] = [snapshot]
+            return code
+
+        code, answer = await self._call(group_id, topic_id, partition, local, READ, 0,
                                         {"leader_epoch": leader_epoch})
         if code or answer is None:
-            return code, None
+            return code, here[0] if here else None
         return 0, ShareSnapshot(
             snapshot_epoch=0, state_epoch=int(answer.state_epoch), leader_epoch=leader_epoch,
             start_offset=int(answer.start_offset),
@@ -125,9 +154,8 @@ class RemotePersister:
 
     async def write(self, group_id: str, topic_id: uuid.UUID, partition: int,
                     write: StateWrite, leader_epoch: int) -> int:
-        if not self._channel.remote(group_id):
-            return await self._local.write(group_id, topic_id, partition, write, leader_epoch)
-        code, _ = await self._call(WRITE, 1, group_id, topic_id, partition, {
+        code, _ = await self._call(group_id, topic_id, partition, lambda: self._local.write(
+            group_id, topic_id, partition, write, leader_epoch), WRITE, 1, {
             "state_epoch": write.state_epoch, "leader_epoch": leader_epoch,
             "start_offset": write.start_offset,
             "delivery_complete_count": write.delivery_complete_count,

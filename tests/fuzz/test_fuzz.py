@@ -19,7 +19,7 @@ import pytest
 from tests.fuzz.canary import Canary, read_back
 from tests.fuzz.harness import run_campaign
 
-REQUESTS = int(os.environ.get("HEADWATER_FUZZ_REQUESTS", "60000"))
+REQUESTS = int(os.environ.get("HEADWATER_FUZZ_REQUESTS", "30000"))
 SEED = int(os.environ.get("HEADWATER_FUZZ_SEED", "16"))
 PEAK_RSS_LIMIT = 1 << 30
 

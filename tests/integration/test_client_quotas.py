@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from headwater.wire.client import encode_request
 from tests.integration.test_share_fetch import Member
 from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_reference import KafkaReference, run_tool
+from tests.support.kafka_reference import KafkaReference, run_tool, side_by_side
 from tests.support.wire import RawClient
 
 pytestmark = pytest.mark.timeout(240)
@@ -61,7 +61,7 @@ def configs(bootstrap: str, *args: str) -> tuple[int, str]:
 def test_kafka_configs_quotas_answer_as_kafka(broker: BrokerProcess,
                                               kafka_ref: KafkaReference) -> None:
     for args in SCENARIO:
-        ours, theirs = configs(broker.bootstrap, *args), configs(kafka_ref.bootstrap, *args)
+        ours, theirs = side_by_side(configs, broker.bootstrap, kafka_ref.bootstrap, *args)
         assert ours == theirs, args
     assert configs(broker.bootstrap, "--describe", "--entity-type", "clients",
                    "--entity-name", "c1") == (

@@ -18,7 +18,7 @@ from confluent_kafka import AcknowledgeType
 
 from tests.integration.test_share_admin import offsets
 from tests.integration.test_share_consumer import consumer, produce_batches, set_group_configs
-from tests.support.kafka_reference import run_tool
+from tests.support.kafka_reference import run_tool, side_by_side
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -176,7 +176,7 @@ def scenario(bootstrap: str) -> dict[str, object]:
 
 
 def test_kafka_share_groups_answers_as_on_kafka(broker, kafka_ref):
-    ours, theirs = scenario(broker.bootstrap), scenario(kafka_ref.bootstrap)
+    ours, theirs = side_by_side(scenario, broker.bootstrap, kafka_ref.bootstrap)
     # The one documented difference (docs/differences.md): Kafka persists the start
     # offset an acknowledgement's write had before it moved the SPSO (the move is
     # written with the next change), so with everything finished it shows 4 where

@@ -21,9 +21,12 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .broker_process import free_port
 from .wire import RawClient
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 KAFKA_LIB = ROOT / ".kafka" / "lib"
@@ -205,6 +208,16 @@ class MetadataShell:
         bad = [line for line in err.decode().splitlines()
                if ("ERROR" in line or "fault" in line) and "Ignoring control record" not in line]
         assert not bad, "\n".join(bad[-20:])
+
+
+def side_by_side(run: Callable[..., T], ours: str, theirs: str, *args: Any) -> tuple[T, T]:
+    """`run(bootstrap, *args)` against headwater and the reference at once: the tests'
+    time goes to JVM start-ups, two of which fit the two cores."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        a, b = pool.submit(run, ours, *args), pool.submit(run, theirs, *args)
+        return a.result(), b.result()
 
 
 def random_cluster_id() -> str:

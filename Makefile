@@ -102,7 +102,8 @@ test: $(STAMP) java kcat kafka postgres $(VERSITYGW)
 	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile tests
 
 # The client-facing integration tests again, every broker on the shared log (a private
-# PostgreSQL and versitygw per worker; docs/shared-log.md). About 15 minutes here: its own
+# PostgreSQL and versitygw per worker; docs/shared-log.md), and the cluster campaigns
+# (`cluster_campaign`: coordinators killed under load). About 16 minutes here: its own
 # target, which .ci/run calls after `make test`.
 test-shared: $(STAMP) java kcat kafka postgres $(VERSITYGW)
 	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile --storage=shared -rs \

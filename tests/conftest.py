@@ -25,13 +25,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--storage") != "shared":
-        return
+    shared = config.getoption("--storage") == "shared"
     for item in items:
-        marker = item.get_closest_marker("local_storage")
-        if marker is not None:
-            item.add_marker(pytest.mark.skip(
-                reason=f"local engine only: {marker.args[0] if marker.args else ''}"))
+        marker = item.get_closest_marker("local_storage" if shared else "cluster_campaign")
+        if marker is None:
+            continue
+        why = marker.args[0] if marker.args else ""
+        item.add_marker(pytest.mark.skip(reason=f"local engine only: {why}" if shared else
+                                         f"run by make test-shared: {why}"))
 
 
 @pytest.fixture(scope="session")

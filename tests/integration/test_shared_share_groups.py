@@ -27,8 +27,8 @@ from tests.support.cluster import (
 )
 from tests.support.engines import PostgresServer, VersityGateway
 
-pytestmark = [pytest.mark.timeout(240), pytest.mark.local_storage(
-    "starts its own three brokers on the shared log")]
+pytestmark = [pytest.mark.timeout(240), pytest.mark.cluster_campaign(
+    "three brokers of its own, killed under load")]
 
 PARTITIONS = 6
 

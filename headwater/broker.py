@@ -286,9 +286,17 @@ class Broker:
         coordinator.subscribe_load(self.share_partitions.recover_dead_letters)
         # Group configs are dynamic: loaded leaders follow them (after `_sync_logs`).
         controller.subscribe(lambda _old, _new: self.share_partitions.refresh_configs())
+        end_offset = None
+        if self.cluster is not None:
+            cluster = self.cluster
+
+            async def end_offset(topic: str, partition: int) -> int | None:
+                found = image().topic(topic)
+                return None if found is None else await cluster.end_offset(
+                    topic, found.topic_id, partition)
         self.share_admin = ShareAdmin(
             groups, coordinator, self.share_partitions, image=image, partitions=store,
-            faults=self.faults)
+            faults=self.faults, end_offset=end_offset)
         groups.runtime.subscribe_load(self.share_admin.group_partition_loaded)
         self.share_fetch = ShareFetchService(self.share_partitions, self.share_sessions,
                                              members)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..coordinator.runtime import CoordinatorRuntime, NotReady, Result
@@ -67,12 +67,17 @@ class ShareAdmin:
 
     def __init__(self, groups: ShareGroups, state: ShareState, leaders: ShareLeaders, *,
                  image: ImageSource, partitions: PartitionSource,
-                 faults: Faults | None = None) -> None:
+                 faults: Faults | None = None,
+                 end_offset: Callable[[str, int], Awaitable[int | None]] | None = None
+                 ) -> None:
         self.groups = groups
         self.state = state
         self.leaders = leaders
         self._image = image
         self._partitions = partitions
+        #: A partition's high watermark from its leader, for one this broker does not
+        #: serve (a cluster: `ClusterNode.end_offset`); None answers lag -1.
+        self._end_offset = end_offset
         self._tasks: set[asyncio.Task[None]] = set()
         # Test-only: the fault point share.after-pending-deletion (headwater/faults.py).
         self._faults = faults if faults is not None else Faults()
@@ -125,15 +130,23 @@ class ShareAdmin:
                                            UNINITIALIZED))
                     continue
                 lag = UNINITIALIZED
-                plog = self._partitions.partition(name, p)
-                if summary.start_offset != UNINITIALIZED and plog is not None \
+                if summary.start_offset != UNINITIALIZED \
                         and summary.delivery_complete_count != UNINITIALIZED:
-                    lag = (plog.high_watermark - summary.start_offset
-                           - summary.delivery_complete_count)
+                    end = await self._high_watermark(name, p)
+                    if end is not None:
+                        lag = end - summary.start_offset - summary.delivery_complete_count
                 rows.append(_partition(p, summary.start_offset, summary.leader_epoch, lag))
             out.append({"topic_name": name, "topic_id": t, "partitions": rows})
         return {"group_id": group_id, "topics": out + unknown, "error_code": 0,
                 "error_message": None}
+
+    async def _high_watermark(self, topic: str, partition: int) -> int | None:
+        plog = self._partitions.partition(topic, partition)
+        if plog is not None:
+            return plog.high_watermark
+        if self._end_offset is None:
+            return None
+        return await self._end_offset(topic, partition)
 
     # ---- alter ---------------------------------------------------------------------
     async def alter(self, group_id: str, topics: list[tuple[str, list[tuple[int, int]]]]

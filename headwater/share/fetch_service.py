@@ -60,6 +60,8 @@ class ShareLeaders(Protocol):
 
     async def wait(self, keys: Sequence[Key], timeout_s: float) -> None: ...
 
+    def refresh_idle(self, group_id: str, keys: Sequence[Key]) -> None: ...
+
     def lock_duration_ms(self, group_id: str) -> int: ...
 
     def group_config(self, group_id: str) -> dict[str, str]: ...
@@ -153,6 +155,10 @@ class ShareFetchService:
                 if old is not None:
                     await self.leaders.release_member(group_id, member_id,
                                                       list(old.partitions))
+                # A new session reads its partitions' state afresh where nobody holds
+                # records: an offset reset (by the group coordinator, maybe on another
+                # broker) is seen at once, not after a fenced write.
+                self.leaders.refresh_idle(group_id, list(wanted))
             else:
                 session = self.sessions.resolve(group_id, member_id, epoch)
         except ShareSessionError as exc:

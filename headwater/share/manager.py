@@ -327,6 +327,16 @@ class SharePartitionManager:
             self._drop(leader)
         self.dead_letters.forget((group_id, topic_id, partition))  # a new state epoch
 
+    def refresh_idle(self, group_id: str, keys: Sequence[tuple[uuid.UUID, int]]) -> None:
+        """Drop the cached leaders of `keys` that hold no acquired records and owe no
+        dead letters: their next fetch reads the persisted state again (which is all
+        of it: only acquisitions are not persisted)."""
+        for topic_id, partition in keys:
+            leader = self._leaders.get((group_id, topic_id, partition))
+            if (leader is not None and not leader.lock.locked()
+                    and not leader.dead_letters_due and leader.part.next_deadline_ms() is None):
+                self._drop(leader)
+
     def _drop(self, leader: _Leader) -> None:
         if self._leaders.get(leader.key) is leader:
             del self._leaders[leader.key]

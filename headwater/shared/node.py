@@ -18,6 +18,7 @@ from .store import SharedStore
 
 CONTROLLER_WAIT_S = 10.0
 COORDINATOR_TIMEOUT_S = 10.0
+LIST_OFFSETS = 2
 log = logging.getLogger("headwater.shared")
 
 
@@ -72,6 +73,32 @@ class ClusterNode:
             log.info("coordinator of %r (broker %d) not reached: %s", group_id,
                      target.node_id, exc)
             return None
+
+    async def end_offset(self, topic: str, topic_id: uuid.UUID, partition: int
+                         ) -> int | None:
+        """A partition's high watermark as its leader answers ListOffsets (latest); None
+        if it cannot be asked or answers an error."""
+        part = self.store.partition(topic, partition)
+        if part is not None:
+            return part.high_watermark
+        leader, _epoch = self.leader(topic, topic_id, partition)
+        target = self.broker(leader) if leader != self.node_id else None
+        if target is None:
+            return None
+        body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+            {"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}]}]}
+        try:
+            response = await call(target.host, target.port, LIST_OFFSETS, 7, body,
+                                  COORDINATOR_TIMEOUT_S)
+        except ForwardError as exc:
+            log.info("end offset of %s-%d: broker %d not reached: %s", topic, partition,
+                     target.node_id, exc)
+            return None
+        for t in response.topics:
+            for p in t.partitions:
+                if t.name == topic and p.partition_index == partition and not p.error_code:
+                    return int(p.offset)
+        return None
 
     def leader(self, topic: str, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
         """(leader, leader epoch) of a partition on the shared log."""

@@ -43,9 +43,16 @@ def table(out: str, first: str) -> list[list[str]]:
 
 
 def offsets(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int, int]]:
-    """DescribeShareGroupOffsets v1, all topics: (topic, partition) -> (start, lag)."""
-    host, _, port = bootstrap.rpartition(":")
+    """DescribeShareGroupOffsets v1, all topics: (topic, partition) -> (start, lag), asked
+    of the group's coordinator (FindCoordinator through the first bootstrap address)."""
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
     client = RawClient(host, int(port))
+    try:
+        found = client.request(10, 4, {"key_type": 0, "coordinator_keys": [group]})
+    finally:
+        client.close()
+    coordinator = found.coordinators[0]
+    client = RawClient(coordinator.host, int(coordinator.port))
     try:
         g = client.request(90, 1, {"groups": [{"group_id": group, "topics": None}]}).groups[0]
     finally:

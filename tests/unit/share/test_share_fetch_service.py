@@ -59,6 +59,9 @@ class FakeLeaders:
         self.calls.append(("wait", round(timeout_s, 1)))
         self.ready[keys[0]] = 1  # something arrives while parked
 
+    def refresh_idle(self, group_id: str, keys: Sequence[Key]) -> None:
+        self.calls.append(("refresh_idle", group_id, tuple(keys)))
+
     def lock_duration_ms(self, group_id: str) -> int:
         return 30_000
 
@@ -178,8 +181,8 @@ def test_a_fetch_with_nothing_waits_then_acquires() -> None:
         assert list(out.fetched) == [A]
 
     asyncio.run(story())
-    assert [c[0] for c in leaders.calls] == ["fetch", "wait", "fetch"]
-    assert 0 < leaders.calls[1][1] <= 5.0  # type: ignore[operator]
+    assert [c[0] for c in leaders.calls] == ["refresh_idle", "fetch", "wait", "fetch"]
+    assert 0 < leaders.calls[2][1] <= 5.0  # type: ignore[operator]
 
 
 def test_nothing_for_max_bytes_zero_non_members_or_errors() -> None:

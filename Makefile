@@ -103,11 +103,12 @@ test: $(STAMP) java kcat kafka postgres $(VERSITYGW)
 
 # The client-facing integration tests again, every broker on the shared log (a private
 # PostgreSQL and versitygw per worker; docs/shared-log.md), and the cluster campaigns
-# (`cluster_campaign`: coordinators killed under load). About 16 minutes here: its own
+# (`cluster_campaign`: coordinators killed under load, Kafka's tools and a Spark streaming
+# query against three brokers). About 17 minutes here: its own
 # target, which .ci/run calls after `make test`.
 test-shared: $(STAMP) java kcat kafka postgres $(VERSITYGW)
-	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile --storage=shared -rs \
-	  tests/integration
+	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile \
+	  --storage=shared -rs tests/integration tests/spark/test_cluster.py
 
 # ruff, mypy (strict on coordinator, group, share, txn, metadata, log) and import-linter's
 # layer contracts; all three configured in pyproject.toml.

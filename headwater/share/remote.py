@@ -31,11 +31,17 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode as E
 
 from .records import ShareSnapshot, StateBatch, StateWrite
+
+if TYPE_CHECKING:
+    from .fetch_service import GroupAssignments
+    from .manager import SharePersister
+
+T = TypeVar("T")
 
 INITIALIZE, READ, WRITE, DESCRIBE = 83, 84, 85, 77
 MOVING = frozenset({int(E.coordinator_not_available), int(E.not_coordinator),
@@ -43,26 +49,6 @@ MOVING = frozenset({int(E.coordinator_not_available), int(E.not_coordinator),
 FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.05, 1.0
 MEMBERS_TTL_S = 5.0
 MEMBERS_RETRY_S = 0.2
-
-
-class Persister(Protocol):
-    """The share coordinator as the leaders use it (share/manager.py's SharePersister)."""
-
-    async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int,
-                         state_epoch: int, start_offset: int) -> int: ...
-
-    async def read(self, group_id: str, topic_id: uuid.UUID, partition: int,
-                   leader_epoch: int) -> tuple[int, ShareSnapshot | None]: ...
-
-    async def write(self, group_id: str, topic_id: uuid.UUID, partition: int,
-                    write: StateWrite, leader_epoch: int) -> int: ...
-
-    def archiving(self, state_partition: int) -> list[tuple[str, uuid.UUID, int]]: ...
-
-
-class Assignments(Protocol):
-    def share_assignment(self, group_id: str, member_id: str
-                         ) -> dict[uuid.UUID, list[int]] | None: ...
 
 
 class CoordinatorChannel(Protocol):
@@ -92,78 +78,81 @@ class RemotePersister:
     """`SharePersister` (share/manager.py): the share coordinator here (`local`), or on
     the broker the channel reaches."""
 
-    def __init__(self, local: Persister, channel: CoordinatorChannel,
+    def __init__(self, local: SharePersister, channel: CoordinatorChannel,
                  retry_s: float = 15.0) -> None:
         self._local = local
         self._channel = channel
         self._retry_s = retry_s
 
-    async def _call(self, group_id: str, topic_id: uuid.UUID, partition: int,
-                    local: Callable[[], Awaitable[int]], api_key: int, version: int,
-                    fields: dict[str, Any]) -> tuple[int, Any]:
-        """(error code, the partition's answer) of the local coordinator's `local()`
-        or the remote one's request, retried while the coordinator moves."""
-        body = {"group_id": group_id, "topics": [
-            {"topic_id": topic_id, "partitions": [{"partition": partition, **fields}]}]}
+    async def _retrying(self, attempt: Callable[[], Awaitable[tuple[int, T]]]
+                        ) -> tuple[int, T]:
+        """`attempt()` again, with backoff, while the coordinator moves."""
         loop = asyncio.get_running_loop()
         deadline, backoff = loop.time() + self._retry_s, FIRST_BACKOFF_S
         while True:
-            answer: Any = None
-            if not self._channel.remote(group_id):
-                code = await local()
-            else:
-                response = await self._channel.ask(group_id, api_key, version, body)
-                answer = None if response is None else _partition_answer(
-                    response, topic_id, partition)
-                code = E.coordinator_not_available if answer is None else int(
-                    answer.error_code)
+            code, value = await attempt()
             if code not in MOVING or loop.time() + backoff > deadline:
-                return code, answer
+                return code, value
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)
 
+    async def _ask(self, api_key: int, version: int, group_id: str, topic_id: uuid.UUID,
+                   partition: int, fields: dict[str, Any]) -> tuple[int, Any]:
+        """(error code, the partition's answer) of one request to the coordinator."""
+        body = {"group_id": group_id, "topics": [
+            {"topic_id": topic_id, "partitions": [{"partition": partition, **fields}]}]}
+        response = await self._channel.ask(group_id, api_key, version, body)
+        answer = None if response is None else _partition_answer(response, topic_id,
+                                                                   partition)
+        if answer is None:
+            return E.coordinator_not_available, None
+        return int(answer.error_code), answer
+
     async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int,
                          state_epoch: int, start_offset: int) -> int:
-        code, _ = await self._call(
-            group_id, topic_id, partition,
-            lambda: self._local.initialize(group_id, topic_id, partition, state_epoch,
-                                           start_offset),
-            INITIALIZE, 0, {"state_epoch": state_epoch, "start_offset": start_offset})
-        return code
+        async def attempt() -> tuple[int, None]:
+            if not self._channel.remote(group_id):
+                return await self._local.initialize(group_id, topic_id, partition,
+                                                    state_epoch, start_offset), None
+            code, _ = await self._ask(INITIALIZE, 0, group_id, topic_id, partition, {
+                "state_epoch": state_epoch, "start_offset": start_offset})
+            return code, None
+        return (await self._retrying(attempt))[0]
 
     async def read(self, group_id: str, topic_id: uuid.UUID, partition: int,
                    leader_epoch: int) -> tuple[int, ShareSnapshot | None]:
-        here: list[ShareSnapshot | None] = []
-
-        async def local() -> int:
-            code, snapshot = await self._local.read(group_id, topic_id, partition,
-                                                    leader_epoch)
-            here[:] = [snapshot]
-            return code
-
-        code, answer = await self._call(group_id, topic_id, partition, local, READ, 0,
-                                        {"leader_epoch": leader_epoch})
-        if code or answer is None:
-            return code, here[0] if here else None
-        return 0, ShareSnapshot(
-            snapshot_epoch=0, state_epoch=int(answer.state_epoch), leader_epoch=leader_epoch,
-            start_offset=int(answer.start_offset),
-            state_batches=tuple(StateBatch(int(b.first_offset), int(b.last_offset),
-                                           int(b.delivery_state), int(b.delivery_count))
-                                for b in answer.state_batches))
+        async def attempt() -> tuple[int, ShareSnapshot | None]:
+            if not self._channel.remote(group_id):
+                return await self._local.read(group_id, topic_id, partition, leader_epoch)
+            code, answer = await self._ask(READ, 0, group_id, topic_id, partition,
+                                           {"leader_epoch": leader_epoch})
+            if code or answer is None:
+                return code, None
+            return 0, ShareSnapshot(
+                snapshot_epoch=0, state_epoch=int(answer.state_epoch),
+                leader_epoch=leader_epoch, start_offset=int(answer.start_offset),
+                state_batches=tuple(StateBatch(int(b.first_offset), int(b.last_offset),
+                                               int(b.delivery_state), int(b.delivery_count))
+                                    for b in answer.state_batches))
+        return await self._retrying(attempt)
 
     async def write(self, group_id: str, topic_id: uuid.UUID, partition: int,
                     write: StateWrite, leader_epoch: int) -> int:
-        code, _ = await self._call(group_id, topic_id, partition, lambda: self._local.write(
-            group_id, topic_id, partition, write, leader_epoch), WRITE, 1, {
-            "state_epoch": write.state_epoch, "leader_epoch": leader_epoch,
-            "start_offset": write.start_offset,
-            "delivery_complete_count": write.delivery_complete_count,
-            "state_batches": [{"first_offset": b.first_offset, "last_offset": b.last_offset,
-                               "delivery_state": b.delivery_state,
-                               "delivery_count": b.delivery_count}
-                              for b in write.state_batches]})
-        return code
+        async def attempt() -> tuple[int, None]:
+            if not self._channel.remote(group_id):
+                return await self._local.write(group_id, topic_id, partition, write,
+                                               leader_epoch), None
+            code, _ = await self._ask(WRITE, 1, group_id, topic_id, partition, {
+                "state_epoch": write.state_epoch, "leader_epoch": leader_epoch,
+                "start_offset": write.start_offset,
+                "delivery_complete_count": write.delivery_complete_count,
+                "state_batches": [{"first_offset": b.first_offset,
+                                   "last_offset": b.last_offset,
+                                   "delivery_state": b.delivery_state,
+                                   "delivery_count": b.delivery_count}
+                                  for b in write.state_batches]})
+            return code, None
+        return (await self._retrying(attempt))[0]
 
     def archiving(self, state_partition: int) -> list[tuple[str, uuid.UUID, int]]:
         return self._local.archiving(state_partition)
@@ -173,7 +162,7 @@ class RemoteMembership:
     """`ShareAssignments` (share/fetch_service.py): the local group coordinator's answer,
     or the members the remote one listed."""
 
-    def __init__(self, local: Assignments, channel: CoordinatorChannel,
+    def __init__(self, local: GroupAssignments, channel: CoordinatorChannel,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._local = local
         self._channel = channel

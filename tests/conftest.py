@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.cluster import Cluster, start_cluster
 from tests.support.engines import PostgresServer, VersityGateway, shared_broker_args
 from tests.support.kafka_reference import KafkaReference
 
@@ -108,3 +109,11 @@ def versitygw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VersityGatew
     server = VersityGateway(tmp_path_factory.mktemp("versitygw")).start()
     yield server
     server.kill()
+
+
+@pytest.fixture(scope="module")
+def cluster(postgres: PostgresServer, versitygw: VersityGateway,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Three brokers of their own on the shared log, 3 s leases (tests/support/cluster.py),
+    one cluster per module."""
+    yield from start_cluster(postgres, versitygw, tmp_path_factory.mktemp("cluster"))

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -28,22 +27,15 @@ from tests.support.cluster import (
     leaders,
     read_all,
     served_topic,
-    start_cluster,
     topic_id_of,
     verify,
     victim,
     wait_listed,
 )
-from tests.support.engines import PostgresServer, VersityGateway
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.local_storage(
     "starts its own three brokers on the shared log")]
 
-
-@pytest.fixture(scope="module")
-def cluster(postgres: PostgresServer, versitygw: VersityGateway,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    yield from start_cluster(postgres, versitygw, tmp_path_factory.mktemp("cluster"))
 
 
 def test_a_topic_created_through_one_broker_is_served_by_all(cluster: Cluster) -> None:

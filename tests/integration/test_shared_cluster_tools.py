@@ -6,7 +6,6 @@ against the cluster's bootstrap list."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,17 +13,11 @@ import pytest
 
 from tests.integration import test_kafka_tools as single
 from tests.integration.test_share_groups_tool_vs_kafka import check_headwaters_answers, scenario
-from tests.support.cluster import Cluster, start_cluster
-from tests.support.engines import PostgresServer, VersityGateway
+from tests.support.cluster import Cluster
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.cluster_campaign(
     "three brokers of its own, Kafka's tools against them")]
 
-
-@pytest.fixture(scope="module")
-def cluster(postgres: PostgresServer, versitygw: VersityGateway,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    yield from start_cluster(postgres, versitygw, tmp_path_factory.mktemp("cluster"))
 
 
 def as_broker(cluster: Cluster) -> SimpleNamespace:

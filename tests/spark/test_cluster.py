@@ -9,14 +9,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.spark.helpers import produce
-from tests.support.cluster import Cluster, create, leaders, start_cluster, victim
-from tests.support.engines import PostgresServer, VersityGateway
+from tests.support.cluster import Cluster, create, leaders, victim
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.cluster_campaign(
     "three brokers of its own, one killed under a streaming query")]
@@ -24,11 +22,6 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.cluster_campaign(
 JOB = Path(__file__).with_name("stream_job.py")
 PARTITIONS, COUNT = 6, 3000
 
-
-@pytest.fixture(scope="module")
-def cluster(postgres: PostgresServer, versitygw: VersityGateway,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    yield from start_cluster(postgres, versitygw, tmp_path_factory.mktemp("cluster"))
 
 
 def test_a_streaming_query_survives_the_kill_9_of_a_broker(spark, cluster: Cluster,

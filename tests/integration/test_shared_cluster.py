@@ -252,7 +252,10 @@ def test_a_broker_paused_past_its_leases_writes_nothing_when_it_wakes(
 
     others = [n for n in (1, 2, 3) if n != node]
     pid = cluster.brokers[node].proc.pid
-    with Load(cluster.bootstrap(), topic) as load:
+    # A paused broker keeps its connections open: the client gives up on what it has in
+    # flight there only after request.timeout.ms (librdkafka's idempotent producer can
+    # hold every partition back meanwhile; once, in CI, past the 60 s waited below).
+    with Load(cluster.bootstrap(), topic, **{"request.timeout.ms": 10_000}) as load:
         load.wait_acked(500)
         deadline = time.monotonic() + 20
         while not (before := holding()):

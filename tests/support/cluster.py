@@ -110,11 +110,11 @@ class Load:
     """An idempotent acks=all producer writing numbered records until stopped; what was
     acknowledged, with its partition and offset."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, **config: object) -> None:
         self.topic = topic
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                                   "acks": "all", "linger.ms": 5,
-                                  "message.timeout.ms": 120_000})
+                                  "message.timeout.ms": 120_000, **config})
         self.acked: dict[bytes, tuple[int, int]] = {}
         self.errors: list[str] = []
         self._stop = threading.Event()

@@ -11,7 +11,7 @@ EDITABLE := --config-settings editable_mode=compat
 # Spark's Python workers must run the venv's interpreter (pyarrow, the connector).
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: run cluster test test-shared lint bench bench-perf bench-spark bench-share soak fuzz clean java kcat kafka rabbitmq postgres
+.PHONY: run cluster test test-shared lint bench bench-perf bench-spark bench-share soak fuzz clean java kcat kafka rabbitmq postgres chromium
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -39,6 +39,16 @@ kcat:
 	       SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	       $$SUDO apt-get update -qq \
 	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
+
+# Chromium and ChromeDriver (Debian's) for the web console's browser tests (Selenium,
+# tests/integration/test_console.py); headless, with a fresh profile per test module.
+chromium:
+	@{ test -x /usr/bin/chromium && test -x /usr/bin/chromedriver; } \
+	  || { echo "installing chromium and chromium-driver"; \
+	       SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	       $$SUDO apt-get update -qq \
+	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	            chromium chromium-driver >/dev/null; }
 
 # PostgreSQL (Debian's) for the shared log's tests, which start their own private servers
 # (initdb + pg_ctl in a temp dir); the package's system service is never used.
@@ -86,8 +96,13 @@ $(KAFKA_STAMP): kafka-ref/pom.xml kafka-ref/kafka/pom.xml kafka-ref/shell/pom.xm
 
 kafka: java $(KAFKA_STAMP)
 
+# The web console runs beside the broker (a child process) unless CONSOLE is empty:
+# `make run CONSOLE=` for the broker alone, `make run CONSOLE=127.0.0.1:8081` elsewhere.
+CONSOLE ?= 127.0.0.1:8080
 run: $(STAMP)
-	$(BIN)/headwater serve --listen 127.0.0.1:9092 --data-dir ./data
+	@$(if $(CONSOLE),echo "headwater console: http://$(CONSOLE)/ (docs/console.md)",true)
+	$(BIN)/headwater serve --listen 127.0.0.1:9092 --data-dir ./data \
+	  $(if $(CONSOLE),--console-listen $(CONSOLE))
 
 # Three brokers on the shared log with a private PostgreSQL and versitygw, on loopback
 # (127.0.0.1:19091-19093, data under ./cluster, afresh each time); Ctrl-C stops them all.
@@ -97,7 +112,7 @@ cluster: $(STAMP) postgres $(VERSITYGW)
 # The lint runs first: a layer broken or a type wrong fails the suite before it starts.
 # Two workers (pytest-xdist), each taking whole files (module-scoped brokers stay shared):
 # the tests mostly wait on sockets and JVM start-ups, so 2 cores run two files at once.
-test: $(STAMP) java kcat kafka postgres $(VERSITYGW)
+test: $(STAMP) java kcat kafka postgres chromium $(VERSITYGW)
 	$(MAKE) --no-print-directory lint
 	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile tests
 

@@ -4,7 +4,9 @@ log: the same workloads, the same client (confluent-kafka), in one run.
 Per setup: produce 100 B and 1 KiB records (acks=all, idempotent as librdkafka's
 default producer here is not: acks=all), consume the 100 B records, end-to-end latency at
 2,000 msg/s (a producer's record until a consumer has it: an upper bound of the produce
-p99). Broker CPU seconds per GB (summed over the setup's brokers); for the shared log,
+p99); transactional produce over every partition, committing every 100 ms (records/s and
+`commit_transaction` latency: on the shared log a transaction's markers are committed in
+one PostgreSQL transaction). Broker CPU seconds per GB (summed over the setup's brokers); for the shared log,
 PostgreSQL transactions and objects PUT per second during each produce workload. The
 floors of issue 23 are checked against the local broker of the same run.
 
@@ -30,6 +32,7 @@ sys.path.insert(0, str(BENCH_DIR.parent))
 sys.path.insert(0, str(BENCH_DIR))
 
 import broker_bench as bb  # noqa: E402
+import txn_bench  # noqa: E402
 
 from tests.support.broker_process import BrokerProcess  # noqa: E402
 from tests.support.engines import PostgresServer, VersityGateway, shared_broker_args  # noqa: E402
@@ -106,6 +109,9 @@ def run(setup: Setup, plan: bb.Plan, partitions: int) -> dict[str, dict]:
                                           bb.CONSUMER_THROUGHPUT_CONFIG)
     lat = bb.create_topic(bs, "lat", 1)
     out["latency"] = bb.run_latency(bs, lat, plan.latency_rate, plan.latency_seconds)
+    txn = bb.create_topic(bs, "txn", partitions)
+    out["transactions"] = txn_bench.produce_transactional(
+        bs, txn, plan.latency_seconds, 100, b"x" * plan.small_size, partitions, "bench-txn")
     return out
 
 
@@ -160,7 +166,10 @@ def report(results: dict[str, dict[str, dict]]) -> None:
                                                            "objects/s"),
             ("produce 1 KiB", "pg_tx_per_s", "PG tx/s"), ("produce 1 KiB", "objects_per_s",
                                                            "objects/s"),
-            ("latency", "p50_ms", "e2e p50 ms"), ("latency", "p99_ms", "e2e p99 ms")]
+            ("latency", "p50_ms", "e2e p50 ms"), ("latency", "p99_ms", "e2e p99 ms"),
+            ("transactions", "records_per_s", "transactional 100 B msgs/s"),
+            ("transactions", "commit_ms_p50", "commit p50 ms"),
+            ("transactions", "commit_ms_p99", "commit p99 ms")]
     names = list(results)
     print("\n| workload | " + " | ".join(names) + " |")
     print("|---|" + "---:|" * len(names))

@@ -3,8 +3,9 @@ the broker coordinating a consumer group, a transactional id and a share group u
 each serves again through the other brokers, over several kills (p50 / p99 / max).
 
 Per round: a group with committed offsets, a transactional producer that committed a
-transaction, a share consumer that received a record; the coordinators' broker is
-killed; three probes start at once:
+transaction, a share consumer that received a record (its partition 0's state too), all
+coordinated by one broker (brokers 1, 2, 3 in turn: the controller among them); that broker is killed;
+three probes start at once:
 
 * group: OffsetFetch (`Consumer.committed`) answers with the committed offsets;
 * transactions: a new producer of the same transactional id completes
@@ -28,7 +29,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,12 +49,15 @@ from confluent_kafka.admin import (  # noqa: E402
     ConfigResource,
 )
 
+from headwater.share.coordinator import coordinator_key  # noqa: E402
 from tests.support.cluster import (  # noqa: E402
     LEASE_MS,
     Cluster,
     coordinator_of,
+    key_on,
     served_topic,
     start_cluster,
+    topic_id_of,
     wait_listed,
 )
 from tests.support.engines import PostgresServer, VersityGateway  # noqa: E402
@@ -77,9 +80,16 @@ def probe(name: str, until: dict[str, float], killed: float,
     return thread
 
 
-def one_round(cluster: Cluster) -> dict[str, float]:
+def one_round(cluster: Cluster, victim: int) -> dict[str, float]:
+    """Keys whose coordinator shards are all on broker `victim` (the shards are spread
+    over the brokers: names are drawn until they land there), then its kill -9."""
     topic = served_topic(cluster, "failover")
-    group, txn_id, share = (f"{kind}-{uuid.uuid4().hex[:8]}" for kind in ("g", "t", "s"))
+    group, txn_id = key_on(cluster, victim, "g"), key_on(cluster, victim, "t", 1)
+    topic_id = topic_id_of(cluster, topic)
+    while True:  # the share group's coordinator and its partition 0's state's, both there
+        share = key_on(cluster, victim, "s")
+        if coordinator_of(cluster, coordinator_key(share, topic_id, 0), 2) == victim:
+            break
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in (
         ("share.auto.offset.reset", "earliest"),
@@ -103,7 +113,7 @@ def one_round(cluster: Cluster) -> dict[str, float]:
     while not accepted(sharer, b"before"):
         assert time.monotonic() < deadline, "the share consumer got nothing"
 
-    victim = coordinator_of(cluster, group)
+    assert coordinator_of(cluster, group) == victim
     others = [n for n in (1, 2, 3) if n != victim]
     bootstrap = cluster.bootstrap(*others)
     cluster.brokers[victim].kill()
@@ -173,7 +183,7 @@ def main() -> None:
         clusters = start_cluster(postgres, gateway, base / "cluster")
         cluster = next(clusters)
         try:
-            rounds = [one_round(cluster) for _ in range(args.rounds)]
+            rounds = [one_round(cluster, 1 + i % 3) for i in range(args.rounds)]
         finally:
             for proc in cluster.brokers.values():
                 proc.kill()

@@ -8,6 +8,7 @@ metadata image.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -38,7 +39,7 @@ from .security import listeners, tls
 from .security.access import AccessControl
 from .security.sasl import SaslConfig, SaslSession
 from .security.scram import MECHANISMS, ScramCredential
-from .share.admin import ShareAdmin
+from .share.admin import ShareAdmin, ShareState
 from .share.coordinator import SHARE_KEY_TYPE, ShareCoordinator
 from .share.dead_letter import DeadLetterWriter
 from .share.fetch_service import LocalMembers, ShareAssignments, ShareFetchService
@@ -58,8 +59,9 @@ from .storage.partition import Partition
 from .storage.routed import RoutedStore
 from .storage.store import PartitionStore
 from .storage.waiters import PartitionWaiters
-from .txn.coordinator import TRANSACTION_KEY_TYPE, TransactionCoordinator
+from .txn.coordinator import TRANSACTION_KEY_TYPE, ProducerIds, TransactionCoordinator
 from .txn.offset_commit import TxnOffsetCommitter
+from .txn.producer_id_blocks import ProducerIdBlocks
 from .txn.verification import ProduceVerification
 from .wire.codec import build
 from .wire.dispatch import LISTENER, Dispatcher, RequestContext
@@ -129,6 +131,9 @@ class Broker:
         self.controller: Controller | None = None
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
+        #: Producer ids: the controller's (one node), or blocks from it (a cluster).
+        self.producer_ids: ProducerIds | None = None
+        self._producer_id_blocks: ProducerIdBlocks | None = None
         self.share_coordinator: ShareCoordinator | None = None
         self.txn_offsets: TxnOffsetCommitter | None = None
         self.metrics: MetricsServer | None = None
@@ -147,6 +152,9 @@ class Broker:
         # FindCoordinator key types served here (0 group; 1 transaction and 2 share
         # once their coordinators run).
         self.coordinator_key_types: set[int] = {GROUP_KEY_TYPE}
+        #: A cluster's coordinator shards: each where the shared log places its
+        #: partition ("spread", the default), or all with the controller.
+        self._spread = config.get("headwater.shared.coordinators") != "controller"
 
     # ---- lifecycle -----------------------------------------------------------------
     @property
@@ -159,6 +167,11 @@ class Broker:
     async def open_shared(self) -> None:
         """headwater.storage=shared: connect the shared log (database migrated, object
         store probed) before `open`; a wrong setting raises one clear error."""
+        placement = self.config.get("headwater.shared.coordinators") or "spread"
+        if placement not in ("spread", "controller"):
+            raise StartupError(f"headwater.shared.coordinators={placement!r}: expected "
+                               "spread (each coordinator shard on its own lease) or "
+                               "controller (every shard with the controller)")
         try:
             settings = SharedSettings.from_config(self.config)
             self._shared = SharedStore(
@@ -185,8 +198,9 @@ class Broker:
             async with self._shared.pool.acquire() as conn:
                 self._shared_cluster_id = await cluster_id(conn, uuid.uuid4().hex[:22])
             self.cluster = ClusterNode(self._shared, self._meta)
-            meta = self._meta
-            self._shared.place_with_controller(INTERNAL_TOPICS, lambda: meta.active)
+            if not self._spread:
+                meta = self._meta
+                self._shared.place_with_controller(INTERNAL_TOPICS, lambda: meta.active)
         except STARTUP_ERRORS as exc:
             raise StartupError(str(exc)) from exc
         log.info("shared log: database %s, objects %s", settings.redacted_database(),
@@ -243,22 +257,45 @@ class Broker:
         self.groups = GroupCoordinator(self.config, image=image, metadata=controller,
                                        partitions=store, topics=controller,
                                        clock=self.now_ms)
+        self.producer_ids = controller
+        if self.cluster is not None:
+            self.producer_ids = self._producer_id_blocks = ProducerIdBlocks(
+                self._fetch_producer_ids)
         self.transactions = TransactionCoordinator(
             self.config, image=image, partitions=store, topics=controller,
-            clock=self.now_ms, producer_ids=controller, offsets=self.groups.runtime,
+            clock=self.now_ms, producer_ids=self.producer_ids, offsets=self.groups.runtime,
             faults=self.faults,
             remote_markers=None if self.cluster is None else MarkerSender(
-                self.cluster, lambda name: getattr(image().topic(name), "topic_id", None)))
+                self.cluster, lambda name: getattr(image().topic(name), "topic_id", None),
+                self.faults, ordered=self._spread))
         self.share_coordinator = ShareCoordinator(
             self.config, image=image, metadata=controller, store=store, topics=controller,
             clock=self.now_ms)
         if self.cluster is not None:
+            shared = self._shared
+            assert shared is not None
             for runtime in self.coordinator_runtimes():
                 runtime.follow_ownership()
-        self.txn_offsets = TxnOffsetCommitter(self.transactions, self.groups)
+                if self._spread:  # each shard where the shared log places its partition
+                    runtime.follow_shards(functools.partial(shared.should_serve,
+                                                            runtime.topic))
+                    shared.follow_shards(runtime.topic, runtime.take, runtime.release)
+            if self._spread:
+                self.cluster.shard_of = self._shard_of
+            groups = self.groups
+
+            def on_marker(topic: str, partition: int, producer_id: int, epoch: int,
+                          commit: bool) -> None:
+                """A transaction's offsets, committed with its other markers by a
+                coordinator on any broker, become committed here (KIP-447)."""
+                if topic == groups.runtime.topic:
+                    groups.runtime.replay_marker(partition, producer_id, epoch, commit)
+            shared.on_marker = on_marker
+        remote = None if self.cluster is None else RemoteVerifier(self.cluster)
+        self.txn_offsets = TxnOffsetCommitter(self.transactions, self.groups, remote)
         self.produce_verification = ProduceVerification(
             self.transactions, self.config.get_bool("transaction.partition.verification.enable"),
-            remote=None if self.cluster is None else RemoteVerifier(self.cluster))
+            remote=remote)
 
     def _build_share_services(self, groups: GroupCoordinator,
                               coordinator: ShareCoordinator) -> None:
@@ -273,12 +310,15 @@ class Broker:
         dead_letters = DeadLetterWriter(self.config, image=image, store=store,
                                         topics=controller, clock=self.now_ms,
                                         faults=self.faults)
-        # In a cluster a leader's coordinators may be on another broker (share/remote.py).
+        # In a cluster a leader's coordinators, and the share coordinator of a group's
+        # share-partitions, may be on other brokers (share/remote.py).
         persister: SharePersister = coordinator
+        state: ShareState = coordinator
         members: ShareAssignments = LocalMembers(groups)
         if self.cluster is not None:
-            persister = RemotePersister(coordinator, self.cluster, retry_s=self.config.get_int(
+            remote = RemotePersister(coordinator, self.cluster, retry_s=self.config.get_int(
                 "headwater.shared.lease.ms", 10_000) / 1000 + 5)  # through a takeover
+            persister = state = remote
             members = RemoteMembership(groups, self.cluster)
         self.share_partitions = SharePartitionManager(
             persister, groups, self.partition_waiters, dead_letters, image=image,
@@ -295,7 +335,7 @@ class Broker:
                 return None if found is None else await cluster.end_offset(
                     topic, found.topic_id, partition)
         self.share_admin = ShareAdmin(
-            groups, coordinator, self.share_partitions, image=image, partitions=store,
+            groups, state, self.share_partitions, image=image, partitions=store,
             faults=self.faults, end_offset=end_offset)
         groups.runtime.subscribe_load(self.share_admin.group_partition_loaded)
         self.share_fetch = ShareFetchService(self.share_partitions, self.share_sessions,
@@ -314,6 +354,8 @@ class Broker:
         self.server = self.servers[0]
         assert self.groups is not None
         await self.groups.start()
+        if self._producer_id_blocks is not None:
+            self._producer_id_blocks.start()
         assert self.transactions is not None
         await self.transactions.start()
         self.coordinator_key_types.add(TRANSACTION_KEY_TYPE)
@@ -346,6 +388,8 @@ class Broker:
         self.coordinator_key_types.intersection_update({GROUP_KEY_TYPE})
         if self.transactions is not None:
             await self.transactions.stop()
+        if self._producer_id_blocks is not None:
+            await self._producer_id_blocks.stop()
         if self.share_coordinator is not None:
             await self.share_coordinator.stop()
         if self.groups is not None:
@@ -377,6 +421,31 @@ class Broker:
                                    "headwater.shared.join.timeout.ms: is the shared "
                                    "database reachable by every broker?")
             await asyncio.sleep(0.05)
+
+    def _shard_of(self, key: str, key_type: int) -> tuple[str, uuid.UUID, int] | None:
+        """The coordinator shard of a FindCoordinator key (`ClusterNode.shard_of`)."""
+        runtimes = self.coordinator_runtimes()
+        if not 0 <= key_type < len(runtimes):
+            return None
+        runtime = runtimes[key_type]  # group (0), transaction (1), share (2)
+        topic = self.image.topic(runtime.topic)
+        if topic is None:
+            return None
+        return runtime.topic, topic.topic_id, runtime.partition_for(key)
+
+    async def _fetch_producer_ids(self) -> tuple[int, int]:
+        """A block of producer ids for this broker of a cluster (`ProducerIdBlocks`):
+        from the controller's own allocator when this broker is the controller, once
+        the block is durable; else from the controller in AllocateProducerIds."""
+        cluster, controller = self.cluster, self.controller
+        assert cluster is not None and controller is not None
+        if not cluster.is_controller():
+            return await cluster.allocate_producer_ids()
+        block = controller.allocate_producer_ids(self.node_id)
+        durable = cluster.durable()
+        if durable is not None:
+            await durable
+        return block
 
     def coordinator_runtimes(self) -> list[CoordinatorRuntime]:
         assert self.groups and self.transactions and self.share_coordinator
@@ -611,14 +680,16 @@ class _ControllerTarget:
         meta = self.broker._meta
         assert meta is not None and self.broker._shared is not None
         self.broker._shared.rebalance()
-        for runtime in self.broker.coordinator_runtimes():
-            runtime.take_all(lambda: meta.active)
+        if not self.broker._spread:
+            for runtime in self.broker.coordinator_runtimes():
+                runtime.take_all(lambda: meta.active)
 
     def reload(self) -> None:
         """Lost the controller lease: the coordinators stop serving, their partitions
         go to the next controller; the metadata log starts again from PostgreSQL's."""
-        for runtime in self.broker.coordinator_runtimes():
-            runtime.release_all()
+        if not self.broker._spread:
+            for runtime in self.broker.coordinator_runtimes():
+                runtime.release_all()
         if self.broker._shared is not None:
             self.broker._shared.rebalance()
         assert self.broker.local is not None

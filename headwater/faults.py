@@ -16,6 +16,9 @@ The points, the key and value that arm each, when it fires and what it does then
 * `txn.after-prepare` (txn/coordinator.py), `headwater.txn.crash.after.prepare=true`:
   right after a PrepareCommit/PrepareAbort is persisted, before any of its markers is
   written (exit status 1).
+* `txn.after-holds` (shared/txn_remote.py), `headwater.txn.crash.after.holds=true`: in a
+  cluster, once every partition of a transaction holds its marker, before the coordinator
+  commits them together (exit status 1).
 * `share.dead-letter.before-write` (share/dead_letter.py),
   `headwater.share.crash.dead.letter=before-write`: once ARCHIVING is persisted, before
   the dead letters are written (exit status 1).
@@ -59,12 +62,14 @@ class FaultPoint:
 
 METADATA_AFTER_BEGIN = "metadata.after-begin"
 TXN_AFTER_PREPARE = "txn.after-prepare"
+TXN_AFTER_HOLDS = "txn.after-holds"
 SHARE_DEAD_LETTER_BEFORE_WRITE = "share.dead-letter.before-write"
 SHARE_DEAD_LETTER_AFTER_WRITE = "share.dead-letter.after-write"
 SHARE_AFTER_PENDING_DELETION = "share.after-pending-deletion"
 
 METADATA_KEY = "headwater.test.metadata.fault"
 TXN_KEY = "headwater.txn.crash.after.prepare"
+HOLDS_KEY = "headwater.txn.crash.after.holds"
 DEAD_LETTER_KEY = "headwater.share.crash.dead.letter"
 PENDING_DELETION_KEY = "headwater.share.crash.after.pending.deletion"
 
@@ -72,6 +77,7 @@ POINTS: dict[str, FaultPoint] = {p.name: p for p in (
     FaultPoint(METADATA_AFTER_BEGIN, METADATA_KEY, {
         "fail-append-after-begin": Action.FAIL, "kill-after-begin": Action.KILL}),
     FaultPoint(TXN_AFTER_PREPARE, TXN_KEY, {"true": Action.EXIT}),
+    FaultPoint(TXN_AFTER_HOLDS, HOLDS_KEY, {"true": Action.EXIT}),
     FaultPoint(SHARE_DEAD_LETTER_BEFORE_WRITE, DEAD_LETTER_KEY, {"before-write": Action.EXIT}),
     FaultPoint(SHARE_DEAD_LETTER_AFTER_WRITE, DEAD_LETTER_KEY, {"after-write": Action.EXIT}),
     FaultPoint(SHARE_AFTER_PENDING_DELETION, PENDING_DELETION_KEY, {"true": Action.EXIT}),

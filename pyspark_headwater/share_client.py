@@ -177,6 +177,9 @@ class ShareMember:
         self._last_heartbeat = 0.0
         self._last_renew = 0.0
         self.error: BaseException | None = None  # from the background thread
+        #: When the member last lost its coordinator, a broker or its membership
+        #: (monotonic seconds): records may be held by its earlier self until then.
+        self.disrupted_at = float("-inf")
 
     # ---- connections and metadata ---------------------------------------------------------
     def _conn(self, node: int) -> _Conn:
@@ -275,10 +278,12 @@ class ShareMember:
             self.epoch = 0
             self.assignment = set()
             self.in_flight = {}  # its acquisitions are gone: they will be redelivered
+            self.disrupted_at = time.monotonic()
             self._heartbeat(subscribe=True)
             return
         if code in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
                     ErrorCode.coordinator_load_in_progress):
+            self.disrupted_at = time.monotonic()
             self.refresh_metadata()
             return
         if code != ErrorCode.none:
@@ -305,6 +310,7 @@ class ShareMember:
             except Exception as exc:  # retried on the next turn; surfaced if it persists
                 log.warning("share member background work failed: %s", exc)
                 self.error = exc
+                self.disrupted_at = time.monotonic()
                 self._stop.wait(1.0)
             else:
                 self.error = None
@@ -341,6 +347,7 @@ class ShareMember:
                 if not retriable or time.monotonic() > deadline:
                     raise
                 log.warning("share fetch failed (%s): reconnecting", exc)
+                self.disrupted_at = time.monotonic()
                 with self._lock:
                     for node in list(self._conns):
                         self._drop(node)

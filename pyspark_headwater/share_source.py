@@ -59,6 +59,8 @@ log = logging.getLogger("pyspark_headwater")
 
 DONE_RETENTION_S = 600.0  # a redelivery comes within a lock duration or a session timeout
 ACQUIRE_ROUNDS = 64  # ShareFetch requests per trigger at most
+RECOVERY_POLL_S = 0.2  # between empty fetches while recovering from a disruption
+DEFAULT_SESSION_MS = 45_000  # Kafka's group.share.session.timeout.ms
 SPAN_GAP = 2048  # offsets skipped inside one executor read rather than cut into two
 
 
@@ -253,8 +255,9 @@ class HeadwaterShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Nothing to snapshot: an AvailableNow run stops at the first trigger that
-        acquires nothing, and then leaves the group (Spark's ``stop()`` is not reliably
-        called)."""
+        acquires nothing (unless the member lost a broker or its membership within a
+        session timeout and a lock duration: records it held may still come back), and
+        then leaves the group (Spark's ``stop()`` is not reliably called)."""
         self._available_now = True
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
@@ -266,6 +269,12 @@ class HeadwaterShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else \
             self.opts.max_records_per_trigger
         emit = self._acquire(max_rows)
+        while not emit and self._available_now and self._recovering():
+            # Nothing now, but the member lost a broker or its membership lately: records
+            # it held before may still come back (their locks expire, the group
+            # rebalances); an AvailableNow run that stopped here would not drain.
+            time.sleep(RECOVERY_POLL_S)
+            emit = self._acquire(max_rows)
         if not emit:
             if self._available_now:  # the run ends here: leave, so others get our share
                 self.stop()
@@ -274,6 +283,17 @@ class HeadwaterShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             member.acknowledge({tp: [(f, last) for f, last, _ in rs]
                                 for tp, rs in emit.items()}, ACCEPT)
         return Descriptor(desc.seq + 1, member.member_id, emit, self._done_json()).json()
+
+    def _recovering(self) -> bool:
+        """Within a session timeout and a lock duration of the member's last disruption
+        (the group's own `share.session.timeout.ms` if the query set one, else Kafka's
+        default 45 s)."""
+        try:
+            session_ms = int(dict(self.opts.group_configs)["share.session.timeout.ms"])
+        except (KeyError, ValueError):
+            session_ms = DEFAULT_SESSION_MS
+        window_s = (session_ms + self.member.lock_ms) / 1000
+        return time.monotonic() - self.member.disrupted_at < window_s
 
     def _acquire(self, max_rows: int) -> dict[TopicPartition, list[Range]]:
         """Fetch until ``max_rows`` are acquired or a fetch brings nothing; redeliveries

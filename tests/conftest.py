@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.browser import Browser
 from tests.support.cluster import Cluster, start_cluster
 from tests.support.engines import PostgresServer, VersityGateway, shared_broker_args
 from tests.support.kafka_reference import KafkaReference
@@ -117,3 +118,12 @@ def cluster(postgres: PostgresServer, versitygw: VersityGateway,
     """Three brokers of their own on the shared log, 3 s leases (tests/support/cluster.py),
     one cluster per module."""
     yield from start_cluster(postgres, versitygw, tmp_path_factory.mktemp("cluster"))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Headless Chromium (Debian's, `make chromium`) driven by Selenium, one per module:
+    the web console's tests."""
+    b = Browser()
+    yield b
+    b.quit()

@@ -18,13 +18,36 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", default="127.0.0.1:9092")
-    parser.add_argument("--command-config", metavar="FILE",
+def add_arguments(parser: argparse.ArgumentParser, inherited: bool = False) -> None:
+    """The connection options; `inherited`: a subcommand's copy of its command's, with no
+    default of its own (given there, it wins; absent, the command's value stays)."""
+    default = argparse.SUPPRESS if inherited else None
+    parser.add_argument("--bootstrap-server",
+                        default=argparse.SUPPRESS if inherited else "127.0.0.1:9092")
+    parser.add_argument("--command-config", metavar="FILE", default=default,
                         help="client properties (security.protocol, sasl.mechanism, "
                              "sasl.jaas.config, ssl.truststore.location, ...)")
-    parser.add_argument("--command-property", action="append", type=_key_value, default=[],
+    parser.add_argument("--command-property", action="append", type=_key_value,
+                        default=argparse.SUPPRESS if inherited else [],
                         metavar="KEY=VALUE", help="one client property (repeatable)")
+
+
+def options_anywhere(parser: argparse.ArgumentParser) -> None:
+    """Let the subcommands of a command that takes the connection options (and --json)
+    before them (`headwater groups --bootstrap-server B list`, as Kafka's tools) take them
+    after them too (`headwater groups list --bootstrap-server B`, as `topic` does)."""
+    own = {o for a in parser._actions for o in a.option_strings}
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for child in action.choices.values():
+            theirs = {o for a in child._actions for o in a.option_strings}
+            if "--bootstrap-server" in own and "--bootstrap-server" not in theirs:
+                add_arguments(child, inherited=True)
+            if "--json" in own and "--json" not in theirs:
+                child.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                                   help="machine-readable output")
+            options_anywhere(child)
 
 
 def security(args: argparse.Namespace) -> ClientSecurity:

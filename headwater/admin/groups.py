@@ -14,7 +14,8 @@ from typing import Any
 from kio.serial import entity_reader
 
 from ..wire.client import RawClient
-from .connect import add_arguments, connect
+from .connect import add_arguments
+from .routing import Routed
 from .tables import emit
 
 NO_AUTH_OPS = False
@@ -24,8 +25,10 @@ class AdminError(RuntimeError):
     pass
 
 
-def _client(args: argparse.Namespace) -> RawClient:
-    return connect(args)
+def _client(args: argparse.Namespace) -> Any:
+    """A `RawClient` whose requests go where Kafka's AdminClient sends them: a group's to
+    its coordinator, ListGroups to every broker, ListOffsets to the leaders (routing.py)."""
+    return Routed(args)
 
 
 def _partitions(client: RawClient, topics: list[str] | None) -> dict[str, list[int]]:

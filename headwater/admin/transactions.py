@@ -26,6 +26,7 @@ from ..wire.client import RawClient, encode_request
 from ..wire.header import read_uvarint, skip_tagged_fields
 from .connect import add_arguments
 from .groups import AdminError, _client
+from .routing import TRANSACTION, Routed
 from .tables import emit
 
 
@@ -40,11 +41,13 @@ class TxnDescription(NamedTuple):
     partitions: list[tuple[str, int]]
 
 
-def describe_transaction(client: RawClient, txn_id: str, check: bool = True
+def describe_transaction(client: RawClient | Routed, txn_id: str, check: bool = True
                          ) -> TxnDescription:
     """DescribeTransactions v0 for one id (AdminError on an error code if `check`).
     Decoded here rather than by kio: kio refuses the -1 start time Kafka sends for a
     transactional id with no transaction yet."""
+    if isinstance(client, Routed):  # to the transactional id's coordinator
+        client = client.coordinator(txn_id, TRANSACTION)
     client.send_bytes(encode_request(65, 0, {"transactional_ids": [txn_id]}))
     buf = client.recv_frame()
     pos = skip_tagged_fields(buf, 4) + 4  # correlation id, header tags, throttle time

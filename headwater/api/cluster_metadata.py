@@ -41,13 +41,14 @@ def partition_entry(broker: Broker, topic: TopicImage, p: PartitionImage,
                     **extra: Any) -> dict:
     """One partition as Metadata and DescribeTopicPartitions describe it. In a cluster the
     leader is the broker serving it (the holder of its lease, epoch the lease's); the
-    coordinators' internal topics are the controller's until they move (issue 24)."""
+    coordinators' internal topics too, unless they follow the controller
+    (headwater.shared.coordinators=controller)."""
     cluster = broker.cluster
     if cluster is None:
         return {"error_code": 0, "partition_index": p.partition_id, "leader_id": p.leader,
                 "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas,
                 "isr_nodes": p.isr, "offline_replicas": (), **extra}
-    if topic.name in INTERNAL_TOPICS:
+    if topic.name in INTERNAL_TOPICS and cluster.shard_of is None:
         leader, epoch = cluster.controller_id(), 0
     else:
         leader, epoch = cluster.leader(topic.name, topic.topic_id, p.partition_id)

@@ -54,7 +54,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     "error_message": "expected a share key groupId:topicId:partition"}
         node_id = broker.node_id
         if broker.cluster is not None:
-            found = broker.cluster.coordinator(key)
+            found = broker.cluster.coordinator(key, key_type)
             if found is None:
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
                         "error_code": E.coordinator_not_available,

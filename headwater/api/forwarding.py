@@ -5,8 +5,9 @@ handler runs and its answer waits until the change is committed to the shared lo
 that fails the connection is closed: the outcome is unknown, the client retries); on any
 other broker the request is forwarded to the controller in an EnvelopeRequest (key 58,
 KIP-590) and the controller's answer goes back to the client, once this broker's own image
-has followed the change. InitProducerId is forwarded too: producer ids come in blocks the
-controller records.
+has followed the change. InitProducerId is not forwarded: every broker answers it from a
+block of producer ids it asked the controller for (AllocateProducerIds, KIP-730:
+`api/producers.py`), or through its transaction coordinator.
 
 The Envelope handler is the controller's side: the inner request runs with the client's
 principal and address. As in Kafka, the sender needs CLUSTER_ACTION on the cluster.
@@ -36,7 +37,6 @@ ENVELOPE = 58
 FORWARDED = frozenset({
     19,  # CreateTopics
     20,  # DeleteTopics
-    22,  # InitProducerId
     30,  # CreateAcls
     31,  # DeleteAcls
     33,  # AlterConfigs

@@ -3,7 +3,9 @@
 Per partition the client's RecordBatch bytes go to the partition log untouched
 except for the base offset (and LogAppendTime): no per-record Python work. All
 appends of a request happen before the first await, so pipelined produce requests
-on one connection append in order (idempotent sequences depend on it).
+on one connection append in order (idempotent sequences depend on it); a request that
+must await first (a transaction coordinator on another broker) holds the requests after
+it on the connection until it has appended (`APPEND_TAIL`).
 
 A batch rejected for some of its records (null keys on a compacted topic, timestamps
 out of bounds) lists them in `record_errors` with Kafka's messages (KIP-467), so
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("headwater.produce")
 ZERO_UUID = uuid.UUID(int=0)
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write internal topics
+#: Connection attribute: done once the latest produce request that awaited has appended.
+APPEND_TAIL = "produce.append_tail"
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
@@ -98,14 +102,27 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         transaction by the verification service. Partition -> the add's error code."""
         return verification.add_implicitly(txn_id, unverified(ctx, req))
 
-    async def verified_remotely(ctx: RequestContext, req: Any, txn_id: str,
-                                remote: RemoteVerification,
-                                wanted: dict[tuple[int, int], list[tuple[str, int]]]) -> Any:
-        """A cluster whose transaction coordinator is another broker's: ask it first
-        (one request), then produce with its answers."""
-        added = await remote.verify(txn_id, wanted,
-                                    add=ctx.api_version >= FIRST_TV2_PRODUCE)
-        result = produce(ctx, req, added)
+    async def in_order(ctx: RequestContext, req: Any, txn_id: str | None,
+                       remote: RemoteVerification | None,
+                       wanted: dict[tuple[int, int], list[tuple[str, int]]],
+                       previous: asyncio.Future[None] | None,
+                       appended: asyncio.Future[None]) -> Any:
+        """Produce once the connection's earlier requests have appended, after asking the
+        transaction coordinator on another broker (`remote`, one request) about the
+        partitions a transaction does not cover yet. Pipelined requests of one producer
+        append in the order sent, as their sequences require, even when the remote
+        answers come back in another order."""
+        try:
+            added = None
+            if remote is not None and txn_id is not None:
+                added = await remote.verify(txn_id, wanted,
+                                            add=ctx.api_version >= FIRST_TV2_PRODUCE)
+            if previous is not None:
+                await previous
+            result = produce(ctx, req, added)
+        finally:
+            if not appended.done():
+                appended.set_result(None)
         return await result if asyncio.iscoroutine(result) else result
 
     def reject_all(req: Any, code: int) -> dict:
@@ -129,12 +146,19 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 ctx, A.WRITE, A.TRANSACTIONAL_ID, txn_id):
             return None if acks == 0 else reject_all(req, E.transactional_id_authorization_failed)
         remote = verification.remote
+        wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
         if (verification.enabled and txn_id is not None and remote is not None
                 and remote.coordinator_elsewhere(txn_id)):
             wanted = unverified(ctx, req)
-            if wanted:
-                return verified_remotely(ctx, req, txn_id, remote, wanted)
-        return produce(ctx, req, None)
+        tail: asyncio.Future[None] | None = ctx.attrs.get(APPEND_TAIL)
+        if not wanted and (tail is None or tail.done()):
+            return produce(ctx, req, None)
+        # This request awaits (a remote verification, or an earlier request's) before it
+        # appends: the requests after it on the connection append after it.
+        appended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        ctx.attrs[APPEND_TAIL] = appended
+        return in_order(ctx, req, txn_id, remote if wanted else None, wanted, tail,
+                        appended)
 
     def produce(ctx: RequestContext, req: Any,
                 added: dict[tuple[str, int], int] | None) -> Any:

@@ -1,8 +1,17 @@
-"""InitProducerId (22) for idempotent producers, and DescribeProducers (61).
+"""InitProducerId (22) for idempotent producers, DescribeProducers (61), and in a
+cluster AllocateProducerIds (67, KIP-730).
 
 Producer ids come from blocks the controller commits as ProducerIdsRecords, so an
-id is never handed out twice, across restarts included. A transactional id goes to the
-transaction coordinator (`headwater.txn`).
+id is never handed out twice, across restarts included. On one node the controller's
+own block serves them; in a cluster (headwater.storage=shared) every broker answers
+InitProducerId itself from a block it asked the controller for in AllocateProducerIds
+(`txn/producer_id_blocks.py`; COORDINATOR_LOAD_IN_PROGRESS while it has none). A
+transactional id goes to the transaction coordinator (`headwater.txn`), which answers
+NOT_COORDINATOR on a broker that does not own the id's shard.
+
+AllocateProducerIds is the controller's side: as in Kafka the sender needs CLUSTER_ACTION
+on the cluster, a broker that is not the controller answers NOT_CONTROLLER, and the
+block is answered once it is durable in the shared metadata log.
 """
 
 from __future__ import annotations
@@ -11,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from ..coordinator.runtime import NotReady
+from ..metadata.controller import ControllerError
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
@@ -39,8 +50,6 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if req.transactional_id is not None:
             # The transaction coordinator bumps the epoch, fencing the previous producer
             # (and aborting its open transaction).
-            from ..coordinator.runtime import NotReady
-
             timeout = req.transaction_timeout
             timeout_ms = int(timeout.total_seconds() * 1000) if hasattr(
                 timeout, "total_seconds") else int(timeout)
@@ -62,8 +71,36 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             # KIP-360: an idempotent producer bumps its epoch to reset sequences.
             return {"throttle_time": 0, "error_code": 0, "producer_id": pid,
                     "producer_epoch": epoch + 1}
-        return {"throttle_time": 0, "error_code": 0,
-                "producer_id": broker.controller.allocate_producer_id(), "producer_epoch": 0}
+        assert broker.producer_ids is not None
+        try:
+            new_pid = broker.producer_ids.allocate_producer_id()
+        except NotReady as exc:  # no block yet: the client retries
+            return {"throttle_time": 0, "error_code": exc.code, "producer_id": -1,
+                    "producer_epoch": -1}
+        return {"throttle_time": 0, "error_code": 0, "producer_id": new_pid,
+                "producer_epoch": 0}
+
+    async def handle_allocate(ctx: RequestContext, req: Any) -> dict:
+        def answer(code: int, start: int = -1, length: int = 0) -> dict:
+            return {"throttle_time": 0, "error_code": code, "producer_id_start": start,
+                    "producer_id_len": length}
+        if broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
+            return answer(E.cluster_authorization_failed)
+        cluster, controller = broker.cluster, broker.controller
+        if cluster is None or controller is None or not broker.is_controller():
+            return answer(E.not_controller)
+        try:
+            start, length = controller.allocate_producer_ids(req.broker_id,
+                                                             req.broker_epoch)
+        except ControllerError as exc:
+            return answer(exc.code)
+        durable = cluster.durable()
+        if durable is not None:
+            try:
+                await durable
+            except Exception:  # not committed: this broker is no longer the controller
+                return answer(E.not_controller)
+        return answer(E.none, start, length)
 
     def handle_describe(ctx: RequestContext, req: Any) -> dict:
         topics = []
@@ -77,9 +114,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                   "error_code": E.topic_authorization_failed,
                                   "error_message": None, "active_producers": ()})
                     continue
-                if plog is None:
+                if plog is None:  # NOT_LEADER_OR_FOLLOWER where another broker serves it
                     parts.append({"partition_index": index,
-                                  "error_code": E.unknown_topic_or_partition,
+                                  "error_code": broker.absent_error(t.name, index),
                                   "error_message": None, "active_producers": ()})
                     continue
                 parts.append({"partition_index": index, "error_code": 0,
@@ -97,3 +134,5 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     dispatcher.register(22, 0, 5, handle_init)
     dispatcher.register(61, 0, 0, handle_describe)
+    if broker.cluster is not None:
+        dispatcher.register(67, 0, 0, handle_allocate)

@@ -2,7 +2,9 @@
 
 AddPartitionsToTxn (24; v0-3 from clients, v4+ the batched form brokers send, with
 verify-only entries), AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27, the path an
-operator's abort of a hanging transaction takes), TxnOffsetCommit (28, through the group
+operator's abort of a hanging transaction takes; in a cluster also a coordinator asking,
+by its client id, that the marker be held for it to commit together with the
+transaction's others: shared/marker_holds.py), TxnOffsetCommit (28, through the group
 coordinator: the offsets are written under the producer's id and epoch and stay pending
 until the transaction's marker), DescribeTransactions (65) and ListTransactions (66).
 InitProducerId with a transactional id is in `producers.py`.
@@ -20,7 +22,7 @@ transaction itself, since such a client sends no AddOffsetsToTxn.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import re2
@@ -161,7 +163,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
 
     # ---- TxnOffsetCommit -----------------------------------------------------------
-    def handle_txn_offset_commit(ctx: RequestContext, req: Any) -> dict:
+    async def handle_txn_offset_commit(ctx: RequestContext, req: Any) -> dict:
         commits: list[tuple[str, list[PartitionCommit]]] = []
         codes: dict[TopicPartition, int] = {}
         refused = txn_refused(ctx, req)
@@ -181,8 +183,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             if parts:
                 commits.append((t.name, parts))
         if commits:
-            for (topic, partition), code in commit_offsets(req, commits,
-                                                           ctx.api_version).items():
+            written = commit_offsets(req, commits, ctx.api_version)
+            if not isinstance(written, dict):  # asked the transaction's coordinator
+                written = await written
+            for (topic, partition), code in written.items():
                 codes[(topic, partition)] = code
         return {"throttle_time": 0, "topics": [
             {"name": topic, "partitions": [{"partition_index": p, "error_code": c}
@@ -190,7 +194,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             for topic, parts in by_topic(codes).items()]}
 
     def commit_offsets(req: Any, commits: list[tuple[str, list[PartitionCommit]]],
-                       version: int) -> dict[TopicPartition, int]:
+                       version: int
+                       ) -> dict[TopicPartition, int] | Awaitable[dict[TopicPartition, int]]:
         if broker.txn_offsets is None:
             return {(topic, p.partition): E.coordinator_not_available
                     for topic, parts in commits for p in parts}
@@ -205,6 +210,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         completes the transaction)."""
         results = []
         refused = broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME)
+        held = broker.cluster is not None and broker.cluster.asks_to_hold(ctx.client_id)
         for marker in req.markers:
             topics = []
             for t in marker.topics:
@@ -214,11 +220,19 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                         parts.append({"partition_index": p,
                                       "error_code": E.cluster_authorization_failed})
                         continue
+                    tv = getattr(marker, "transaction_version", 0)
+                    if held:  # a coordinator of the cluster commits it with the others
+                        assert broker.cluster is not None
+                        answer = broker.cluster.store.hold_marker(
+                            t.name, p, marker.producer_id, marker.producer_epoch,
+                            marker.transaction_result, marker.coordinator_epoch, tv)
+                        code = answer if isinstance(answer, int) else await answer
+                        parts.append({"partition_index": p, "error_code": code})
+                        continue
                     try:
                         code = await coordinator().write_marker(
                             t.name, p, marker.producer_id, marker.producer_epoch,
-                            marker.transaction_result, marker.coordinator_epoch,
-                            getattr(marker, "transaction_version", 0))
+                            marker.transaction_result, marker.coordinator_epoch, tv)
                     except NotReady as exc:
                         code = exc.code
                     parts.append({"partition_index": p, "error_code": code})

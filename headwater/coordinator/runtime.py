@@ -18,10 +18,10 @@ for every marker it finds, so a restart resolves pending transactional state exa
 the live path did. A service can watch its shards through `after_write` (called after
 every write, timer-driven ones included) and subscribe to loads (`subscribe_load`).
 
-In a cluster (`follows`), a broker serves the shards only while it holds the
-coordinators (the controller's, until shards get leases of their own: issue 24):
-`take_all` loads each partition once the shared log has handed it to this broker
-(COORDINATOR_LOAD_IN_PROGRESS meanwhile), `release_all` drops them (NOT_COORDINATOR).
+In a cluster (`follows`), a broker serves a shard only while the shared log places its
+partition here: `take` loads it once the store has taken the partition (COORDINATOR_LOAD_
+IN_PROGRESS meanwhile), `release` drops it (NOT_COORDINATOR) when the partition moves or
+its lease is lost. (With every shard at the controller, `take_all` and `release_all`.)
 Appends there are durable only once committed: every append asks for its commit,
 `settled` is what a response waits for, and a failed commit rebuilds the shard from
 what was committed (the store takes the partition again).
@@ -172,7 +172,7 @@ class CoordinatorRuntime:
         self._load_subscribers: list[Callable[[int], None]] = []
         #: A cluster's runtime: shards follow the shared log's hand-overs (see module).
         self.follows = False
-        self._wanted: Callable[[], bool] = lambda: False
+        self._wanted: Callable[[int], bool] = lambda _p: False
         self._taking: dict[int, asyncio.Future[None]] = {}  # partition -> its loader
         self._unsettled: set[asyncio.Future[None]] = set()
 
@@ -212,7 +212,7 @@ class CoordinatorRuntime:
     def take_all(self, wanted: Callable[[], bool]) -> None:
         """Serve every partition from now on, while `wanted()` holds: loaded in order
         (as on one node), each once the shared log has handed it to this broker."""
-        self._wanted = wanted
+        self._wanted = lambda _p: wanted()
         todo = [p for p in range(self.num_partitions)
                 if p not in self._shards and p not in self._taking]
         self._loading.update(todo)
@@ -222,7 +222,7 @@ class CoordinatorRuntime:
 
     def release_all(self) -> None:
         """Serve nothing any more (another broker took the coordinators over)."""
-        self._wanted = lambda: False
+        self._wanted = lambda _p: False
         for task in set(self._taking.values()):
             task.cancel()
         self._taking.clear()
@@ -233,11 +233,36 @@ class CoordinatorRuntime:
             self._shards.clear()
             self._loading.clear()
 
-    def _take(self, partition: int) -> None:
+    def follow_shards(self, wanted: Callable[[int], bool]) -> None:
+        """Serve the partitions the shared log hands this broker one by one (`take`,
+        `release`), each while `wanted(partition)` holds."""
+        self._wanted = wanted
+
+    def take(self, partition: int) -> None:
+        """The shared log handed `partition` to this broker: load it (replay) once it
+        is ready (after `load_delay_ms`, a test's knob), answering
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+        if self._wanted(partition):
+            self._take(partition, self.load_delay_ms)
+
+    def release(self, partition: int) -> None:
+        """`partition` went to another broker (or this one lost it): drop its shard and
+        timers; its groups answer NOT_COORDINATOR until it is taken again."""
+        task = self._taking.pop(partition, None)
+        if task is not None and task not in self._taking.values():
+            task.cancel()
+        timer = self._timers.pop(partition, None)
+        if timer is not None:
+            timer.cancel_all()
+        self._shards.pop(partition, None)
+        self._loading.discard(partition)
+
+    def _take(self, partition: int, delay_ms: int = 0) -> None:
         if partition in self._shards or partition in self._taking:
             return
         self._loading.add(partition)
-        self._taking[partition] = asyncio.ensure_future(self._load_when_taken([partition]))
+        self._taking[partition] = asyncio.ensure_future(
+            self._load_when_taken([partition], delay_ms))
 
     async def _load_when_taken(self, partitions: list[int], delay_ms: int = 0) -> None:
         if delay_ms:
@@ -245,7 +270,7 @@ class CoordinatorRuntime:
         logs = cast(CoordinatorLogs, self._partitions)
         for partition in partitions:
             try:
-                while self._wanted():
+                while self._wanted(partition):
                     try:
                         if await logs.ready(self.topic, partition) is not None:
                             await self._load(partition)
@@ -279,7 +304,7 @@ class CoordinatorRuntime:
             timer = self._timers.pop(partition, None)
             if timer is not None:
                 timer.cancel_all()
-            if self._wanted():
+            if self._wanted(partition):
                 self._take(partition)
         future.add_done_callback(done)
 
@@ -428,6 +453,17 @@ class CoordinatorRuntime:
         if self.follows:
             self._settle(partition, part)
         return offset
+
+    def replay_marker(self, partition: int, producer_id: int, producer_epoch: int,
+                      commit: bool) -> None:
+        """Replay a marker appended to `partition`'s log without the runtime (a cluster's
+        markers committed together: shared/marker_holds.py). A shard still loading
+        replays it from the log."""
+        try:
+            shard = self.shard(partition)
+        except NotReady:
+            return
+        shard.replay_end_transaction(producer_id, producer_epoch, commit)
 
     def append(self, partition: int, shard: Shard, records: list[CoordinatorRecord],
                now: int, producer_id: int = -1, producer_epoch: int = -1,

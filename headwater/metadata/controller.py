@@ -38,7 +38,8 @@ from .topics import collision_key, topic_name_error
 log = logging.getLogger("headwater.controller")
 
 
-PRODUCER_ID_BLOCK = 1000
+PRODUCER_ID_BLOCK = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+MAX_PRODUCER_ID = (1 << 63) - 1
 RECORDS_PER_BATCH = 500
 MAX_PARTITIONS = 100_000
 METADATA_TOPIC = "__cluster_metadata"
@@ -546,12 +547,29 @@ class Controller:
         return [R.ConfigRecord(resource_type, name, k, v) for k, v in changes.items()]
 
     # ---- producer ids --------------------------------------------------------------
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int = -1,
+                              count: int = PRODUCER_ID_BLOCK) -> tuple[int, int]:
+        """Commit the next block of producer ids for `broker_id` (Kafka's
+        ProducerIdControlManager, KIP-730): (first id, length). The block continues from
+        the image's next_producer_id, which every committed block advanced, whichever
+        controller committed it. On the shared log the block may be used only once it is
+        durable (`SharedMetadata.durable`): a block lost with its controller is then
+        never handed out."""
+        start = self.image.next_producer_id
+        if start > MAX_PRODUCER_ID - count:
+            raise ControllerError(E.unknown_server_error,
+                                  "Exhausted all producerIds as the next block's end "
+                                  f"would exceed {MAX_PRODUCER_ID}")
+        self.commit([R.ProducerIdsRecord(broker_id, broker_epoch, start + count)])
+        return start, count
+
     def allocate_producer_id(self) -> int:
-        """Hand out the next producer id; a new block is committed when one runs out."""
+        """One node: the next producer id of this broker's block, a new block committed
+        (in line: the local log is fsynced) when one runs out. A broker of a cluster
+        takes its blocks through AllocateProducerIds instead (txn/producer_id_blocks.py)."""
         if self._pid_next >= self._pid_end:
-            start = self.image.next_producer_id
-            self.commit([R.ProducerIdsRecord(self.node_id, 0, start + PRODUCER_ID_BLOCK)])
-            self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
+            start, length = self.allocate_producer_ids(self.node_id, 0)
+            self._pid_next, self._pid_end = start, start + length
         pid = self._pid_next
         self._pid_next += 1
         return pid

@@ -192,6 +192,11 @@ class SharePartitionManager:
     async def _load_quietly(self, key: LeaderKey) -> None:
         try:
             await self.leader(key)
+        except ShareError as exc:
+            if exc.code != ErrorCode.unknown_topic_or_partition:
+                log.warning("loading %s for its dead letters failed: %s", key, exc)
+            # else another broker serves the partition (a cluster): its leader finishes
+            # them when it is next loaded there, at a fetch
         except Exception as exc:  # the next fetch tries again
             log.warning("loading %s for its dead letters failed: %s", key, exc)
 

@@ -46,12 +46,21 @@ class ClusterView:
         return rendezvous(f"{topic_id}:{partition}", self.brokers)
 
     def leader(self, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
-        """(leader, leader epoch) as Metadata reports it: the live lease holder, else
-        the broker that will take the lease, with the epoch it will get. The leader
-        epoch is the lease epoch less one (Kafka's first leader has epoch 0)."""
+        """(leader, leader epoch) as Metadata reports it: the live lease holder; while
+        no one holds the lease, the broker that will take it, with the epoch it will get
+        (taking always bumps the epoch). The leader epoch is the lease epoch less one
+        (Kafka's first leader has epoch 0).
+
+        A lease still held by a broker whose heartbeat is not seen is reported as no
+        leader (-1) at the holder's epoch, never as a predicted owner: the holder may
+        renew it and go on reporting its own epoch, and a client that had cached the
+        prediction's higher epoch would ignore every later answer as outdated and
+        produce to the wrong broker for good (seen after a PostgreSQL restart)."""
         owner, epoch = self.leases.get(partition_resource(topic_id, partition), (-1, 0))
         if owner in self.brokers:
             return owner, epoch - 1
+        if owner >= 0:
+            return -1, epoch - 1
         return self.owner_of(topic_id, partition), epoch
 
 

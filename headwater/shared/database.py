@@ -23,13 +23,24 @@ class DatabaseUnavailable(RuntimeError):
     """The database named by `headwater.shared.database` cannot be used."""
 
 
-async def open_pool(settings: SharedSettings, min_size: int = 2,
-                    max_size: int = 8) -> asyncpg.Pool:
+def session_settings(lease_ms: int) -> dict[str, str]:
+    """Server settings of every broker connection that writes. A broker paused or stalled
+    inside a transaction (SIGSTOP, a VM freeze) keeps its row locks while its session
+    waits idle; the broker taking its partitions over would wait on them until it wakes.
+    PostgreSQL ends such a session after a lease time (the broker has lost its leases by
+    then, and its commit's outcome becomes unknown: it reloads, acknowledging nothing).
+    A broker's own transactions never wait on anything but the database."""
+    return {"idle_in_transaction_session_timeout": str(max(lease_ms, 1000))}
+
+
+async def open_pool(settings: SharedSettings, min_size: int = 2, max_size: int = 8,
+                    lease_ms: int = 10_000) -> asyncpg.Pool:
     """A pool on the shared database, its schema migrated to this broker's version."""
     where = settings.redacted_database()
     try:
         pool = await asyncpg.create_pool(settings.database, min_size=min_size,
-                                         max_size=max_size, timeout=CONNECT_TIMEOUT_S)
+                                         max_size=max_size, timeout=CONNECT_TIMEOUT_S,
+                                         server_settings=session_settings(lease_ms))
     except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
         raise DatabaseUnavailable(f"{DATABASE}={where}: cannot connect: "
                                   f"{type(exc).__name__}: {exc}") from exc

@@ -48,11 +48,11 @@ def envelope_body(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 async def call(host: str, port: int, api_key: int, version: int, body: dict[str, Any],
-               timeout_s: float) -> Any:
+               timeout_s: float, client_id: str = "headwater-broker") -> Any:
     """One request to another broker, on a connection of its own; the decoded response.
     ForwardError if the broker cannot be reached or does not answer in time."""
     frame = encode_request(api_key, version, build(load_request_schema(api_key, version),
-                                                   body), next(_ids), "headwater-broker")
+                                                   body), next(_ids), client_id)
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
                                                 timeout_s)

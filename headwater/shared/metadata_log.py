@@ -30,7 +30,9 @@ from ..log.batch import iter_batches
 from ..log.partition_log import LOG_START_CHECKPOINT
 from . import leases
 from .cluster import CONTROLLER
+from .database import session_settings
 from .sequencer import NOTIFY_CHANNEL, BatchRow, Outcome, PartitionCommit, commit
+from .tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from .store import SharedStore
@@ -61,6 +63,9 @@ class SharedMetadata:
         self.path = path
         self.target: MetadataTarget | None = None
         self.active = False
+        #: Stepped down, but the local log is not yet started again from PostgreSQL's
+        #: (the database was unreachable): done before anything is followed.
+        self._reload_pending = False
         self.epoch = 0
         self.committed = 0  # the log's offset up to which PostgreSQL has it
         self._wake = asyncio.Event()
@@ -82,8 +87,9 @@ class SharedMetadata:
     async def download(self) -> None:
         """Replace the local metadata log with what PostgreSQL holds."""
         if self._pool is None:
-            self._pool = await asyncpg.create_pool(self.store.settings.database,
-                                                   min_size=1, max_size=2)
+            self._pool = await asyncpg.create_pool(
+                self.store.settings.database, min_size=1, max_size=2,
+                server_settings=session_settings(self.store.lease_ms))
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(
                 "SELECT high_watermark, log_start FROM partitions WHERE topic_id = $1 "
@@ -110,13 +116,7 @@ class SharedMetadata:
                        asyncio.create_task(self._pusher())]
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._tasks)
         if self._listener is not None:
             await self._listener.close()
         if self.active and self._pool is not None:
@@ -203,13 +203,19 @@ class SharedMetadata:
         local log starts again from PostgreSQL's."""
         was = self.active
         self.active = False
+        self._reload_pending = True
         self._fail_waiting(why)
         if was:
             log.warning("controller role lost: %s", why)
+        await self._reload()
+
+    async def _reload(self) -> None:
+        """The local log (and the controller's image) again from PostgreSQL's."""
         async with self._following:
             await self.download()
             assert self.target is not None
             self.target.reload()
+        self._reload_pending = False
 
     # ---- the lease and following -------------------------------------------------------
     async def _leader_loop(self) -> None:
@@ -233,6 +239,8 @@ class SharedMetadata:
 
     async def _lead_or_follow(self) -> None:
         await self._ensure_listener()
+        if self._reload_pending:  # a step-down whose reload failed: again, first
+            await self._reload()
         store = self.store
         async with self.pool.acquire() as conn:
             lease = await leases.acquire(conn, CONTROLLER, store.node_id, store.lease_ms,
@@ -269,6 +277,8 @@ class SharedMetadata:
         """Follow the log up to what PostgreSQL holds now (after a forwarded change)."""
         if self.active:
             return
+        if self._reload_pending:
+            await asyncio.wait_for(self._reload(), timeout_s)
         await asyncio.wait_for(self._catch_up(), timeout_s)
 
     async def _ensure_listener(self) -> None:

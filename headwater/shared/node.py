@@ -7,25 +7,34 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..wire.dispatch import RequestContext
 from .cluster import BrokerInfo
 from .forward import ForwardError, call, forward
+from .marker_holds import HOLD_CLIENT_ID
 from .metadata_log import SharedMetadata
 from .store import SharedStore
 
 CONTROLLER_WAIT_S = 10.0
 COORDINATOR_TIMEOUT_S = 10.0
 LIST_OFFSETS = 2
+ALLOCATE_PRODUCER_IDS = 67
 log = logging.getLogger("headwater.shared")
+
+
+#: (key, key type) -> (topic, topic id, partition) of the coordinator shard for the key,
+#: None while its topic does not exist (or coordinators follow the controller).
+ShardOf = Callable[[str, int], "tuple[str, uuid.UUID, int] | None"]
 
 
 class ClusterNode:
     def __init__(self, store: SharedStore, metadata: SharedMetadata) -> None:
         self.store = store
         self.metadata = metadata
+        #: Where coordinator shards are (set by the broker when they are spread).
+        self.shard_of: ShardOf | None = None
 
     @property
     def node_id(self) -> int:
@@ -50,28 +59,38 @@ class ClusterNode:
             return self.node_id
         return self.store.view.controller
 
-    def coordinator(self, key: str) -> BrokerInfo | None:
-        """The broker coordinating `key` (a group id, a transactional id, a share key):
-        the controller's until coordinator shards get leases of their own (issue 24).
-        None while no controller is live."""
-        return self.broker(self.controller_id())
+    def coordinator(self, key: str, key_type: int = 0) -> BrokerInfo | None:
+        """The broker coordinating `key` (a group id, a transactional id, a share key:
+        `key_type` as FindCoordinator's): the live owner of the key's shard, or the one
+        about to take it; the controller when shards follow it. None if none is live."""
+        shard = None if self.shard_of is None else self.shard_of(key, key_type)
+        if shard is None:
+            return self.broker(self.controller_id())
+        leader, _epoch = self.leader(*shard)
+        return self.broker(leader)
+
+    @staticmethod
+    def asks_to_hold(client_id: str | None) -> bool:
+        """A WriteTxnMarkers from a transaction coordinator of the cluster, asking that
+        its markers be held for it to commit together (`marker_holds.py`)."""
+        return client_id == HOLD_CLIENT_ID
 
     # ---- share/remote.py's CoordinatorChannel -------------------------------------------
-    def remote(self, group_id: str) -> bool:
-        found = self.coordinator(group_id)
+    def remote(self, key: str, key_type: int) -> bool:
+        found = self.coordinator(key, key_type)
         return found is None or found.node_id != self.node_id
 
-    async def ask(self, group_id: str, api_key: int, version: int,
+    async def ask(self, key: str, key_type: int, api_key: int, version: int,
                   body: dict[str, Any]) -> Any | None:
-        target = self.coordinator(group_id)
+        target = self.coordinator(key, key_type)
         if target is None or target.node_id == self.node_id:
             return None
         try:
             return await call(target.host, target.port, api_key, version, body,
                               COORDINATOR_TIMEOUT_S)
         except ForwardError as exc:
-            log.info("coordinator of %r (broker %d) not reached: %s", group_id,
-                     target.node_id, exc)
+            log.info("coordinator of %r (key type %d, broker %d) not reached: %s", key,
+                     key_type, target.node_id, exc)
             return None
 
     async def end_offset(self, topic: str, topic_id: uuid.UUID, partition: int
@@ -105,7 +124,10 @@ class ClusterNode:
         part = self.store.partition(topic, partition)
         if part is not None:
             return self.node_id, part.leader_epoch
-        return self.store.view.leader(topic_id, partition)
+        leader, epoch = self.store.view.leader(topic_id, partition)
+        if leader == self.node_id:  # handed over since the view was read
+            return self.store.view.owner_of(topic_id, partition), epoch
+        return leader, epoch
 
     def durable(self) -> Awaitable[None] | None:
         return self.metadata.durable()
@@ -121,6 +143,22 @@ class ClusterNode:
             if asyncio.get_running_loop().time() >= deadline:
                 raise ForwardError("no controller is live")
             await asyncio.sleep(0.1)
+
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        """A block of producer ids from the controller (AllocateProducerIds, KIP-730):
+        (first id, length), answered once the controller has it durably. ForwardError
+        if no other broker is the controller, it cannot be reached, or it refuses."""
+        controller = self.controller_id()
+        target = self.broker(controller)
+        if target is None or controller == self.node_id:
+            raise ForwardError("no other broker is the controller")
+        response = await call(target.host, target.port, ALLOCATE_PRODUCER_IDS, 0,
+                              {"broker_id": self.node_id, "broker_epoch": -1},
+                              CONTROLLER_WAIT_S)
+        if response.error_code:
+            raise ForwardError(f"controller {controller} answered AllocateProducerIds "
+                               f"with error {response.error_code}")
+        return int(response.producer_id_start), int(response.producer_id_len)
 
     async def follow_now(self, timeout_s: float) -> None:
         await self.metadata.caught_up(timeout_s)

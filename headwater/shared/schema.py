@@ -14,6 +14,8 @@ bytes are (`batches`: an object key and byte range, or inline bytes); the object
 aborted transactions (`aborted_txns`) per partition; leases (`leases`: owner, epoch,
 expiry on the database clock) and live brokers (`brokers`).
 Version 2: the cluster id (`cluster`), the same for every broker.
+Version 3: markers staged by their partitions' owners (`staged_markers`), which a
+transaction coordinator commits together in one transaction (`sequencer.promote_markers`).
 """
 
 from __future__ import annotations
@@ -101,6 +103,21 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE cluster (
         singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
         cluster_id text NOT NULL
+    );
+    """,
+    # 2 -> 3: a transaction marker its partition's owner appended and holds, staged for
+    # the transaction coordinator to commit with the transaction's other markers
+    """
+    CREATE TABLE staged_markers (
+        topic_id uuid NOT NULL,
+        partition integer NOT NULL,
+        base_offset bigint NOT NULL,
+        writer_epoch integer NOT NULL,
+        producer_id bigint NOT NULL,
+        producer_epoch smallint NOT NULL,
+        max_timestamp bigint NOT NULL,
+        data bytea NOT NULL,
+        PRIMARY KEY (topic_id, partition)
     );
     """,
 )

@@ -47,7 +47,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 from kio.schema.errors import ErrorCode as E
@@ -60,9 +59,11 @@ from ..storage.partition import AppendResult, Partition, ProducerStateInfo
 from . import cluster, leases
 from .cluster import BrokerInfo, ClusterView
 from .database import open_pool
+from .marker_holds import Hold, MarkerHolds
 from .objects import WAL_PREFIX, ObjectStore
 from .sequencer import BatchRow, Outcome, PartitionCommit, commit
 from .settings import SharedSettings
+from .tasks import cancel_and_wait
 from .upkeep import SMALL_PIECE, Unmerged, Upkeep, UpkeepSettings
 
 log = logging.getLogger("headwater.shared")
@@ -96,6 +97,9 @@ class SharedPartition:
         self.unmerged = unmerged or Unmerged()
         self.flushed = committed  # the end of the last window started (committed or not)
         self.pending_log_start: int | None = None
+        #: A transaction's marker held at its offset (`marker_holds.py`): nothing at or
+        #: past it is committed until the coordinator commits it with the others.
+        self.hold: Hold | None = None
         self.broken = False
         self._subscribers: list[Callable[[], None]] = []
         self._waiting: list[tuple[int, asyncio.Future[None]]] = []
@@ -132,7 +136,8 @@ class SharedPartition:
 
     @property
     def last_stable_offset(self) -> int:
-        return min(self.plog.last_stable_offset, self.committed)
+        stable = min(self.plog.last_stable_offset, self.committed)
+        return stable if self.hold is None else min(stable, self.hold.stable_bound)
 
     @property
     def size_bytes(self) -> int:
@@ -140,8 +145,10 @@ class SharedPartition:
 
     @property
     def unflushed(self) -> bool:
-        """Appends (or a new log start) no commit window carries yet."""
-        return self.plog.log_end_offset > self.flushed or self.pending_log_start is not None
+        """Appends (or a new log start) no commit window carries yet (none at or past
+        a held marker)."""
+        end = self.plog.log_end_offset if self.hold is None else self.hold.offset
+        return end > self.flushed or self.pending_log_start is not None
 
     @property
     def pending(self) -> bool:
@@ -216,6 +223,24 @@ class SharedPartition:
         self._waiting.append((self.plog.log_end_offset, fut))
         return fut
 
+    def committed_future(self, end: int) -> asyncio.Future[None]:
+        """Done once everything below `end` is committed (CommitError if it never is)."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if end <= self.committed:
+            fut.set_result(None)
+        else:
+            self._waiting.append((end, fut))
+        return fut
+
+    def marker_committed(self, offset: int) -> None:
+        """The held marker at `offset` was committed (by its transaction's coordinator):
+        it leaves the appends the next window carries."""
+        tee = self.plog.tee or []
+        if tee and tee[0][1][0].base_offset == offset:
+            self.plog.tee = tee[1:]
+        self.flushed = max(self.flushed, offset + 1)
+        self.committed_to(offset + 1, False)
+
     def committed_to(self, end: int, log_start_written: bool) -> None:
         moved = end > self.committed
         self.committed = max(self.committed, end)
@@ -267,6 +292,10 @@ class SharedStore:
         self._reserved = frozenset(reserved)
         self._with_controller: frozenset[str] = frozenset()
         self._controller_active: Callable[[], bool] = lambda: False
+        #: Coordinator topics whose runtimes follow each partition's ownership:
+        #: topic -> (taken, lost) callbacks (`follow_shards`).
+        self._shard_followers: dict[str, tuple[Callable[[int], None],
+                                               Callable[[int], None]]] = {}
         self._pool: asyncpg.Pool | None = None
         self.objects = ObjectStore(settings)
         self.upkeep = Upkeep(upkeep or UpkeepSettings(), self.objects,
@@ -283,14 +312,21 @@ class SharedStore:
         self._window_moved = asyncio.Event()  # a window finished
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[object]] = set()
+        self.holds = MarkerHolds(lambda: self.pool, settings.database, self._dirty.set,
+                                 self._drop, self._serves, 2 * lease_ms,
+                                 self._marker_committed)
+        #: Told (topic, partition, producer id, epoch, commit) of each held marker
+        #: committed: a coordinator topic's runtime replays it.
+        self.on_marker: Callable[[str, int, int, int, bool], None] | None = None
 
     async def open(self) -> None:
         """Connect (and migrate) the database, probe the object store, empty the cache."""
-        self._pool = await open_pool(self.settings)
+        self._pool = await open_pool(self.settings, lease_ms=self.lease_ms)
         await self.objects.check()
         shutil.rmtree(self.cache_dir, ignore_errors=True)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         await self.refresh_view()
+        await self.holds.listen()
         self._tasks.append(asyncio.create_task(self._taker()))  # takes from now on
 
     async def refresh_view(self) -> ClusterView:
@@ -316,6 +352,30 @@ class SharedStore:
         self._with_controller = frozenset(topics)
         self._controller_active = active
 
+    def follow_shards(self, topic: str, taken: Callable[[int], None],
+                      lost: Callable[[int], None]) -> None:
+        """A coordinator runtime follows `topic`'s partitions: `taken(p)` when this
+        broker starts taking one, `lost(p)` when it hands it over or loses it (then
+        `taken` again if it takes it back: the shard is replayed afresh)."""
+        self._shard_followers[topic] = (taken, lost)
+        for key in [*self._owned, *self._loading]:
+            if key[0] == topic:
+                taken(key[1])
+
+    def should_serve(self, topic: str, partition: int) -> bool:
+        """This broker is the one that should serve the partition now."""
+        return (topic, partition) in self._configs and self._should_own((topic, partition))
+
+    def _shard_taken(self, key: Key) -> None:
+        follower = self._shard_followers.get(key[0])
+        if follower is not None:
+            follower[0](key[1])
+
+    def _shard_lost(self, key: Key) -> None:
+        follower = self._shard_followers.get(key[0])
+        if follower is not None:
+            follower[1](key[1])
+
     def rebalance(self) -> None:
         """Take and hand over partitions now rather than at the next refresh."""
         self._balance()
@@ -331,6 +391,32 @@ class SharedStore:
             return None
         part = self._owned.get((topic, partition))
         return None if part is None or part.broken else part
+
+    def _serves(self, part: SharedPartition) -> bool:
+        return not part.broken and self._owned.get((part.topic, part.partition)) is part
+
+    def hold_marker(self, topic: str, partition: int, producer_id: int,
+                    producer_epoch: int, commit: bool, coordinator_epoch: int,
+                    transaction_version: int) -> int | Awaitable[int]:
+        """Hold a transaction's marker on a partition this broker serves, for its
+        coordinator to commit with the transaction's others (`marker_holds.py`)."""
+        part = self.partition(topic, partition)
+        if part is None:
+            return self.absent_error(topic, partition)
+        return self.holds.hold(part, producer_id, producer_epoch, commit,
+                               coordinator_epoch, self._now_ms(), transaction_version)
+
+    def markers_committed(self, keys: Iterable[Key]) -> None:
+        """The coordinator here committed the held markers of `keys`."""
+        for key in keys:
+            part = self._owned.get(key)
+            if part is not None:
+                self.holds.committed_elsewhere(part)
+
+    def _marker_committed(self, part: SharedPartition,
+                          producer: tuple[int, int, bool]) -> None:
+        if self.on_marker is not None:
+            self.on_marker(part.topic, part.partition, *producer)
 
     def partitions(self) -> Iterator[SharedPartition]:
         return iter([p for p in self._owned.values() if not p.broken])
@@ -415,16 +501,10 @@ class SharedStore:
                        asyncio.create_task(self._upkeep())]
 
     async def close(self) -> None:
-        tasks: list[asyncio.Future[Any]] = [
-            *self._tasks, *self._loading.values(), *self._background, *self._windows]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([*self._tasks, *self._loading.values(), *self._background,
+                               *self._windows])
         self._tasks, self._loading = [], {}
+        await self.holds.close()
         if self._pool is not None:
             async with self._pool.acquire() as conn:
                 await cluster.deregister(conn, self.node_id)
@@ -454,6 +534,7 @@ class SharedStore:
         self._loading[key] = fut
         self._to_take.append(key)
         self._take_wanted.set()
+        self._shard_taken(key)
 
         def done(f: asyncio.Future[SharedPartition | None]) -> None:
             if self._loading.get(key) is f:
@@ -619,7 +700,8 @@ class SharedStore:
     async def _forget(self, topic_id: uuid.UUID, partition: int) -> None:
         """A removed partition: its rows go (its objects become the cleaner's)."""
         async with self.pool.acquire() as conn, conn.transaction():
-            for table in ("batches", "producers", "aborted_txns", "partitions"):
+            for table in ("batches", "producers", "aborted_txns", "staged_markers",
+                          "partitions"):
                 await conn.execute(f"DELETE FROM {table} WHERE topic_id = $1 "  # noqa: S608
                                    "AND partition = $2", topic_id, partition)
 
@@ -730,6 +812,7 @@ class SharedStore:
         if self._owned.get(key) is part:
             del self._owned[key]
             part.plog.close(sync=False)
+            self._shard_lost(key)
             if key in self._configs and self._should_own(key):
                 self._load_soon(key)
 
@@ -794,12 +877,15 @@ class SharedStore:
     async def _membership(self) -> None:
         while True:
             await asyncio.sleep(self.refresh_s)
-            try:
-                await self.refresh_view()
+            try:  # bounded: a heartbeat that hangs must not stop the next ones
+                await asyncio.wait_for(self.refresh_view(), self.lease_ms / 1000)
             except Exception as exc:
                 log.warning("cluster heartbeat failed: %s: %s", type(exc).__name__, exc)
                 continue
-            self._balance()
+            try:
+                self._balance()
+            except Exception:  # never stop heartbeating
+                log.exception("placing partitions failed")
 
     def _balance(self) -> None:
         """Take the partitions this broker should own; hand over the others (once their
@@ -814,6 +900,7 @@ class SharedStore:
             elif owned is not None and not owned.pending:
                 self._hand_over(owned)
 
+
     def _hand_over(self, part: SharedPartition) -> None:
         key = (part.topic, part.partition)
         log.info("handing %s-%d over to %s", *key,
@@ -822,6 +909,7 @@ class SharedStore:
         part.fail(CommitError(E.not_leader_or_follower, "partition moved", {key}))
         del self._owned[key]
         part.plog.close(sync=False)
+        self._shard_lost(key)
         self._spawn(self._release(part))
 
     async def _release(self, part: SharedPartition) -> None:
@@ -856,7 +944,12 @@ def _written(part: SharedPartition) -> list[tuple[bytes | bytearray, list[BatchH
     `tee`: no read back), or read back should the tee not cover exactly that range."""
     plog = part.plog
     end, tee = plog.log_end_offset, plog.tee or []
-    plog.tee = []
+    if part.hold is not None:  # nothing at or past a held marker
+        end = part.hold.offset
+        plog.tee = [t for t in tee if t[1][0].base_offset >= end]
+        tee = [t for t in tee if t[1][0].base_offset < end]
+    else:
+        plog.tee = []
     start, part.flushed = part.flushed, end
     if not tee and end == start:
         return []

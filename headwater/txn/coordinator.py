@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode as E
@@ -51,7 +51,8 @@ TopicPartition = tuple[str, int]
 
 
 class ProducerIds(Protocol):
-    """Hands out producer ids (the controller's block of them)."""
+    """Hands out producer ids (the controller's block of them on one node; in a cluster
+    this broker's, `producer_id_blocks.py`): NotReady while none is available."""
 
     def allocate_producer_id(self) -> int: ...
 
@@ -68,6 +69,13 @@ class MarkerWriter(Protocol):
         """What the runtime appended so far, committed (None: nothing waits)."""
         ...
 
+    def replay_marker(self, partition: int, producer_id: int, producer_epoch: int,
+                      commit: bool) -> None:
+        """A marker written on `partition` without the runtime (committed with the
+        transaction's others, `RemoteMarkers.write_together`): resolve the producer's
+        pending offsets in the shard as its replay would."""
+        ...
+
 
 class RemoteMarkers(Protocol):
     """In a cluster, a marker for a partition another broker serves goes to that broker
@@ -78,6 +86,13 @@ class RemoteMarkers(Protocol):
              transaction_version: int) -> Awaitable[int] | None:
         """The partition's error code once its leader has the marker durably; None when
         no other live broker serves the partition."""
+        ...
+
+    def write_together(self, partitions: Sequence[TopicPartition], producer_id: int,
+                       producer_epoch: int, commit: bool, coordinator_epoch: int,
+                       transaction_version: int) -> Awaitable[dict[TopicPartition, int]]:
+        """The markers of several partitions (wherever served) committed at once: per
+        partition 0, a retriable code (nothing was committed) or a code that ends it."""
         ...
 
 
@@ -98,6 +113,11 @@ class TransactionCoordinator:
         # Markers whose commit (or leader's answer) is awaited, per (job, partition).
         self._inflight: dict[tuple[tuple[str, int, int], TopicPartition],
                              asyncio.Future[int]] = {}
+        # Per job, its markers being written together (a cluster's).
+        self._together: dict[tuple[str, int, int],
+                             asyncio.Future[dict[TopicPartition, int]]] = {}
+        # The job whose markers are held (or being held) on a partition, until it ends.
+        self._claims: dict[TopicPartition, tuple[tuple[str, int, int], int]] = {}
 
         def factory(partition: int, timer: Timer) -> TxnShard:
             return TxnShard(partition, timer, self.config, producer_ids.allocate_producer_id)
@@ -108,7 +128,7 @@ class TransactionCoordinator:
             partitions=partitions, topics=topics, clock=clock,
             load_delay_ms=self.config.load_delay_ms)
         self.runtime.after_write = self._drive_committed
-        self.runtime.subscribe_load(self._drive)
+        self.runtime.subscribe_load(self._loaded)
         self._driving = False
         self._again: set[int] = set()
         self._retries: dict[int, asyncio.TimerHandle] = {}
@@ -123,9 +143,13 @@ class TransactionCoordinator:
         for handle in self._retries.values():
             handle.cancel()
         self._retries.clear()
-        for future in self._inflight.values():
+        pending: list[asyncio.Future[Any]] = [*self._inflight.values(),
+                                              *self._together.values()]
+        for future in pending:
             future.cancel()
         self._inflight.clear()
+        self._together.clear()
+        self._claims.clear()
         await self.runtime.stop()
 
     # ---- operations (NotReady propagates: the handler answers with its code) -------
@@ -227,7 +251,7 @@ class TransactionCoordinator:
                       coordinator_epoch: int) -> int | Awaitable[int]:
         """A marker of `job`: here (an error code, or its commit to await), or sent to
         the broker serving the partition."""
-        if (self._remote is not None and topic != OFFSETS_TOPIC
+        if (self._remote is not None
                 and self._partitions.partition(topic, partition) is None
                 and self._known(topic, partition)):
             sent = self._remote.send(topic, partition, job.producer_id, job.producer_epoch,
@@ -292,6 +316,7 @@ class TransactionCoordinator:
         for job in jobs:
             if self._write_markers(job, epoch, partition):
                 self._marked.pop(_job_key(job), None)
+                self._unclaim(_job_key(job))
                 def complete(s: TxnShard, now: int, job: MarkerJob = job) -> Result:
                     return s.complete(job, now)
                 self.runtime.write(partition, complete)
@@ -305,21 +330,82 @@ class TransactionCoordinator:
         `txn_partition` again."""
         key = _job_key(job)
         done = self._marked.setdefault(key, set())
+        data = sorted(job.partitions - done)
+        if self._remote is not None and len(data) > 1:
+            # In a cluster, every marker (transactional offset commits' too) in one
+            # PostgreSQL transaction: a transaction is visible everywhere or nowhere.
+            codes = self._together_outcome(key, data, job, coordinator_epoch,
+                                           txn_partition)
+            if codes is None:
+                return False
+            for (topic, partition), written in codes.items():
+                if topic == OFFSETS_TOPIC and written == 0:
+                    self._offsets.replay_marker(partition, job.producer_id,
+                                                job.producer_epoch, job.commit)
+            if not all([self._settle(job, tp, c, done) for tp, c in codes.items()]):
+                return False
         complete = True
-        for topic, partition in sorted(job.partitions - done):
-            code = self._marker_outcome(key, (topic, partition), job, coordinator_epoch,
-                                        txn_partition)
-            if code is None or code in RETRIABLE_MARKER_ERRORS:
+        for tp in sorted(job.partitions - done):
+            outcome = self._marker_outcome(key, tp, job, coordinator_epoch, txn_partition)
+            if not self._settle(job, tp, outcome, done):
                 complete = False
-                continue
-            if code and code != E.unknown_topic_or_partition:
-                # A fenced epoch: nothing can be written there any more; don't hang on it.
-                log.warning("%s marker of %s (producer %d epoch %d) refused by %s-%d: "
-                            "error %d", "COMMIT" if job.commit else "ABORT",
-                            job.transactional_id, job.producer_id, job.producer_epoch,
-                            topic, partition, code)
-            done.add((topic, partition))
         return complete
+
+    def _unclaim(self, key: tuple[str, int, int]) -> None:
+        for tp in [tp for tp, (k, _p) in self._claims.items() if k == key]:
+            del self._claims[tp]
+
+    def _loaded(self, partition: int) -> None:
+        """A shard (re)loaded: its jobs start afresh, without the claims of an earlier
+        ownership."""
+        for tp in [tp for tp, (_k, p) in self._claims.items() if p == partition]:
+            del self._claims[tp]
+        self._drive(partition)
+
+    @staticmethod
+    def _settle(job: MarkerJob, tp: TopicPartition, code: int | None,
+                done: set[TopicPartition]) -> bool:
+        """Record a marker's outcome; False while it must be written (again)."""
+        if code is None or code in RETRIABLE_MARKER_ERRORS:
+            return False
+        if code and code != E.unknown_topic_or_partition:
+            # A fenced epoch: nothing can be written there any more; don't hang on it.
+            log.warning("%s marker of %s (producer %d epoch %d) refused by %s-%d: "
+                        "error %d", "COMMIT" if job.commit else "ABORT",
+                        job.transactional_id, job.producer_id, job.producer_epoch,
+                        *tp, code)
+        done.add(tp)
+        return True
+
+    def _together_outcome(self, key: tuple[str, int, int], data: list[TopicPartition],
+                          job: MarkerJob, coordinator_epoch: int, txn_partition: int
+                          ) -> dict[TopicPartition, int] | None:
+        """The codes of `data`'s markers written together, or None while awaited."""
+        assert self._remote is not None
+        claimed = {self._claims.setdefault(tp, (key, txn_partition))[0] for tp in data}
+        if claimed != {key}:
+            # Another transaction's markers are held on one of these partitions: after
+            # it (one held marker per partition; two jobs each holding one the other
+            # wants would wait for each other).
+            self._retry(txn_partition)
+            for tp in data:
+                if self._claims.get(tp) == (key, txn_partition):
+                    del self._claims[tp]
+            return None
+        future = self._together.get(key)
+        if future is not None:
+            if not future.done():
+                return None
+            del self._together[key]
+            if future.cancelled() or future.exception() is not None:
+                return dict.fromkeys(data, E.kafka_storage_error)
+            return future.result()
+        future = asyncio.ensure_future(self._remote.write_together(
+            data, job.producer_id, job.producer_epoch, job.commit, coordinator_epoch,
+            job.transaction_version))
+        self._together[key] = future
+        future.add_done_callback(lambda _f: self._drive(txn_partition))
+        return None
 
     def _marker_outcome(self, key: tuple[str, int, int], tp: TopicPartition, job: MarkerJob,
                         coordinator_epoch: int, txn_partition: int) -> int | None:

@@ -12,13 +12,16 @@ the same producer id and epoch checks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode as E
 
 from ..coordinator.runtime import NotReady
 from ..storage.errors import LogError
+
+if TYPE_CHECKING:
+    from .verification import RemoteVerification
 
 OFFSETS_TOPIC = "__consumer_offsets"
 FIRST_TV2_TXN_OFFSET_COMMIT = 5  # TxnOffsetCommit v5+: adds the group implicitly
@@ -60,21 +63,26 @@ class TransactionalOffsets(Protocol[_C]):
 
 
 class TxnOffsetCommitter(Generic[_C]):
-    def __init__(self, transactions: Transactions, groups: TransactionalOffsets[_C]) -> None:
+    """`remote`: in a cluster, the transaction's coordinator may be another broker's; it
+    is then asked over the wire (AddPartitionsToTxn v5, as a partition leader verifies a
+    produce)."""
+
+    def __init__(self, transactions: Transactions, groups: TransactionalOffsets[_C],
+                 remote: RemoteVerification | None = None) -> None:
         self.transactions = transactions
         self.groups = groups
+        self.remote = remote
 
     def commit(self, txn_id: str, producer_id: int, producer_epoch: int, group_id: str,
                member_id: str, instance_id: str | None, generation: int,
                commits: Sequence[tuple[str, list[_C]]], version: int
-               ) -> dict[TopicPartition, int]:
+               ) -> dict[TopicPartition, int] | Awaitable[dict[TopicPartition, int]]:
         """A code per committed partition (0: pending in the transaction)."""
-        def every(code: int) -> dict[TopicPartition, int]:
-            if code == E.producer_fenced:
-                code = E.invalid_producer_epoch  # what every client reads as "fenced"
-            return {(topic, p.partition): code for topic, parts in commits for p in parts}
-
         tp = (OFFSETS_TOPIC, self.groups.partition_for(group_id))
+        write = (group_id, member_id, instance_id, generation, commits, producer_id,
+                 producer_epoch)
+        if self.remote is not None and self.remote.coordinator_elsewhere(txn_id):
+            return self._commit_remote(txn_id, tp, version, write)
         try:
             if version >= FIRST_TV2_TXN_OFFSET_COMMIT:
                 code = self.transactions.add_partitions(txn_id, producer_id, producer_epoch,
@@ -83,7 +91,31 @@ class TxnOffsetCommitter(Generic[_C]):
                 code = self.transactions.verify_partitions(txn_id, producer_id,
                                                            producer_epoch, [tp])[tp]
         except NotReady as exc:
-            return every(exc.code)
+            code = exc.code
+        return self._write(code, version, *write)
+
+    async def _commit_remote(self, txn_id: str, tp: TopicPartition, version: int,
+                             write: tuple[Any, ...]) -> dict[TopicPartition, int]:
+        assert self.remote is not None
+        _g, _m, _i, _gen, _c, producer_id, producer_epoch = write
+        codes = await self.remote.verify(txn_id, {(producer_id, producer_epoch): [tp]},
+                                         add=version >= FIRST_TV2_TXN_OFFSET_COMMIT)
+        code = codes.get(tp, E.unknown_server_error)
+        if code == E.network_exception:  # the coordinator not reached: the client retries
+            code = E.coordinator_not_available
+        return self._write(code, version, *write)
+
+    def _write(self, code: int, version: int, group_id: str, member_id: str,
+               instance_id: str | None, generation: int,
+               commits: Sequence[tuple[str, list[_C]]], producer_id: int,
+               producer_epoch: int) -> dict[TopicPartition, int]:
+        """Write the offsets once the transaction holds the group's partition (`code`
+        0); else `code` for every partition."""
+        def every(code: int) -> dict[TopicPartition, int]:
+            if code == E.producer_fenced:
+                code = E.invalid_producer_epoch  # what every client reads as "fenced"
+            return {(topic, p.partition): code for topic, parts in commits for p in parts}
+
         if code == E.transaction_abortable and version < FIRST_ABORTABLE_TXN_OFFSET_COMMIT:
             code = E.invalid_txn_state
         if code:

@@ -1,7 +1,7 @@
 """The fuzzing campaign: mutated real requests against a live broker, a client beside.
 
-`make test` runs a short campaign with a fixed seed; `make fuzz` a long one
-(HEADWATER_FUZZ_REQUESTS=1000000). Afterwards the broker must still run, have logged no
+`make test` runs a short campaign (12,000 requests) with a fixed seed; `make fuzz` a
+long one (HEADWATER_FUZZ_REQUESTS=1000000). Afterwards the broker must still run, have logged no
 unhandled exception and no handler failure, have stayed within a memory bound, the
 canary client must have read back every record the broker acknowledged to it, and the
 broker must start again with all of it.
@@ -19,7 +19,7 @@ import pytest
 from tests.fuzz.canary import Canary, read_back
 from tests.fuzz.harness import run_campaign
 
-REQUESTS = int(os.environ.get("HEADWATER_FUZZ_REQUESTS", "30000"))
+REQUESTS = int(os.environ.get("HEADWATER_FUZZ_REQUESTS", "12000"))
 SEED = int(os.environ.get("HEADWATER_FUZZ_SEED", "16"))
 PEAK_RSS_LIMIT = 1 << 30
 

@@ -26,7 +26,7 @@ from confluent_kafka.admin import (
 
 from headwater.log.batch import build_batch
 from tests.support.broker_process import BrokerProcess, free_port
-from tests.support.kafka_reference import run_tool
+from tests.support.kafka_reference import KafkaReference, run_tool
 from tests.support.wire import RawClient
 
 pytestmark = pytest.mark.timeout(300)
@@ -427,3 +427,26 @@ def test_share_fetch_answers_per_partition_for_topics_without_read(acl_broker: A
         assert got == [(0, 0, 4, 1)]
     finally:
         member.close()
+
+
+def secured_kafka(kafka: KafkaReference, sasl: int) -> None:
+    """Kafka as `AclBroker` is set up: a PLAINTEXT listener (User:ANONYMOUS), a SASL PLAIN
+    one, Kafka's own connections as the super user User:admin."""
+    plain = kafka.port
+    jaas = JAAS.replace("required ", 'required username="admin" password="admin-secret" ')
+    kafka.overrides += [
+        f"listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},"
+        f"CONTROLLER://127.0.0.1:{kafka.controller_port}",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{plain},"
+        f"SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "listener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+        "SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "inter.broker.listener.name=SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms=PLAIN",
+        "sasl.mechanism.inter.broker.protocol=PLAIN",
+        "sasl.mechanism.controller.protocol=PLAIN",
+        f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}",
+        f"listener.name.controller.plain.sasl.jaas.config={jaas}",
+        f"authorizer.class.name={STANDARD}",
+        "super.users=User:admin",
+    ]

@@ -33,7 +33,7 @@ from headwater.log.batch import build_batch
 from headwater.security import acl as A
 from headwater.security.acl import AclBinding
 from headwater.wire.client_security import ClientSecurity
-from tests.integration.test_acls import JAAS, STANDARD, AclBroker
+from tests.integration.test_acls import AclBroker, secured_kafka
 from tests.support.broker_process import free_port
 from tests.support.kafka_reference import KafkaReference
 from tests.support.wire import RawClient
@@ -334,24 +334,7 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Targ
     """headwater's AclBroker and Kafka with the same listeners, users and authorizer."""
     kafka = KafkaReference(tmp_path_factory.mktemp("kafka") / "data")
     plain, sasl = kafka.port, free_port()
-    # Kafka's own connections (broker -> controller, inter-broker) log in as the admin
-    jaas = JAAS.replace("required ", 'required username="admin" password="admin-secret" ')
-    kafka.overrides += [
-        f"listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},"
-        f"CONTROLLER://127.0.0.1:{kafka.controller_port}",
-        f"advertised.listeners=PLAINTEXT://127.0.0.1:{plain},"
-        f"SASL_PLAINTEXT://127.0.0.1:{sasl}",
-        "listener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT,"
-        "SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "inter.broker.listener.name=SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms=PLAIN",
-        "sasl.mechanism.inter.broker.protocol=PLAIN",
-        "sasl.mechanism.controller.protocol=PLAIN",
-        f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}",
-        f"listener.name.controller.plain.sasl.jaas.config={jaas}",
-        f"authorizer.class.name={STANDARD}",
-        "super.users=User:admin",
-    ]
+    secured_kafka(kafka, sasl)  # its own connections log in as the admin
     hw = AclBroker(tmp_path_factory.mktemp("headwater") / "data")
     kafka.start()
     try:

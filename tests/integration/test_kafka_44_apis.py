@@ -177,9 +177,10 @@ def test_list_offsets_v11_earliest_pending_upload(pair: tuple[Broker, Broker],
     """kafka-get-offsets --time -6 (earliest-pending-upload, KIP-1023) needs ListOffsets
     v11: without tiered storage both brokers answer no offset; the special times below
     their version get UNSUPPORTED_VERSION for the partition, as Kafka's ReplicaManager."""
-    for b in pair:
+    first = int(time.time() * 1000) - 60_000
+    for b in pair:  # one timestamp per record: the max-timestamp offset is the same on both
         create_topic(b, topic_name, 2)
-        produce(b, topic_name, 10, partitions=2)
+        produce(b, topic_name, 10, partitions=2, first_timestamp=first)
     for t in ("-6", "earliest-pending-upload", "-5", "-4", "-1"):
         code, out = same(pair, "kafka-get-offsets", "--topic", topic_name, "--time", t)
         assert code == 0, out

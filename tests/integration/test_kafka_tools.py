@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_reference import KafkaReference, run_tool, tool_command
+from tests.support.wire import RawClient
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -388,7 +389,13 @@ def test_java_transactional_producer_and_kafka_transactions(broker: BrokerProces
     assert desc["TransactionalId"] == txn_id
     assert desc["TransactionState"] == "CompleteCommit"
     assert desc["ProducerId"] == listed[0]["ProducerId"]
-    assert desc["CoordinatorId"] == "1"
+    host, port = b.split(",")[0].rsplit(":", 1)
+    finder = RawClient(host, int(port))
+    try:  # the broker FindCoordinator names (on one node the broker, node 1)
+        found = finder.request(10, 4, {"key_type": 1, "coordinator_keys": [txn_id]})
+    finally:
+        finder.close()
+    assert desc["CoordinatorId"] == str(found.coordinators[0].node_id)
 
     consumed = tool("kafka-console-consumer", b, "--topic", topic_name, "--from-beginning",
                     "--isolation-level", "read_committed", "--max-messages", str(count),

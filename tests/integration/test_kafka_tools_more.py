@@ -110,10 +110,14 @@ def create_topic(b: Broker, name: str, partitions: int = 1) -> None:
     wait_for(lambda: name in admin.list_topics(timeout=10).topics, f"topic {name}")
 
 
-def produce(b: Broker, topic: str, count: int, partitions: int = 1) -> None:
+def produce(b: Broker, topic: str, count: int, partitions: int = 1,
+            first_timestamp: int | None = None) -> None:
+    """`count` records round-robin over `partitions`; record i at `first_timestamp` + i
+    when given (so the records' order by time is the same on every broker)."""
     p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
     for i in range(count):
-        p.produce(topic, value=str(i).encode(), partition=i % partitions)
+        p.produce(topic, value=str(i).encode(), partition=i % partitions,
+                  timestamp=0 if first_timestamp is None else first_timestamp + i)
     assert p.flush(30) == 0
 
 

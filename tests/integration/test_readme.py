@@ -6,7 +6,8 @@
   a ```text block must print exactly that text. The blocks build on each other (the
   producer's records are what the consumers print), so a test for one block first runs the
   blocks before it that have not run yet: each test also passes on its own (`-k`).
-* The kcat commands of the ```sh blocks run the same way; `# prints a, b, c` is checked.
+* The shell commands of the ```sh blocks (the `headwater` CLI, kcat) run the same way;
+  `# prints a, b, c` is checked.
 * The Spark job is fenced ```python spark: it needs a SparkSession (a JVM, ~1 min here), so
   the fast tests only check its source and sink options with the connector's own option
   parsers (what `load()` / `start()` check at planning time). `test_spark_job_runs`
@@ -93,7 +94,7 @@ def test_readme_has_the_examples() -> None:
     assert len(SNIPPETS) >= 3                          # produce, consume, share consume
     assert sum(1 for _, e in SNIPPETS if e is not None) >= 2
     assert ("python", "spark") in langs
-    assert any("kcat" in b.code for b in readme_blocks() if b.lang == "sh")
+    assert any("headwater consume" in b.code for b in readme_blocks() if b.lang == "sh")
 
 
 def test_readme_is_short() -> None:
@@ -130,15 +131,16 @@ def test_what_the_snippets_say_they_leave(broker: BrokerProcess, tmp_path: Path)
     assert again == []
 
 
-def _kcat_commands() -> list[tuple[str, list[str] | None]]:
-    """(shell command, the lines it prints or None) for each kcat line of the ```sh blocks."""
+def _shell_commands() -> list[tuple[str, list[str] | None]]:
+    """(shell command, the lines it prints or None) for each kcat or `headwater` line of
+    the ```sh blocks."""
     out: list[tuple[str, list[str] | None]] = []
     for b in readme_blocks():
         if b.lang != "sh":
             continue
         for line in b.code.splitlines():
             cmd, _, comment = line.partition("#")
-            if not re.search(r"(^|\|)\s*kcat ", cmd):
+            if not re.search(r"(^|\|)\s*(kcat|\.venv/bin/headwater) ", cmd):
                 continue
             m = re.match(r"\s*prints (.*)", comment)
             out.append((cmd.strip(), [s.strip() for s in m.group(1).split(",")] if m else None))
@@ -146,13 +148,13 @@ def _kcat_commands() -> list[tuple[str, list[str] | None]]:
 
 
 @pytest.mark.timeout(120)
-def test_kcat_commands(broker: BrokerProcess) -> None:
-    commands = _kcat_commands()
+def test_shell_commands(broker: BrokerProcess) -> None:
+    commands = _shell_commands()
     assert len(commands) >= 2 and any(expected for _, expected in commands)
     for cmd, expected in commands:
         assert ADDRESS in cmd
         proc = subprocess.run(["bash", "-c", cmd.replace(ADDRESS, broker.bootstrap)],
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert proc.returncode == 0, f"{cmd}\n{proc.stdout}\n{proc.stderr}"
         if expected is not None:
             assert proc.stdout.splitlines() == expected, f"{cmd}\n{proc.stdout}"

@@ -6,6 +6,7 @@ against the cluster's bootstrap list."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -40,3 +41,74 @@ def test_java_transactional_producer_and_kafka_transactions(cluster: Cluster,
 
 def test_kafka_share_groups(cluster: Cluster) -> None:
     check_headwaters_answers(scenario(cluster.bootstrap()))
+
+
+def test_headwater_cluster_info(cluster: Cluster) -> None:
+    """`headwater cluster info` on three brokers: all three, one controller among them,
+    and the partitions each leads, the coordinator shards as placed (rendezvous)."""
+    import json
+
+    from tests.integration.test_cli_topics_vs_kafka import hw
+    from tests.support.cluster import TOPICS, create, settled_coordinators, settled_leaders
+
+    topic = f"info-{uuid.uuid4().hex[:8]}"
+    create(cluster.bootstrap(1), topic, 6)
+    settled_leaders(cluster, topic, 6)
+    placed = settled_coordinators(cluster)
+    found = json.loads(hw(cluster.bootstrap(2), "cluster", "info", "--json").stdout)
+    assert [b["id"] for b in found["brokers"]] == [1, 2, 3]
+    assert {b["port"] for b in found["brokers"]} == set(cluster.ports.values())
+    assert found["controller"] in (1, 2, 3)
+    led = {c["broker"]: c for c in found["partitions_led"]}
+    assert set(led) == {1, 2, 3}
+    for name in TOPICS:
+        want = {n: sum(1 for (t, _p), owner in placed.items() if t == name and owner == n)
+                for n in (1, 2, 3)}
+        assert {n: led[n][name] for n in (1, 2, 3)} == want, name
+    assert sum(c["partitions"] for c in led.values()) >= 6
+    text = hw(cluster.bootstrap(3), "cluster", "info").stdout
+    assert f"Controller {found['controller']}\n" in text and "Partitions led" in text
+
+
+def test_headwater_group_and_transaction_commands_reach_every_coordinator(
+        cluster: Cluster) -> None:
+    """`headwater groups|share-groups|transactions`, bootstrapped from one broker, find
+    groups and transactional ids coordinated on each of the three (FindCoordinator, and
+    the lists asked of every broker), as Kafka's tools do."""
+    import json
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from tests.integration.test_cli_topics_vs_kafka import hw
+    from tests.support.cluster import create, key_on, settled_leaders
+
+    topic = f"routed-{uuid.uuid4().hex[:8]}"
+    create(cluster.bootstrap(1), topic, 3)
+    settled_leaders(cluster, topic, 3)
+    groups = {node: key_on(cluster, node, "routed") for node in (1, 2, 3)}
+    for node, group in groups.items():
+        c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": group,
+                      "enable.auto.commit": False})
+        c.commit(offsets=[TopicPartition(topic, 0, node)], asynchronous=False)
+        c.close()
+    txn_id = key_on(cluster, 3, "routed-txn", key_type=1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(),
+                         "transactional.id": txn_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=1)
+    producer.flush(30)
+    try:
+        first = cluster.bootstrap(1)
+        listed = json.loads(hw(first, "groups", "list", "--json").stdout)
+        assert set(groups.values()) <= {g["group"] for g in listed}
+        for node, group in groups.items():
+            rows = json.loads(hw(first, "groups", "describe", group, "--json").stdout)
+            got = {(r["topic"], r["partition"]): r["current_offset"] for r in rows}
+            assert got == {(topic, 0): node}, (node, group, rows)
+        txns = json.loads(hw(first, "transactions", "list", "--json").stdout)
+        assert txn_id in {t["transactional_id"] for t in txns}
+        described = json.loads(hw(first, "transactions", "describe", txn_id, "--json").stdout)
+        assert described[0]["state"] == "Ongoing", described
+    finally:
+        producer.abort_transaction(30)

@@ -204,3 +204,102 @@ def test_concurrent_windows_without_coordination_commit_exactly_one_per_offset(
                 await c.close()
 
     assert run(story) == [Outcome.COMMITTED, Outcome.STALE]
+
+
+def test_staged_markers_commit_all_or_none(postgres: PostgresServer) -> None:
+    """`staged_markers.promote`: the markers of one producer staged on three partitions
+    commit together; while one partition's check fails (its high watermark moved past
+    the marker's offset, or a newer owner stamped it) none of them is written."""
+    from headwater.shared.staged_markers import StagedMarker, promote, stage
+
+    a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+
+    async def story() -> list[object]:
+        conn = await asyncpg.connect(await database(postgres))
+        seen: list[object] = []
+
+        async def state() -> tuple[object, ...]:
+            hws = await conn.fetch("SELECT topic_id, high_watermark FROM partitions")
+            return (sorted((str(r[0]), r[1]) for r in hws),
+                    await conn.fetchval("SELECT count(*) FROM batches WHERE is_control"),
+                    await conn.fetchval("SELECT count(*) FROM staged_markers"))
+        try:
+            for t in (a, b, c):
+                await leases.stamp(conn, t, 0, 1)
+                await commit(conn, None, 0, [window(t, 0, 1, 0, [2], inline=True)])
+                await stage(conn, StagedMarker(t, 0, 2, 1, 7, 0, 1_000, b"m" * 61))
+            before = await state()
+            # c's owner moved on (its high watermark is past the staged offset)
+            await commit(conn, None, 0, [window(c, 0, 1, 2, [1], inline=True)])
+            stale = await promote(conn, [(a, 0), (b, 0), (c, 0)], 7, 0)
+            seen.append(sorted(o.value for o in stale.values()))
+            after_stale = await state()
+            seen.append(after_stale[1:] == (0, 3))
+            # c restaged at its new end, then a newer owner of b stamps it
+            await stage(conn, StagedMarker(c, 0, 3, 1, 7, 0, 1_000, b"m" * 61))
+            await leases.stamp(conn, b, 0, 2)
+            fenced = await promote(conn, [(a, 0), (b, 0), (c, 0)], 7, 0)
+            seen.append(fenced[(b, 0)])
+            seen.append((await state())[1:] == (0, 3))
+            wrong = await promote(conn, [(a, 0)], 8, 0)  # another producer's: none staged
+            seen.append(wrong[(a, 0)])
+            # b restaged under its new owner: all three commit at once
+            await stage(conn, StagedMarker(b, 0, 2, 2, 7, 0, 1_000, b"m" * 61))
+            done = await promote(conn, [(a, 0), (b, 0), (c, 0)], 7, 0)
+            seen.append(set(done.values()))
+            seen.append(await state())
+            seen.append(before[1:])
+        finally:
+            await conn.close()
+        return seen
+
+    seen = run(story)
+    assert seen[0] == ["committed", "committed", "stale"]
+    assert seen[1] is True and seen[3] is True
+    assert seen[2] is Outcome.FENCED and seen[4] is Outcome.UNKNOWN
+    assert seen[5] == {Outcome.COMMITTED}
+    hws, control, staged = seen[6]  # type: ignore[misc]
+    assert dict(hws) == {str(a): 3, str(b): 3, str(c): 4} and (control, staged) == (3, 0)
+    assert seen[7] == (0, 3)
+
+
+def test_a_writer_stalled_inside_its_commit_does_not_hold_a_takeover_past_a_lease(
+        postgres: PostgresServer) -> None:
+    """A broker paused (SIGSTOP) between two statements of its commit keeps the
+    partition's row locked; with the brokers' session settings PostgreSQL ends its
+    session after a lease time, so the next owner's stamp goes through, and the stalled
+    commit fails (outcome unknown: nothing acknowledged)."""
+    from headwater.shared.database import session_settings
+
+    lease_ms = 1000
+
+    async def story() -> None:
+        dsn = await database(postgres)
+        topic = uuid.uuid4()
+        stalled = await asyncpg.connect(dsn, server_settings=session_settings(lease_ms))
+        taker = await asyncpg.connect(dsn, server_settings=session_settings(lease_ms))
+        try:
+            assert await leases.stamp(stalled, topic, 0, 1)
+            tx = stalled.transaction()
+            await tx.start()
+            await stalled.fetch("SELECT * FROM partitions WHERE topic_id = $1 FOR UPDATE",
+                                topic)
+            started = time.monotonic()  # the writer stalls here, its row locked
+            assert await asyncio.wait_for(leases.stamp(taker, topic, 0, 2), 30)
+            waited = time.monotonic() - started
+            assert waited < 10 * lease_ms / 1000, waited
+            # whatever asyncpg raises on a session the server ended (the broker's commit
+            # takes any exception as an unknown outcome)
+            with pytest.raises((asyncpg.PostgresError, asyncpg.InterfaceError,
+                                asyncpg.InternalClientError, ConnectionError)):
+                await stalled.execute("UPDATE partitions SET high_watermark = 5 "
+                                      "WHERE topic_id = $1", topic)
+                await tx.commit()
+            row = await taker.fetchrow("SELECT high_watermark, writer_epoch FROM partitions "
+                                       "WHERE topic_id = $1", topic)
+            assert (row["high_watermark"], row["writer_epoch"]) == (0, 2)
+        finally:
+            await taker.close()
+            stalled.terminate()
+
+    run(story)

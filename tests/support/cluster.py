@@ -5,6 +5,8 @@ verifier over everything an idempotent producer had acknowledged."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import threading
 import time
 import uuid
@@ -15,29 +17,37 @@ import asyncpg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from headwater.shared.cluster import rendezvous
+
 from .broker_process import BrokerProcess, free_port
 from .engines import PostgresServer, VersityGateway, shared_broker_args
 
 LEASE_MS = 3000
+#: The coordinators' topics and their FindCoordinator key types.
+TOPICS = {"__consumer_offsets": 0, "__transaction_state": 1, "__share_group_state": 2}
 
 
 class Cluster:
-    def __init__(self, base: Path, shared: list[str], dsn: str) -> None:
+    def __init__(self, base: Path, shared: list[str], dsn: str,
+                 overrides: tuple[str, ...] = ()) -> None:
         self.base = base
         self.shared = shared
         self.dsn = dsn
+        self.overrides = overrides  # broker configs ("key=value") of every start
         self.ports = {n: free_port() for n in (1, 2, 3)}
         self.brokers: dict[int, BrokerProcess] = {}
         self.postgres: PostgresServer
         self.gateway: VersityGateway
 
-    def start(self, node: int) -> BrokerProcess:
-        proc = BrokerProcess(self.base / f"broker-{node}", *self.shared,
+    def start(self, node: int, *extra: str) -> BrokerProcess:
+        """Broker `node`, with `extra` arguments (say, a fault point's override)."""
+        proc = BrokerProcess(self.base / f"broker-{node}", *self.shared, *extra,
                              "--override", f"node.id={node}",
                              "--override", f"headwater.shared.lease.ms={LEASE_MS}",
                              # every window to the object store (inline windows are
                              # test_shared_broker's), so its outage is felt
                              "--override", "headwater.shared.inline.max.bytes=0",
+                             *(a for o in self.overrides for a in ("--override", o)),
                              port=self.ports[node]).start()
         self.brokers[node] = proc
         return proc
@@ -86,6 +96,24 @@ def leaders(bootstrap: str, topic: str, partitions: int, live: set[int],
         time.sleep(0.2)
 
 
+def settled_leaders(cluster: Cluster, topic: str, partitions: int,
+                    live: tuple[int, ...] = (1, 2, 3), timeout: float = 30.0) -> dict[int, int]:
+    """Partition -> leader once every partition is led by its rendezvous owner among
+    `live`: the placement that stays while no broker joins or leaves (right after a
+    broker rejoins, a new topic may be taken first by a broker that has not seen it
+    yet, then handed over)."""
+    topic_id = topic_id_of(cluster, topic)
+    want = {p: rendezvous(f"{topic_id}:{p}", list(live)) for p in range(partitions)}
+    deadline = time.monotonic() + timeout
+    while True:
+        got, _controller = leaders(cluster.bootstrap(*live), topic, partitions, set(live),
+                                   timeout=max(deadline - time.monotonic(), 1.0))
+        if got == want:
+            return got
+        assert time.monotonic() < deadline, f"{topic} led by {got}, not yet by {want}"
+        time.sleep(0.2)
+
+
 def read_all(bootstrap: str, topic: str, partitions: int, want: int,
              timeout: float = 60.0) -> dict[int, list[tuple[int, bytes]]]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verifier",
@@ -106,6 +134,22 @@ def read_all(bootstrap: str, topic: str, partitions: int, want: int,
     return got
 
 
+def _debug() -> dict[str, object]:
+    """With RDKAFKA_DEBUG_LOG=path, the load's librdkafka debug log (eos, msg, protocol,
+    broker, topic) goes to that file: how a stalled producer was found stranded by a
+    leader epoch that went backwards."""
+    path = os.environ.get("RDKAFKA_DEBUG_LOG")
+    if not path:
+        return {}
+    logger = logging.getLogger("rdkafka-debug")
+    if not logger.handlers:
+        handler = logging.FileHandler(path)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+    return {"debug": "eos,msg,protocol,broker,topic", "logger": logger}
+
+
 class Load:
     """An idempotent acks=all producer writing numbered records until stopped; what was
     acknowledged, with its partition and offset."""
@@ -114,7 +158,8 @@ class Load:
         self.topic = topic
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                                   "acks": "all", "linger.ms": 5,
-                                  "message.timeout.ms": 120_000, **config})
+                                  "message.timeout.ms": 120_000, **config,
+                                  **_debug()})
         self.acked: dict[bytes, tuple[int, int]] = {}
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -173,7 +218,31 @@ def verify(cluster: Cluster, load: Load, partitions: int, *nodes: int) -> None:
     missing = [v for v in load.acked if v not in seen]
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:3]}"
     moved = [v for v, at in load.acked.items() if seen[v] != at]
-    assert not moved, f"records read at other offsets than acknowledged: {moved[:3]}"
+    assert not moved, ("records read at other (partition, offset)s than acknowledged: "
+                       f"{[(v, load.acked[v], seen[v]) for v in moved[:5]]} of {len(moved)}")
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int,
+                      timeout: float = 60.0) -> dict[int, int]:
+    """The group's committed offsets, asked again while its coordinator moves (librdkafka
+    retries an OffsetFetch that answers NOT_COORDINATOR on the same broker, then gives
+    up: an application asks again)."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                       "enable.auto.commit": False})
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                got = reader.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                       timeout=5)
+                if all(tp.error is None for tp in got):
+                    return {tp.partition: tp.offset for tp in got}
+            except Exception:  # the coordinator is moving
+                pass
+            assert time.monotonic() < deadline, f"no coordinator served {group}"
+            time.sleep(0.1)
+    finally:
+        reader.close()
 
 
 def served_topic(cluster: Cluster, prefix: str) -> str:
@@ -194,28 +263,46 @@ def victim(cluster: Cluster, topic: str, partitions: int) -> tuple[int, list[int
     return node, [p for p, leader in placement.items() if leader == node]
 
 
-def topic_id_of(cluster: Cluster, topic: str) -> uuid.UUID:
+def topic_id_of(cluster: Cluster, topic: str, node: int = 1,
+                timeout: float = 30.0) -> uuid.UUID:
+    """The topic's id as broker `node` knows it, once it knows the topic (a broker that
+    has not yet followed the topic's creation answers UNKNOWN_TOPIC_OR_PARTITION with
+    the zero id: placement computed from that would never come)."""
     from tests.support.wire import RawClient
 
-    client = RawClient("127.0.0.1", cluster.ports[1])
-    try:
-        md = client.request(3, 12, {"topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}],
-                                    "allow_auto_topic_creation": False,
-                                    "include_topic_authorized_operations": False})
-    finally:
-        client.close()
-    return md.topics[0].topic_id
+    deadline = time.monotonic() + timeout
+    while True:
+        client = RawClient("127.0.0.1", cluster.ports[node])
+        try:
+            md = client.request(3, 12, {"topics": [{"name": topic,
+                                                    "topic_id": uuid.UUID(int=0)}],
+                                        "allow_auto_topic_creation": False,
+                                        "include_topic_authorized_operations": False})
+        finally:
+            client.close()
+        found = md.topics[0]
+        if not found.error_code and found.topic_id != uuid.UUID(int=0):
+            return uuid.UUID(str(found.topic_id))
+        assert time.monotonic() < deadline, f"broker {node} does not know {topic}"
+        time.sleep(0.1)
 
 
-def start_cluster(postgres: PostgresServer, versitygw: VersityGateway, base: Path
-                  ) -> Iterator[Cluster]:
-    """The body of a module's `cluster` fixture: three brokers, each listing all three."""
+def start_cluster(postgres: PostgresServer, versitygw: VersityGateway, base: Path,
+                  overrides: tuple[str, ...] = (),
+                  controller: tuple[str, ...] | None = None) -> Iterator[Cluster]:
+    """The body of a module's `cluster` fixture: three brokers, each listing all three
+    (`overrides`: broker configs, "key=value", of every broker). With `controller`
+    (its extra arguments), broker 1 starts alone first, so it is the controller."""
     shared = shared_broker_args(postgres, versitygw, base / "shared")
     dsn = next(a.split("=", 1)[1] for a in shared if a.startswith("headwater.shared.database="))
-    c = Cluster(base, shared, dsn)
+    c = Cluster(base, shared, dsn, overrides)
     c.postgres, c.gateway = postgres, versitygw
+    if controller is not None:
+        c.start(1, *controller)
+        wait_listed(c.bootstrap(1), [1])
     for node in (1, 2, 3):
-        c.start(node)
+        if node not in c.brokers:
+            c.start(node)
     for node in (1, 2, 3):
         wait_listed(c.bootstrap(node), [1, 2, 3])
     yield c
@@ -245,3 +332,48 @@ def coordinator_of(cluster: Cluster, key: str, key_type: int = 0) -> int:
                 return int(found.node_id)
         assert time.monotonic() < deadline, f"no coordinator for {key!r}"
         time.sleep(0.2)
+
+
+def key_on(cluster: Cluster, node: int, prefix: str, key_type: int = 0) -> str:
+    """A new key (group id, transactional id) whose coordinator is broker `node`, once
+    the three brokers' coordinator shards are where they stay."""
+    settled_coordinators(cluster)
+    for i in range(10_000):
+        key = f"{prefix}-{i}-{uuid.uuid4().hex[:6]}"
+        if coordinator_of(cluster, key, key_type) == node:
+            return key
+    raise AssertionError(f"no {prefix} key coordinated by broker {node}")
+
+
+Placement = dict[tuple[str, int], int]
+
+
+def coordinator_placement(cluster: Cluster, *nodes: int) -> Placement:
+    """(coordinator topic, partition) -> leader, as Metadata reports it."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(*nodes)})
+    md = admin.list_topics(timeout=10)
+    found: Placement = {}
+    for name in TOPICS:
+        topic = md.topics.get(name)
+        assert topic is not None and topic.error is None, f"{name}: {topic}"
+        for p, meta in topic.partitions.items():
+            found[(name, p)] = meta.leader
+    return found
+
+
+def rendezvous_placement(cluster: Cluster, live: tuple[int, ...]) -> Placement:
+    """Where the shards belong with `live` brokers (every broker computes the same)."""
+    now = coordinator_placement(cluster, *live)
+    ids = {name: topic_id_of(cluster, name, node=live[0]) for name in TOPICS}
+    return {(t, p): rendezvous(f"{ids[t]}:{p}", list(live)) for t, p in now}
+
+
+def settled_coordinators(cluster: Cluster, live: tuple[int, ...] = (1, 2, 3),
+                         timeout: float = 60.0) -> Placement:
+    """Once every live broker reports each coordinator shard at its rendezvous owner."""
+    want = rendezvous_placement(cluster, live)
+    deadline = time.monotonic() + timeout
+    while not all(coordinator_placement(cluster, n) == want for n in live):
+        assert time.monotonic() < deadline, "coordinator shards never settled"
+        time.sleep(0.2)
+    return want

@@ -48,6 +48,7 @@ def test_each_key_arms_its_points_by_value() -> None:
         return {name for name in faults.POINTS if f.armed(name)}
     assert armed(**{faults.TXN_KEY: "true"}) == {faults.TXN_AFTER_PREPARE}
     assert armed(**{faults.TXN_KEY: "false"}) == set()
+    assert armed(**{faults.HOLDS_KEY: "true"}) == {faults.TXN_AFTER_HOLDS}
     assert armed(**{faults.DEAD_LETTER_KEY: "before-write"}) == {
         faults.SHARE_DEAD_LETTER_BEFORE_WRITE}
     assert armed(**{faults.DEAD_LETTER_KEY: " After-Write "}) == {
@@ -62,6 +63,7 @@ def test_the_config_keys_are_the_ones_tests_and_campaigns_set() -> None:
     assert {p.name: p.key for p in faults.POINTS.values()} == {
         "metadata.after-begin": "headwater.test.metadata.fault",
         "txn.after-prepare": "headwater.txn.crash.after.prepare",
+        "txn.after-holds": "headwater.txn.crash.after.holds",
         "share.dead-letter.before-write": "headwater.share.crash.dead.letter",
         "share.dead-letter.after-write": "headwater.share.crash.dead.letter",
         "share.after-pending-deletion": "headwater.share.crash.after.pending.deletion",

@@ -129,3 +129,19 @@ def test_partitions_beyond_the_brokers_capacity_are_refused(tmp_path):
     with pytest.raises(ControllerError, match="limit of 10"):
         ctl.create_partitions("c", 5, None)
     assert ctl.partition_count() == 10
+
+
+def test_producer_id_blocks_continue_across_brokers_and_restarts(tmp_path):
+    """AllocateProducerIds' allocator: each block starts where the last committed one
+    ended, whichever broker asked; the controller's own ids come from such blocks, and a
+    restart (another controller loading the log) continues after all of them."""
+    c = open_controller(tmp_path / "meta")
+    first = c.allocate_producer_ids(2, 7)
+    own = c.allocate_producer_id()
+    second = c.allocate_producer_ids(3)
+    assert first == (0, 1000) and own == 1000 and second == (2000, 1000)
+    c.log.close()
+    again = open_controller(tmp_path / "meta")
+    assert again.image.next_producer_id == 3000
+    assert again.allocate_producer_ids(2) == (3000, 1000)
+    assert again.allocate_producer_id() == 4000

@@ -10,25 +10,34 @@ from types import SimpleNamespace
 from typing import Any
 
 from headwater.share import remote
+from headwater.share.coordinator import coordinator_key, kafka_uuid
+from headwater.share.coordinator_shard import StateSummary
 from headwater.share.records import StateBatch, StateWrite
 
 TID = uuid.uuid4()
 
 
 class Channel:
-    """The coordinators on another broker (or here): answers queued per API key."""
+    """The coordinators on another broker (or here): answers queued per API key; every
+    question recorded with the key and key type it was routed by."""
 
-    def __init__(self, here: bool = False) -> None:
+    def __init__(self, here: bool = False, local: frozenset[tuple[str, int]] = frozenset()
+                 ) -> None:
         self.here = here
+        self.local = local  # (key, key type) coordinated here when not `here`
         self.asked: list[tuple[int, dict[str, Any]]] = []
+        self.routed: list[tuple[str, int, int]] = []  # (key, key type, api key)
+        self.checked: list[tuple[str, int]] = []  # remote(key, key type)
         self.answers: dict[int, list[Any]] = {}
 
-    def remote(self, group_id: str) -> bool:
-        return not self.here
+    def remote(self, key: str, key_type: int) -> bool:
+        self.checked.append((key, key_type))
+        return not self.here and (key, key_type) not in self.local
 
-    async def ask(self, group_id: str, api_key: int, version: int,
+    async def ask(self, key: str, key_type: int, api_key: int, version: int,
                   body: dict[str, Any]) -> Any | None:
         self.asked.append((api_key, body))
+        self.routed.append((key, key_type, api_key))
         queued = self.answers.get(api_key) or [None]
         return queued.pop(0) if len(queued) > 1 else queued[0]
 
@@ -53,6 +62,14 @@ class Local:
     async def write(self, *args: Any) -> int:
         self.calls.append("write")
         return 0
+
+    async def delete(self, *args: Any) -> int:
+        self.calls.append("delete")
+        return 0
+
+    async def read_summary(self, *args: Any) -> StateSummary:
+        self.calls.append("read_summary")
+        return StateSummary(0, 1, 5, 0, 2)
 
     def archiving(self, state_partition: int) -> list[tuple[str, uuid.UUID, int]]:
         return []
@@ -133,3 +150,85 @@ def test_membership_is_asked_once_and_kept() -> None:
     assert len(channel.asked) == 3
     here = remote.RemoteMembership(Local(), Channel(here=True))
     assert asyncio.run(here.is_share_member("g", "here"))
+
+
+# ---- routing: which coordinator each request goes to, by which key and key type -------
+def test_share_state_is_routed_by_the_share_key_with_key_type_2() -> None:
+    channel = Channel()
+    channel.answers[remote.READ] = [partition_answer(0, state_epoch=1, start_offset=0,
+                                                     state_batches=[])]
+    for api in (remote.INITIALIZE, remote.WRITE, remote.DELETE):
+        channel.answers[api] = [partition_answer(0)]
+    channel.answers[remote.READ_SUMMARY] = [partition_answer(
+        0, state_epoch=4, start_offset=9, delivery_complete_count=2, leader_epoch=3)]
+    persister = remote.RemotePersister(Local(), channel)
+
+    async def every_operation() -> StateSummary:
+        assert await persister.initialize("g:x", TID, 0, 0, 0) == 0
+        assert (await persister.read("g:x", TID, 0, 7))[0] == 0
+        assert await persister.write("g:x", TID, 0, WRITE, 7) == 0
+        assert await persister.delete("g:x", TID, 0) == 0
+        return await persister.read_summary("g:x", TID, 0)
+
+    assert asyncio.run(every_operation()) == StateSummary(0, 4, 9, 2, 3)
+    share_key = coordinator_key("g:x", TID, 0)  # g:x:<topic id in Kafka's base64>:0
+    assert share_key == f"g:x:{kafka_uuid(TID)}:0"
+    assert channel.routed == [(share_key, 2, api) for api in (
+        remote.INITIALIZE, remote.READ, remote.WRITE, remote.DELETE, remote.READ_SUMMARY)]
+    assert set(channel.checked) == {(share_key, 2)}
+    assert all(body["group_id"] == "g:x" for _api, body in channel.asked)
+
+
+def test_each_share_partition_goes_to_its_own_coordinator() -> None:
+    """Two share-partitions of one group: one coordinated here (the local coordinator is
+    called), the other elsewhere (a request by its own share key); the group's own
+    coordinator (key type 0) plays no part."""
+    other = uuid.uuid4()
+    here = coordinator_key("g", TID, 0)
+    channel = Channel(local=frozenset({(here, 2), ("g", 0)}))
+    answer = SimpleNamespace(results=[SimpleNamespace(
+        topic_id=other, partitions=[SimpleNamespace(partition=1, error_code=0)])])
+    channel.answers[remote.WRITE] = [answer]
+    channel.answers[remote.DELETE] = [answer]
+    local = Local()
+    persister = remote.RemotePersister(local, channel)
+
+    async def both() -> None:
+        assert await persister.write("g", TID, 0, WRITE, 7) == 0
+        assert await persister.write("g", other, 1, WRITE, 7) == 0
+        assert await persister.delete("g", TID, 0) == 0
+        assert await persister.delete("g", other, 1) == 0
+        assert (await persister.read_summary("g", TID, 0)).state_epoch == 1
+
+    asyncio.run(both())
+    assert local.calls == ["write", "delete", "read_summary"]
+    there = coordinator_key("g", other, 1)
+    assert channel.routed == [(there, 2, remote.WRITE), (there, 2, remote.DELETE)]
+    assert ("g", 0) not in channel.checked
+
+
+def test_the_admins_state_calls_retry_while_the_coordinator_moves() -> None:
+    channel = Channel()
+    channel.answers[remote.READ_SUMMARY] = [None, partition_answer(14), partition_answer(
+        0, state_epoch=2, start_offset=5, delivery_complete_count=0, leader_epoch=1)]
+    channel.answers[remote.DELETE] = [partition_answer(16), partition_answer(0)]
+    persister = remote.RemotePersister(Local(), channel, retry_s=10)
+    assert asyncio.run(persister.read_summary("g", TID, 0)) == StateSummary(0, 2, 5, 0, 1)
+    assert asyncio.run(persister.delete("g", TID, 0)) == 0
+    assert [api for api, _ in channel.asked] == [remote.READ_SUMMARY] * 3 + [remote.DELETE] * 2
+    gone = remote.RemotePersister(Local(), Channel(), retry_s=0.2)  # never reachable
+    assert asyncio.run(gone.read_summary("g", TID, 0)).error_code == 15
+    assert asyncio.run(gone.delete("g", TID, 0)) == 15
+
+
+def test_membership_is_routed_by_the_group_id_with_key_type_0() -> None:
+    channel = Channel(local=frozenset({(coordinator_key("g", TID, 0), 2)}))
+    group = SimpleNamespace(group_id="g", error_code=0,
+                            members=[SimpleNamespace(member_id="m1")])
+    channel.answers[remote.DESCRIBE] = [SimpleNamespace(groups=[group])]
+    members = remote.RemoteMembership(Local(), channel)
+    assert asyncio.run(members.is_share_member("g", "m1"))
+    assert channel.routed == [("g", 0, remote.DESCRIBE)]
+    assert channel.checked == [("g", 0)]
+    local = remote.RemoteMembership(Local(), Channel(local=frozenset({("g", 0)})))
+    assert asyncio.run(local.is_share_member("g", "here"))

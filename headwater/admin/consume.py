@@ -1,0 +1,193 @@
+"""`headwater consume TOPIC`, like `rpk topic consume` / `kcat -C`: print records from
+assigned partitions (`--partition`, default all) or as a member of a consumer group
+(`--group`, committing what it printed), from where `--from` says, until `--num`
+records, `--timeout-ms` idle or, with `--exit-at-end` (kcat's -e), the end of every
+assigned partition; `--share-group` reads as a share consumer (KIP-932,
+admin/share_consume.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+
+from . import positions, rdkafka, record_format
+from .connect import add_arguments
+
+COMMIT_EVERY_S = 5.0
+_FATAL = {"UNKNOWN_TOPIC_OR_PART", "TOPIC_AUTHORIZATION_FAILED",
+          "GROUP_AUTHORIZATION_FAILED", "TOPIC_EXCEPTION"}
+
+
+def printer(args: argparse.Namespace) -> Callable[[record_format.Record], None]:
+    """Writes each record to stdout as --json or --format says."""
+    render = record_format.as_json if args.json else record_format.formatter(args.format)
+
+    def write(record: record_format.Record) -> None:
+        sys.stdout.write(render(record))
+        sys.stdout.flush()
+    return write
+
+
+def check(error: KafkaError | None, args: argparse.Namespace) -> bool:
+    """True for a record; False for an event to skip; raises for an error that stops."""
+    if error is None:
+        return True
+    if error.fatal() or error.name() in _FATAL:
+        raise rdkafka.explain(error, args, f"topic {args.topic}")
+    return False
+
+
+class Stop:
+    """--num records, --timeout-ms without one, or (--exit-at-end) every assigned
+    partition at its end: librdkafka's partition-EOF event, reset by a later record."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.num: int | None = args.num
+        self.idle_s = None if args.timeout_ms is None else args.timeout_ms / 1000
+        self.count = 0
+        self.last = time.monotonic()
+        self.at_end: set[int] | None = set() if getattr(args, "exit_at_end", False) else None
+
+    def got(self, partition: int = -1) -> None:
+        self.count += 1
+        self.last = time.monotonic()
+        if self.at_end is not None:
+            self.at_end.discard(partition)
+
+    def end_of(self, partition: int) -> None:
+        if self.at_end is not None:
+            self.at_end.add(partition)
+
+    def done(self, assigned: Callable[[], set[int]] = set) -> bool:
+        if self.num is not None and self.count >= self.num:
+            return True
+        if self.at_end and (partitions := assigned()) and partitions <= self.at_end:
+            return True
+        return self.idle_s is not None and time.monotonic() - self.last >= self.idle_s
+
+
+def _consumer(args: argparse.Namespace) -> Consumer:
+    start: positions.Start = args.from_ or positions.Start(OFFSET_BEGINNING)
+    return rdkafka.make(Consumer, rdkafka.config(
+        args, **{"group.id": args.group or f"headwater-cli-{uuid.uuid4().hex[:12]}",
+                 "enable.auto.commit": False,
+                 "auto.offset.reset": "latest" if start.name == "end" else "earliest",
+                 "enable.partition.eof": args.exit_at_end,
+                 "isolation.level": args.isolation}))
+
+
+def _start(consumer: Consumer, args: argparse.Namespace, partitions: int) -> None:
+    if args.group:
+        def on_assign(c: Consumer, assigned: list[TopicPartition]) -> None:
+            if args.from_ is not None:  # else: the committed offsets (or the earliest)
+                assigned = positions.resolve(c, args.topic, [tp.partition for tp in assigned],
+                                             args.from_, args)
+            c.assign(assigned)
+        consumer.subscribe([args.topic], on_assign=on_assign)
+        return
+    wanted = args.partition or list(range(partitions))
+    if bad := [p for p in wanted if not 0 <= p < partitions]:
+        raise rdkafka.AdminError(f"topic {args.topic} has no partition {bad[0]} (it has "
+                                 f"{partitions}); hint: `headwater topic describe`")
+    start = args.from_ or positions.Start(OFFSET_BEGINNING)
+    consumer.assign(positions.resolve(consumer, args.topic, wanted, start, args))
+
+
+def cmd_consume(args: argparse.Namespace) -> None:
+    if args.share_group and args.exit_at_end:
+        raise rdkafka.AdminError("--exit-at-end does not apply to --share-group (a share "
+                                 "group has no end to reach); hint: --timeout-ms")
+    if args.share_group:
+        from .share_consume import consume_shared
+
+        return consume_shared(args)
+    if args.partition and args.group:
+        raise rdkafka.AdminError("--partition and --group exclude each other; hint: a group "
+                                 "member is assigned its partitions")
+    consumer = _consumer(args)
+    try:
+        try:
+            metadata = consumer.list_topics(args.topic, timeout=rdkafka.CONNECT_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001
+            raise rdkafka.explain(exc, args) from None
+        _start(consumer, args, rdkafka.check_topic(metadata, args.topic, args))
+        _loop(consumer, args)
+    finally:
+        consumer.close()
+
+
+def _loop(consumer: Consumer, args: argparse.Namespace) -> None:
+    write, stop = printer(args), Stop(args)
+    pending: dict[int, int] = {}  # partition -> next offset to commit
+    committed = time.monotonic()
+
+    def assigned() -> set[int]:
+        return {tp.partition for tp in consumer.assignment()}
+
+    def commit(wait: bool) -> None:
+        offsets = [TopicPartition(args.topic, p, o) for p, o in pending.items()]
+        pending.clear()
+        if offsets and wait:
+            consumer.commit(offsets=offsets, asynchronous=False)
+        elif offsets:
+            consumer.commit(offsets=offsets, asynchronous=True)
+    try:
+        while not stop.done(assigned):
+            msg: Message | None = consumer.poll(0.2)
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                stop.end_of(msg.partition() or 0)
+                continue
+            if not check(error, args):
+                continue
+            write(msg)
+            stop.got(msg.partition() or 0)
+            if args.group:
+                pending[msg.partition() or 0] = (msg.offset() or 0) + 1
+                if time.monotonic() - committed > COMMIT_EVERY_S:
+                    commit(wait=False)
+                    committed = time.monotonic()
+    except KeyboardInterrupt:
+        pass
+    if args.group:
+        try:
+            commit(wait=True)
+        except Exception as exc:  # noqa: BLE001
+            raise rdkafka.explain(exc, args, f"group {args.group}") from None
+
+
+def add_parser(sub: Any) -> None:
+    c = sub.add_parser("consume", help="print records of a topic")
+    add_arguments(c)
+    c.add_argument("topic")
+    c.add_argument("--from", dest="from_", type=positions.parse, default=None,
+                   metavar="beginning|end|OFFSET|@TIMESTAMP_MS",
+                   help="where to start (default: beginning; for --group its committed "
+                        "offsets, else the beginning)")
+    c.add_argument("--group", "-g", help="consume as a member of this consumer group and "
+                                         "commit what was printed")
+    c.add_argument("--share-group", help="consume as a member of this share group (KIP-932)")
+    c.add_argument("--ack", choices=["accept", "release", "reject"], default="accept",
+                   help="with --share-group: how each record is acknowledged")
+    c.add_argument("--partition", "-p", type=int, action="append", default=[],
+                   help="read this partition (repeatable; default: all)")
+    c.add_argument("--num", "-n", type=int, help="stop after N records")
+    c.add_argument("--timeout-ms", type=int, help="stop after this long without a record")
+    c.add_argument("--exit-at-end", "-e", action="store_true",
+                   help="stop once every assigned partition is read to its end (kcat -e)")
+    c.add_argument("--format", "-f", default="%v\\n",
+                   help="kcat-style: %%t topic %%p partition %%o offset %%T timestamp "
+                        "%%k key %%v value %%h headers %%K/%%S lengths, \\n \\t "
+                        "(default '%%v\\n')")
+    c.add_argument("--json", action="store_true", help="one JSON object per record")
+    c.add_argument("--isolation", choices=["read_committed", "read_uncommitted"],
+                   default="read_uncommitted")
+    c.set_defaults(func=cmd_consume)

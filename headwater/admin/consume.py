@@ -183,10 +183,10 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--timeout-ms", type=int, help="stop after this long without a record")
     c.add_argument("--exit-at-end", "-e", action="store_true",
                    help="stop once every assigned partition is read to its end (kcat -e)")
-    c.add_argument("--format", "-f", default="%v\\n",
-                   help="kcat-style: %%t topic %%p partition %%o offset %%T timestamp "
-                        "%%k key %%v value %%h headers %%K/%%S lengths, \\n \\t "
-                        "(default '%%v\\n')")
+    c.add_argument("--format", "-f", default="%s\\n",
+                   help="kcat's: %%t topic %%p partition %%o offset %%T timestamp "
+                        "%%k key %%s value (%%v too) %%h headers %%K/%%S lengths, \\n \\t "
+                        "(default '%%s\\n')")
     c.add_argument("--json", action="store_true", help="one JSON object per record")
     c.add_argument("--isolation", choices=["read_committed", "read_uncommitted"],
                    default="read_uncommitted")

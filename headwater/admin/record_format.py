@@ -2,8 +2,9 @@
 per line (as `rpk topic consume` does) for scripts.
 
 Format tokens (kcat's): %t topic, %p partition, %o offset, %T timestamp (ms), %k key,
-%v value, %K key length, %S value length, %h headers (k=v,k=v), %% a percent sign;
-escapes \\n, \\t, \\r, \\\\. A null key or value prints as nothing (its length as -1).
+%s value (%v too), %K key length, %S value length, %h headers (k=v,k=v), %% a percent
+sign; escapes \\n, \\t, \\r, \\\\. A null key or value prints as nothing (its length
+as -1).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Message
 
-_TOKEN = re.compile(r"%[tpoTkvKSh%]|\\[ntr\\]")
+_TOKEN = re.compile(r"%[tpoTksvKSh%]|\\[ntr\\]")
 _ESCAPES = {"\\n": "\n", "\\t": "\t", "\\r": "\r", "\\\\": "\\"}
 
 
@@ -69,7 +70,7 @@ def formatter(fmt: str) -> Callable[[Record], str]:
                     return str(record.timestamp()[1])
                 case "k":
                     return _text(record.key()) or ""
-                case "v":
+                case "s" | "v":
                     return _text(record.value()) or ""
                 case "K":
                     return str(_length(record.key()))

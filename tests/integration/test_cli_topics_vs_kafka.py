@@ -127,6 +127,13 @@ def test_produce_then_consume_json_format_offsets_timestamps(bootstrap: str) -> 
 
     assert hw(bootstrap, "consume", topic, "--partition", "1", "--from", "2", "--num", "1",
               "--format", r"%o %v\n").stdout == "2 no key\n"
+    # kcat's own format string prints the same as kcat.
+    kcat_format = r"%t|%p|%o|%k|%s|%K|%S\n"
+    kcat = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic, "-p", "1", "-e",
+                           "-f", kcat_format], capture_output=True, text=True, timeout=60,
+                          check=True).stdout
+    assert hw(bootstrap, "consume", topic, "--partition", "1", "--num", "3",
+              "--format", kcat_format).stdout == kcat != ""
     assert hw(bootstrap, "consume", topic, "--partition", "1", "--from", "-1", "--num", "1",
               "--format", r"%o\n").stdout == "2\n"
     assert hw(bootstrap, "consume", topic, "--partition", "1", "--from", "end",

@@ -285,11 +285,12 @@ class Broker:
             groups = self.groups
 
             def on_marker(topic: str, partition: int, producer_id: int, epoch: int,
-                          commit: bool) -> None:
+                          commit: bool, offset: int) -> None:
                 """A transaction's offsets, committed with its other markers by a
                 coordinator on any broker, become committed here (KIP-447)."""
                 if topic == groups.runtime.topic:
-                    groups.runtime.replay_marker(partition, producer_id, epoch, commit)
+                    groups.runtime.replay_marker(partition, producer_id, epoch, commit,
+                                                 offset)
             shared.on_marker = on_marker
         remote = None if self.cluster is None else RemoteVerifier(self.cluster)
         self.txn_offsets = TxnOffsetCommitter(self.transactions, self.groups, remote)

@@ -87,8 +87,9 @@ class Shard(Protocol):
     def on_loaded(self, now_ms: int) -> None: ...
 
     def replay_end_transaction(self, producer_id: int, producer_epoch: int,
-                               commit: bool) -> None:
-        """A COMMIT (`commit`) or ABORT marker of `producer_id` landed in the partition."""
+                               commit: bool, marker_offset: int) -> None:
+        """A COMMIT (`commit`) or ABORT marker of `producer_id` landed in the partition
+        at `marker_offset`: it ends what the producer wrote before it."""
 
 
 class NotReady(Exception):
@@ -324,7 +325,7 @@ class CoordinatorRuntime:
         count = 0
         for offset, pid, epoch, record in self._scan(partition):
             if isinstance(record, bool):
-                shard.replay_end_transaction(pid, epoch, record)
+                shard.replay_end_transaction(pid, epoch, record, offset)
             else:
                 shard.replay(offset, pid, epoch, record)
             count += 1
@@ -449,21 +450,21 @@ class CoordinatorRuntime:
         part = self._log(partition)
         offset = part.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
                                     self._clock(), transaction_version)
-        shard.replay_end_transaction(producer_id, producer_epoch, commit)
+        shard.replay_end_transaction(producer_id, producer_epoch, commit, offset)
         if self.follows:
             self._settle(partition, part)
         return offset
 
     def replay_marker(self, partition: int, producer_id: int, producer_epoch: int,
-                      commit: bool) -> None:
-        """Replay a marker appended to `partition`'s log without the runtime (a cluster's
-        markers committed together: shared/marker_holds.py). A shard still loading
-        replays it from the log."""
+                      commit: bool, marker_offset: int) -> None:
+        """Replay a marker appended at `marker_offset` of `partition`'s log without the
+        runtime (a cluster's markers committed together: shared/marker_holds.py). A
+        shard still loading replays it from the log."""
         try:
             shard = self.shard(partition)
         except NotReady:
             return
-        shard.replay_end_transaction(producer_id, producer_epoch, commit)
+        shard.replay_end_transaction(producer_id, producer_epoch, commit, marker_offset)
 
     def append(self, partition: int, shard: Shard, records: list[CoordinatorRecord],
                now: int, producer_id: int = -1, producer_epoch: int = -1,

@@ -8,10 +8,14 @@ tombstones, written by the shard itself.
 Transactional commits (TxnOffsetCommit, seed 5.6) are the same records written under a
 producer id and epoch with the transactional bit. Replaying one stores the offset as
 *pending* for that producer; the transaction's marker in this partition then makes the
-producer's pending offsets committed (COMMIT) or drops them (ABORT). The newer of a
-pending and an already committed offset wins, by position in the log, as in Kafka.
-While any are pending, `require_stable` fetches get UNSTABLE_OFFSET_COMMIT for those
-partitions and expiry leaves them alone.
+producer's pending offsets *below the marker* committed (COMMIT) or drops them (ABORT).
+A marker ends only the records before it in the log: on the shared log the marker of a
+transaction may be replayed after the producer's next transaction wrote its offsets
+(the owner learns of a marker committed by a coordinator elsewhere after the client
+moved on), and those belong to the next marker. The newer of a pending and an already
+committed offset wins, by position in the log, as in Kafka. While any are pending,
+`require_stable` fetches get UNSTABLE_OFFSET_COMMIT for those partitions and expiry
+leaves them alone.
 """
 
 from __future__ import annotations
@@ -43,6 +47,16 @@ OffsetTable = dict[str, dict[str, dict[int, CommittedOffset]]]
 
 
 @dataclass(frozen=True, slots=True)
+class PendingOffset:
+    """One partition's offset in a TxnOffsetCommit record, until its marker."""
+
+    group: str
+    topic: str
+    partition: int
+    committed: CommittedOffset
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionCommit:
     partition: int
     offset: int
@@ -54,8 +68,8 @@ class OffsetManager:
     def __init__(self, shard: GroupShard) -> None:
         self.shard = shard
         self.offsets: OffsetTable = {}
-        # producer id -> its transaction's pending offsets
-        self.pending: dict[int, OffsetTable] = {}
+        # producer id -> its transactional offsets not yet ended by a marker, in log order
+        self.pending: dict[int, list[PendingOffset]] = {}
 
     # ---- replay --------------------------------------------------------------------
     def replay(self, record: CoordinatorRecord, offset: int = -1,
@@ -64,10 +78,10 @@ class OffsetManager:
         group, topic, partition = key["group"], key["topic"], key["partition"]
         if record.value is not None and producer_id >= 0:
             v = record.value
-            self.pending.setdefault(producer_id, {}).setdefault(group, {}).setdefault(
-                topic, {})[partition] = CommittedOffset(
+            self.pending.setdefault(producer_id, []).append(PendingOffset(
+                group, topic, partition, CommittedOffset(
                     v["offset"], v["leader_epoch"], v["metadata"], v["commit_timestamp"],
-                    offset)
+                    offset)))
             if group not in self.shard.groups:
                 self.shard.create_simple_group(group)
             return
@@ -88,17 +102,26 @@ class OffsetManager:
         if group not in self.shard.groups:
             self.shard.create_simple_group(group)
 
-    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+    def replay_end_transaction(self, producer_id: int, commit: bool,
+                               marker_offset: int) -> None:
+        """The producer's marker at `marker_offset`: its pending offsets before it become
+        committed (COMMIT) or are dropped (ABORT); later ones wait for their own. A
+        marker replayed twice ends nothing the second time."""
         pending = self.pending.pop(producer_id, None)
-        if pending is None or not commit:
+        if pending is None:
             return
-        for group, topics in pending.items():
-            for topic, parts in topics.items():
-                stored = self.offsets.setdefault(group, {}).setdefault(topic, {})
-                for partition, committed in parts.items():
-                    current = stored.get(partition)
-                    if current is None or committed.record_offset > current.record_offset:
-                        stored[partition] = committed
+        later = [p for p in pending if p.committed.record_offset > marker_offset]
+        if later:
+            self.pending[producer_id] = later
+        if not commit:
+            return
+        for p in pending:
+            if p.committed.record_offset > marker_offset:
+                continue
+            stored = self.offsets.setdefault(p.group, {}).setdefault(p.topic, {})
+            current = stored.get(p.partition)
+            if current is None or p.committed.record_offset > current.record_offset:
+                stored[p.partition] = p.committed
 
     # ---- queries -------------------------------------------------------------------
     def group_offsets(self, group: str) -> dict[str, dict[int, CommittedOffset]]:
@@ -110,16 +133,9 @@ class OffsetManager:
     def has_pending(self, group: str, topic: str | None = None,
                     partition: int | None = None) -> bool:
         """Whether an open transaction holds offsets of the group (or of one partition)."""
-        for table in self.pending.values():
-            topics = table.get(group)
-            if not topics:
-                continue
-            if topic is None:
-                return True
-            parts = topics.get(topic)
-            if parts and (partition is None or partition in parts):
-                return True
-        return False
+        return any(p.group == group and (topic is None or p.topic == topic)
+                   and (partition is None or p.partition == partition)
+                   for entries in self.pending.values() for p in entries)
 
     # ---- operations ----------------------------------------------------------------
     def commit(self, group_id: str, member_id: str, instance_id: str | None,

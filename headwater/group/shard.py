@@ -61,10 +61,10 @@ class GroupShard:
             self.consumer.replay(record)
 
     def replay_end_transaction(self, producer_id: int, producer_epoch: int,
-                               commit: bool) -> None:
-        """A transaction marker: the producer's pending offsets become committed offsets
-        (COMMIT) or are dropped (ABORT)."""
-        self.offsets.replay_end_transaction(producer_id, commit)
+                               commit: bool, marker_offset: int) -> None:
+        """A transaction marker: the producer's pending offsets before it become
+        committed offsets (COMMIT) or are dropped (ABORT)."""
+        self.offsets.replay_end_transaction(producer_id, commit, marker_offset)
 
     def on_loaded(self, now_ms: int) -> None:
         self.classic.on_loaded(now_ms)

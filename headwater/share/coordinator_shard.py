@@ -184,7 +184,7 @@ class ShareCoordinatorShard:
                 entry.updates += 1
 
     def replay_end_transaction(self, producer_id: int, producer_epoch: int,
-                               commit: bool) -> None:
+                               commit: bool, marker_offset: int) -> None:
         """Nothing in `__share_group_state` is written transactionally."""
 
     def on_loaded(self, now_ms: int) -> None:

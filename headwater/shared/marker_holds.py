@@ -71,8 +71,8 @@ class MarkerHolds:
                  wake_flusher: Callable[[], None],
                  drop: Callable[[SharedPartition, int, str], None],
                  owned: Callable[[SharedPartition], bool], timeout_ms: int,
-                 committed: Callable[[SharedPartition, tuple[int, int, bool]], None]
-                 = lambda _part, _producer: None) -> None:
+                 committed: Callable[[SharedPartition, Hold], None]
+                 = lambda _part, _hold: None) -> None:
         self._pool = pool
         self._committed = committed  # told of each held marker committed
         self._database = database
@@ -115,8 +115,12 @@ class MarkerHolds:
         return asyncio.shield(hold.ready)
 
     def committed_elsewhere(self, part: SharedPartition) -> None:
-        """The coordinator (on this broker) committed `part`'s held marker."""
+        """The coordinator (on this broker) committed `part`'s held marker: told at once
+        (so its transaction's offsets are committed before the coordinator completes
+        it), and the hold ends once PostgreSQL confirms it (told again then: a
+        marker's replay ends only what precedes it, so twice is harmless)."""
         if part.hold is not None:
+            self._committed(part, part.hold)
             part.hold.ended.set()
 
     async def _keep(self, part: SharedPartition, hold: Hold) -> None:
@@ -180,7 +184,7 @@ class MarkerHolds:
             if row["high_watermark"] > hold.offset:
                 self._finish(part, hold)
                 part.marker_committed(hold.offset)
-                self._committed(part, hold.producer)
+                self._committed(part, hold)
                 self._wake_flusher()
                 return
             if time.monotonic() > hold.deadline:

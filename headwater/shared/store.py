@@ -315,9 +315,9 @@ class SharedStore:
         self.holds = MarkerHolds(lambda: self.pool, settings.database, self._dirty.set,
                                  self._drop, self._serves, 2 * lease_ms,
                                  self._marker_committed)
-        #: Told (topic, partition, producer id, epoch, commit) of each held marker
-        #: committed: a coordinator topic's runtime replays it.
-        self.on_marker: Callable[[str, int, int, int, bool], None] | None = None
+        #: Told (topic, partition, producer id, epoch, commit, marker offset) of each
+        #: held marker committed: a coordinator topic's runtime replays it.
+        self.on_marker: Callable[[str, int, int, int, bool, int], None] | None = None
 
     async def open(self) -> None:
         """Connect (and migrate) the database, probe the object store, empty the cache."""
@@ -413,10 +413,9 @@ class SharedStore:
             if part is not None:
                 self.holds.committed_elsewhere(part)
 
-    def _marker_committed(self, part: SharedPartition,
-                          producer: tuple[int, int, bool]) -> None:
+    def _marker_committed(self, part: SharedPartition, hold: Hold) -> None:
         if self.on_marker is not None:
-            self.on_marker(part.topic, part.partition, *producer)
+            self.on_marker(part.topic, part.partition, *hold.producer, hold.offset)
 
     def partitions(self) -> Iterator[SharedPartition]:
         return iter([p for p in self._owned.values() if not p.broken])

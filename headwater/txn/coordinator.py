@@ -69,13 +69,6 @@ class MarkerWriter(Protocol):
         """What the runtime appended so far, committed (None: nothing waits)."""
         ...
 
-    def replay_marker(self, partition: int, producer_id: int, producer_epoch: int,
-                      commit: bool) -> None:
-        """A marker written on `partition` without the runtime (committed with the
-        transaction's others, `RemoteMarkers.write_together`): resolve the producer's
-        pending offsets in the shard as its replay would."""
-        ...
-
 
 class RemoteMarkers(Protocol):
     """In a cluster, a marker for a partition another broker serves goes to that broker
@@ -338,10 +331,8 @@ class TransactionCoordinator:
                                            txn_partition)
             if codes is None:
                 return False
-            for (topic, partition), written in codes.items():
-                if topic == OFFSETS_TOPIC and written == 0:
-                    self._offsets.replay_marker(partition, job.producer_id,
-                                                job.producer_epoch, job.commit)
+            # A `__consumer_offsets` marker among them is replayed into the shard by its
+            # owner, with the marker's offset (SharedStore.on_marker).
             if not all([self._settle(job, tp, c, done) for tp, c in codes.items()]):
                 return False
         complete = True

@@ -78,7 +78,7 @@ class TxnShard:
             self.txns[txn_id] = metadata_of(record)
 
     def replay_end_transaction(self, producer_id: int, producer_epoch: int,
-                               commit: bool) -> None:
+                               commit: bool, marker_offset: int) -> None:
         """Nothing in `__transaction_state` is written transactionally."""
 
     def on_loaded(self, now_ms: int) -> None:

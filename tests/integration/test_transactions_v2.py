@@ -577,10 +577,6 @@ def test_timed_out_tv2_transaction_side_by_side(brokers: dict[str, Any], topic_n
         ("abort", (0, "same", 1))]
 
 
-@pytest.mark.local_storage(
-    "KNOWN BUG on the shared log, to fix next (see the 2026-11-27 closing note): the copier "
-    "stops making progress after a few random aborts in about one run in three (80 of "
-    "400 copied, then nothing for 150 s, no error logged); passes on the local engine")
 def test_java_copier_with_random_aborts_is_exactly_once_on_both(brokers: dict[str, Any],
                                                                 topic_name: str):
     """The copier aborting transactions at random (TV2: every abort bumps the epoch, the

@@ -104,14 +104,15 @@ class TxnGroupContext(GroupContext):
             self.log.append(decoded)
 
     def marker(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
-        self.shard.replay_end_transaction(producer_id, producer_epoch, commit)
+        self.shard.replay_end_transaction(producer_id, producer_epoch, commit,
+                                          len(self.entries))
         self.entries.append((producer_id, producer_epoch, commit))
 
     def replayed(self) -> GroupShard:
         shard = self.factory(type(self.timer)(self))
         for offset, (pid, epoch, entry) in enumerate(self.entries):
             if isinstance(entry, bool):
-                shard.replay_end_transaction(pid, epoch, entry)
+                shard.replay_end_transaction(pid, epoch, entry, offset)
             else:
                 shard.replay(offset, pid, epoch, entry)
         shard.on_loaded(self.now)

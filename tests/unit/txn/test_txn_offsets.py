@@ -75,6 +75,40 @@ def test_replay_of_an_unfinished_transaction_keeps_it_pending():
     assert fetch(ctx) == {0: None, 1: None}
 
 
+def test_a_marker_replayed_again_after_the_next_transaction_ends_nothing_of_it():
+    """On the shared log the owner of `__consumer_offsets` hears of a marker committed
+    twice (from its coordinator, then from PostgreSQL), the second time possibly after the
+    producer's next transaction wrote its offsets: those are not the marker's. Seen as
+    Kafka's TransactionalMessageCopier resuming after an aborted batch."""
+    ctx = TxnGroupContext({"t": 1})
+    txn_commit(ctx, "g", [PartitionCommit(0, 340)])
+    first_marker = len(ctx.entries)
+    ctx.marker(PID, EPOCH, commit=True)
+    txn_commit(ctx, "g", [PartitionCommit(0, 360)])
+    ctx.shard.replay_end_transaction(PID, EPOCH, True, first_marker)  # told again
+    assert fetch(ctx, stable=True, partitions=(0,)) == {0: UNSTABLE_OFFSET_COMMIT}
+    ctx.marker(PID, EPOCH, commit=False)
+    assert fetch(ctx, stable=True, partitions=(0,)) == {0: 340}
+    assert ctx.replayed().offsets.offsets == ctx.shard.offsets.offsets
+
+
+def test_a_marker_replayed_late_commits_only_the_offsets_before_it():
+    """The owner replays a marker committed by a coordinator on another broker after
+    the producer's next transaction already appended its offsets behind it."""
+    ctx = TxnGroupContext({"t": 2})
+    txn_commit(ctx, "g", [PartitionCommit(0, 10), PartitionCommit(1, 20)])
+    marker = len(ctx.entries)
+    ctx.entries.append((PID, EPOCH, True))  # in the log, not replayed yet
+    txn_commit(ctx, "g", [PartitionCommit(0, 30)])
+    ctx.shard.replay_end_transaction(PID, EPOCH, True, marker)
+    assert fetch(ctx) == {0: 10, 1: 20}
+    assert fetch(ctx, stable=True) == {0: UNSTABLE_OFFSET_COMMIT, 1: 20}
+    ctx.marker(PID, EPOCH, commit=True)
+    assert fetch(ctx, stable=True) == {0: 30, 1: 20}
+    assert ctx.shard.offsets.pending == {}
+    assert ctx.replayed().offsets.offsets == ctx.shard.offsets.offsets
+
+
 def test_a_plain_commit_after_the_transactional_one_wins():
     ctx = TxnGroupContext({"t": 1})
     txn_commit(ctx, "g", [PartitionCommit(0, 10)])

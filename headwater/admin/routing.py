@@ -98,17 +98,18 @@ class Routed:
 
     def _every_broker(self, api_key: int, version: int, body: Any,
                       correlation_id: int) -> Any:
+        """Each broker's list joined into the first answer; an error answer as it is."""
         field = _EVERY_BROKER[api_key]
-        merged: Any = None
-        items: list[Any] = []
+        answers = []
         for node in sorted(self._brokers()):
             answer = self._client(node).request(api_key, version, body, correlation_id)
-            if merged is None or int(getattr(answer, "error_code", 0)):
-                merged = answer  # the first answer, or an error (shown as it is)
-                if int(getattr(answer, "error_code", 0)):
-                    return answer
-            items.extend(getattr(answer, field))
-        return dataclasses.replace(merged, **{field: tuple(items)})
+            if int(getattr(answer, "error_code", 0)):
+                return answer
+            answers.append(answer)
+        if not answers:
+            return self.bootstrap.request(api_key, version, body, correlation_id)
+        return dataclasses.replace(answers[0], **{
+            field: tuple(item for answer in answers for item in getattr(answer, field))})
 
     def _by_leader(self, api_key: int, version: int, body: dict[str, Any],
                    correlation_id: int) -> Any:

@@ -112,3 +112,39 @@ def test_headwater_group_and_transaction_commands_reach_every_coordinator(
         assert described[0]["state"] == "Ongoing", described
     finally:
         producer.abort_transaction(30)
+
+
+def test_java_copier_with_random_aborts_across_three_brokers(cluster: Cluster) -> None:
+    """Kafka's TransactionalMessageCopier aborting at random, with its transaction's
+    coordinator, its group's coordinator and its output partition's leader on three
+    different brokers: every input is copied exactly once and the group commits to the
+    end. The owner of the group's `__consumer_offsets` partition learns of each marker
+    from PostgreSQL, after the coordinator (elsewhere) completed the transaction, and so
+    possibly after the copier's next transaction wrote its offsets behind it."""
+    from confluent_kafka import Producer
+
+    from tests.integration.test_transactions import read_all
+    from tests.integration.test_transactions_v2 import COPIER
+    from tests.support.cluster import committed_offsets, create, key_on, settled_leaders
+    from tests.support.kafka_reference import run_tool
+
+    src, dst = f"copy-in-{uuid.uuid4().hex[:8]}", f"copy-out-{uuid.uuid4().hex[:8]}"
+    create(cluster.bootstrap(1), src, 1)
+    create(cluster.bootstrap(1), dst, 1)
+    settled_leaders(cluster, src, 1)
+    leader = settled_leaders(cluster, dst, 1)[0]
+    txn_node = leader % 3 + 1
+    group_node = ({1, 2, 3} - {leader, txn_node}).pop()
+    txn_id = key_on(cluster, txn_node, "copier", key_type=1)
+    group = key_on(cluster, group_node, "copier")
+    p = Producer({"bootstrap.servers": cluster.bootstrap()})
+    for i in range(400):
+        p.produce(src, f"m{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    run_tool(COPIER, "--broker-list", cluster.bootstrap(), "--input-topic", src,
+             "--input-partition", "0", "--output-topic", dst, "--transactional-id", txn_id,
+             "--consumer-group", group, "--transaction-size", "20", "--max-messages", "400",
+             "--use-group-metadata", "--enable-random-aborts", timeout=150)
+    values = read_all(cluster.bootstrap(), dst, "read_committed", timeout=60)
+    assert sorted(values) == sorted(f"m{i}" for i in range(400))
+    assert committed_offsets(cluster.bootstrap(), group, src, 1) == {0: 400}

@@ -112,9 +112,12 @@ cluster: $(STAMP) postgres $(VERSITYGW)
 # The lint runs first: a layer broken or a type wrong fails the suite before it starts.
 # Two workers (pytest-xdist), each taking whole files (module-scoped brokers stay shared):
 # the tests mostly wait on sockets and JVM start-ups, so 2 cores run two files at once.
+# Files are handed out in the order given: the long Spark modules first and the quick
+# unit tests last, so that neither worker runs a long file alone at the end.
 test: $(STAMP) java kcat kafka postgres chromium $(VERSITYGW)
 	$(MAKE) --no-print-directory lint
-	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile tests
+	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile \
+	  --durations=15 tests/spark tests/integration tests/fuzz tests/unit
 
 # The client-facing integration tests again, every broker on the shared log (a private
 # PostgreSQL and versitygw per worker; docs/shared-log.md), and the cluster campaigns

@@ -117,7 +117,10 @@ def test_only_a_dead_brokers_shards_move_and_they_come_back_once(cluster: Cluste
     moved_in = time.monotonic() - killed
     for key, history in seen.items():
         if key in mine:
-            assert history in ([victim, after_death[key]], [after_death[key]]), \
+            # No leader (-1) while the dead broker's lease runs out is not a move:
+            # Metadata names none rather than guess the next owner's epoch.
+            moves = [leader for leader in history if leader != -1]
+            assert moves in ([victim, after_death[key]], [after_death[key]]), \
                 f"{key} led by {history} after broker 3 died"
         else:
             assert history == [before[key]], f"{key} moved without cause: {history}"
@@ -127,7 +130,8 @@ def test_only_a_dead_brokers_shards_move_and_they_come_back_once(cluster: Cluste
     _back, seen = follow(cluster, (1, 2, 3), {1, 2, 3}, 60, target=before)
     for key, history in seen.items():
         if key in mine:
-            assert history in ([after_death[key], victim], [victim]), \
+            moves = [leader for leader in history if leader != -1]
+            assert moves in ([after_death[key], victim], [victim]), \
                 f"{key} led by {history} when broker 3 came back"
         else:
             assert history == [before[key]], f"{key} moved without cause: {history}"

@@ -69,15 +69,18 @@ def test_shards_are_spread_and_find_coordinator_names_their_owners(cluster: Clus
                          if t == name and leader == n) for n in (1, 2, 3)}
         total = sum(counts.values())
         assert min(counts.values()) >= total // 6, f"{name} spread unevenly: {counts}"
-    # FindCoordinator names the owner of the key's shard, from every broker
+    # FindCoordinator names the owner of the key's shard, from every broker, until each
+    # broker was named (random ids: 12 of them missed one broker in about 2% of runs)
     named: set[int] = set()
-    for i in range(12):
+    n = sum(1 for (t, _p) in settled if t == "__consumer_offsets")
+    for i in range(200):
         group = f"spread-{i}-{uuid.uuid4().hex[:6]}"
-        n = sum(1 for (t, _p) in settled if t == "__consumer_offsets")
         want = settled[("__consumer_offsets", partition_for(group, n))]
         assert coordinator_of(cluster, group) == want
         named.add(want)
-    assert named == {1, 2, 3}, f"12 groups coordinated by {named} only"
+        if named == {1, 2, 3} and i >= 11:
+            break
+    assert named == {1, 2, 3}, f"{i + 1} groups coordinated by {named} only"
     # ... and the named owner serves: a group per broker commits and reads its offsets
     topic = f"placed-{uuid.uuid4().hex[:8]}"
     create(cluster.bootstrap(), topic, 3)

@@ -110,14 +110,13 @@ class OffsetManager:
         pending = self.pending.pop(producer_id, None)
         if pending is None:
             return
+        ended = [p for p in pending if p.committed.record_offset < marker_offset]
         later = [p for p in pending if p.committed.record_offset > marker_offset]
         if later:
             self.pending[producer_id] = later
         if not commit:
             return
-        for p in pending:
-            if p.committed.record_offset > marker_offset:
-                continue
+        for p in ended:
             stored = self.offsets.setdefault(p.group, {}).setdefault(p.topic, {})
             current = stored.get(p.partition)
             if current is None or p.committed.record_offset > current.record_offset:

@@ -22,6 +22,7 @@ transaction itself, since such a client sends no AddOffsetsToTxn.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,29 @@ def fenced_as(code: int, version: int, first_version: int) -> int:
     if code == E.producer_fenced and version < first_version:
         return E.invalid_producer_epoch
     return code
+
+
+#: How long EndTxn waits for its markers before answering anyway (the Prepare* record is
+#: durable, so the transaction completes regardless: a coordinator that moved finishes it).
+END_TXN_MARKERS_WAIT_S = 5.0
+#: How long a confirmation of committed markers waits for the owner to take them in.
+CONFIRM_WAIT_S = 3.0
+
+
+def _after_markers(coordinator: TransactionCoordinator, txn_id: str,
+                   answer: dict) -> dict | Awaitable[dict]:
+    """`answer` once `txn_id`'s markers are written (`TransactionCoordinator.completion`)."""
+    pending = coordinator.completion(txn_id)
+    if pending is None:
+        return answer
+
+    async def wait() -> dict:
+        try:
+            await asyncio.wait_for(pending, END_TXN_MARKERS_WAIT_S)
+        except TimeoutError:
+            pass
+        return answer
+    return wait()
 
 
 def by_topic(codes: dict[TopicPartition, int]) -> dict[str, dict[int, int]]:
@@ -147,7 +171,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0,
                 "error_code": fenced_as(call(add), ctx.api_version, 2)}
 
-    def handle_end_txn(ctx: RequestContext, req: Any) -> dict:
+    def handle_end_txn(ctx: RequestContext, req: Any) -> dict | Awaitable[dict]:
         refused = txn_refused(ctx, req)
         if refused:
             return {"throttle_time": 0, "error_code": refused, "producer_id": -1,
@@ -159,8 +183,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         except NotReady as exc:
             return {"throttle_time": 0, "error_code": exc.code, "producer_id": -1,
                     "producer_epoch": -1}
-        return {"throttle_time": 0, "error_code": fenced_as(result.error, ctx.api_version, 2),
-                "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
+        answer = {"throttle_time": 0,
+                  "error_code": fenced_as(result.error, ctx.api_version, 2),
+                  "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
+        if result.error != E.none:
+            return answer
+        return _after_markers(coordinator(), req.transactional_id, answer)
 
     # ---- TxnOffsetCommit -----------------------------------------------------------
     async def handle_txn_offset_commit(ctx: RequestContext, req: Any) -> dict:
@@ -211,6 +239,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         results = []
         refused = broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME)
         held = broker.cluster is not None and broker.cluster.asks_to_hold(ctx.client_id)
+        confirm = (broker.cluster is not None
+                   and broker.cluster.asks_to_confirm(ctx.client_id))
         for marker in req.markers:
             topics = []
             for t in marker.topics:
@@ -221,6 +251,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                       "error_code": E.cluster_authorization_failed})
                         continue
                     tv = getattr(marker, "transaction_version", 0)
+                    if confirm:  # the markers held here are committed: take them in
+                        assert broker.cluster is not None
+                        code = await broker.cluster.store.confirm_marker(
+                            t.name, p, marker.producer_id, marker.producer_epoch,
+                            marker.transaction_result, CONFIRM_WAIT_S)
+                        parts.append({"partition_index": p, "error_code": code})
+                        continue
                     if held:  # a coordinator of the cluster commits it with the others
                         assert broker.cluster is not None
                         answer = broker.cluster.store.hold_marker(

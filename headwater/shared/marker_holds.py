@@ -47,6 +47,9 @@ log = logging.getLogger("headwater.shared")
 
 #: The client id of a coordinator's WriteTxnMarkers asking the owner to hold its marker.
 HOLD_CLIENT_ID = "headwater-txn-hold"
+#: ... and, once it committed the held markers, asking the owner to take the commit in
+#: before the transaction completes (`MarkerHolds.confirm`).
+CONFIRM_CLIENT_ID = "headwater-txn-confirm"
 POLL_S = 0.25  # how often a ready hold asks PostgreSQL whether it was committed
 
 
@@ -58,6 +61,7 @@ class Hold:
     ready: asyncio.Future[int]
     deadline: float  # monotonic seconds; renewed by every ask
     ended: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)  # the hold is over
 
     @property
     def stable_bound(self) -> int:
@@ -122,6 +126,23 @@ class MarkerHolds:
         if part.hold is not None:
             self._committed(part, part.hold)
             part.hold.ended.set()
+
+    async def confirm(self, part: SharedPartition, producer: tuple[int, int, bool],
+                      timeout_s: float) -> None:
+        """The coordinator committed the transaction whose marker `part` holds: check
+        PostgreSQL now rather than at the next poll or notification, and return once
+        the hold is over (the marker taken in: a `__consumer_offsets` partition's
+        group coordinator then has the transaction's offsets). Returns at once when
+        no such marker is held (already taken in, or the partition moved: its next
+        owner loads the committed marker)."""
+        hold = part.hold
+        if hold is None or hold.producer != producer:
+            return
+        hold.ended.set()
+        try:
+            await asyncio.wait_for(hold.finished.wait(), timeout_s)
+        except TimeoutError:
+            pass
 
     async def _keep(self, part: SharedPartition, hold: Hold) -> None:
         try:
@@ -196,6 +217,7 @@ class MarkerHolds:
                 return
 
     def _finish(self, part: SharedPartition, hold: Hold) -> None:
+        hold.finished.set()
         if part.hold is hold:
             part.hold = None
         if self._held.get(_key(part)) is part:

@@ -13,7 +13,7 @@ from typing import Any
 from ..wire.dispatch import RequestContext
 from .cluster import BrokerInfo
 from .forward import ForwardError, call, forward
-from .marker_holds import HOLD_CLIENT_ID
+from .marker_holds import CONFIRM_CLIENT_ID, HOLD_CLIENT_ID
 from .metadata_log import SharedMetadata
 from .store import SharedStore
 
@@ -74,6 +74,12 @@ class ClusterNode:
         """A WriteTxnMarkers from a transaction coordinator of the cluster, asking that
         its markers be held for it to commit together (`marker_holds.py`)."""
         return client_id == HOLD_CLIENT_ID
+
+    @staticmethod
+    def asks_to_confirm(client_id: str | None) -> bool:
+        """A WriteTxnMarkers from a transaction coordinator that committed the markers
+        held here, waiting until they are taken in (`MarkerHolds.confirm`)."""
+        return client_id == CONFIRM_CLIENT_ID
 
     # ---- share/remote.py's CoordinatorChannel -------------------------------------------
     def remote(self, key: str, key_type: int) -> bool:

@@ -406,6 +406,15 @@ class SharedStore:
         return self.holds.hold(part, producer_id, producer_epoch, commit,
                                coordinator_epoch, self._now_ms(), transaction_version)
 
+    async def confirm_marker(self, topic: str, partition: int, producer_id: int,
+                             producer_epoch: int, commit: bool, timeout_s: float) -> int:
+        """A coordinator on another broker committed the marker held here: 0 once it
+        is taken in (`MarkerHolds.confirm`)."""
+        part = self.partition(topic, partition)
+        if part is not None:
+            await self.holds.confirm(part, (producer_id, producer_epoch, commit), timeout_s)
+        return 0
+
     def markers_committed(self, keys: Iterable[Key]) -> None:
         """The coordinator here committed the held markers of `keys`."""
         for key in keys:

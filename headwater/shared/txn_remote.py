@@ -34,7 +34,7 @@ from kio.schema.errors import ErrorCode as E
 
 from ..faults import TXN_AFTER_HOLDS, Faults
 from .forward import ForwardError, call
-from .marker_holds import HOLD_CLIENT_ID
+from .marker_holds import CONFIRM_CLIENT_ID, HOLD_CLIENT_ID
 from .node import ClusterNode
 from .sequencer import Outcome
 from .staged_markers import promote
@@ -47,6 +47,7 @@ ADD_VERSION = 5  # batched, verify_only per transaction; an add at transaction v
 VERSION = 2  # with transaction_version (KIP-890)
 TIMEOUT_S = 10.0
 TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key type of a transactional id
+OFFSETS_TOPIC = "__consumer_offsets"
 #: Answers to a hold that a later attempt may change (the others end the partition's part).
 RETRIABLE = frozenset({
     E.not_leader_or_follower, E.kafka_storage_error, E.network_exception,
@@ -135,7 +136,28 @@ class MarkerSender:
             return {tp: E.not_leader_or_follower if tp in keys else code
                     for tp, code in codes.items()}
         self._node.store.markers_committed(held)
+        await self._confirm([tp for tp in held if tp[0] == OFFSETS_TOPIC], producer_id,
+                            producer_epoch, commit, transaction_version)
         return codes
+
+    async def _confirm(self, partitions: Sequence[TopicPartition], producer_id: int,
+                       producer_epoch: int, commit: bool, transaction_version: int) -> None:
+        """Wait until the owners of `partitions` on other brokers took in the committed
+        markers (`MarkerHolds.confirm`). Only `__consumer_offsets`: its group
+        coordinator must hold the transaction's offsets by the time EndTxn answers
+        (an OffsetFetch right after `commit_transaction` found none), where Kafka's
+        marker is written a moment later. Best effort: the markers are committed
+        whatever is answered, and an owner learns of them from PostgreSQL anyway."""
+        sends = []
+        for topic, partition in partitions:
+            if self._node.store.partition(topic, partition) is not None:
+                continue  # here: `markers_committed` took it in
+            sent = self.send(topic, partition, producer_id, producer_epoch, commit, 0,
+                             transaction_version, CONFIRM_CLIENT_ID)
+            if sent is not None:
+                sends.append(sent)
+        if sends:
+            await asyncio.gather(*sends)
 
     async def _hold(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                     commit: bool, coordinator_epoch: int, transaction_version: int) -> int:

@@ -128,6 +128,8 @@ class TransactionCoordinator:
         # Partitions already marked per (txn id, producer id, epoch): a retried job does
         # not write a second marker where the first one landed.
         self._marked: dict[tuple[str, int, int], set[TopicPartition]] = {}
+        # EndTxn answers waiting for their transaction's markers, per transactional id.
+        self._completions: dict[str, list[asyncio.Future[None]]] = {}
 
     async def start(self) -> None:
         await self.runtime.start()
@@ -143,6 +145,7 @@ class TransactionCoordinator:
         self._inflight.clear()
         self._together.clear()
         self._claims.clear()
+        self._release_completions()
         await self.runtime.stop()
 
     # ---- operations (NotReady propagates: the handler answers with its code) -------
@@ -180,6 +183,39 @@ class TransactionCoordinator:
         result: EndResult = self._write(txn_id, lambda s, now: s.end_txn(
             txn_id, producer_id, producer_epoch, commit, now, client_tv))
         return result
+
+    def completion(self, txn_id: str) -> Awaitable[None] | None:
+        """None once `txn_id`'s transaction is not being completed; else a future that
+        resolves when its markers are all written and its Complete* record is applied
+        (or when this coordinator stops). The caller bounds the wait: a shard that moves
+        away leaves it unresolved, and the next coordinator finishes the job.
+
+        EndTxn waits for it, so that when the client hears "committed" the markers are
+        there — the transactional offsets in their group coordinator included — and
+        its next EndTxn finds the transaction complete. On one node the markers are
+        written before EndTxn returns anyway; across brokers they are a round trip and
+        a PostgreSQL transaction away, and a client that ended its next (empty)
+        transaction meanwhile met PRODUCER_FENCED (a Prepare* state accepts only the
+        retry's epoch, as in Kafka): franz-go's GroupTransactSession did, constantly."""
+        try:
+            state = self._read(txn_id, lambda s: s.txns.get(txn_id))
+        except NotReady:
+            return None
+        if state is None or not state.state.is_prepare:
+            return None
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiting = [f for f in self._completions.get(txn_id, ()) if not f.done()]
+        self._completions[txn_id] = [*waiting, future]  # a timed-out wait was cancelled
+        return future
+
+    def _complete_waiters(self, txn_id: str) -> None:
+        for future in self._completions.pop(txn_id, ()):
+            if not future.done():
+                future.set_result(None)
+
+    def _release_completions(self) -> None:
+        for txn_id in list(self._completions):
+            self._complete_waiters(txn_id)
 
     def describe(self, txn_id: str) -> dict[str, Any]:
         return self._read(txn_id, lambda s: s.describe(txn_id))
@@ -313,6 +349,7 @@ class TransactionCoordinator:
                 def complete(s: TxnShard, now: int, job: MarkerJob = job) -> Result:
                     return s.complete(job, now)
                 self.runtime.write(partition, complete)
+                self._complete_waiters(job.transactional_id)
             else:
                 self._retry(partition)
 

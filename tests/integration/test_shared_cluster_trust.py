@@ -1,0 +1,161 @@
+"""What other clients' suites found on three brokers (issue 33), each as it was found and
+side by side with Apache Kafka 4.4 where the scenario is a client's.
+
+* A transaction's offsets are the group's once `commit_transaction` returns, whichever
+  broker coordinates the group (confluent-kafka's consume-transform-produce; an
+  OffsetFetch right after the commit found none on three brokers, Kafka answers them).
+* The EndTxn that follows a commit at once is not fenced (franz-go's
+  GroupTransactSession ends an empty transaction right after committing: on three
+  brokers its EndTxn found the previous transaction still PrepareCommit, whose markers
+  were still travelling, and got PRODUCER_FENCED).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from headwater.log.batch import build_batch
+from tests.support.cluster import Cluster, create, key_on, leaders
+from tests.support.kafka_reference import KafkaReference
+from tests.support.wire import RawClient
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.cluster_campaign(
+    "three brokers of its own, and Apache Kafka beside them")]
+
+RETRIABLE = {7, 14, 15, 16, 51}  # timeout, coordinator loading/moving, busy
+
+
+def retry(call: Callable[[], Any], code: Callable[[Any], int], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = call()
+        if code(answer) not in RETRIABLE:
+            return answer
+        assert time.monotonic() < deadline, f"still retriable: {code(answer)}"
+        time.sleep(0.1)
+
+
+def offsets_after_commit(bootstrap: str, rounds: int) -> list[Any]:
+    """confluent-kafka: consume 10 records in a new group, produce them again in a
+    transaction with the consumer's position, commit; what AdminClient lists for the
+    group at once, per round."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = f"trust-in-{uuid.uuid4().hex[:8]}"
+    out = f"{topic}-out"
+    for future in admin.create_topics([NewTopic(topic, 1, 1), NewTopic(out, 3, 1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(20):
+        producer.produce(topic, value=b"v%d" % i)
+    assert producer.flush(30) == 0
+    listed = []
+    for _ in range(rounds):
+        group = f"trust-g-{uuid.uuid4().hex[:8]}"
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([topic])
+        got: list[Any] = []
+        deadline = time.monotonic() + 60
+        while len(got) < 10:
+            assert time.monotonic() < deadline, f"consumed {len(got)} of 10"
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got.append(msg)
+        got = got[:10]
+        txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{group}"})
+        txn.init_transactions(30)
+        txn.begin_transaction()
+        for i, msg in enumerate(got):
+            txn.produce(out, value=msg.value(), partition=i % 3)
+        txn.send_offsets_to_transaction([TopicPartition(topic, 0, got[-1].offset() + 1)],
+                                        consumer.consumer_group_metadata(), 30)
+        txn.commit_transaction(30)
+        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])]
+        answer = next(iter(admin.list_consumer_group_offsets(request).values())).result(30)
+        found = answer.topic_partitions[0]
+        listed.append(found.offset if found.error is None else found.error)
+        consumer.close()
+    return listed
+
+
+def test_a_transactions_offsets_are_there_when_commit_transaction_returns(
+        cluster: Cluster, kafka_ref: KafkaReference) -> None:
+    # Kafka answers EndTxn before it writes the markers, so a round may list no offset
+    # yet (-1001: seen in about one round of four here); headwater answers once the
+    # markers are in, its group coordinator's included (docs/differences.md).
+    assert set(offsets_after_commit(kafka_ref.bootstrap, 4)) <= {10, -1001}
+    assert offsets_after_commit(cluster.bootstrap(), 6) == [10] * 6
+
+
+def _tv2_produce(client: RawClient, txn_id: str, pid: int, epoch: int, topic: str,
+                 partition: int) -> int:
+    batch = build_batch([(None, b"v", [], int(time.time() * 1000))], producer_id=pid,
+                        producer_epoch=epoch, base_sequence=0, is_transactional=True)
+
+    def call() -> int:
+        r = client.request(0, 12, {"transactional_id": txn_id, "acks": -1, "timeout": 10000,
+                                   "topic_data": [{"name": topic, "partition_data": [
+                                       {"index": partition, "records": batch}]}]})
+        return int(r.responses[0].partition_responses[0].error_code)
+    return int(retry(call, lambda c: 51 if c in (3, 6, 45, 53) else c))
+
+
+def test_the_end_txn_right_after_a_commit_is_not_fenced(cluster: Cluster) -> None:
+    """Transaction version 2 on the wire, as franz-go's GroupTransactSession: a
+    transaction over partitions led by all three brokers with the group's offsets (its
+    group coordinated by another broker than the transaction), EndTxn commit, and at
+    once an EndTxn abort at the epoch it returned (an empty transaction)."""
+    topic = f"trust-tv2-{uuid.uuid4().hex[:8]}"
+    create(cluster.bootstrap(), topic, 6)
+    placement, _controller = leaders(cluster.bootstrap(), topic, 6, {1, 2, 3})
+    parts = {node: next(p for p, n in placement.items() if n == node)
+             for node in set(placement.values())}
+    assert len(parts) >= 2, f"all partitions on one broker: {placement}"
+    txn_id = key_on(cluster, 1, "trust-tx", 1)
+    group = key_on(cluster, 2, "trust-g", 0)
+    conns = {n: RawClient("127.0.0.1", cluster.ports[n]) for n in (1, 2, 3)}
+    try:
+        init = retry(lambda: conns[1].request(22, 5, {
+            "transactional_id": txn_id, "transaction_timeout": 60000, "producer_id": -1,
+            "producer_epoch": -1}), lambda r: int(r.error_code))
+        assert init.error_code == 0
+        pid, epoch = init.producer_id, init.producer_epoch
+        for round_ in range(3):
+            for node, partition in parts.items():
+                assert _tv2_produce(conns[node], txn_id, pid, epoch, topic, partition) == 0
+            commit = retry(lambda: conns[2].request(28, 5, {
+                "transactional_id": txn_id, "group_id": group, "producer_id": pid,
+                "producer_epoch": epoch, "generation_id": -1, "member_id": "",
+                "group_instance_id": None, "topics": [{"name": topic, "partitions": [{
+                    "partition_index": 0, "committed_offset": 10 + round_,
+                    "committed_leader_epoch": -1, "committed_metadata": ""}]}]}),
+                lambda r: int(r.topics[0].partitions[0].error_code))
+            assert commit.topics[0].partitions[0].error_code == 0
+            ended = conns[1].request(26, 5, {"transactional_id": txn_id, "producer_id": pid,
+                                             "producer_epoch": epoch, "committed": True})
+            assert ended.error_code == 0
+            epoch = ended.producer_epoch
+            # the next transaction, empty, ended at once: Kafka bumps the epoch
+            empty = conns[1].request(26, 5, {"transactional_id": txn_id, "producer_id": pid,
+                                             "producer_epoch": epoch, "committed": False})
+            assert (empty.error_code, empty.producer_epoch) == (0, epoch + 1), \
+                f"round {round_}: the empty abort after a commit answered {empty.error_code}"
+            epoch = empty.producer_epoch
+            fetched = conns[2].request(9, 8, {"groups": [{"group_id": group, "topics": [
+                {"name": topic, "partition_indexes": [0]}]}], "require_stable": False})
+            assert fetched.groups[0].topics[0].partitions[0].committed_offset == 10 + round_
+    finally:
+        for conn in conns.values():
+            conn.close()

@@ -230,7 +230,7 @@ class Broker:
         self.controller = Controller(
             meta_log, self.config, self.now_ms, self.faults,
             max_partitions=self.config.get_int("headwater.max.partitions", MAX_PARTITIONS),
-            snapshot_runner=self._run_snapshot)
+            snapshot_runner=self._run_snapshot, brokers=self.broker_ids)
         if self._meta is not None:
             self.controller.writer_check = self._check_controller
             self.controller.written = self._meta.written
@@ -247,6 +247,12 @@ class Broker:
                                    self.now_ms)
         self.access = AccessControl(self.config.get, lambda: controller.image.acls)
         register_all(self.dispatcher, self)
+
+    def broker_ids(self) -> list[int]:
+        """The ids of the live brokers: this one on one node."""
+        if self.cluster is None:
+            return [self.node_id]
+        return [b.node_id for b in self.cluster.brokers()]
 
     def _build_coordinators(self, controller: Controller, store: PartitionStore) -> None:
         """The group, transaction and share coordinators, each given what it uses."""

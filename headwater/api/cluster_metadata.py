@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from ..metadata.assignments import reported_replicas
 from ..metadata.controller import NewTopic
 from ..metadata.image import PartitionImage, TopicImage
 from ..metadata.topics import topic_name_error
@@ -52,7 +53,7 @@ def partition_entry(broker: Broker, topic: TopicImage, p: PartitionImage,
         leader, epoch = cluster.controller_id(), 0
     else:
         leader, epoch = cluster.leader(topic.name, topic.topic_id, p.partition_id)
-    nodes = (leader,) if leader >= 0 else ()
+    nodes = reported_replicas(p.replicas, leader, broker.broker_ids()) if leader >= 0 else ()
     return {"error_code": 0 if leader >= 0 else E.leader_not_available,
             "partition_index": p.partition_id, "leader_id": leader, "leader_epoch": epoch,
             "replica_nodes": nodes, "isr_nodes": nodes, "offline_replicas": (), **extra}

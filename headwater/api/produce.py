@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode as E
 
 from ..log.batch import has_transactional_batch, parse_header
+from ..metadata.assignments import reported_replicas
+from ..metadata.image import TopicImage
 from ..security import acl as A
 from ..storage.errors import CommitError, LogError
 from ..txn.verification import FIRST_TV2_PRODUCE, RemoteVerification
@@ -160,6 +162,17 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return in_order(ctx, req, txn_id, remote if wanted else None, wanted, tail,
                         appended)
 
+    def in_sync(topic: TopicImage, partition: int) -> int:
+        """The in-sync replicas of a partition this broker leads: itself on one node; on
+        the shared log as many live brokers as its replication factor (an acks=all
+        append is acknowledged once committed to PostgreSQL and the object store,
+        which every one of them reads: metadata/assignments.py)."""
+        if broker.cluster is None:
+            return 1
+        stored = next((p.replicas for p in topic.partitions if p.partition_id == partition),
+                      ())
+        return len(reported_replicas(stored, broker.node_id, broker.broker_ids()))
+
     def produce(ctx: RequestContext, req: Any,
                 added: dict[tuple[str, int], int] | None) -> Any:
         acks = req.acks
@@ -200,11 +213,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                         f"Cannot append to internal topic {topic.name}"))
                     continue
                 if acks == -1 and plog.config.min_insync_replicas > 1:
-                    parts_out.append(partition_error(
-                        pd.index, E.not_enough_replicas,
-                        f"min.insync.replicas={plog.config.min_insync_replicas} but the "
-                        "in-sync replica set has 1 member"))
-                    continue
+                    isr = in_sync(topic, pd.index)
+                    if plog.config.min_insync_replicas > isr:
+                        parts_out.append(partition_error(
+                            pd.index, E.not_enough_replicas,
+                            f"min.insync.replicas={plog.config.min_insync_replicas} but "
+                            f"the in-sync replica set has {isr} member(s)"))
+                        continue
                 records = pd.records
                 if not records:
                     parts_out.append(partition_error(pd.index, E.corrupt_message,

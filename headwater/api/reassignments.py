@@ -17,32 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from ..metadata.assignments import assignment_error
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
-
-
-def assignment_error(replicas: tuple[int, ...], current: tuple[int, ...],
-                     registered: set[int], allow_rf_change: bool) -> str | None:
-    """Kafka's controller checks of a target replica list (validateManualPartitionAssignment,
-    then the replication factor), as the message it answers with; None when valid."""
-    if not replicas:
-        return "The manual partition assignment includes an empty replica list."
-    seen: set[int] = set()
-    for broker_id in sorted(replicas):
-        if broker_id not in registered:
-            return (f"The manual partition assignment includes broker {broker_id}, "
-                    "but no such broker is registered.")
-        if broker_id in seen:
-            return (f"The manual partition assignment includes the broker {broker_id} "
-                    "more than once.")
-        seen.add(broker_id)
-    if not allow_rf_change and len(replicas) != len(current):
-        return (f"The replication factor is changed from {len(current)} to "
-                f"{len(replicas)}")
-    return None
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
@@ -74,7 +54,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     code = E.no_reassignment_in_progress
                 else:
                     message = assignment_error(tuple(target.replicas), parts[index].replicas,
-                                               {broker.node_id}, allow_rf_change)
+                                               set(broker.broker_ids()), allow_rf_change)
                     if message is not None:
                         code = (E.invalid_replication_factor
                                 if message.startswith("The replication factor")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from ..log.partition_log import PartitionLog
 from ..storage.errors import LogError
 from . import records as R
 from . import snapshot
+from .assignments import assignment_error, spread
 from .events import Listener
 from .image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from .replay import Replay, read_batches
@@ -72,12 +73,16 @@ class Controller:
     def __init__(self, metadata_log: PartitionLog, config: BrokerConfig,
                  now_ms: Callable[[], int], faults: Faults | None = None, *,
                  max_partitions: int = MAX_PARTITIONS,
-                 snapshot_runner: SnapshotRunner | None = None) -> None:
+                 snapshot_runner: SnapshotRunner | None = None,
+                 brokers: Callable[[], Collection[int]] | None = None) -> None:
         self.log = metadata_log
         self.config = config
         self.faults = faults if faults is not None else Faults()  # test-only (faults.py)
         self.node_id = config.get_int("node.id")
         self.now_ms = now_ms
+        # The registered (live) brokers' ids, which replica lists may name: this one alone
+        # on one node, every live broker of the shared log.
+        self.brokers = brokers if brokers is not None else lambda: (self.node_id,)
         self.image = MetadataImage()
         self._listeners: list[Listener] = []
         self._pid_next = 0
@@ -405,13 +410,8 @@ class Controller:
             if ids != list(range(len(ids))):
                 raise ControllerError(E.invalid_replica_assignment,
                                       "Partitions must be numbered 0..n-1 without gaps")
-            for replicas in t.assignments.values():
-                if list(replicas) != [self.node_id]:
-                    raise ControllerError(
-                        E.invalid_replica_assignment,
-                        f"Replica assignment {list(replicas)} names brokers that do not "
-                        f"exist; the only broker is {self.node_id}")
-            partitions, rf = len(ids), 1
+            self._check_assignments(list(t.assignments.values()))
+            partitions, rf = len(ids), len(t.assignments[0])
         else:
             partitions = t.num_partitions
             if partitions == -1:
@@ -428,19 +428,36 @@ class Controller:
             if rf <= 0:
                 raise ControllerError(E.invalid_replication_factor,
                                       "Replication factor must be larger than 0.")
-            if rf > 1:
+            live = len(self.brokers())
+            if rf > live:
                 raise ControllerError(
                     E.invalid_replication_factor,
                     f"Unable to replicate the partition {rf} time(s): The target "
                     "replication factor of "
-                    f"{rf} cannot be reached because only 1 broker(s) are registered or "
-                    "some brokers have all their log directories cordoned.")
+                    f"{rf} cannot be reached because only {live} broker(s) are registered "
+                    "or some brokers have all their log directories cordoned.")
         for key_, value in (t.configs or {}).items():
             try:
                 validate_topic_config(key_, value)
             except ConfigError as exc:
                 raise ControllerError(E.invalid_config, str(exc)) from None
         return partitions, rf
+
+    def _check_assignments(self, assignments: list[tuple[int, ...]]) -> None:
+        """Kafka's checks of manual replica lists: registered brokers, each once, and
+        the same replication factor for every partition."""
+        registered = set(self.brokers())
+        for replicas in assignments:
+            message = assignment_error(tuple(replicas), (), registered, True)
+            if message is not None:
+                raise ControllerError(E.invalid_replica_assignment, message)
+        if len({len(r) for r in assignments}) > 1:
+            raise ControllerError(E.invalid_replica_assignment,
+                                  "All partitions should have the same number of replicas")
+
+    def _replicas(self, partition: int, rf: int,
+                  assignment: tuple[int, ...] | None) -> tuple[int, ...]:
+        return tuple(assignment) if assignment else spread(partition, rf, self.brokers())
 
     def ensure_internal_topic(self, name: str, num_partitions: int,
                               configs: Mapping[str, str]) -> int:
@@ -466,7 +483,7 @@ class Controller:
         size = 0  # the records this request makes, counted even when only validating
         for t in topics:
             try:
-                partitions, _rf = self._validate_new_topic(t, pending, allow_internal)
+                partitions, rf = self._validate_new_topic(t, pending, allow_internal)
                 if not allow_internal:  # the broker's own topics must exist to start at all
                     self._check_capacity(held, partitions)
             except ControllerError as exc:
@@ -481,8 +498,9 @@ class Controller:
                 continue
             records.append(R.TopicRecord(t.name, topic_id))
             for p in range(partitions):
-                records.append(R.PartitionRecord(topic_id, p, (self.node_id,),
-                                                 (self.node_id,), self.node_id))
+                replicas = self._replicas(p, rf, (t.assignments or {}).get(p))
+                records.append(R.PartitionRecord(topic_id, p, replicas, replicas,
+                                                 replicas[0]))
             for key_, value in (t.configs or {}).items():
                 if value is not None:
                     records.append(R.ConfigRecord(TOPIC_RESOURCE, t.name, key_, value))
@@ -531,15 +549,18 @@ class Controller:
                     E.invalid_replica_assignment,
                     f"Increasing the number of partitions by {count - current} but "
                     f"{len(assignments)} assignments provided.")
-            for replicas in assignments:
-                if list(replicas) != [self.node_id]:
-                    raise ControllerError(E.invalid_replica_assignment,
-                                          f"Unknown broker(s) in assignment {list(replicas)}")
+            self._check_assignments(assignments)
         if validate_only:
             return
-        self.commit([R.PartitionRecord(str(topic.topic_id), p, (self.node_id,),
-                                       (self.node_id,), self.node_id)
-                     for p in range(current, count)])
+        rf = max(len(topic.partitions[0].replicas), 1) if topic.partitions else 1
+        rf = min(rf, len(self.brokers()))
+        records = []
+        for p in range(current, count):
+            replicas = self._replicas(p, rf, None if assignments is None
+                                      else assignments[p - current])
+            records.append(R.PartitionRecord(str(topic.topic_id), p, replicas, replicas,
+                                             replicas[0]))
+        self.commit(records)
 
     # ---- configs -------------------------------------------------------------------
     def config_records(self, resource_type: int, name: str,

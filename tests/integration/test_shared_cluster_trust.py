@@ -135,13 +135,13 @@ def test_the_end_txn_right_after_a_commit_is_not_fenced(cluster: Cluster) -> Non
         for round_ in range(3):
             for node, partition in parts.items():
                 assert _tv2_produce(conns[node], txn_id, pid, epoch, topic, partition) == 0
-            commit = retry(lambda: conns[2].request(28, 5, {
-                "transactional_id": txn_id, "group_id": group, "producer_id": pid,
-                "producer_epoch": epoch, "generation_id": -1, "member_id": "",
-                "group_instance_id": None, "topics": [{"name": topic, "partitions": [{
-                    "partition_index": 0, "committed_offset": 10 + round_,
-                    "committed_leader_epoch": -1, "committed_metadata": ""}]}]}),
-                lambda r: int(r.topics[0].partitions[0].error_code))
+            body = {"transactional_id": txn_id, "group_id": group, "producer_id": pid,
+                    "producer_epoch": epoch, "generation_id": -1, "member_id": "",
+                    "group_instance_id": None, "topics": [{"name": topic, "partitions": [{
+                        "partition_index": 0, "committed_offset": 10 + round_,
+                        "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+            commit = retry(lambda body=body: conns[2].request(28, 5, body),
+                           lambda r: int(r.topics[0].partitions[0].error_code))
             assert commit.topics[0].partitions[0].error_code == 0
             ended = conns[1].request(26, 5, {"transactional_id": txn_id, "producer_id": pid,
                                              "producer_epoch": epoch, "committed": True})
@@ -159,3 +159,50 @@ def test_the_end_txn_right_after_a_commit_is_not_fenced(cluster: Cluster) -> Non
     finally:
         for conn in conns.values():
             conn.close()
+
+
+def test_replication_factor_up_to_the_live_brokers_is_accepted_and_reported(
+        cluster: Cluster) -> None:
+    """librdkafka's 0081_admin asks three listed brokers for replication factor 3 and for
+    replica lists naming them; Kafka Connect's internal topics ask for 3 by default."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(2)})
+    base = f"trust-rf-{uuid.uuid4().hex[:8]}"
+    futures = admin.create_topics([
+        NewTopic(f"{base}-3", 4, 3, config={"min.insync.replicas": "2"}),
+        NewTopic(f"{base}-assigned", 3, replica_assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]]),
+        NewTopic(f"{base}-4", 1, 4),
+        NewTopic(f"{base}-unknown", 1, replica_assignment=[[1, 7]]),
+        NewTopic(f"{base}-uneven", 2, replica_assignment=[[1, 2], [3]]),
+    ])
+    futures[f"{base}-3"].result(30)
+    futures[f"{base}-assigned"].result(30)
+    errors = {}
+    for suffix in ("4", "unknown", "uneven"):
+        with pytest.raises(Exception) as failed:
+            futures[f"{base}-{suffix}"].result(30)
+        errors[suffix] = failed.value.args[0]
+    assert errors["4"].name() == "INVALID_REPLICATION_FACTOR"
+    assert "only 3 broker(s) are registered" in errors["4"].str()
+    assert errors["unknown"].name() == "INVALID_REPLICA_ASSIGNMENT"
+    assert "broker 7" in errors["unknown"].str()
+    assert errors["uneven"].name() == "INVALID_REPLICA_ASSIGNMENT"
+    for name in (f"{base}-3", f"{base}-assigned"):
+        deadline = time.monotonic() + 30
+        while True:
+            topic = admin.list_topics(name, timeout=10).topics[name]
+            parts = topic.partitions.values()
+            if topic.error is None and parts and all(p.leader in (1, 2, 3) for p in parts):
+                break
+            assert time.monotonic() < deadline, f"{name}: {topic.error}"
+            time.sleep(0.2)
+        for p in parts:
+            assert sorted(p.replicas) == [1, 2, 3] and sorted(p.isrs) == [1, 2, 3], name
+            assert p.leader in p.replicas
+    # acks=all with min.insync.replicas=2: the in-sync replicas are the factor's three
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
+                         "enable.idempotence": True})
+    failures: list[Any] = []
+    for i in range(40):
+        producer.produce(f"{base}-3", value=b"%d" % i, partition=i % 4,
+                         on_delivery=lambda err, _m: failures.append(err) if err else None)
+    assert producer.flush(60) == 0 and not failures, failures

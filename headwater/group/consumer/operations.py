@@ -116,9 +116,11 @@ def compile_regex(regex: str) -> Any:
 
 
 def resolve_regex(pattern: Any, image: MetadataImage) -> frozenset[str]:
-    """Topic names the regex fully matches; internal topics (`__*`) never match."""
-    return frozenset(name for name in image.topics_by_name
-                     if not name.startswith("__") and pattern.fullmatch(name))
+    """Topic names the regex fully matches, internal topics included, as Kafka 4.4
+    resolves them (franz-go's Test848RegexBrokerResolves subscribes to
+    `__consumer_offsets` by regex and is assigned it; the metadata log is no topic of
+    the image)."""
+    return frozenset(name for name in image.topics_by_name if pattern.fullmatch(name))
 
 
 class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, HeartbeatRequest]):

@@ -25,6 +25,7 @@ from .history import (
     FinalLog,
     OffsetsSeen,
     Op,
+    Outcome,
     Produced,
     Read,
     ShareAcked,
@@ -140,6 +141,9 @@ class _Index:
         for op in history:
             self.counts[type(op).__name__] += 1
             if isinstance(op, Produced):
+                if op.value in self.produced:
+                    # every verdict is keyed by value: a reused one would judge the wrong write
+                    raise ValueError(f"value {op.value!r} produced twice: values must be unique")
                 self.produced[op.value] = op
                 if op.txn is not None:
                     self.txns[op.txn].append(op)
@@ -173,7 +177,7 @@ class _Index:
             self.final_sorted[tp] = sorted(log.records)
         self.faults.sort(key=lambda f: f.start)
 
-    def outcome(self, txn: str) -> str:
+    def outcome(self, txn: str) -> Outcome:
         """A transaction never ended (its producer killed) is "unknown": aborted by its
         timeout, or committed if the kill came after the commit was written."""
         ended = self.ended.get(txn)

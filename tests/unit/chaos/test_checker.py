@@ -181,7 +181,8 @@ def test_an_acked_write_without_a_final_log_is_not_judged() -> None:
 
 
 def test_an_acked_write_missing_from_the_final_log_is_lost() -> None:
-    history: list[Op] = [write("a", 0), write("b", 1), final((0, "a"), end=2)]
+    """Lost only: that no consumer read it follows and is not reported again."""
+    history: list[Op] = [write("a", 0), write("b", 1), read("a", 0), final((0, "a"), end=2)]
     report = check(history)
     assert [a.kind for a in report.anomalies] == [checker.LOST]
     assert report.anomalies[0].ops == [history[1]]
@@ -321,6 +322,13 @@ def test_an_archived_record_missing_from_the_dead_letter_topic(ending: AckKind |
     assert kinds([*history, dead()]) == []
 
 
+def test_a_record_rejected_below_the_limit_missing_from_the_dead_letter_topic() -> None:
+    history: list[Op] = [config(limit=5), delivered(1, 1.0), acked("reject", 1.1)]
+    assert kinds(history) == [checker.SHARE_DEAD_LETTER]
+    assert kinds([*history, dead()]) == []
+    assert kinds([*history[:2], acked("reject", 1.1, ok=False)]) == []
+
+
 def test_a_record_dead_lettered_twice_is_reported() -> None:
     history: list[Op] = [config(limit=5), delivered(1, 1.0), acked("reject", 1.1), dead(),
                          dead(time=9.5)]
@@ -338,6 +346,11 @@ def test_a_failed_ack_at_the_limit_leaves_the_dead_letter_undecided() -> None:
     history: list[Op] = [config(limit=1), delivered(1, 1.0), acked("accept", 1.1, ok=False)]
     assert kinds(history) == []
     assert kinds([*history, dead()]) == []
+
+
+def test_a_value_produced_twice_is_refused_rather_than_misjudged() -> None:
+    with pytest.raises(ValueError, match="'a' produced twice"):
+        check([write("a", 0), write("a", 1, seq=1)])
 
 
 # -- the history file and the report -------------------------------------------------------

@@ -1,0 +1,1 @@
+"""Unit tests of the fault-campaign history checker (tests/chaos/)."""

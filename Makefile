@@ -11,7 +11,7 @@ EDITABLE := --config-settings editable_mode=compat
 # Spark's Python workers must run the venv's interpreter (pyarrow, the connector).
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: run cluster test test-shared lint bench bench-perf bench-spark bench-share soak fuzz clean java kcat kafka rabbitmq postgres chromium
+.PHONY: run cluster test test-shared lint bench bench-perf bench-spark bench-share soak fuzz chaos clean java kcat kafka rabbitmq postgres chromium
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -163,6 +163,15 @@ FUZZ_SEED ?= 16
 fuzz: $(STAMP)
 	HEADWATER_FUZZ_REQUESTS=$(FUZZ_REQUESTS) HEADWATER_FUZZ_SEED=$(FUZZ_SEED) \
 	  $(BIN)/python -m pytest -q -s tests/fuzz
+
+# The long fault campaign (make test-shared runs a short seeded one): three brokers on a
+# private PostgreSQL and versitygw, CHAOS_SECONDS of faults from seed CHAOS_SEED, then the
+# checker over the whole history (tests/chaos/campaign.py; the history in chaos-history.jsonl).
+CHAOS_SECONDS ?= 1800
+CHAOS_SEED ?= 33
+chaos: $(STAMP) postgres $(VERSITYGW)
+	$(BIN)/python -m tests.chaos.campaign --seed $(CHAOS_SEED) --duration $(CHAOS_SECONDS) \
+	  --history chaos-history.jsonl
 
 clean:
 	rm -rf $(VENV) data cluster .kafka

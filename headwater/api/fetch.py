@@ -47,6 +47,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         isolation = getattr(req, "isolation_level", 0)
         unknown: list[tuple[str | None, Any, int, int]] = []
         requested: list[tuple[PartitionKey, int, int, Any]] = []
+        leader_epochs: dict[PartitionKey, int] = {}
         for t in req.topics:
             name, topic_id, missing = resolve_topic(getattr(t, "topic", None),
                                                     getattr(t, "topic_id", None))
@@ -56,6 +57,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 else:
                     requested.append(((name, p.partition), p.fetch_offset,
                                       p.partition_max_bytes, topic_id))
+                    current = getattr(p, "current_leader_epoch", -1)
+                    if current >= 0:
+                        leader_epochs[(name, p.partition)] = current
         forgotten: list[PartitionKey] = []
         for t in getattr(req, "forgotten_topics_data", ()) or ():
             name, _tid, _ = resolve_topic(getattr(t, "topic", None),
@@ -65,7 +69,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         try:
             plan: FetchPlan = service.plan(
                 getattr(req, "session_id", 0), getattr(req, "session_epoch", -1),
-                ctx.api_version < FIRST_SESSION_VERSION, requested, forgotten)
+                ctx.api_version < FIRST_SESSION_VERSION, requested, forgotten,
+                leader_epochs)
         except FetchSessionError as exc:
             return {"throttle_time": 0, "error_code": exc.code, "session_id": 0,
                     "responses": ()}

@@ -415,7 +415,10 @@ class CoordinatorRuntime:
         if partition in self._loading:
             raise NotReady(E.coordinator_load_in_progress)
         shard = self._shards.get(partition)
-        if shard is None:
+        if shard is None or self._partitions.partition(self.topic, partition) is None:
+            # the second: the store no longer serves the shard's partition (on the shared
+            # log, a lease this broker's clock says may have run out): its state may be
+            # behind another broker's by now
             raise NotReady(E.not_coordinator)
         return shard
 

@@ -12,9 +12,11 @@ their records; a marker that ends a transaction wakes parked fetches like data d
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from kio.schema.errors import ErrorCode as E
 
 from ..log.batch import batches_end_offset
 from ..storage.errors import LogError
@@ -73,7 +75,8 @@ class FetchService:
     # ---- sessions ----------------------------------------------------------------------
     def plan(self, session_id: int, epoch: int, sessionless: bool,
              requested: Iterable[tuple[PartitionKey, int, int, Any]],
-             forgotten: Iterable[PartitionKey]) -> FetchPlan:
+             forgotten: Iterable[PartitionKey],
+             leader_epochs: Mapping[PartitionKey, int] | None = None) -> FetchPlan:
         """The partitions this fetch covers: (key, fetch offset, max bytes, topic id) of
         the request over the session's. `sessionless`: a version before fetch sessions.
         Raises FetchSessionError (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH)."""
@@ -86,12 +89,14 @@ class FetchService:
             if full:
                 session.partitions.clear()
             wanted = session.partitions
+        epochs = leader_epochs or {}
         for key, offset, max_bytes, topic_id in requested:
             cached = wanted.get(key)
             if cached is None:
-                wanted[key] = CachedPartition(offset, max_bytes, topic_id)
+                cached = wanted[key] = CachedPartition(offset, max_bytes, topic_id)
             else:
                 cached.fetch_offset, cached.max_bytes = offset, max_bytes
+            cached.current_leader_epoch = epochs.get(key, -1)
         for key in forgotten:
             wanted.pop(key, None)
         return FetchPlan(session, full, wanted)
@@ -159,6 +164,9 @@ class FetchService:
         if part is None:
             return PartitionData(self.partitions.absent_error(*key),
                                  aborted=[] if committed else None)
+        fenced = epoch_error(cached.current_leader_epoch, part.leader_epoch)
+        if fenced:
+            return PartitionData(fenced, aborted=[] if committed else None)
         hw, lso = part.high_watermark, part.last_stable_offset
         data = PartitionData(0, hw, lso, part.log_start_offset,
                              aborted=[] if committed else None)
@@ -174,6 +182,17 @@ class FetchService:
             return PartitionData(exc.code, aborted=data.aborted)
         data.records = records
         return data
+
+
+def epoch_error(current: int, leader: int) -> int:
+    """Kafka's check of a fetch's current_leader_epoch (KIP-320) against the leader's:
+    a client that knows a newer leader than this broker's partition (this broker was
+    deposed and has not heard yet) gets UNKNOWN_LEADER_EPOCH, one with an older view
+    FENCED_LEADER_EPOCH; both refresh their metadata and retry. Never the stale
+    leader's OFFSET_OUT_OF_RANGE, which resets a consumer's position."""
+    if current < 0 or current == leader:
+        return 0
+    return E.unknown_leader_epoch if current > leader else E.fenced_leader_epoch
 
 
 def aborted_in(part: Partition, fetch_offset: int, upper: int, data: bytes

@@ -28,6 +28,8 @@ class CachedPartition:
     high_watermark: int = -1
     log_start_offset: int = -1
     last_stable_offset: int = -1
+    #: The leader epoch the client last saw (-1: none given): checked at every read.
+    current_leader_epoch: int = -1
 
 
 @dataclass(slots=True)

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,8 @@ from .sequencer import BatchRow, Outcome, PartitionCommit, commit
 from .settings import SharedSettings
 from .tasks import cancel_and_wait
 from .upkeep import SMALL_PIECE, Unmerged, Upkeep, UpkeepSettings
+
+LOCAL_LEASE_FRACTION = 0.9
 
 log = logging.getLogger("headwater.shared")
 
@@ -101,6 +104,9 @@ class SharedPartition:
         #: past it is committed until the coordinator commits it with the others.
         self.hold: Hold | None = None
         self.broken = False
+        #: Until when (monotonic seconds) the lease is surely this broker's: set when it
+        #: is taken and at every renewal, from the moment the request was sent.
+        self.valid_until = float("inf")
         self._subscribers: list[Callable[[], None]] = []
         self._waiting: list[tuple[int, asyncio.Future[None]]] = []
 
@@ -287,6 +293,9 @@ class SharedStore:
         self._now_ms = now_ms
         self.linger_s = linger_ms / 1000
         self.lease_ms = lease_ms
+        #: How long a taken or renewed lease is served by this broker's own clock: a
+        #: little less than the database gives it, for clocks that run apart.
+        self._lease_s = lease_ms / 1000 * LOCAL_LEASE_FRACTION
         self.inline_max_bytes = inline_max_bytes
         self.retention_check_s = retention_check_ms / 1000
         self._reserved = frozenset(reserved)
@@ -387,10 +396,19 @@ class SharedStore:
 
     # ---- PartitionSource / PartitionStore ----------------------------------------------
     def partition(self, topic: str, partition: int) -> SharedPartition | None:
+        """The partition if this broker serves it: its lease is held, as far as this
+        broker's own clock can tell. A broker paused (SIGSTOP, a long GC, a VM freeze)
+        past its lease has lost it whether or not it has heard so: it answers
+        NOT_LEADER_OR_FOLLOWER (a coordinator NOT_COORDINATOR) rather than serve the
+        state it had, while others may already have moved on (a fetch past its stale
+        log end answered OFFSET_OUT_OF_RANGE and librdkafka re-read from the start; an
+        OffsetFetch answered offsets older than a committed transaction's)."""
         if topic in self._reserved:
             return None
         part = self._owned.get((topic, partition))
-        return None if part is None or part.broken else part
+        if part is None or part.broken or time.monotonic() > part.valid_until:
+            return None
+        return part
 
     def _serves(self, part: SharedPartition) -> bool:
         return not part.broken and self._owned.get((part.topic, part.partition)) is part
@@ -574,6 +592,7 @@ class SharedStore:
                 if not futures:
                     continue
                 try:
+                    asked = time.monotonic()  # the leases run from no earlier than this
                     taken = await self._take(list(futures))
                 except Exception as exc:
                     for fut in futures.values():
@@ -582,7 +601,7 @@ class SharedStore:
                     continue
                 for key, fut in futures.items():
                     if key in taken:
-                        self._spawn(self._open(key, fut, *taken[key]))
+                        self._spawn(self._open(key, fut, *taken[key], asked=asked))
                     elif not fut.done():
                         fut.set_result(None)  # held elsewhere: tried at the next refresh
 
@@ -621,9 +640,10 @@ class SharedStore:
 
     async def _open(self, key: Key, fut: asyncio.Future[SharedPartition | None],
                     epoch: int, hw: int, log_start: int,
-                    batches: list[asyncpg.Record]) -> None:
+                    batches: list[asyncpg.Record], *, asked: float) -> None:
         try:
             part = await self._materialise(key, epoch, hw, log_start, batches)
+            part.valid_until = asked + self._lease_s
         except Exception as exc:
             if not fut.done():
                 fut.set_exception(exc)
@@ -934,6 +954,7 @@ class SharedStore:
             await asyncio.sleep(self.lease_ms / 3000)
             parts = {leases.partition_resource(p.topic_id, p.partition): p
                      for p in self._owned.values()}
+            asked = time.monotonic()  # a renewed lease runs from no earlier than this
             try:
                 async with self.pool.acquire() as conn:
                     renewed = await leases.renew_all(
@@ -945,6 +966,8 @@ class SharedStore:
             for resource, part in parts.items():
                 if resource not in renewed:
                     self._drop(part, E.not_leader_or_follower, "lease lost")
+                else:
+                    part.valid_until = asked + self._lease_s
 
 
 def _written(part: SharedPartition) -> list[tuple[bytes | bytearray, list[BatchHeader]]]:

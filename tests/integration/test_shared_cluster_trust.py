@@ -12,6 +12,9 @@ side by side with Apache Kafka 4.4 where the scenario is a client's.
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -27,7 +30,15 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.log.batch import build_batch
-from tests.support.cluster import Cluster, create, key_on, leaders
+from tests.support.cluster import (
+    LEASE_MS,
+    Cluster,
+    create,
+    key_on,
+    leaders,
+    victim,
+    wait_listed,
+)
 from tests.support.kafka_reference import KafkaReference
 from tests.support.wire import RawClient
 
@@ -206,3 +217,57 @@ def test_replication_factor_up_to_the_live_brokers_is_accepted_and_reported(
         producer.produce(f"{base}-3", value=b"%d" % i, partition=i % 4,
                          on_delivery=lambda err, _m: failures.append(err) if err else None)
     assert producer.flush(60) == 0 and not failures, failures
+
+
+def test_a_broker_woken_past_its_lease_serves_no_stale_state(cluster: Cluster) -> None:
+    """A broker paused (SIGSTOP) past its leases has lost them whether or not it has
+    heard so: the moment it wakes it answers Fetch with NOT_LEADER_OR_FOLLOWER (never the
+    stale log's data, or OFFSET_OUT_OF_RANGE past its end, on which librdkafka re-read a
+    partition from its start in the fault campaign) and OffsetFetch with
+    NOT_COORDINATOR (never offsets older than the new coordinator's)."""
+    topic = f"trust-pause-{uuid.uuid4().hex[:8]}"
+    create(cluster.bootstrap(), topic, 6)
+    node, held = victim(cluster, topic, 6)
+    group = key_on(cluster, node, "trust-pause-g", 0)
+    partition = held[0]
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
+                         "enable.idempotence": True})
+    for i in range(20):
+        producer.produce(topic, value=b"%d" % i, partition=partition)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic, partition, 10)], asynchronous=False)
+    consumer.close()
+    proc = cluster.brokers[node].proc
+    assert proc is not None
+    client = RawClient("127.0.0.1", cluster.ports[node])
+    answers: dict[str, Any] = {}
+
+    def ask() -> None:
+        """Sent while the broker is paused: the requests wait in its socket, and are
+        the first thing it reads when it wakes (before its lease renewal runs)."""
+        answers["fetch"] = client.request(1, 12, {
+            "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [{
+                "topic": topic, "partitions": [{"partition": partition, "fetch_offset": 0,
+                                                "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": (), "rack_id": ""}).responses[0].partitions[0]
+        answers["offsets"] = client.request(9, 8, {"groups": [{"group_id": group, "topics": [
+            {"name": topic, "partition_indexes": [partition]}]}],
+            "require_stable": False}).groups[0]
+
+    os.kill(proc.pid, signal.SIGSTOP)
+    asking = threading.Thread(target=ask)
+    try:
+        time.sleep(2 * LEASE_MS / 1000 + 1)  # paused past its leases (the fault itself)
+        asking.start()
+        time.sleep(0.2)  # the request is in the paused broker's socket (not a sync)
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    asking.join(30)
+    client.close()
+    fetched, offsets = answers["fetch"], answers["offsets"]
+    assert fetched.error_code == 6 and not fetched.records, fetched
+    assert offsets.error_code in (14, 16), offsets  # loading, or not the coordinator
+    for n in (1, 2, 3):
+        wait_listed(cluster.bootstrap(n), [1, 2, 3], timeout=60)

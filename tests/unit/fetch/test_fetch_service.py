@@ -12,7 +12,7 @@ import pytest
 from kio.schema.errors import ErrorCode as E
 
 from headwater.config import LogConfig
-from headwater.fetch.service import READ_COMMITTED, FetchService
+from headwater.fetch.service import READ_COMMITTED, FetchService, epoch_error
 from headwater.fetch.sessions import CachedPartition, FetchSessionCache, FetchSessionError
 from headwater.log.batch import build_batch
 from headwater.log.store import LocalStore
@@ -120,6 +120,23 @@ def test_errors_answer_at_once_with_no_watermarks(store: LocalStore) -> None:
     assert time.monotonic() - start < 5
     codes = [(d.error_code, d.high_watermark) for _k, _c, d in result.partitions]
     assert codes == [(E.offset_out_of_range, -1), (E.unknown_topic_or_partition, -1)]
+
+
+def test_a_fetch_checks_the_clients_leader_epoch(store: LocalStore) -> None:
+    """KIP-320, as Kafka's leader: a client that saw a newer leader epoch than this
+    broker's (a deposed leader that has not heard yet) gets UNKNOWN_LEADER_EPOCH, an
+    older one FENCED_LEADER_EPOCH; neither gets data, nor OFFSET_OUT_OF_RANGE."""
+    svc = service(store)
+    append(store, 0, batch(3))
+    plan = svc.plan(0, 0, False, [(("t", 0), 9, 1000, None)], [], {("t", 0): 1})
+    newer = asyncio.run(svc.read(plan.wanted, 0, 1 << 20, 0, 0))
+    assert [(d.error_code, d.records) for _k, _c, d in newer.partitions] == [
+        (E.unknown_leader_epoch, b"")]
+    plan = svc.plan(0, 0, False, [(("t", 0), 0, 1000, None)], [], {("t", 0): 0})
+    same = asyncio.run(svc.read(plan.wanted, 0, 1 << 20, 0, 0))
+    assert same.partitions[0][2].error_code == 0 and same.partitions[0][2].records
+    assert epoch_error(3, 5) == E.fenced_leader_epoch  # the client's view is older
+    assert epoch_error(-1, 5) == 0  # not given (Fetch before v9)
 
 
 def test_read_committed_stops_at_the_lso_and_lists_aborts(store: LocalStore) -> None:

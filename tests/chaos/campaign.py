@@ -1,0 +1,165 @@
+"""A fault campaign against three brokers, checked the way Jepsen checks Kafka.
+
+The workloads (`workloads.py`) run all at once while the nemesis (`faults.py`) injects
+faults on a seeded schedule; then the faults are healed, the writers flush, the copiers
+copy everything, the readers drain, every partition is read whole, and the checker
+(`checker.py`) looks at the whole history. `make chaos` runs a long campaign
+(`python -m tests.chaos.campaign --duration 1800`); `make test-shared` a short seeded one
+(`tests/integration/test_chaos_campaign.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.chaos.checker import Report, check
+from tests.chaos.faults import Nemesis, schedule
+from tests.chaos.history import Op, Produced, TxnEnded, dump
+from tests.chaos.workloads import Copier, OffsetsMonitor, Reader, Worker, Writer, final_logs
+from tests.support.cluster import Cluster, create, start_cluster, wait_listed
+from tests.support.engines import PostgresServer, VersityGateway
+
+DATA, OUT = "chaos-data", "chaos-out"
+PARTITIONS = 6
+COPY_GROUP, CLASSIC_GROUP, MODERN_GROUP = "chaos-copier", "chaos-classic", "chaos-848"
+
+
+@dataclass
+class Outcome:
+    seed: int
+    duration: float
+    report: Report
+    faults: Counter[str]
+    history: list[Op] = field(repr=False)
+    errors: list[str]
+    elapsed: float
+
+    def summary(self) -> str:
+        ops = Counter(type(op).__name__ for op in self.history)
+        acked = sum(1 for op in self.history if isinstance(op, Produced) and op.acked)
+        txns = Counter(op.outcome for op in self.history if isinstance(op, TxnEnded))
+        return "\n".join([
+            f"chaos campaign, seed {self.seed}: {self.duration:.0f} s of faults, "
+            f"{self.elapsed:.0f} s in all",
+            "faults injected: " + (", ".join(f"{k} {n}" for k, n in
+                                             sorted(self.faults.items())) or "none"),
+            f"operations recorded: {len(self.history)} ({', '.join(f'{k} {n}' for k, n in sorted(ops.items()))})",
+            f"writes acknowledged: {acked} ({acked / max(self.duration, 1):.0f}/s); "
+            f"transactions: {', '.join(f'{k} {n}' for k, n in sorted(txns.items()))}",
+            f"anomalies: {len(self.report.anomalies)}"
+            + "".join(f"\n  {k}: {len(found)}"
+                      for k, found in sorted(self.report.by_kind().items())),
+            *(f"client error: {e}" for e in self.errors),
+        ])
+
+
+def run(cluster: Cluster, seed: int, duration: float) -> Outcome:
+    started = time.monotonic()
+    history: list[Op] = []
+    record = history.append  # atomic under the GIL: every client thread records here
+    bootstrap = cluster.bootstrap()
+    create(bootstrap, DATA, PARTITIONS)
+    create(bootstrap, OUT, PARTITIONS)
+    writers = [Writer(bootstrap, i, DATA, PARTITIONS, record) for i in range(2)]
+    copiers = [Copier(bootstrap, i, DATA, OUT, PARTITIONS, COPY_GROUP, record, seed + i)
+               for i in range(2)]
+    readers = [Reader(bootstrap, "reader-classic", DATA, CLASSIC_GROUP, "classic", record),
+               Reader(bootstrap, "reader-848", OUT, MODERN_GROUP, "consumer", record)]
+    monitor = OffsetsMonitor(bootstrap, [(COPY_GROUP, DATA, PARTITIONS),
+                                         (CLASSIC_GROUP, DATA, PARTITIONS),
+                                         (MODERN_GROUP, OUT, PARTITIONS)], record)
+    workers: list[Worker] = [*writers, *copiers, *readers, monitor]
+    for worker in workers:
+        worker.start()
+    nemesis = Nemesis(cluster, schedule(seed, duration), record).start()
+    time.sleep(duration)  # the campaign's length (faults run meanwhile)
+    nemesis.stop()
+    for node in (1, 2, 3):
+        wait_listed(cluster.bootstrap(node), [1, 2, 3], timeout=120)
+    for writer in writers:
+        writer.stop()
+    _drain_copiers(copiers, history, timeout=180)
+    for reader in readers:
+        reader.wanted = _must_read(history, reader)
+        reader.stop(timeout=180)
+    monitor.stop()
+    history.extend(final_logs(bootstrap, {DATA: PARTITIONS, OUT: PARTITIONS}))
+    errors = [e for w in workers for e in w.errors] + nemesis.errors
+    errors += [f"{w.name} did not finish" for w in workers if w.is_alive()]
+    return Outcome(seed, duration, check(history), Counter(nemesis.injected), history,
+                   errors, time.monotonic() - started)
+
+
+def _drain_copiers(copiers: list[Copier], history: list[Op], timeout: float) -> None:
+    """The copiers run until every acknowledged write of the data topic is copied
+    (their committed transactions read it), then stop."""
+    wanted = {op.value for op in list(history) if isinstance(op, Produced)
+              and op.topic == DATA and op.acked}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        copied = _committed_reads(list(history))
+        if wanted <= copied:
+            break
+        time.sleep(0.5)
+    for copier in copiers:
+        copier.stop()
+
+
+def _committed_reads(history: list[Op]) -> set[str]:
+    """The data values the copiers' committed transactions copied."""
+    committed = {op.txn for op in history if isinstance(op, TxnEnded)
+                 and op.outcome == "commit"}
+    return {op.value.split(":", 1)[1] for op in history
+            if isinstance(op, Produced) and op.topic == OUT and op.acked
+            and op.txn in committed}
+
+
+def _must_read(history: list[Op], reader: Reader) -> set[str]:
+    """What the reader's topic holds for certain: acknowledged writes outside
+    transactions, and those of committed transactions."""
+    ops = list(history)
+    committed = {op.txn for op in ops if isinstance(op, TxnEnded) and op.outcome == "commit"}
+    topic = DATA if reader.name == "reader-classic" else OUT
+    return {op.value for op in ops if isinstance(op, Produced) and op.topic == topic
+            and op.acked and (op.txn is None or op.txn in committed)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
+    parser.add_argument("--duration", type=float, default=1800.0,
+                        help="seconds of faults (the drain and the check follow)")
+    parser.add_argument("--history", type=Path, help="write the history here (JSON lines)")
+    args = parser.parse_args(argv)
+    base = Path(tempfile.mkdtemp(prefix="headwater-chaos-"))
+    postgres = PostgresServer(base / "pg").start()
+    gateway = VersityGateway(base / "gw").start()
+    clusters = start_cluster(postgres, gateway, base / "cluster")
+    cluster = next(clusters)
+    try:
+        outcome = run(cluster, args.seed, args.duration)
+    finally:
+        for _ in clusters:  # stops the brokers
+            pass
+        gateway.kill()
+        postgres.remove()
+    if args.history:
+        dump(outcome.history, args.history)
+    print(outcome.summary())
+    if outcome.report.anomalies:
+        print(outcome.report.render())
+    print(json.dumps({"seed": outcome.seed, "anomalies": len(outcome.report.anomalies)}))
+    shutil.rmtree(base, ignore_errors=True)
+    return 1 if outcome.report.anomalies or outcome.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""The nemesis: faults on a seeded schedule against a three-broker cluster.
+
+Each fault is one of `KINDS`, against a target the seed picks, held for a duration the
+seed picks, then healed; the schedule is a pure function of the seed (`schedule`), so a
+campaign's faults can be replayed. What actually happened (start, heal) is recorded as
+`Fault` ops beside the clients' operations, and the checker prints the faults that
+overlap an anomaly.
+
+Kinds: `kill9` (kill -9 of a broker, restarted at heal), `pause` (SIGSTOP past the
+lease, SIGCONT at heal), `postgres` (`pg_ctl -m immediate`, started at heal), `objects`
+(versitygw killed, restarted at heal). The controller's and the coordinators' brokers are
+among the targets like any other: the seed picks a node, whatever it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tests.chaos.history import Fault
+from tests.support.cluster import LEASE_MS, Cluster
+
+KINDS = ("kill9", "pause", "postgres", "objects")
+NODES = (1, 2, 3)
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    at: float  # seconds after the campaign's start
+    kind: str
+    target: str  # "broker-N", "postgres", "objects"
+    hold: float  # seconds until healed
+
+
+def schedule(seed: int, duration: float, gap: tuple[float, float] = (2.0, 6.0)
+             ) -> list[Planned]:
+    """The faults of a campaign of `duration` seconds: one at a time, a quiet `gap`
+    between a heal and the next fault; every kind in turn first, so that even a short
+    campaign has each."""
+    rng = random.Random(seed)
+    lease = LEASE_MS / 1000
+    out: list[Planned] = []
+    at = rng.uniform(*gap)
+    kinds = list(KINDS)
+    rng.shuffle(kinds)
+    while True:
+        kind = kinds.pop(0) if kinds else rng.choice(KINDS)
+        if kind in ("kill9", "pause"):
+            target = f"broker-{rng.choice(NODES)}"
+        else:
+            target = kind
+        hold = {"kill9": rng.uniform(0.5, 2 * lease),
+                "pause": rng.uniform(lease + 0.5, 2 * lease + 1),  # past the lease
+                "postgres": rng.uniform(0.5, lease + 1),
+                "objects": rng.uniform(0.5, 3.0)}[kind]
+        if at + hold > duration:
+            return out
+        out.append(Planned(at, kind, target, hold))
+        at += hold + rng.uniform(*gap)
+
+
+class Nemesis:
+    """Runs a schedule in a thread, recording each fault; `stop` heals what is open."""
+
+    def __init__(self, cluster: Cluster, plan: list[Planned],
+                 record: Callable[[Fault], None]) -> None:
+        self._cluster = cluster
+        self._plan = plan
+        self._record = record
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+        self.injected: dict[str, int] = {}
+        self.errors: list[str] = []
+
+    def start(self) -> Nemesis:
+        self._started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=120)
+
+    def _run(self) -> None:
+        for fault in self._plan:
+            wait = self._started + fault.at - time.monotonic()
+            if self._stop.wait(max(wait, 0)):
+                return
+            start = time.time()
+            try:
+                heal = self._inject(fault)
+            except Exception as exc:  # a fault that could not be injected is reported
+                self.errors.append(f"{fault}: {type(exc).__name__}: {exc}")
+                continue
+            self.injected[fault.kind] = self.injected.get(fault.kind, 0) + 1
+            self._stop.wait(fault.hold)  # heal early when stopped
+            try:
+                heal()
+            except Exception as exc:
+                self.errors.append(f"healing {fault}: {type(exc).__name__}: {exc}")
+            self._record(Fault(kind=fault.kind, target=fault.target, start=start,
+                               end=time.time()))
+            if self._stop.is_set():
+                return
+
+    def _inject(self, fault: Planned) -> Callable[[], None]:
+        cluster = self._cluster
+        if fault.kind == "kill9":
+            node = int(fault.target.split("-")[1])
+            cluster.brokers[node].kill()
+            return lambda: _ignore(cluster.start(node))
+        if fault.kind == "pause":
+            node = int(fault.target.split("-")[1])
+            proc = cluster.brokers[node].proc
+            assert proc is not None
+            pid = proc.pid
+            os.kill(pid, signal.SIGSTOP)
+            return lambda: os.kill(pid, signal.SIGCONT)
+        if fault.kind == "postgres":
+            cluster.postgres.kill()
+            return lambda: _ignore(cluster.postgres.start())
+        if fault.kind == "objects":
+            cluster.gateway.kill()
+            return lambda: _ignore(cluster.gateway.start())
+        raise ValueError(f"unknown fault kind {fault.kind}")
+
+
+def _ignore(_started: object) -> None:
+    """A heal's result (the restarted process) is not needed."""

@@ -1,0 +1,357 @@
+"""The campaign's clients (confluent-kafka, unmodified), each recording what it saw.
+
+* `Writer`: an idempotent producer (acks=all) over the data topic's partitions, each
+  value unique; its delivery reports are `Produced` ops (acknowledged or not).
+* `Copier`: consume-transform-produce: a read_committed consumer in a group, a
+  transactional producer copying each batch to the output topic in one transaction
+  spanning partitions on every broker, with the consumer's positions
+  (`send_offsets_to_transaction`); one transaction in `abort_every` is aborted on
+  purpose, and a failed one is aborted or, when fatal, the producer is replaced (its
+  successor fences it) and the consumer rewinds to the group's committed offsets.
+* `Reader`: a read_committed consumer in a classic or a KIP-848 group, committing its
+  position every batch (`Committed` ops once the commit succeeded).
+* `OffsetsMonitor`: the groups' committed offsets as AdminClient lists them, every
+  second (`OffsetsSeen`): they must never move back.
+* `final_logs`: every partition read whole at the end (read_committed).
+
+Each client stops when told, drains where told, and records with `time.time()`.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from typing import Any, Final, Literal
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+from tests.chaos.history import (
+    Committed,
+    FinalLog,
+    OffsetsSeen,
+    Op,
+    Produced,
+    Read,
+    TxnEnded,
+)
+
+Record = Callable[[Op], None]
+READ_COMMITTED: Final = "read_committed"
+
+
+class Worker(threading.Thread):
+    """A client thread: `stop()` asks it to finish; errors are kept, not raised."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.stopping = threading.Event()
+        self.errors: list[str] = []
+
+    def stop(self, timeout: float = 120.0) -> None:
+        self.stopping.set()
+        self.join(timeout)
+
+    def run(self) -> None:
+        try:
+            self.work()
+        except Exception as exc:  # reported by the campaign, never lost
+            self.errors.append(f"{self.name}: {type(exc).__name__}: {exc}")
+
+    def work(self) -> None:
+        raise NotImplementedError
+
+    def _client_error(self, error: KafkaError) -> None:
+        """librdkafka's error callback: a fatal error is the client's verdict on the
+        broker (an idempotent producer must never need one under faults)."""
+        if error.fatal():
+            self.errors.append(f"{self.name}: fatal: {error.str()}")
+
+
+class Writer(Worker):
+    def __init__(self, bootstrap: str, index: int, topic: str, partitions: int,
+                 record: Record, rate: float = 150.0) -> None:
+        super().__init__(f"writer-{index}")
+        self._producer = Producer({
+            "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+            "linger.ms": 5, "message.timeout.ms": 90000, "request.timeout.ms": 10000,
+            "error_cb": self._client_error})
+        self._topic, self._partitions, self._record, self._rate = (
+            topic, partitions, record, rate)
+        self.sent = 0
+
+    def work(self) -> None:
+        started = time.monotonic()
+        while not self.stopping.is_set():
+            seq = self.sent
+            partition = seq % self._partitions
+            value = f"{self.name}-{seq}"
+
+            def report(err: Any, msg: Any, seq: int = seq, partition: int = partition,
+                       value: str = value) -> None:
+                self._record(Produced(
+                    producer=self.name, seq=seq, topic=self._topic, partition=partition,
+                    value=value, acked=err is None,
+                    offset=msg.offset() if err is None else None, time=time.time()))
+            try:
+                self._producer.produce(self._topic, value=value.encode(),
+                                       partition=partition, on_delivery=report)
+            except BufferError:
+                self._producer.poll(0.1)
+                continue
+            self.sent += 1
+            self._producer.poll(0)
+            ahead = self.sent / self._rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+        self._producer.flush(120)
+
+
+class Copier(Worker):
+    def __init__(self, bootstrap: str, index: int, source: str, sink: str,
+                 sink_partitions: int, group: str, record: Record, seed: int,
+                 abort_every: int = 6) -> None:
+        super().__init__(f"copier-{index}")
+        self._servers, self._source, self._sink = bootstrap, source, sink
+        self._sink_partitions, self._group, self._record = sink_partitions, group, record
+        self._rng = random.Random(seed)
+        self._abort_every = abort_every
+        self._generation = 0
+        self._txns = 0
+        self._txn_id = f"{group}-{index}"
+        self._instance = 0  # a replaced producer is another producer in the history
+        self._seq = 0
+        self._consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "isolation.level": READ_COMMITTED,
+            "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
+        self._producer = self._new_producer()
+        self.copied = 0
+
+    def _new_producer(self) -> Producer:
+        self._instance += 1
+        self._seq = 0
+        producer = Producer({"bootstrap.servers": self._servers,
+                             "transactional.id": self._txn_id, "linger.ms": 5,
+                             "transaction.timeout.ms": 60000, "message.timeout.ms": 60000,
+                             "request.timeout.ms": 10000})
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                producer.init_transactions(30)
+                return producer
+            except KafkaException as exc:
+                if time.monotonic() > deadline or exc.args[0].fatal():
+                    raise
+                time.sleep(0.5)
+
+    def _assigned(self, _consumer: Any, _parts: list[TopicPartition]) -> None:
+        self._generation += 1
+
+    def work(self) -> None:
+        self._consumer.subscribe([self._source], on_assign=self._assigned,
+                                 on_revoke=self._assigned)
+        while not self.stopping.is_set():
+            batch = [m for m in self._consumer.consume(100, 0.5) if not m.error()]
+            if batch:
+                self._copy(batch)
+        self._consumer.close()
+
+    def _copy(self, batch: list[Any]) -> None:
+        self._txns += 1
+        txn = f"{self._txn_id}#{self._txns}"
+        for m in batch:
+            self._record(Read(consumer=self.name, group=self._group,
+                              generation=self._generation, isolation=READ_COMMITTED,
+                              topic=m.topic(), partition=m.partition(), offset=m.offset(),
+                              value=m.value().decode(), time=time.time()))
+        positions: dict[int, int] = {}
+        for m in batch:
+            positions[m.partition()] = max(positions.get(m.partition(), 0), m.offset() + 1)
+        offsets = [(self._group, self._source, p, o) for p, o in sorted(positions.items())]
+        producer_name = f"{self.name}/{self._instance}"
+        try:
+            self._producer.begin_transaction()
+            for m in batch:
+                value = f"{txn}:{m.value().decode()}"
+                partition = zlib.crc32(value.encode()) % self._sink_partitions
+
+                def report(err: Any, msg: Any, seq: int = self._seq, value: str = value,
+                           partition: int = partition) -> None:
+                    self._record(Produced(
+                        producer=producer_name, seq=seq, topic=self._sink,
+                        partition=partition, value=value, acked=err is None,
+                        offset=msg.offset() if err is None else None, txn=txn,
+                        time=time.time()))
+                self._producer.produce(self._sink, value=value.encode(),
+                                       partition=partition, on_delivery=report)
+                self._seq += 1
+            self._producer.send_offsets_to_transaction(
+                [TopicPartition(self._source, p, o) for p, o in sorted(positions.items())],
+                self._consumer.consumer_group_metadata(), 30)
+            if self._rng.randrange(self._abort_every) == 0:
+                self._producer.abort_transaction(30)
+                self._ended(txn, "abort", offsets)
+                self._rewind()
+                return
+            self._producer.commit_transaction(30)
+        except KafkaException as exc:
+            self._failed(txn, exc.args[0], offsets)
+            return
+        self._ended(txn, "commit", offsets)
+        self.copied += len(batch)
+
+    def _ended(self, txn: str, outcome: Literal["commit", "abort", "unknown"],
+               offsets: list[tuple[str, str, int, int]]) -> None:
+        self._producer.flush(0)  # delivery reports first: they belong to `txn`
+        self._record(TxnEnded(txn=txn, outcome=outcome, producer=self.name,
+                              time=time.time(), offsets=tuple(offsets)))
+
+    def _failed(self, txn: str, error: KafkaError,
+                offsets: list[tuple[str, str, int, int]]) -> None:
+        if error.txn_requires_abort():
+            try:
+                self._producer.abort_transaction(30)
+                self._ended(txn, "abort", offsets)
+                self._rewind()
+                return
+            except KafkaException:
+                pass
+        # fatal, or an abort or a commit whose outcome is unknown: a new instance
+        # fences this one and completes or aborts what it left open
+        self._ended(txn, "unknown", offsets)
+        self._producer = self._new_producer()
+        self._rewind()
+
+    def _rewind(self) -> None:
+        """Back to the group's committed offsets (what the transactions committed)."""
+        assignment = self._consumer.assignment()
+        if not assignment:
+            return
+        for tp in self._consumer.committed(assignment, 30):
+            offset = tp.offset if tp.offset >= 0 else 0
+            self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+        self._generation += 1
+
+
+class Reader(Worker):
+    def __init__(self, bootstrap: str, name: str, topic: str, group: str, protocol: str,
+                 record: Record) -> None:
+        super().__init__(name)
+        config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "isolation.level": READ_COMMITTED}
+        if protocol == "consumer":
+            config["group.protocol"] = "consumer"
+        else:
+            config.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
+        self._consumer = Consumer(config)
+        self._topic, self._group, self._record = topic, group, record
+        self._generation = 0
+        self.seen: set[str] = set()
+        #: Values the reader must read before it stops (set by the campaign's drain).
+        self.wanted: set[str] | None = None
+
+    def _assigned(self, _consumer: Any, _parts: list[TopicPartition]) -> None:
+        self._generation += 1
+
+    def work(self) -> None:
+        self._consumer.subscribe([self._topic], on_assign=self._assigned,
+                                 on_revoke=self._assigned)
+        while not (self.stopping.is_set() and (self.wanted is None
+                                               or self.wanted <= self.seen)):
+            batch: list[Any] = [m for m in self._consumer.consume(200, 0.5)
+                                if not m.error()]
+            for m in batch:
+                value = m.value().decode()
+                self.seen.add(value)
+                self._record(Read(consumer=self.name, group=self._group,
+                                  generation=self._generation, isolation=READ_COMMITTED,
+                                  topic=m.topic(), partition=m.partition(),
+                                  offset=m.offset(), value=value, time=time.time()))
+            if batch:
+                self._commit()
+        self._consumer.close()
+
+    def _commit(self) -> None:
+        try:
+            done = self._consumer.commit(asynchronous=False)
+        except KafkaException:
+            return  # not acknowledged: nothing recorded
+        now = time.time()
+        for tp in done or ():
+            if tp.error is None and tp.offset >= 0:
+                self._record(Committed(group=self._group, topic=tp.topic,
+                                       partition=tp.partition, offset=tp.offset,
+                                       consumer=self.name, time=now))
+
+
+class OffsetsMonitor(Worker):
+    def __init__(self, bootstrap: str, groups: Iterable[tuple[str, str, int]],
+                 record: Record) -> None:
+        super().__init__("offsets-monitor")
+        self._admin = AdminClient({"bootstrap.servers": bootstrap})
+        self._groups = list(groups)  # (group, topic, partitions)
+        self._record = record
+
+    def work(self) -> None:
+        while not self.stopping.wait(1.0):
+            for group, topic, partitions in self._groups:
+                request = [ConsumerGroupTopicPartitions(
+                    group, [TopicPartition(topic, p) for p in range(partitions)])]
+                sent = time.time()  # a fetch counts from when it was sent
+                try:
+                    answer = next(iter(self._admin.list_consumer_group_offsets(
+                        request, request_timeout=10).values())).result(15)
+                except Exception:
+                    continue  # unavailable during a fault: nothing seen
+                for tp in answer.topic_partitions:
+                    if tp.error is None:
+                        self._record(OffsetsSeen(group=group, topic=tp.topic,
+                                                 partition=tp.partition,
+                                                 offset=max(tp.offset, -1), time=sent))
+
+
+def final_logs(bootstrap: str, topics: dict[str, int], timeout: float = 120.0
+               ) -> list[FinalLog]:
+    """Every partition of `topics` read from its start to its end, read_committed."""
+    out = []
+    for topic, partitions in topics.items():
+        for partition in range(partitions):
+            consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-final",
+                                 "enable.auto.commit": False,
+                                 "isolation.level": READ_COMMITTED,
+                                 "enable.partition.eof": True})
+            try:
+                _low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=30)
+                consumer.assign([TopicPartition(topic, partition, 0)])
+                records: list[tuple[int, str]] = []
+                deadline = time.monotonic() + timeout
+                while time.monotonic() < deadline:
+                    m: Any = consumer.poll(1.0)
+                    if m is None:
+                        continue
+                    if m.error():
+                        if m.error().code() == KafkaError._PARTITION_EOF:
+                            break
+                        continue
+                    records.append((m.offset(), m.value().decode()))
+                else:
+                    raise AssertionError(f"{topic}-{partition} not read to its end "
+                                         f"in {timeout} s")
+                out.append(FinalLog(topic=topic, partition=partition,
+                                    records=tuple(records), data_offsets_end=high))
+            finally:
+                consumer.close()
+    return out

@@ -1,0 +1,37 @@
+"""The short, seeded fault campaign of `make test-shared` (tests/chaos/campaign.py): the
+workloads all at once against three brokers while brokers are killed -9 and paused past
+their leases, PostgreSQL is restarted abruptly and the object store is killed, then the
+checker over the whole history. `make chaos` runs the long one."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.chaos.campaign import run
+from tests.chaos.faults import KINDS
+from tests.support.cluster import Cluster, start_cluster
+from tests.support.engines import PostgresServer, VersityGateway
+
+pytestmark = [pytest.mark.timeout(600), pytest.mark.cluster_campaign(
+    "three brokers of its own under faults")]
+
+SEED = int(os.environ.get("HEADWATER_CHAOS_SEED", "33"))
+DURATION = float(os.environ.get("HEADWATER_CHAOS_SECONDS", "75"))
+
+
+@pytest.fixture(scope="module")
+def chaos_cluster(postgres: PostgresServer, versitygw: VersityGateway,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    yield from start_cluster(postgres, versitygw, tmp_path_factory.mktemp("chaos"))
+
+
+def test_a_short_seeded_campaign_finds_no_anomaly(chaos_cluster: Cluster) -> None:
+    outcome = run(chaos_cluster, SEED, DURATION)
+    print(outcome.summary())
+    assert set(outcome.faults) == set(KINDS), f"not every kind of fault: {outcome.faults}"
+    assert not outcome.errors, outcome.summary()
+    assert not outcome.report.anomalies, outcome.report.render()
+    assert outcome.report.counts.get("Read", 0) > 0

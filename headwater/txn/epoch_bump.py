@@ -16,6 +16,7 @@ pair with no marker and one more bump). This is Kafka's `endTransaction` table
     Ongoing          -> PrepareAbort (bump)      -> PrepareCommit (bump)
     Prepare*         CONCURRENT_TRANSACTIONS for the same result (a retry), else
                      INVALID_TXN_STATE; only the retry's epoch (e) is valid there
+                     (here also the current one, e + 1: CONCURRENT_TRANSACTIONS)
 
 When the epoch is exhausted (>= 32766) the Prepare* record names a new producer id in
 `next_producer_id`, its markers still go out under the old id at 32767, and Complete*
@@ -51,7 +52,12 @@ def decide_end_v2(meta: TxnMetadata, producer_id: int, producer_epoch: int,
     if state in (TxnState.ONGOING, TxnState.EMPTY):
         valid = producer_epoch == meta.producer_epoch
     elif state.is_prepare:
-        valid = retry_on_bump
+        # Kafka accepts only the retry's epoch here; the current (bumped) one is the
+        # producer's *next* EndTxn, which it can only send if it heard the previous
+        # one answered before its markers were written (EndTxn waits for them, at most
+        # END_TXN_MARKERS_WAIT_S): CONCURRENT_TRANSACTIONS (retried) instead of fencing
+        # it, since no zombie knows the bumped epoch (docs/differences.md).
+        valid = retry_on_bump or producer_epoch == meta.producer_epoch
     else:
         valid = retry_on_bump or retry_on_overflow or producer_epoch == meta.producer_epoch
     if meta.producer_id != producer_id and not retry_on_overflow:
@@ -71,6 +77,8 @@ def decide_end_v2(meta: TxnMetadata, producer_id: int, producer_epoch: int,
             return EndDecision(None, E.invalid_txn_state)
         return (EndDecision(None, E.none) if retry
                 else EndDecision(TxnState.PREPARE_ABORT, no_partition_added=True))
+    if state.is_prepare and not retry:  # the next EndTxn, before these markers are out
+        return EndDecision(None, E.concurrent_transactions)
     if state is TxnState.PREPARE_COMMIT:
         return EndDecision(None, E.concurrent_transactions if commit else E.invalid_txn_state)
     if state is TxnState.PREPARE_ABORT:

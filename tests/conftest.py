@@ -1,4 +1,5 @@
-"""Shared fixtures: a real broker subprocess per test module, or per test when needed."""
+"""Shared fixtures: a real broker subprocess per test module, or per test when needed;
+the Apache Kafka reference once per session (per xdist worker)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.support.broker_process import BrokerProcess
 from tests.support.browser import Browser
 from tests.support.cluster import Cluster, start_cluster
 from tests.support.engines import PostgresServer, VersityGateway, shared_broker_args
-from tests.support.kafka_reference import KafkaReference
+from tests.support.kafka_reference import KafkaReference, reference_fixture
 
 _names = itertools.count()
 
@@ -64,13 +65,26 @@ def broker(tmp_path_factory: pytest.TempPathFactory,
     proc.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def kafka_ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaReference]:
-    """One Apache Kafka 4.4.0 (KRaft, one node) per module, the reference beside
-    headwater; fails, never skips, when `make kafka` has not fetched its jars."""
-    proc = KafkaReference(tmp_path_factory.mktemp("kafka-ref") / "data").start()
-    yield proc
-    proc.stop()
+    """One Apache Kafka 4.4.0 (KRaft, one node) per session, i.e. per xdist worker: the
+    reference beside headwater (a start costs 10-14 s); fails, never skips, when
+    `make kafka` has not fetched its jars.
+
+    Every module that uses it shares it with the modules run before it on the same
+    worker, so a module names its topics, groups and transactional ids uniquely and
+    inspects only its own (listings filtered by its own names, on Kafka's side). A module
+    that changes cluster-wide state (features, ACLs, client quotas, SCRAM users, broker
+    configs, listeners or an authorizer) overrides `kafka_ref` with a module-scoped
+    reference of its own (`reference_fixture`).
+
+    The group coordinator's periodic cleanup (offsets.retention.check.interval.ms, 10
+    min) deletes empty groups without offsets: a module's own reference never lived that
+    long, a session's does, and the cleanup would delete a module's empty group under its
+    scenario (or write tombstones into __consumer_offsets while a test watches it), so it
+    is put off past any session."""
+    yield from reference_fixture(tmp_path_factory.mktemp("kafka-ref"),
+                                 "offsets.retention.check.interval.ms=86400000")
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -16,10 +17,25 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from headwater.wire.client import encode_request
 from tests.integration.test_share_fetch import Member
 from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_reference import KafkaReference, run_tool, side_by_side
+from tests.support.kafka_reference import (
+    KafkaReference,
+    reference_fixture,
+    run_tool,
+    side_by_side,
+)
 from tests.support.wire import RawClient
 
 pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def kafka_ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaReference]:
+    """A reference of this module's own, not the session's: its quotas are cluster-wide
+    and fixed (a default user quota of 4 kB/s that would throttle every later producer,
+    clients c1 / c2 / mutator, 127.0.0.9), `--describe --entity-type clients` lists every
+    client's, and the mutation scenario creates topics a, b, c and e."""
+    yield from reference_fixture(tmp_path_factory.mktemp("kafka-ref"))
+
 
 # Each a kafka-configs invocation (after --bootstrap-server); run in order on both.
 SCENARIO = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -23,10 +23,19 @@ from tests.integration.test_kafka_tools_more import (
     same,
 )
 from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_reference import KafkaReference
+from tests.support.kafka_reference import KafkaReference, reference_fixture
 from tests.support.wire import RawClient
 
 pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def kafka_ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaReference]:
+    """A reference of this module's own, not the session's: it downgrades and disables
+    share.version and group.version (cluster-wide features, whose refusals may depend on
+    the groups other modules left), and its DescribeTopicPartitions cases use fixed
+    topic names."""
+    yield from reference_fixture(tmp_path_factory.mktemp("kafka-ref"))
 
 
 @pytest.fixture(scope="module")

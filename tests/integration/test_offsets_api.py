@@ -157,8 +157,26 @@ def find_coordinator(bootstrap: str, key: str, key_type: int) -> None:
     assert int(resp.error_code) == 0
 
 
-def offsets_log_end(bootstrap: str, timeout: float = 30.0) -> int:
-    """The sum of __consumer_offsets' end offsets: unchanged when nothing was written."""
+def offsets_partition(group: str, partitions: int = 50) -> int:
+    """The __consumer_offsets partition of `group`, as Kafka picks it:
+    Utils.abs(String.hashCode) % partitions (a group id of ASCII characters here)."""
+    h = 0
+    for ch in group:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def offsets_log_end(target: BrokerProcess | KafkaReference, group: str,
+                    timeout: float = 30.0) -> int:
+    """The sum of __consumer_offsets' end offsets: unchanged when nothing was written.
+    Headwater (a broker of this module's own): every partition. The reference is the
+    session's, where other modules' groups live on (and their coordinators write when a
+    member's session expires): the partition of `group` only, where Kafka writes all of
+    the group's records."""
+    bootstrap = target.bootstrap
+    partitions = [offsets_partition(group)] if isinstance(target, KafkaReference) \
+        else list(range(50))
     find_coordinator(bootstrap, "offsets-log-reader", 0)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "offsets-log-reader"})
     deadline = time.monotonic() + timeout
@@ -166,7 +184,7 @@ def offsets_log_end(bootstrap: str, timeout: float = 30.0) -> int:
         while True:  # Kafka's clients learn of the new internal topic a little later
             try:
                 return sum(c.get_watermark_offsets(TopicPartition("__consumer_offsets", p),
-                                                   timeout=15)[1] for p in range(50))
+                                                   timeout=15)[1] for p in partitions)
             except KafkaException:
                 if time.monotonic() > deadline:
                     raise
@@ -206,10 +224,10 @@ def test_simple_commit_for_a_missing_topic(target, topic_name: str) -> None:
     """Generation -1, no member: per partition, only existing ones are committed."""
     create_topic(target.bootstrap, topic_name)
     missing, group = f"{topic_name}-missing", f"simple-{topic_name}"
-    offsets_before = offsets_log_end(target.bootstrap)
+    offsets_before = offsets_log_end(target, group)
     assert commit_v9(target.bootstrap, group, {missing: [0, 1]}) == {
         (missing, 0): UNKNOWN_TOPIC_OR_PARTITION, (missing, 1): UNKNOWN_TOPIC_OR_PARTITION}
-    assert offsets_log_end(target.bootstrap) == offsets_before
+    assert offsets_log_end(target, group) == offsets_before
     assert group not in group_ids(target.bootstrap)
     assert fetch_v8(target.bootstrap, group, missing) == (0, [(0, -1, 0)])
     mixed = commit_v9(target.bootstrap, group, {missing: [0], topic_name: [0, 4]})
@@ -233,11 +251,11 @@ def test_group_member_commit_for_a_missing_topic(target, topic_name: str,
     missing, group = f"{topic_name}-missing", f"{protocol}-{topic_name}"
     c = joined(target.bootstrap, group, topic_name, **{"group.protocol": protocol})
     try:
-        offsets_before = offsets_log_end(target.bootstrap)
+        offsets_before = offsets_log_end(target, group)
         assert librdkafka_commit_error(c, missing) == KafkaError.UNKNOWN_TOPIC_OR_PART
         assert commit_v9(target.bootstrap, group, {missing: [0]}, generation=999,
                          member="not-a-member") == {(missing, 0): UNKNOWN_TOPIC_OR_PARTITION}
-        assert offsets_log_end(target.bootstrap) == offsets_before
+        assert offsets_log_end(target, group) == offsets_before
         assert fetch_v8(target.bootstrap, group, missing) == (0, [(0, -1, 0)])
         assert librdkafka_commit_error(c, topic_name) == 0  # the member itself is fine
     finally:

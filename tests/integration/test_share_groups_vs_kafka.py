@@ -158,6 +158,10 @@ def scenario(bootstrap: str) -> dict[str, Any]:
 @pytest.mark.timeout(240)
 def test_share_group_membership_matches_kafka(broker, kafka_ref):
     ours, theirs = scenario(broker.bootstrap), scenario(kafka_ref.bootstrap)
+    # The session's reference also has the share groups of the modules run before this
+    # one: Kafka's listing is cut to this scenario's groups (headwater's, on a broker of
+    # its own, is compared whole).
+    theirs["list share"] = [g for g in theirs["list share"] if g[0].startswith("sv-")]
     # Both answer a join with an empty assignment, given about a second later; headwater
     # asks for the next heartbeat then (1.05 s), Kafka keeps its 5 s interval
     # (docs/differences.md).

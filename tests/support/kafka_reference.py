@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -365,3 +365,14 @@ class KafkaReference:
     def restart(self) -> KafkaReference:
         self.stop()
         return self.start()
+
+
+def reference_fixture(base: Path, *overrides: str) -> Iterator[KafkaReference]:
+    """The body of a `kafka_ref`-like fixture: a reference started under `base` (with
+    `overrides`, as for `KafkaReference`), stopped after its last test. Fails, never
+    skips, when `make kafka` has not fetched the jars."""
+    proc = KafkaReference(base / "data", *overrides).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()

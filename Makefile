@@ -11,7 +11,7 @@ EDITABLE := --config-settings editable_mode=compat
 # Spark's Python workers must run the venv's interpreter (pyarrow, the connector).
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: run cluster test test-shared lint bench bench-perf bench-spark bench-share soak fuzz chaos clean java kcat kafka rabbitmq postgres chromium
+.PHONY: run cluster test test-shared lint bench bench-perf bench-spark bench-share soak fuzz chaos chaos-short clean java kcat kafka rabbitmq postgres chromium
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -116,7 +116,7 @@ cluster: $(STAMP) postgres $(VERSITYGW)
 # unit tests last, so that neither worker runs a long file alone at the end.
 test: $(STAMP) java kcat kafka postgres chromium $(VERSITYGW)
 	$(MAKE) --no-print-directory lint
-	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile \
+	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow and not chaos" -n 2 --dist loadfile \
 	  --durations=15 tests/spark tests/integration tests/fuzz tests/unit
 
 # The client-facing integration tests again, every broker on the shared log (a private
@@ -125,7 +125,7 @@ test: $(STAMP) java kcat kafka postgres chromium $(VERSITYGW)
 # query against three brokers). About 17 minutes here: its own
 # target, which .ci/run calls after `make test`.
 test-shared: $(STAMP) java kcat kafka postgres $(VERSITYGW)
-	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile \
+	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow and not chaos" -n 2 --dist loadfile \
 	  --storage=shared -rs tests/integration tests/spark/test_cluster.py
 
 # ruff, mypy (strict on coordinator, group, share, txn, metadata, log) and import-linter's
@@ -172,6 +172,10 @@ CHAOS_SEED ?= 33
 chaos: $(STAMP) postgres $(VERSITYGW)
 	$(BIN)/python -m tests.chaos.campaign --seed $(CHAOS_SEED) --duration $(CHAOS_SECONDS) \
 	  --history chaos-history.jsonl
+
+# The short seeded campaign (75 s of faults) under pytest, as make test-shared will run it.
+chaos-short: $(STAMP) postgres $(VERSITYGW)
+	$(BIN)/python -m pytest -q -s -m chaos --storage=shared tests/integration/test_chaos_campaign.py
 
 clean:
 	rm -rf $(VENV) data cluster .kafka

@@ -311,6 +311,9 @@ class SharedStore:
                              lambda: self.pool.acquire(), now_ms)
         self._owned: dict[Key, SharedPartition] = {}
         self._loading: dict[Key, asyncio.Future[SharedPartition | None]] = {}
+        #: Partitions taken and still being materialised: their leases are renewed
+        #: meanwhile (a download may take longer than a lease).
+        self._opening: dict[Key, _Opening] = {}
         self._to_take: list[Key] = []
         self._take_wanted = asyncio.Event()
         self._ids: dict[Key, uuid.UUID] = {}
@@ -641,12 +644,21 @@ class SharedStore:
     async def _open(self, key: Key, fut: asyncio.Future[SharedPartition | None],
                     epoch: int, hw: int, log_start: int,
                     batches: list[asyncpg.Record], *, asked: float) -> None:
+        opening = self._opening[key] = _Opening(epoch, asked + self._lease_s)
         try:
             part = await self._materialise(key, epoch, hw, log_start, batches)
-            part.valid_until = asked + self._lease_s
         except Exception as exc:
             if not fut.done():
                 fut.set_exception(exc)
+            return
+        finally:
+            if self._opening.get(key) is opening:
+                del self._opening[key]
+        part.valid_until = opening.valid_until
+        if opening.lost:  # expired or taken while downloading: taken again later
+            part.plog.close(sync=False)
+            if not fut.done():
+                fut.set_result(None)
             return
         if fut.done() or key not in self._configs:  # removed meanwhile
             part.plog.close(sync=False)
@@ -954,12 +966,15 @@ class SharedStore:
             await asyncio.sleep(self.lease_ms / 3000)
             parts = {leases.partition_resource(p.topic_id, p.partition): p
                      for p in self._owned.values()}
+            opening = {leases.partition_resource(self._ids[key], key[1]): o
+                       for key, o in self._opening.items() if key in self._ids}
+            held = [(r, p.epoch) for r, p in parts.items()]
+            held += [(r, o.epoch) for r, o in opening.items()]
             asked = time.monotonic()  # a renewed lease runs from no earlier than this
             try:
                 async with self.pool.acquire() as conn:
-                    renewed = await leases.renew_all(
-                        conn, self.node_id, [(r, p.epoch) for r, p in parts.items()],
-                        self.lease_ms)
+                    renewed = await leases.renew_all(conn, self.node_id, held,
+                                                     self.lease_ms)
             except Exception:
                 log.exception("lease renewal failed")
                 continue
@@ -968,6 +983,20 @@ class SharedStore:
                     self._drop(part, E.not_leader_or_follower, "lease lost")
                 else:
                     part.valid_until = asked + self._lease_s
+            for resource, state in opening.items():
+                if resource not in renewed:
+                    state.lost = True
+                else:
+                    state.valid_until = asked + self._lease_s
+
+
+@dataclass(slots=True)
+class _Opening:
+    """A partition taken and being materialised: its lease, renewed meanwhile."""
+
+    epoch: int
+    valid_until: float  # monotonic seconds, as SharedPartition.valid_until
+    lost: bool = False
 
 
 def _written(part: SharedPartition) -> list[tuple[bytes | bytearray, list[BatchHeader]]]:

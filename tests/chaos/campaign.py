@@ -41,6 +41,7 @@ class Outcome:
     history: list[Op] = field(repr=False)
     errors: list[str]
     elapsed: float
+    phases: dict[str, float] = field(default_factory=dict)  # seconds from the start
 
     def summary(self) -> str:
         ops = Counter(type(op).__name__ for op in self.history)
@@ -48,7 +49,8 @@ class Outcome:
         txns = Counter(op.outcome for op in self.history if isinstance(op, TxnEnded))
         return "\n".join([
             f"chaos campaign, seed {self.seed}: {self.duration:.0f} s of faults, "
-            f"{self.elapsed:.0f} s in all",
+            f"{self.elapsed:.0f} s in all ("
+            + ", ".join(f"{k} at {v:.0f} s" for k, v in self.phases.items()) + ")",
             "faults injected: " + (", ".join(f"{k} {n}" for k, n in
                                              sorted(self.faults.items())) or "none"),
             f"operations recorded: {len(self.history)} ({', '.join(f'{k} {n}' for k, n in sorted(ops.items()))})",
@@ -86,16 +88,20 @@ def run(cluster: Cluster, seed: int, duration: float) -> Outcome:
         wait_listed(cluster.bootstrap(node), [1, 2, 3], timeout=120)
     for writer in writers:
         writer.stop()
+    phases = {"faults": time.monotonic() - started}
     _drain_copiers(copiers, history, timeout=180)
+    phases["copied"] = time.monotonic() - started
     for reader in readers:
         reader.wanted = _must_read(history, reader)
         reader.stop(timeout=180)
     monitor.stop()
+    phases["read"] = time.monotonic() - started
     history.extend(final_logs(bootstrap, {DATA: PARTITIONS, OUT: PARTITIONS}))
+    phases["final logs"] = time.monotonic() - started
     errors = [e for w in workers for e in w.errors] + nemesis.errors
     errors += [f"{w.name} did not finish" for w in workers if w.is_alive()]
     return Outcome(seed, duration, check(history), Counter(nemesis.injected), history,
-                   errors, time.monotonic() - started)
+                   errors, time.monotonic() - started, phases)
 
 
 def _drain_copiers(copiers: list[Copier], history: list[Op], timeout: float) -> None:
@@ -157,8 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     if outcome.report.anomalies:
         print(outcome.report.render())
     print(json.dumps({"seed": outcome.seed, "anomalies": len(outcome.report.anomalies)}))
-    shutil.rmtree(base, ignore_errors=True)
-    return 1 if outcome.report.anomalies or outcome.errors else 0
+    failed = bool(outcome.report.anomalies or outcome.errors)
+    if failed:  # the brokers' logs, for whoever looks into it
+        print(f"kept the brokers' data and logs under {base}")
+    else:
+        shutil.rmtree(base, ignore_errors=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

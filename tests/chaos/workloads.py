@@ -19,6 +19,7 @@ Each client stops when told, drains where told, and records with `time.time()`.
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -28,13 +29,11 @@ from typing import Any, Final, Literal
 
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
 
 from tests.chaos.history import (
     Committed,
@@ -85,7 +84,10 @@ class Writer(Worker):
         self._producer = Producer({
             "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
             "linger.ms": 5, "message.timeout.ms": 90000, "request.timeout.ms": 10000,
-            "error_cb": self._client_error})
+            "error_cb": self._client_error,
+            # HEADWATER_CHAOS_DEBUG=eos: librdkafka's idempotence states (epoch bumps)
+            **({"debug": os.environ["HEADWATER_CHAOS_DEBUG"]}
+               if os.environ.get("HEADWATER_CHAOS_DEBUG") else {})})
         self._topic, self._partitions, self._record, self._rate = (
             topic, partitions, record, rate)
         self.sent = 0
@@ -134,7 +136,10 @@ class Copier(Worker):
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "isolation.level": READ_COMMITTED,
-            "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
+            "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+            # the classic protocol's rebalance timeout: a member that does not rejoin
+            # holds the group that long (300 s by default)
+            "max.poll.interval.ms": 30000})
         self._producer = self._new_producer()
         self.copied = 0
 
@@ -254,7 +259,8 @@ class Reader(Worker):
         if protocol == "consumer":
             config["group.protocol"] = "consumer"
         else:
-            config.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
+            config.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+                           "max.poll.interval.ms": 30000})
         self._consumer = Consumer(config)
         self._topic, self._group, self._record = topic, group, record
         self._generation = 0
@@ -297,29 +303,37 @@ class Reader(Worker):
 
 
 class OffsetsMonitor(Worker):
+    """Reads committed offsets through a group-less Consumer of each group
+    (`committed()`: OffsetFetch from the group's coordinator). Not AdminClient's
+    list_consumer_group_offsets: librdkafka 2.16's admin handler of an OffsetFetch that
+    answers NOT_COORDINATOR dereferences the consumer group it does not have
+    (rd_kafka_handle_OffsetFetch -> rd_kafka_cgrp_op) and the process dies of SIGSEGV,
+    as it did here whenever a coordinator moved."""
+
     def __init__(self, bootstrap: str, groups: Iterable[tuple[str, str, int]],
                  record: Record) -> None:
         super().__init__("offsets-monitor")
-        self._admin = AdminClient({"bootstrap.servers": bootstrap})
-        self._groups = list(groups)  # (group, topic, partitions)
+        self._groups = [(group, topic, partitions, Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}))
+            for group, topic, partitions in groups]
         self._record = record
 
     def work(self) -> None:
         while not self.stopping.wait(1.0):
-            for group, topic, partitions in self._groups:
-                request = [ConsumerGroupTopicPartitions(
-                    group, [TopicPartition(topic, p) for p in range(partitions)])]
+            for group, topic, partitions, consumer in self._groups:
                 sent = time.time()  # a fetch counts from when it was sent
                 try:
-                    answer = next(iter(self._admin.list_consumer_group_offsets(
-                        request, request_timeout=10).values())).result(15)
-                except Exception:
+                    answer = consumer.committed(
+                        [TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+                except KafkaException:
                     continue  # unavailable during a fault: nothing seen
-                for tp in answer.topic_partitions:
+                for tp in answer:
                     if tp.error is None:
                         self._record(OffsetsSeen(group=group, topic=tp.topic,
                                                  partition=tp.partition,
                                                  offset=max(tp.offset, -1), time=sent))
+        for _g, _t, _p, consumer in self._groups:
+            consumer.close()
 
 
 def final_logs(bootstrap: str, topics: dict[str, int], timeout: float = 120.0

@@ -17,7 +17,6 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -30,6 +29,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.log.batch import build_batch
+from tests.integration.test_transactions_v2 import retry
 from tests.support.cluster import (
     LEASE_MS,
     Cluster,
@@ -44,19 +44,6 @@ from tests.support.wire import RawClient
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.cluster_campaign(
     "three brokers of its own, and Apache Kafka beside them")]
-
-RETRIABLE = {7, 14, 15, 16, 51}  # timeout, coordinator loading/moving, busy
-
-
-def retry(call: Callable[[], Any], code: Callable[[Any], int], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        answer = call()
-        if code(answer) not in RETRIABLE:
-            return answer
-        assert time.monotonic() < deadline, f"still retriable: {code(answer)}"
-        time.sleep(0.1)
-
 
 def offsets_after_commit(bootstrap: str, rounds: int) -> list[Any]:
     """confluent-kafka: consume 10 records in a new group, produce them again in a
@@ -120,7 +107,7 @@ def _tv2_produce(client: RawClient, txn_id: str, pid: int, epoch: int, topic: st
                                    "topic_data": [{"name": topic, "partition_data": [
                                        {"index": partition, "records": batch}]}]})
         return int(r.responses[0].partition_responses[0].error_code)
-    return int(retry(call, lambda c: 51 if c in (3, 6, 45, 53) else c))
+    return int(retry(call, lambda c: 51 if c in (3, 6, 7, 45, 53) else c))
 
 
 def test_the_end_txn_right_after_a_commit_is_not_fenced(cluster: Cluster) -> None:

@@ -410,6 +410,7 @@ class TransactionCoordinator:
                           ) -> dict[TopicPartition, int] | None:
         """The codes of `data`'s markers written together, or None while awaited."""
         assert self._remote is not None
+        self._drop_stale_claims(data)
         claimed = {self._claims.setdefault(tp, (key, txn_partition))[0] for tp in data}
         if claimed != {key}:
             # Another transaction's markers are held on one of these partitions: after
@@ -434,6 +435,23 @@ class TransactionCoordinator:
         self._together[key] = future
         future.add_done_callback(lambda _f: self._drive(txn_partition))
         return None
+
+    def _drop_stale_claims(self, data: list[TopicPartition]) -> None:
+        """Claims of jobs whose `__transaction_state` shard this broker no longer
+        serves (it moved away while their markers were being written): nobody here will
+        finish them, and the broker that took the shard asks for the holds again. Kept,
+        they stopped every later job on these partitions for good (seen in the fault
+        campaign: a copier's InitProducerId answered CONCURRENT_TRANSACTIONS for
+        minutes after PostgreSQL was restarted)."""
+        for tp in data:
+            claim = self._claims.get(tp)
+            if claim is None:
+                continue
+            try:
+                self.runtime.shard(claim[1])
+            except NotReady:
+                del self._claims[tp]
+                self._together.pop(claim[0], None)
 
     def _marker_outcome(self, key: tuple[str, int, int], tp: TopicPartition, job: MarkerJob,
                         coordinator_epoch: int, txn_partition: int) -> int | None:

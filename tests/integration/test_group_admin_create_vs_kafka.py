@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
+from tests.support.kafka_reference import create_topic
 from tests.support.wire import RawClient
 
 pytestmark = pytest.mark.timeout(300)
@@ -42,7 +43,7 @@ def scenario(bootstrap: str) -> dict[str, Any]:
     port = int(bootstrap.rsplit(":", 1)[1])
     topic = "ga-topic"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    create_topic(bootstrap, topic, 2)
     out: dict[str, Any] = {}
     # Kafka creates __consumer_offsets on the first FindCoordinator.
     call(port, 10, 4, {"key_type": 0, "coordinator_keys": ["ga-s"]},

@@ -21,10 +21,10 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
-    NewTopic,
     ResourceType,
 )
 
+from tests.support.kafka_reference import create_topic
 from tests.support.wire import RawClient
 
 RETRY = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
@@ -47,7 +47,7 @@ def scenario(bootstrap: str) -> dict[str, Any]:
     port = int(bootstrap.rsplit(":", 1)[1])
     topic, share, classic = "sv-topic", "sv-share", "sv-classic"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
+    create_topic(bootstrap, topic, 3)
     out: dict[str, Any] = {}
 
     def hb(member: str, epoch: int, topics: list[str] | None = None,

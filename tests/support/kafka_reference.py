@@ -220,6 +220,25 @@ def side_by_side(run: Callable[..., T], ours: str, theirs: str, *args: Any) -> t
         return a.result(), b.result()
 
 
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    """Create `topic` and wait until the broker at `bootstrap` lists a leader for each
+    partition. Kafka answers CreateTopics once its controller has committed the topic; its
+    broker's metadata image learns of it a moment later, and a raw request in between gets
+    UNKNOWN_TOPIC_OR_PARTITION (seen in CI on AlterShareGroupOffsets)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        t = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if t is not None and t.error is None and len(t.partitions) == partitions \
+                and all(p.leader >= 0 for p in t.partitions.values()):
+            return
+        assert time.monotonic() < deadline, f"{topic} has no leaders at {bootstrap}: {t}"
+        time.sleep(0.1)
+
+
 def random_cluster_id() -> str:
     """Kafka's Uuid text form (url-safe base64 of 16 bytes, no padding), as
     `kafka-storage random-uuid` prints it, without starting a JVM for it."""

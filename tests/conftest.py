@@ -7,10 +7,12 @@ import itertools
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.broker_trio import BrokerTrio
 from tests.support.browser import Browser
 from tests.support.cluster import Cluster, start_cluster
 from tests.support.engines import PostgresServer, VersityGateway, shared_broker_args
@@ -21,21 +23,28 @@ _names = itertools.count()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--storage", choices=("local", "shared"), default="local",
+        "--storage", choices=("local", "shared", "cluster"), default="local",
         help="the engine of the brokers the `broker` and `broker_factory` fixtures start: "
-             "local segments (default) or the shared log on a private PostgreSQL and "
-             "versitygw (tests that build a BrokerProcess themselves stay local)")
+             "local segments (default), the shared log on a private PostgreSQL and "
+             "versitygw, or three brokers on that shared log (each fixture's broker a "
+             "cluster: tests/support/broker_trio.py); tests that build a BrokerProcess "
+             "themselves stay local")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    shared = config.getoption("--storage") == "shared"
+    storage = config.getoption("--storage")
+    skips = {"local": {"cluster_campaign": "run by make test-shared"},
+             "shared": {"local_storage": "local engine only"},
+             "cluster": {"local_storage": "local engine only",
+                         "cluster_campaign": "starts its own cluster (make test-shared)",
+                         "one_node": "one node only"}}[storage]
     for item in items:
-        marker = item.get_closest_marker("local_storage" if shared else "cluster_campaign")
-        if marker is None:
-            continue
-        why = marker.args[0] if marker.args else ""
-        item.add_marker(pytest.mark.skip(reason=f"local engine only: {why}" if shared else
-                                         f"run by make test-shared: {why}"))
+        for name, prefix in skips.items():
+            marker = item.get_closest_marker(name)
+            if marker is not None:
+                why = marker.args[0] if marker.args else ""
+                item.add_marker(pytest.mark.skip(reason=f"{prefix}: {why}"))
+                break
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +56,7 @@ def storage_args(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     if request.config.getoption("--storage") == "local":
         yield lambda _data_dir: []
         return
+    # shared and cluster: one PostgreSQL and versitygw per session
     engines = tmp_path_factory.mktemp("engines")
     postgres = PostgresServer(engines / "pg").start()
     gateway = VersityGateway(engines / "gw").start()
@@ -55,12 +65,26 @@ def storage_args(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     postgres.remove()
 
 
+@pytest.fixture(scope="session")
+def new_broker(request: pytest.FixtureRequest, storage_args: Callable[[Path], list[str]]
+               ) -> Callable[..., BrokerProcess]:
+    """`new_broker(data_dir, *extra, nofile=None)`: an unstarted broker of the selected
+    engine; under --storage=cluster three brokers behind BrokerProcess's interface."""
+    trio = request.config.getoption("--storage") == "cluster"
+
+    def make(data_dir: Path, *extra: str, nofile: int | None = None) -> BrokerProcess:
+        if trio:
+            return cast(BrokerProcess, BrokerTrio(data_dir, storage_args(data_dir), *extra,
+                                                  nofile=nofile))
+        return BrokerProcess(data_dir, *storage_args(data_dir), *extra, nofile=nofile)
+    return make
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory,
-           storage_args: Callable[[Path], list[str]]) -> Iterator[BrokerProcess]:
+           new_broker: Callable[..., BrokerProcess]) -> Iterator[BrokerProcess]:
     """One broker shared by the tests of a module (tests use distinct topic names)."""
-    data_dir = tmp_path_factory.mktemp("broker") / "data"
-    proc = BrokerProcess(data_dir, *storage_args(data_dir)).start()
+    proc = new_broker(tmp_path_factory.mktemp("broker") / "data").start()
     yield proc
     proc.stop()
 
@@ -88,14 +112,14 @@ def kafka_ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaReferen
 
 
 @pytest.fixture
-def broker_factory(tmp_path: Path, storage_args: Callable[[Path], list[str]]) -> Iterator:
+def broker_factory(tmp_path: Path, new_broker: Callable[..., BrokerProcess]) -> Iterator:
     """Start private brokers (restart / kill tests); all are stopped afterwards."""
     started: list[BrokerProcess] = []
 
     def make(*extra: str, data_dir: Path | None = None,
              nofile: int | None = None) -> BrokerProcess:
         data_dir = data_dir or tmp_path / f"data{len(started)}"
-        proc = BrokerProcess(data_dir, *storage_args(data_dir), *extra, nofile=nofile)
+        proc = new_broker(data_dir, *extra, nofile=nofile)
         started.append(proc)
         return proc.start()
 

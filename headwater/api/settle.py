@@ -3,8 +3,9 @@ committed.
 
 The coordinators' topics are partitions of the shared log there, and an append is
 durable only once its commit window lands. The requests that write coordinator records
-(`SETTLED`: group, offset, transaction and share-state requests) are wrapped: the
-answer waits until every record the coordinators appended so far is committed. A
+(`WRITES`: group, offset, transaction and share-state requests) and those that read them
+(`READS`) are wrapped: the answer waits until every record the coordinators appended so
+far is committed. A
 failed commit closes the connection (the outcome is unknown: the client retries, and
 finds the shard rebuilt from what was committed).
 """
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from ..broker import Broker
     from ..coordinator.runtime import CoordinatorRuntime
 
-SETTLED = frozenset({
+WRITES = frozenset({
     8,  # OffsetCommit
     11, 12, 13, 14,  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup
     22,  # InitProducerId
@@ -29,8 +30,24 @@ SETTLED = frozenset({
     68, 76,  # ConsumerGroupHeartbeat, ShareGroupHeartbeat
     78, 79,  # ShareFetch, ShareAcknowledge (their acknowledgements write share state)
     83, 84, 85, 86,  # Initialize/Read/Write/DeleteShareGroupState
-    90,  # DeleteShareGroupOffsets
+    91, 92,  # AlterShareGroupOffsets, DeleteShareGroupOffsets
 })
+
+# Reads answer from the shards' memory, where an append sits before its commit window
+# lands; a window that fails rebuilds the shard without it. Answered at once, a read could
+# show an offset that then vanishes (the fault campaign saw committed offsets go backwards
+# during an object-store outage). Kafka reads at the coordinator's last committed offset;
+# here a read waits until everything appended before it is committed, and a failed commit
+# closes the connection as it does for a write (the client asks again).
+READS = frozenset({
+    9,  # OffsetFetch
+    15, 16,  # DescribeGroups, ListGroups
+    65, 66,  # DescribeTransactions, ListTransactions
+    69, 77,  # ConsumerGroupDescribe, ShareGroupDescribe
+    87, 90,  # ReadShareGroupStateSummary, DescribeShareGroupOffsets
+})
+
+SETTLED = WRITES | READS
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:

@@ -20,6 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+
 from tests.chaos.checker import Report, check
 from tests.chaos.faults import Nemesis, schedule
 from tests.chaos.history import Op, Produced, TxnEnded, dump
@@ -42,6 +44,7 @@ class Outcome:
     errors: list[str]
     elapsed: float
     phases: dict[str, float] = field(default_factory=dict)  # seconds from the start
+    revived: int = 0  # brokers that exited on their own and were started again
 
     def summary(self) -> str:
         ops = Counter(type(op).__name__ for op in self.history)
@@ -52,7 +55,8 @@ class Outcome:
             f"{self.elapsed:.0f} s in all ("
             + ", ".join(f"{k} at {v:.0f} s" for k, v in self.phases.items()) + ")",
             "faults injected: " + (", ".join(f"{k} {n}" for k, n in
-                                             sorted(self.faults.items())) or "none"),
+                                             sorted(self.faults.items())) or "none")
+            + f"; brokers started again after exiting on their own: {self.revived}",
             f"operations recorded: {len(self.history)} ({', '.join(f'{k} {n}' for k, n in sorted(ops.items()))})",
             f"writes acknowledged: {acked} ({acked / max(self.duration, 1):.0f}/s); "
             f"transactions: {', '.join(f'{k} {n}' for k, n in sorted(txns.items()))}",
@@ -85,7 +89,7 @@ def run(cluster: Cluster, seed: int, duration: float) -> Outcome:
     time.sleep(duration)  # the campaign's length (faults run meanwhile)
     nemesis.stop()
     for node in (1, 2, 3):
-        wait_listed(cluster.bootstrap(node), [1, 2, 3], timeout=120)
+        _wait_listed(cluster.bootstrap(node))
     for writer in writers:
         writer.stop()
     phases = {"faults": time.monotonic() - started}
@@ -101,7 +105,20 @@ def run(cluster: Cluster, seed: int, duration: float) -> Outcome:
     errors = [e for w in workers for e in w.errors] + nemesis.errors
     errors += [f"{w.name} did not finish" for w in workers if w.is_alive()]
     return Outcome(seed, duration, check(history), Counter(nemesis.injected), history,
-                   errors, time.monotonic() - started, phases)
+                   errors, time.monotonic() - started, phases, nemesis.revived)
+
+
+def _wait_listed(bootstrap: str, timeout: float = 120.0) -> None:
+    """wait_listed, through the moments a just-restarted broker refuses connections."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            wait_listed(bootstrap, [1, 2, 3], timeout=max(deadline - time.monotonic(), 1))
+            return
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
 
 
 def _drain_copiers(copiers: list[Copier], history: list[Op], timeout: float) -> None:

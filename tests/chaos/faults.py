@@ -10,6 +10,11 @@ Kinds: `kill9` (kill -9 of a broker, restarted at heal), `pause` (SIGSTOP past t
 lease, SIGCONT at heal), `postgres` (`pg_ctl -m immediate`, started at heal), `objects`
 (versitygw killed, restarted at heal). The controller's and the coordinators' brokers are
 among the targets like any other: the seed picks a node, whatever it runs.
+
+The nemesis is also the brokers' supervisor, as systemd's `Restart=always` would be: a
+broker that exits (it was restarted while PostgreSQL or the object store was down, and
+refused to start: a broker fails fast at start with one line naming the setting) is
+started again before the next fault and when the campaign stops (`revived`).
 """
 
 from __future__ import annotations
@@ -76,21 +81,44 @@ class Nemesis:
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
         self.injected: dict[str, int] = {}
         self.errors: list[str] = []
+        #: Brokers started again after they exited on their own.
+        self.revived = 0
 
     def start(self) -> Nemesis:
         self._started = time.monotonic()
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 120.0) -> None:
+        """Heal what is open, then start again every broker that exited."""
         self._stop.set()
-        self._thread.join(timeout=120)
+        self._thread.join(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while self._revive():
+            if time.monotonic() > deadline:
+                self.errors.append("a broker did not start again after the faults")
+                return
+            time.sleep(1)
+
+    def _revive(self) -> bool:
+        """Start the brokers that exited; whether one still is not running."""
+        down = False
+        for node, proc in list(self._cluster.brokers.items()):
+            if proc.proc is None or proc.proc.poll() is None:
+                continue
+            try:
+                self._cluster.start(node)
+                self.revived += 1
+            except Exception:  # exited again (an engine still down): next time
+                down = True
+        return down
 
     def _run(self) -> None:
         for fault in self._plan:
             wait = self._started + fault.at - time.monotonic()
             if self._stop.wait(max(wait, 0)):
                 return
+            self._revive()
             start = time.time()
             try:
                 heal = self._inject(fault)

@@ -336,6 +336,19 @@ class OffsetsMonitor(Worker):
             consumer.close()
 
 
+def _high_watermark(consumer: Consumer, tp: TopicPartition, timeout: float) -> int:
+    """The partition's high watermark, asked again while the answer is an error
+    (NOT_LEADER_FOR_PARTITION while a partition moves after the last fault)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(tp, timeout=30)[1])
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def final_logs(bootstrap: str, topics: dict[str, int], timeout: float = 120.0
                ) -> list[FinalLog]:
     """Every partition of `topics` read from its start to its end, read_committed."""
@@ -347,8 +360,7 @@ def final_logs(bootstrap: str, topics: dict[str, int], timeout: float = 120.0
                                  "isolation.level": READ_COMMITTED,
                                  "enable.partition.eof": True})
             try:
-                _low, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=30)
+                high = _high_watermark(consumer, TopicPartition(topic, partition), timeout)
                 consumer.assign([TopicPartition(topic, partition, 0)])
                 records: list[tuple[int, str]] = []
                 deadline = time.monotonic() + timeout

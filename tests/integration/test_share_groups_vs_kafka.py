@@ -25,22 +25,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.support.kafka_reference import create_topic
-from tests.support.wire import RawClient
-
-RETRY = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
-
-
-def call(port: int, key: int, version: int, body: dict, code=lambda r: r.error_code) -> Any:
-    deadline = time.monotonic() + 60
-    while True:
-        raw = RawClient("127.0.0.1", port, timeout=30)
-        try:
-            resp = raw.request(key, version, body)
-        finally:
-            raw.close()
-        if int(code(resp)) not in RETRY or time.monotonic() > deadline:
-            return resp
-        time.sleep(0.2)
+from tests.support.routing import call
 
 
 def scenario(bootstrap: str) -> dict[str, Any]:

@@ -1,0 +1,106 @@
+"""Three brokers on one shared log behind `BrokerProcess`'s interface, for
+`--storage=cluster`: the client-facing suite's `broker` fixture becomes a cluster while
+the tests stay as they are.
+
+Clients bootstrap on broker 1 only (`bootstrap`, `port`), as a user pointing a client at
+one broker of a cluster would; Metadata and FindCoordinator then send them to all three,
+since topics' partitions and the coordinators' shards are spread over the three. `start`,
+`stop`, `kill` and `restart` act on all three (a test that restarts "the broker" restarts
+the cluster); `proc` and `data_dir` are broker 1's, for the tests that signal or inspect
+one process.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+from .broker_process import BrokerProcess, free_port
+
+NODES = (1, 2, 3)
+#: Short leases, as the cluster tests use (tests/support/cluster.py): a restarted
+#: cluster, or a killed broker's partitions, are served again within seconds.
+LEASE_MS = 3000
+
+
+class BrokerTrio:
+    def __init__(self, data_dir: Path, shared: list[str], *extra: str,
+                 nofile: int | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.extra = list(extra)
+        ports = {n: free_port() for n in NODES}  # they find each other in PostgreSQL
+        self.brokers = {
+            n: BrokerProcess(self.data_dir if n == 1 else
+                             self.data_dir.with_name(f"{self.data_dir.name}-node{n}"),
+                             *shared, "--override", f"node.id={n}",
+                             "--override", f"headwater.shared.lease.ms={LEASE_MS}",
+                             *extra, port=ports[n], nofile=nofile)
+            for n in NODES}
+
+    @property
+    def first(self) -> BrokerProcess:
+        return self.brokers[1]
+
+    @property
+    def port(self) -> int:
+        return self.first.port
+
+    @property
+    def bootstrap(self) -> str:
+        return self.first.bootstrap
+
+    @property
+    def proc(self):  # type: ignore[no-untyped-def]
+        return self.first.proc
+
+    @property
+    def log_path(self) -> Path:
+        return self.first.log_path
+
+    @property
+    def nofile(self) -> int | None:
+        return self.first.nofile
+
+    def start(self, timeout: float = 60.0) -> BrokerTrio:
+        for proc in self.brokers.values():
+            proc.start(timeout)
+        self.wait_listed(timeout)
+        return self
+
+    def wait_listed(self, timeout: float) -> None:
+        """Until every broker lists all three as live: before that, a client might be
+        sent to a broker the others do not know yet."""
+        deadline = time.monotonic() + timeout
+        for proc in self.brokers.values():
+            admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+            while sorted(admin.list_topics(timeout=10).brokers) != list(NODES):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{proc.bootstrap} does not list brokers {NODES}")
+                time.sleep(0.1)
+
+    def wait_ready(self, timeout: float) -> None:
+        for proc in self.brokers.values():
+            proc.wait_ready(timeout)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- broker {n}\n{proc.logs()}" for n, proc in self.brokers.items())
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        codes = [proc.stop(timeout) for proc in self.brokers.values()]
+        return codes[0]
+
+    def kill(self) -> None:
+        for proc in self.brokers.values():
+            proc.kill()
+
+    def restart(self) -> BrokerTrio:
+        self.stop()
+        return self.start()
+
+    def open_fds(self) -> int:
+        return self.first.open_fds()
+
+    def rss_bytes(self) -> int:
+        return self.first.rss_bytes()

@@ -204,14 +204,17 @@ class Copier(Worker):
             self._producer.send_offsets_to_transaction(
                 [TopicPartition(self._source, p, o) for p, o in sorted(positions.items())],
                 self._consumer.consumer_group_metadata(), 30)
-            if self._rng.randrange(self._abort_every) == 0:
+            aborted = self._rng.randrange(self._abort_every) == 0
+            if aborted:
                 self._producer.abort_transaction(30)
-                self._ended(txn, "abort", offsets)
-                self._rewind()
-                return
-            self._producer.commit_transaction(30)
+            else:
+                self._producer.commit_transaction(30)
         except KafkaException as exc:
             self._failed(txn, exc.args[0], offsets)
+            return
+        if aborted:
+            self._ended(txn, "abort", offsets)
+            self._rewind()
             return
         self._ended(txn, "commit", offsets)
         self.copied += len(batch)
@@ -227,11 +230,12 @@ class Copier(Worker):
         if error.txn_requires_abort():
             try:
                 self._producer.abort_transaction(30)
+            except KafkaException:
+                pass
+            else:
                 self._ended(txn, "abort", offsets)
                 self._rewind()
                 return
-            except KafkaException:
-                pass
         # fatal, or an abort or a commit whose outcome is unknown: a new instance
         # fences this one and completes or aborts what it left open
         self._ended(txn, "unknown", offsets)
@@ -243,7 +247,16 @@ class Copier(Worker):
         assignment = self._consumer.assignment()
         if not assignment:
             return
-        for tp in self._consumer.committed(assignment, 30):
+        deadline = time.monotonic() + 120
+        while True:  # NOT_COORDINATOR while the group's coordinator moves: ask again
+            try:
+                committed = self._consumer.committed(assignment, 30)
+                break
+            except KafkaException:
+                if time.monotonic() > deadline or self.stopping.is_set():
+                    raise
+                time.sleep(0.5)
+        for tp in committed:
             offset = tp.offset if tp.offset >= 0 else 0
             self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
         self._generation += 1

@@ -30,7 +30,14 @@ The points, the key and value that arm each, when it fires and what it does then
   record is written (DeleteShareGroupOffsets, deleting a share group), before any
   share-state tombstone; also where the load finishes such a deletion (exit status 1).
 
-Every point logs one critical line naming itself and its key=value before it acts.
+* `produce.ack-before-commit` (api/produce.py), `headwater.test.bug.ack.before.commit=true`:
+  a planted bug, not a crash: on the shared log, Produce answers as soon as its batches are
+  appended, before their commit window lands (the commit still follows). A kill -9 or an
+  engine outage then loses acknowledged writes; the fault campaign's checker must say so
+  (tests/integration/test_chaos_campaign.py), so that its green runs mean something.
+
+Every point logs one critical line naming itself and its key=value before it acts (the
+planted bug once, at its first hit).
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ class Action(enum.Enum):
     EXIT = "exit"  # os._exit(1): the process crashes (no cleanup, no flush)
     KILL = "kill"  # SIGKILL to itself, as `kill -9`
     FAIL = "fail"  # raise OSError(ENOSPC), once
+    BUG = "bug"  # the service misbehaves on purpose where it checks `armed` (logged once)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,12 +74,14 @@ TXN_AFTER_HOLDS = "txn.after-holds"
 SHARE_DEAD_LETTER_BEFORE_WRITE = "share.dead-letter.before-write"
 SHARE_DEAD_LETTER_AFTER_WRITE = "share.dead-letter.after-write"
 SHARE_AFTER_PENDING_DELETION = "share.after-pending-deletion"
+PRODUCE_ACK_BEFORE_COMMIT = "produce.ack-before-commit"
 
 METADATA_KEY = "headwater.test.metadata.fault"
 TXN_KEY = "headwater.txn.crash.after.prepare"
 HOLDS_KEY = "headwater.txn.crash.after.holds"
 DEAD_LETTER_KEY = "headwater.share.crash.dead.letter"
 PENDING_DELETION_KEY = "headwater.share.crash.after.pending.deletion"
+ACK_BEFORE_COMMIT_KEY = "headwater.test.bug.ack.before.commit"
 
 POINTS: dict[str, FaultPoint] = {p.name: p for p in (
     FaultPoint(METADATA_AFTER_BEGIN, METADATA_KEY, {
@@ -81,6 +91,7 @@ POINTS: dict[str, FaultPoint] = {p.name: p for p in (
     FaultPoint(SHARE_DEAD_LETTER_BEFORE_WRITE, DEAD_LETTER_KEY, {"before-write": Action.EXIT}),
     FaultPoint(SHARE_DEAD_LETTER_AFTER_WRITE, DEAD_LETTER_KEY, {"after-write": Action.EXIT}),
     FaultPoint(SHARE_AFTER_PENDING_DELETION, PENDING_DELETION_KEY, {"true": Action.EXIT}),
+    FaultPoint(PRODUCE_ACK_BEFORE_COMMIT, ACK_BEFORE_COMMIT_KEY, {"true": Action.BUG}),
 )}
 
 
@@ -121,12 +132,15 @@ class Faults:
         if not self.armed(name):
             return
         value, action = self._armed[name]
-        if action is Action.FAIL and name in self._failed:
+        if action in (Action.FAIL, Action.BUG) and name in self._failed:
             return
         what = {Action.EXIT: "exiting", Action.KILL: "killing the process",
-                Action.FAIL: "failing once"}[action]
+                Action.FAIL: "failing once", Action.BUG: "misbehaving on purpose"}[action]
         log.critical("fault point %s (%s=%s): %s%s", name, POINTS[name].key, value, what,
                      f" {detail}" if detail else "")
+        if action is Action.BUG:
+            self._failed.add(name)
+            return
         if action is Action.FAIL:
             self._failed.add(name)
             raise OSError(errno.ENOSPC, f"No space left on device ({POINTS[name].key})")

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from ..faults import PRODUCE_ACK_BEFORE_COMMIT
 from ..log.batch import has_transactional_batch, parse_header
 from ..metadata.assignments import reported_replicas
 from ..metadata.image import TopicImage
@@ -57,6 +58,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     store = broker.store
     assert store is not None
     verification = broker.produce_verification
+    ack_early = broker.faults.armed(PRODUCE_ACK_BEFORE_COMMIT)  # a planted bug (faults.py)
 
     def partition_error(index: int, code: int, message: str | None = None,
                         record_errors: Sequence[tuple[int, str]] = ()) -> dict:
@@ -266,6 +268,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return None
         response = {"responses": topics_out, "throttle_time": throttle}
         if durable is not None:
+            if ack_early:  # the planted bug of faults.py: acknowledged, not yet durable
+                broker.faults.hit(PRODUCE_ACK_BEFORE_COMMIT)
+                asyncio.ensure_future(durable).add_done_callback(_ignore_outcome)
+                return response
             return _once_durable(response, durable)
         return response
 

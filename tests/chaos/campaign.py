@@ -67,7 +67,9 @@ class Outcome:
         ])
 
 
-def run(cluster: Cluster, seed: int, duration: float) -> Outcome:
+def run(cluster: Cluster, seed: int, duration: float, settle: float = 180.0) -> Outcome:
+    """The workloads under `duration` seconds of seeded faults, then at most `settle`
+    seconds each for the copiers to copy and the readers to read what they must."""
     started = time.monotonic()
     history: list[Op] = []
     record = history.append  # atomic under the GIL: every client thread records here
@@ -93,11 +95,11 @@ def run(cluster: Cluster, seed: int, duration: float) -> Outcome:
     for writer in writers:
         writer.stop()
     phases = {"faults": time.monotonic() - started}
-    _drain_copiers(copiers, history, timeout=180)
+    _drain_copiers(copiers, history, timeout=settle)
     phases["copied"] = time.monotonic() - started
     for reader in readers:
         reader.wanted = _must_read(history, reader)
-        reader.stop(timeout=180)
+        reader.stop(timeout=settle)
     monitor.stop()
     phases["read"] = time.monotonic() - started
     history.extend(final_logs(bootstrap, {DATA: PARTITIONS, OUT: PARTITIONS}))

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from headwater.faults import ACK_BEFORE_COMMIT_KEY
 from tests.chaos.campaign import run
 from tests.chaos.faults import KINDS
 from tests.support.cluster import Cluster, start_cluster
@@ -22,12 +23,22 @@ pytestmark = [pytest.mark.timeout(900), pytest.mark.chaos, pytest.mark.cluster_c
 
 SEED = int(os.environ.get("HEADWATER_CHAOS_SEED", "33"))
 DURATION = float(os.environ.get("HEADWATER_CHAOS_SECONDS", "75"))
+PLANTED_SEED, PLANTED_DURATION = 33, 40.0
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def chaos_cluster(postgres: PostgresServer, versitygw: VersityGateway,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from start_cluster(postgres, versitygw, tmp_path_factory.mktemp("chaos"))
+
+
+@pytest.fixture
+def planted_cluster(postgres: PostgresServer, versitygw: VersityGateway,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Three brokers built with a bug: Produce acknowledged before its commit window
+    lands (faults.py, `produce.ack-before-commit`)."""
+    yield from start_cluster(postgres, versitygw, tmp_path_factory.mktemp("planted"),
+                             overrides=(f"{ACK_BEFORE_COMMIT_KEY}=true",))
 
 
 def test_a_short_seeded_campaign_finds_no_anomaly(chaos_cluster: Cluster) -> None:
@@ -37,3 +48,13 @@ def test_a_short_seeded_campaign_finds_no_anomaly(chaos_cluster: Cluster) -> Non
     assert not outcome.errors, outcome.summary()
     assert not outcome.report.anomalies, outcome.report.render()
     assert outcome.report.counts.get("Read", 0) > 0
+
+
+def test_the_checker_catches_a_planted_bug(planted_cluster: Cluster) -> None:
+    """A green campaign means something: the same workloads and faults against brokers
+    that acknowledge writes before they are durable, and the checker reports the
+    acknowledged writes that a kill -9 or an engine outage then lost."""
+    outcome = run(planted_cluster, PLANTED_SEED, PLANTED_DURATION, settle=20)
+    print(outcome.summary())
+    found = outcome.report.by_kind()
+    assert found.keys() & {"lost", "moved"}, outcome.summary()

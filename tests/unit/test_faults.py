@@ -67,6 +67,7 @@ def test_the_config_keys_are_the_ones_tests_and_campaigns_set() -> None:
         "share.dead-letter.before-write": "headwater.share.crash.dead.letter",
         "share.dead-letter.after-write": "headwater.share.crash.dead.letter",
         "share.after-pending-deletion": "headwater.share.crash.after.pending.deletion",
+        "produce.ack-before-commit": "headwater.test.bug.ack.before.commit",
     }
 
 
@@ -109,3 +110,16 @@ def test_the_docstring_lists_every_point_with_its_key_and_values() -> None:
         assert f"`{point.name}`" in doc
         for value in point.arms:
             assert f"{point.key}={value}" in doc, (point.name, value)
+
+
+def test_a_planted_bug_is_armed_logged_once_and_never_exits(exits, caplog) -> None:
+    f = Faults.from_config(BrokerConfig({faults.ACK_BEFORE_COMMIT_KEY: "true"}))
+    assert f.armed(faults.PRODUCE_ACK_BEFORE_COMMIT)
+    with caplog.at_level("CRITICAL", logger="headwater.faults"):
+        f.hit(faults.PRODUCE_ACK_BEFORE_COMMIT)
+        f.hit(faults.PRODUCE_ACK_BEFORE_COMMIT)
+    assert [r.message for r in caplog.records if "misbehaving" in r.message] == [
+        "fault point produce.ack-before-commit (headwater.test.bug.ack.before.commit=true): "
+        "misbehaving on purpose"]
+    assert exits == []
+    assert not Faults.from_config(BrokerConfig({})).armed(faults.PRODUCE_ACK_BEFORE_COMMIT)

@@ -48,9 +48,9 @@ class Cluster:
                              # test_shared_broker's), so its outage is felt
                              "--override", "headwater.shared.inline.max.bytes=0",
                              *(a for o in self.overrides for a in ("--override", o)),
-                             port=self.ports[node]).start()
-        self.brokers[node] = proc
-        return proc
+                             port=self.ports[node])
+        self.brokers[node] = proc  # before it is ready: a start that times out is still
+        return proc.start()        # this node's process, stopped with the others
 
     def bootstrap(self, *nodes: int) -> str:
         return ",".join(f"127.0.0.1:{self.ports[n]}" for n in (nodes or self.ports))

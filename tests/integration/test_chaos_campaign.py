@@ -1,9 +1,9 @@
 """The short, seeded fault campaign of `make test-shared` (tests/chaos/campaign.py): the
 workloads all at once against three brokers while brokers are killed -9 and paused past
 their leases, PostgreSQL is restarted abruptly and the object store is killed, then the
-checker over the whole history. `make chaos` runs the long one, `make chaos-short` this.
-Marked `chaos`: not yet in make test-shared, where it belongs once the liveness findings
-it shows are fixed (docs/operations.md, "The fault campaign")."""
+checker over the whole history; then the same against brokers built with a planted bug,
+which the checker must catch. `make chaos` runs the long campaign, `make chaos-short`
+this module alone."""
 
 from __future__ import annotations
 

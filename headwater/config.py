@@ -137,6 +137,31 @@ TOPIC_CONFIG_KEYS = frozenset(TOPIC_CONFIG_SYNONYMS) | frozenset(TOPIC_ONLY_DEFA
 DLQ_BROKER_KEYS = frozenset({"errors.deadletterqueue.auto.create.topics.enable",
                              "errors.deadletterqueue.topic.name.prefix"})
 
+# Kafka's dynamic broker configs (DynamicBrokerConfig.AllDynamicConfigs in Kafka 4.4) that
+# have no counterpart here: thread pools, the log cleaner's tuning, replication throttles,
+# Kerberos and SASL login refresh, metrics reporters. AlterConfigs accepts and stores them
+# as Kafka does and DescribeConfigs shows them; they change nothing (docs/differences.md).
+# Tools and client suites set them (librdkafka's 0081_admin: sasl.kerberos.min.time.
+# before.relogin). Dynamic keys headwater reads only at start (max.connections, ...) are
+# still refused: accepted, they would claim an effect they do not have.
+STORED_BROKER_KEYS = frozenset({
+    "num.io.threads", "num.network.threads", "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir", "background.threads",
+    "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.backoff.ms",
+    "follower.replication.throttled.rate", "leader.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second", "metric.reporters",
+    "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
+    "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter",
+    "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds",
+})
+_STORED_NUMBERS = STORED_BROKER_KEYS - {
+    "metric.reporters", "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.principal.to.local.rules"}
+
 VALID_CLEANUP = {"delete", "compact", "compact,delete", "delete,compact"}
 VALID_TIMESTAMP_TYPES = {"CreateTime", "LogAppendTime"}
 VALID_COMPRESSION = {"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}
@@ -266,6 +291,16 @@ def validate_dynamic_broker_config(key: str, value: str | None) -> None:
                 and value.lower() not in ("true", "false")):
             raise ConfigError(f"Invalid value {value} for configuration {key}: "
                               "Expected value to be either true or false")
+        return
+    if key in STORED_BROKER_KEYS:
+        if value is None:
+            return
+        if key in _STORED_NUMBERS:
+            try:
+                float(value)
+            except ValueError:
+                raise ConfigError(f"Invalid value {value} for configuration {key}: "
+                                  "Not a number") from None
         return
     topic_key = DYNAMIC_BROKER_KEYS.get(key)
     if topic_key is None:

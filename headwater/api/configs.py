@@ -23,6 +23,7 @@ from ..config import (
     DYNAMIC_CLUSTER,
     DYNAMIC_NODE,
     STATIC,
+    STORED_BROKER_KEYS,
     TOPIC_CONFIG_KEYS,
     TOPIC_CONFIG_SYNONYMS,
     ConfigError,
@@ -125,7 +126,8 @@ def describe_broker_configs(broker: Broker, name: str, keys: set[str] | None,
         source = (DYNAMIC_DEFAULT_BROKER_CONFIG if name == "" else
                   _SOURCE_IDS.get(broker.config.source(key), DEFAULT_CONFIG))
         out.append({"name": key, "value": value or None,
-                    "read_only": key not in DYNAMIC_BROKER_KEYS and key not in DLQ_BROKER_KEYS,
+                    "read_only": key not in DYNAMIC_BROKER_KEYS and key not in DLQ_BROKER_KEYS
+                    and key not in STORED_BROKER_KEYS,
                     "config_source": source, "is_sensitive": False,
                     "synonyms": _broker_synonyms(broker, key) if synonyms else (),
                     "config_type": STRING, "documentation": None})

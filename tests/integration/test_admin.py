@@ -210,7 +210,18 @@ def test_dynamic_broker_configs(broker_factory, tmp_path):
     admin.incremental_alter_configs([node])[node].result(15)  # this broker beats the default
     configs = admin.describe_configs([topic])[topic].result(15)
     assert (configs["retention.ms"].value, configs["retention.ms"].source) == ("3600000", 2)
-    assert alter("1", "num.network.threads", "8") == KafkaError.INVALID_CONFIG
+    assert alter("1", "log.dirs", "/elsewhere") == KafkaError.INVALID_CONFIG  # static
+    # Kafka's dynamic keys without a counterpart here are stored, as Kafka does
+    # (librdkafka's 0081_admin sets this one); a value of the wrong type is refused.
+    assert alter("1", "sasl.kerberos.min.time.before.relogin", "58000") == 0
+    assert alter("", "num.io.threads", "many") == KafkaError.INVALID_CONFIG
+    client = RawClient("127.0.0.1", proc.port)
+    stored = client.request(32, 1, {"include_synonyms": False, "resources": [{
+        "resource_type": 4, "resource_name": "1",
+        "configuration_keys": ["sasl.kerberos.min.time.before.relogin"]}]})
+    client.close()
+    assert [(c.name, c.value, c.read_only) for c in stored.results[0].configs] == [
+        ("sasl.kerberos.min.time.before.relogin", "58000", False)]
     assert alter("", "log.retention.ms", "soon") == KafkaError.INVALID_CONFIG
 
     proc.stop()

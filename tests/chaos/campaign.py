@@ -25,6 +25,8 @@ from confluent_kafka import KafkaException
 from tests.chaos.checker import Report, check
 from tests.chaos.faults import Nemesis, schedule
 from tests.chaos.history import Op, Produced, TxnEnded, dump
+from tests.chaos.recovery import recoveries
+from tests.chaos.recovery import summary as recovery_summary
 from tests.chaos.workloads import Copier, OffsetsMonitor, Reader, Worker, Writer, final_logs
 from tests.support.cluster import Cluster, create, start_cluster, wait_listed
 from tests.support.engines import PostgresServer, VersityGateway
@@ -63,6 +65,8 @@ class Outcome:
             f"anomalies: {len(self.report.anomalies)}"
             + "".join(f"\n  {k}: {len(found)}"
                       for k, found in sorted(self.report.by_kind().items())),
+            "time clients went unserved around each fault, by kind:",
+            *recovery_summary(recoveries(self.history)),
             *(f"client error: {e}" for e in self.errors),
         ])
 

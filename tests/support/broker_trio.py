@@ -18,6 +18,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from .broker_process import BrokerProcess, free_port
+from .routed_client import route_port
 
 NODES = (1, 2, 3)
 #: Short leases, as the cluster tests use (tests/support/cluster.py): a restarted
@@ -67,6 +68,7 @@ class BrokerTrio:
         for proc in self.brokers.values():
             proc.start(timeout)
         self.wait_listed(timeout)
+        route_port(self.port)  # raw requests to broker 1 go where a client sends them
         return self
 
     def wait_listed(self, timeout: float) -> None:

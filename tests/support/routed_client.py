@@ -1,0 +1,131 @@
+"""A raw client that sends each request where a Kafka client would, for the client-facing
+suite on three brokers (`--storage=cluster`).
+
+Tests speak the protocol by hand to `broker.port`; on a cluster that is broker 1, which
+leads only some partitions and coordinates only some groups. For a port registered by
+`BrokerTrio` (`route_port`), `tests.support.wire.RawClient(...)` builds a `RoutedClient`:
+a group's or a transactional id's request goes to its coordinator (FindCoordinator), a
+partition's request (Produce, Fetch, ListOffsets, ShareFetch, ...) to the leader of the
+first partition it names (Metadata), anything else to the bootstrap broker; a connection
+per broker, kept. Elsewhere (one node) `RawClient` is the plain client, unchanged.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from headwater.wire.client import RawClient as PlainClient
+
+from .routing import _once
+
+_ROUTED: set[int] = set()
+
+#: API key -> (body field naming the key, FindCoordinator key type), for requests a client
+#: sends to a coordinator. A list field routes by its first element.
+COORDINATED: dict[int, tuple[str, int]] = {
+    8: ("group_id", 0), 9: ("group_id", 0), 11: ("group_id", 0), 12: ("group_id", 0),
+    13: ("group_id", 0), 14: ("group_id", 0), 15: ("groups", 0), 42: ("groups_names", 0),
+    47: ("group_id", 0), 68: ("group_id", 0), 69: ("group_ids", 0), 76: ("group_id", 0),
+    77: ("group_ids", 0), 90: ("groups", 0), 91: ("group_id", 0), 92: ("group_id", 0),
+    22: ("transactional_id", 1), 24: ("transactional_id", 1),
+    25: ("transactional_id", 1), 26: ("transactional_id", 1),
+    28: ("group_id", 0),  # TxnOffsetCommit goes to the group's coordinator
+    65: ("transactional_ids", 1),
+}
+#: API key -> (topics field, topic name/id field, partitions field, partition index field)
+PARTITIONED: dict[int, tuple[str, tuple[str, ...], str, str]] = {
+    0: ("topic_data", ("name", "topic_id"), "partition_data", "index"),
+    1: ("topics", ("topic", "topic_id"), "partitions", "partition"),
+    2: ("topics", ("name",), "partitions", "partition_index"),
+    21: ("topics", ("name",), "partitions", "partition_index"),
+    23: ("topics", ("topic",), "partitions", "partition"),
+    61: ("topics", ("name",), "partition_indexes", ""),
+    78: ("topics", ("topic_id",), "partitions", "partition_index"),
+    79: ("topics", ("topic_id",), "partitions", "partition_index"),
+}
+
+
+def route_port(port: int) -> None:
+    """Requests to `port` are routed from now on (a BrokerTrio's bootstrap broker)."""
+    _ROUTED.add(port)
+
+
+def routed(port: int) -> bool:
+    return port in _ROUTED
+
+
+def _first(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return value[0] if value else None
+    return value
+
+
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+class RoutedClient:
+    def __init__(self, host: str, port: int, timeout: float = 10.0, **kwargs: Any) -> None:
+        self._host, self._timeout, self._kwargs = host, timeout, kwargs
+        self.bootstrap_port = port
+        self._boot = PlainClient(host, port, timeout, **kwargs)
+        self._conns: dict[int, PlainClient] = {port: self._boot}
+
+    def __getattr__(self, name: str) -> Any:  # sock, send_bytes, recv_frame, ...
+        return getattr(self._boot, name)
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+
+    def request(self, api_key: int, version: int, body: Any, correlation_id: int = 1) -> Any:
+        port = self._target(api_key, body) or self.bootstrap_port
+        conn = self._conns.get(port)
+        if conn is None:
+            conn = self._conns[port] = PlainClient(self._host, port, self._timeout,
+                                                   **self._kwargs)
+        return conn.request(api_key, version, body, correlation_id)
+
+    def _target(self, api_key: int, body: Any) -> int | None:
+        if not isinstance(body, dict):
+            return None
+        if api_key in COORDINATED:
+            field, key_type = COORDINATED[api_key]
+            key = _first(body.get(field))
+            if isinstance(key, dict):
+                key = key.get("group_id")
+            if api_key == 24 and key is None:  # AddPartitionsToTxn v4+: a batch
+                key = _field(_first(body.get("transactions")), "transactional_id")
+            return self._coordinator(key, key_type) if isinstance(key, str) and key else None
+        if api_key in PARTITIONED:
+            topics, names, parts, index = PARTITIONED[api_key]
+            topic = _first(body.get(topics))
+            if topic is None:
+                return None
+            ident = next((v for n in names if (v := _field(topic, n)) not in (None, "")
+                          and v != uuid.UUID(int=0)), None)
+            part = _first(_field(topic, parts))
+            partition = part if not index else _field(part, index)
+            if ident is None or partition is None:
+                return None
+            return self._leader(ident, int(partition))
+        return None
+
+    def _coordinator(self, key: str, key_type: int) -> int | None:
+        found = _once(self.bootstrap_port, 10, 4, {"key_type": key_type,
+                                                   "coordinator_keys": [key]})
+        c = found.coordinators[0]
+        return int(c.port) if int(c.error_code) == 0 else None
+
+    def _leader(self, topic: str | uuid.UUID, partition: int) -> int | None:
+        by_id = isinstance(topic, uuid.UUID)
+        md = _once(self.bootstrap_port, 3, 12, {
+            "topics": [{"name": None if by_id else topic, "topic_id": topic if by_id else None}],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        ports = {int(b.node_id): int(b.port) for b in md.brokers}
+        for t in md.topics:
+            for p in t.partitions:
+                if int(p.partition_index) == partition and int(p.leader_id) in ports:
+                    return ports[int(p.leader_id)]
+        return None

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from .wire import RawClient
+from headwater.wire.client import RawClient  # readiness asks this very process
 
 
 def _java_hash(text: str) -> int:

@@ -93,6 +93,8 @@ class RoutedClient:
         if api_key in COORDINATED:
             field, key_type = COORDINATED[api_key]
             key = _first(body.get(field))
+            if key is None and api_key == 9:  # OffsetFetch v8+: a batch of groups
+                key = _first(body.get("groups"))
             if isinstance(key, dict):
                 key = key.get("group_id")
             if api_key == 24 and key is None:  # AddPartitionsToTxn v4+: a batch

@@ -5,9 +5,8 @@ The coordinators' topics are partitions of the shared log there, and an append i
 durable only once its commit window lands. The requests that write coordinator records
 (`WRITES`: group, offset, transaction and share-state requests) and those that read them
 (`READS`) are wrapped: the answer waits until every record the coordinators appended so
-far is committed. A
-failed commit closes the connection (the outcome is unknown: the client retries, and
-finds the shard rebuilt from what was committed).
+far is committed. A failed commit closes the connection (the outcome is unknown: the
+client retries, and finds the shard rebuilt from what was committed).
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ SETTLED = WRITES | READS
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    """Wrap the coordinator-writing handlers (cluster mode only)."""
+    """Wrap the handlers that write or read coordinator records (cluster mode only)."""
     if broker.cluster is None:
         return
     runtimes = broker.coordinator_runtimes()

@@ -21,11 +21,11 @@ from aiokafka import AIOKafkaProducer
 from aiokafka import errors as aioerrors
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import KafkaError, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 from kafka import errors as kerrors
 
 from headwater.log.batch import build_batch
+from tests.support import kafka_reference
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_reference import KafkaReference
 from tests.support.wire import RawClient
@@ -47,8 +47,7 @@ def target(request: pytest.FixtureRequest) -> Target:
 
 
 def create_topic(bootstrap: str, name: str, **configs: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, 1, 1, config=configs)])[name].result(timeout=30)
+    kafka_reference.create_topic(bootstrap, name, 1, configs=configs)
 
 
 def no_key(topic: str) -> str:
@@ -83,10 +82,13 @@ def end_offset(bootstrap: str, topic: str) -> int:
 
 def librdkafka_reports(bootstrap: str, topic: str, count: int,
                        record: Callable[[int], dict]) -> dict[int, KafkaError]:
-    """Produce `count` records in one batch (long linger); the delivery error of each."""
+    """Produce `count` records in one batch; the delivery error of each. The producer
+    learns the leader first and lingers long (flush sends at once): in CI, on Kafka, the
+    first record once went out alone and was written."""
     reports: dict[int, KafkaError] = {}
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000,
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 30_000,
                          "batch.num.messages": 10_000})
+    producer.list_topics(topic, timeout=15)
 
     def on_delivery(i: int) -> Callable[[KafkaError | None, Message], None]:
         def report(err: KafkaError | None, _msg: Message) -> None:

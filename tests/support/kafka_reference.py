@@ -220,7 +220,8 @@ def side_by_side(run: Callable[..., T], ours: str, theirs: str, *args: Any) -> t
         return a.result(), b.result()
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0,
+                 configs: dict[str, str] | None = None) -> None:
     """Create `topic` and wait until the broker at `bootstrap` lists a leader for each
     partition. Kafka answers CreateTopics once its controller has committed the topic; its
     broker's metadata image learns of it a moment later, and a raw request in between gets
@@ -228,7 +229,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout)
+    admin.create_topics([NewTopic(topic, partitions, 1, config=configs or {})])[topic].result(
+        timeout)
     deadline = time.monotonic() + timeout
     while True:
         t = admin.list_topics(topic, timeout=10).topics.get(topic)

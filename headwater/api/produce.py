@@ -272,24 +272,45 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 broker.faults.hit(PRODUCE_ACK_BEFORE_COMMIT)
                 asyncio.ensure_future(durable).add_done_callback(_ignore_outcome)
                 return response
-            return _once_durable(response, durable)
+            return _once_durable(response, durable, req.timeout.total_seconds())
         return response
 
-    async def _once_durable(response: dict, durable: Awaitable[None]) -> dict:
+    async def _once_durable(response: dict, durable: Awaitable[None],
+                            timeout_s: float) -> dict:
         """The response once the appends are durable; partitions whose commit failed
-        answer its (retriable) error instead of their offsets: never acknowledged."""
+        answer its (retriable) error instead of their offsets: never acknowledged.
+
+        Not later than the request's timeout, as Kafka's delayed produce: past it the
+        written partitions answer REQUEST_TIMED_OUT (the commit goes on; a retry of the
+        same sequence finds the batch if it lands). A stall past the client's own
+        request timeout is worse: librdkafka then counts the batch possibly persisted,
+        bumps its epoch and sends it again under new sequence numbers, a duplicate no
+        broker can recognise (the 30-minute campaign's 29, docs/operations.md)."""
+        waiting = asyncio.ensure_future(durable)
         try:
-            await durable
+            if timeout_s > 0:
+                await asyncio.wait_for(asyncio.shield(waiting), timeout_s)
+            else:
+                await waiting
         except CommitError as exc:
-            for topic in response["responses"]:
-                for entry in topic["partition_responses"]:
-                    if (topic["name"], entry["index"]) in exc.failed:
-                        entry.update(error_code=exc.code, base_offset=-1,
-                                     log_append_time=None, log_start_offset=-1,
-                                     error_message=exc.message)
+            _fail(response, exc.failed, exc.code, exc.message)
+        except TimeoutError:
+            waiting.add_done_callback(_ignore_outcome)
+            _fail(response, None, E.request_timed_out,
+                  f"not durable within the request's timeout ({timeout_s * 1000:.0f} ms)")
         return response
 
     dispatcher.register(0, 3, 13, handle)
+
+
+def _fail(response: dict, failed: Any, code: int, message: str) -> None:
+    """Partitions (all written ones when `failed` is None) answer `code`, no offset."""
+    for topic in response["responses"]:
+        for entry in topic["partition_responses"]:
+            if entry["error_code"] == 0 and (
+                    failed is None or (topic["name"], entry["index"]) in failed):
+                entry.update(error_code=code, base_offset=-1, log_append_time=None,
+                             log_start_offset=-1, error_message=message)
 
 
 def _ignore_outcome(future: asyncio.Future[None]) -> None:

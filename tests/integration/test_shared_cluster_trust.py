@@ -258,3 +258,55 @@ def test_a_broker_woken_past_its_lease_serves_no_stale_state(cluster: Cluster) -
     assert offsets.error_code in (14, 16), offsets  # loading, or not the coordinator
     for n in (1, 2, 3):
         wait_listed(cluster.bootstrap(n), [1, 2, 3], timeout=60)
+
+
+def test_a_produce_the_object_store_holds_up_answers_by_its_timeout_and_lands_once(
+        cluster: Cluster) -> None:
+    """The 30-minute campaign's duplicates (docs/operations.md): a produce waiting for a
+    commit window the object store holds up answers REQUEST_TIMED_OUT by the request's
+    timeout, as Kafka's delayed produce does, instead of past the client's own request
+    timeout (where librdkafka counts the batch possibly persisted and sends it again
+    under a bumped epoch). Its retry, same sequence, is then written exactly once."""
+    topic = f"trust-slow-{uuid.uuid4().hex[:8]}"
+    create(cluster.bootstrap(), topic, 1)
+    lead = leaders(cluster.bootstrap(), topic, 1, {1, 2, 3})[0][0]
+    raw = RawClient("127.0.0.1", cluster.ports[lead])
+    gateway = cluster.gateway.proc
+    assert gateway is not None
+    try:
+        init = raw.request(22, 4, {"transactional_id": None, "transaction_timeout": 60000,
+                                   "producer_id": -1, "producer_epoch": -1})
+
+        def send(seq: int, timeout_ms: int) -> Any:
+            batch = build_batch([(None, b"x" * 1000, [], 1000)] * 5,
+                                producer_id=init.producer_id,
+                                producer_epoch=init.producer_epoch, base_sequence=seq)
+            return raw.request(0, 9, {"acks": -1, "timeout": timeout_ms, "topic_data": [
+                {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
+            ).responses[0].partition_responses[0]
+
+        def sent(seq: int) -> Any:  # until the partition is served
+            deadline = time.monotonic() + 60
+            while int((part := send(seq, 30_000)).error_code) in (3, 6, 7, 56):
+                assert time.monotonic() < deadline, part
+                time.sleep(0.2)
+            return part
+
+        first = sent(0)  # the partition is served: its owner read it before the outage
+        assert (int(first.error_code), first.base_offset) == (0, 0), first
+        os.killpg(gateway.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            stalled = send(5, 1000)
+            took = time.monotonic() - started
+        finally:
+            os.killpg(gateway.pid, signal.SIGCONT)
+        assert (int(stalled.error_code), stalled.base_offset) == (7, -1), stalled
+        assert took < 5, took
+        again = sent(5)
+        assert (int(again.error_code), again.base_offset) == (0, 5), again
+        listed = raw.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+        assert listed.topics[0].partitions[0].offset == 10  # one copy of each batch
+    finally:
+        raw.close()

@@ -3,8 +3,9 @@ workloads all at once against three brokers while brokers are killed -9 and paus
 their leases, PostgreSQL is restarted abruptly and the object store is killed, then the
 checker over the whole history; then the same against brokers built with a planted bug,
 which the checker must catch. `make chaos` runs the long campaign, `make chaos-short`
-this module alone. Marked `chaos`: out of make test-shared until it passes beside another
-worker (in CI on 2026-11-28 it found no anomaly, but a reader did not finish in time)."""
+this module alone, and make test-shared runs it last, alone: beside another worker (in CI
+on 2026-11-28) it found no anomaly but a reader did not finish in time. Marked `chaos`, so
+the parallel runs leave it out."""
 
 from __future__ import annotations
 

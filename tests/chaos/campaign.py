@@ -21,19 +21,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
-from tests.chaos.checker import Report, check
+from tests.chaos.checker import Report, archived, check
 from tests.chaos.faults import Nemesis, schedule
-from tests.chaos.history import Op, Produced, TxnEnded, dump
+from tests.chaos.history import Op, Produced, ShareGroupConfig, TxnEnded, dump
 from tests.chaos.recovery import recoveries
 from tests.chaos.recovery import summary as recovery_summary
-from tests.chaos.workloads import Copier, OffsetsMonitor, Reader, Worker, Writer, final_logs
+from tests.chaos.workloads import (
+    Copier,
+    OffsetsMonitor,
+    Reader,
+    Sharer,
+    Worker,
+    Writer,
+    dead_letters,
+    final_logs,
+)
 from tests.support.cluster import Cluster, create, start_cluster, wait_listed
 from tests.support.engines import PostgresServer, VersityGateway
 
 DATA, OUT = "chaos-data", "chaos-out"
 PARTITIONS = 6
 COPY_GROUP, CLASSIC_GROUP, MODERN_GROUP = "chaos-copier", "chaos-classic", "chaos-848"
+SHARE_GROUP, DEAD_LETTERS, DELIVERY_LIMIT = "chaos-share", "chaos-dlq", 3
 
 
 @dataclass
@@ -80,15 +97,20 @@ def run(cluster: Cluster, seed: int, duration: float, settle: float = 180.0) -> 
     bootstrap = cluster.bootstrap()
     create(bootstrap, DATA, PARTITIONS)
     create(bootstrap, OUT, PARTITIONS)
+    share_group(bootstrap)
+    record(ShareGroupConfig(group=SHARE_GROUP, delivery_count_limit=DELIVERY_LIMIT,
+                            dlq_topic=DEAD_LETTERS))
     writers = [Writer(bootstrap, i, DATA, PARTITIONS, record) for i in range(2)]
     copiers = [Copier(bootstrap, i, DATA, OUT, PARTITIONS, COPY_GROUP, record, seed + i)
                for i in range(2)]
     readers = [Reader(bootstrap, "reader-classic", DATA, CLASSIC_GROUP, "classic", record),
                Reader(bootstrap, "reader-848", OUT, MODERN_GROUP, "consumer", record)]
+    sharers = [Sharer(bootstrap, i, DATA, SHARE_GROUP, record, seed + 10 + i)
+               for i in range(2)]
     monitor = OffsetsMonitor(bootstrap, [(COPY_GROUP, DATA, PARTITIONS),
                                          (CLASSIC_GROUP, DATA, PARTITIONS),
                                          (MODERN_GROUP, OUT, PARTITIONS)], record)
-    workers: list[Worker] = [*writers, *copiers, *readers, monitor]
+    workers: list[Worker] = [*writers, *copiers, *readers, *sharers, monitor]
     for worker in workers:
         worker.start()
     nemesis = Nemesis(cluster, schedule(seed, duration), record).start()
@@ -105,13 +127,32 @@ def run(cluster: Cluster, seed: int, duration: float, settle: float = 180.0) -> 
         reader.wanted = _must_read(history, reader)
         reader.stop(timeout=settle)
     monitor.stop()
+    for sharer in sharers:
+        sharer.stop()
     phases["read"] = time.monotonic() - started
     history.extend(final_logs(bootstrap, {DATA: PARTITIONS, OUT: PARTITIONS}))
+    history.extend(dead_letters(bootstrap, DEAD_LETTERS, SHARE_GROUP,
+                                expect=len(archived(history))))
     phases["final logs"] = time.monotonic() - started
     errors = [e for w in workers for e in w.errors] + nemesis.errors
     errors += [f"{w.name} did not finish" for w in workers if w.is_alive()]
     return Outcome(seed, duration, check(history), Counter(nemesis.injected), history,
                    errors, time.monotonic() - started, phases, nemesis.revived)
+
+
+def share_group(bootstrap: str) -> None:
+    """The share group reads the data topic from its start, archives a record at its
+    third delivery, and writes archived records to a dead-letter topic (KIP-1191)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(DEAD_LETTERS, 1, 1, config={
+        "errors.deadletterqueue.group.enable": "true"})])[DEAD_LETTERS].result(30)
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in {
+        "share.auto.offset.reset": "earliest",
+        "share.delivery.count.limit": str(DELIVERY_LIMIT),
+        "errors.deadletterqueue.topic.name": DEAD_LETTERS}.items()]
+    for future in admin.incremental_alter_configs(
+            [ConfigResource("group", SHARE_GROUP, incremental_configs=entries)]).values():
+        future.result(30)
 
 
 def _wait_listed(bootstrap: str, timeout: float = 120.0) -> None:

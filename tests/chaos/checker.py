@@ -392,16 +392,40 @@ def _never_read(ix: _Index, lost: set[str]) -> Iterator[Anomaly]:
                           f"read by a group consumer", [write])
 
 
-def _share(ix: _Index) -> Iterator[Anomaly]:
-    accepted: dict[ShareKey, ShareAcked] = {}
+def archived(history: Iterable[Op]) -> set[ShareKey]:
+    """The share records the history says ended archived (rejected, or released at the
+    delivery-count limit): each must appear once on its group's dead-letter topic. The
+    campaign reads that topic until they are there."""
+    ix = _Index(history)
+    acks, last = _share_ends(ix)
+    return {key for key in acks.keys() | last.keys()
+            if key[0] in ix.share_configs and _archived(
+                acks.get(key, []), last.get(key),
+                ix.share_configs[key[0]].delivery_count_limit) is True}
+
+
+def _share_ends(ix: _Index) -> tuple[dict[ShareKey, list[ShareAcked]],
+                                     dict[ShareKey, ShareDelivered]]:
+    """Each share record's acknowledgements, and its last delivery."""
     acks: dict[ShareKey, list[ShareAcked]] = defaultdict(list)
     for ack in ix.acks:
+        acks[(ack.group, ack.topic, ack.partition, ack.offset)].append(ack)
+    last: dict[ShareKey, ShareDelivered] = {}
+    for d in ix.delivered:
+        key = (d.group, d.topic, d.partition, d.offset)
+        held = last.get(key)
+        if held is None or (d.delivery_count, d.time) >= (held.delivery_count, held.time):
+            last[key] = d
+    return acks, last
+
+
+def _share(ix: _Index) -> Iterator[Anomaly]:
+    accepted: dict[ShareKey, ShareAcked] = {}
+    for ack in ix.acks:
         key = (ack.group, ack.topic, ack.partition, ack.offset)
-        acks[key].append(ack)
         if ack.kind == "accept" and ack.ok and (key not in accepted
                                                or ack.time < accepted[key].time):
             accepted[key] = ack
-    last: dict[ShareKey, ShareDelivered] = {}
     for d in ix.delivered:
         key = (d.group, d.topic, d.partition, d.offset)
         first_accept = accepted.get(key)
@@ -416,9 +440,7 @@ def _share(ix: _Index) -> Iterator[Anomaly]:
                           f"{_where(d.topic, d.partition, d.offset)} delivered with count "
                           f"{d.delivery_count} over the limit {config.delivery_count_limit}",
                           [config, d])
-        held = last.get(key)
-        if held is None or (d.delivery_count, d.time) >= (held.delivery_count, held.time):
-            last[key] = d
+    acks, last = _share_ends(ix)
     dead: dict[ShareKey, list[DeadLettered]] = defaultdict(list)
     for letter in ix.dead:
         dead[(letter.group, letter.topic, letter.partition, letter.offset)].append(letter)

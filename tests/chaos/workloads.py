@@ -10,9 +10,14 @@
   successor fences it) and the consumer rewinds to the group's committed offsets.
 * `Reader`: a read_committed consumer in a classic or a KIP-848 group, committing its
   position every batch (`Committed` ops once the commit succeeded).
+* `Sharer`: a share consumer (KIP-932, explicit acknowledgement) accepting most records,
+  releasing and rejecting some (seeded), each acknowledgement committed at once
+  (`ShareDelivered`, `ShareAcked` with what the commit answered); the group has a
+  delivery-count limit and a dead-letter topic (`ShareGroupConfig`).
 * `OffsetsMonitor`: the groups' committed offsets as AdminClient lists them, every
   second (`OffsetsSeen`): they must never move back.
-* `final_logs`: every partition read whole at the end (read_committed).
+* `final_logs`: every partition read whole at the end (read_committed);
+  `dead_letters`: the share group's dead-letter topic read whole (`DeadLettered`).
 
 Each client stops when told, drains where told, and records with `time.time()`.
 """
@@ -28,20 +33,26 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal
 
 from confluent_kafka import (
+    AcknowledgeType,
     Consumer,
     KafkaError,
     KafkaException,
     Producer,
+    ShareConsumer,
     TopicPartition,
 )
 
 from tests.chaos.history import (
+    AckKind,
     Committed,
+    DeadLettered,
     FinalLog,
     OffsetsSeen,
     Op,
     Produced,
     Read,
+    ShareAcked,
+    ShareDelivered,
     TxnEnded,
 )
 
@@ -315,6 +326,71 @@ class Reader(Worker):
                                        consumer=self.name, time=now))
 
 
+ACK_TYPES: Final[dict[AckKind, Any]] = {"accept": AcknowledgeType.ACCEPT,
+                                        "release": AcknowledgeType.RELEASE,
+                                        "reject": AcknowledgeType.REJECT}
+
+
+class Sharer(Worker):
+    """A share consumer of `group`: every record it gets is acknowledged (accept, or one
+    in `every` released and one in `every` rejected, by the seed) and the
+    acknowledgements committed at once; `ok` is what the commit answered for the
+    record's partition (False when it raised: the outcome is unknown)."""
+
+    def __init__(self, bootstrap: str, index: int, topic: str, group: str,
+                 record: Record, seed: int, every: int = 20) -> None:
+        super().__init__(f"sharer-{index}")
+        self._consumer = ShareConsumer({
+            "bootstrap.servers": bootstrap, "group.id": group,
+            "share.acknowledgement.mode": "explicit", "max.poll.records": 100})
+        self._topic, self._group, self._record = topic, group, record
+        self._rng = random.Random(seed)
+        self._every = every
+        self.acked = 0
+
+    def _kind(self) -> AckKind:
+        roll = self._rng.randrange(self._every)
+        return "release" if roll == 0 else "reject" if roll == 1 else "accept"
+
+    def work(self) -> None:
+        self._consumer.subscribe([self._topic])
+        while not self.stopping.is_set():
+            try:
+                batch: list[Any] = [m for m in self._consumer.poll(0.5)
+                                    if m.error() is None]
+            except KafkaException:
+                continue  # a broker is down for a moment
+            now = time.time()
+            decided = []
+            for m in batch:
+                value = m.value().decode()
+                self._record(ShareDelivered(
+                    consumer=self.name, group=self._group, topic=m.topic(),
+                    partition=m.partition(), offset=m.offset(), value=value,
+                    delivery_count=m.delivery_count(), time=now))
+                kind = self._kind()
+                self._consumer.acknowledge(m, ACK_TYPES[kind])
+                decided.append((m, value, kind))
+            if decided:
+                self._commit(decided)
+        self._consumer.close()
+
+    def _commit(self, decided: list[tuple[Any, str, AckKind]]) -> None:
+        try:
+            results = self._consumer.commit_sync(15)
+            answered = {(tp.topic, tp.partition): err for tp, err in (results or {}).items()}
+        except KafkaException:
+            answered = {}
+        now = time.time()
+        for m, value, kind in decided:
+            key = (m.topic(), m.partition())
+            ok = key in answered and answered[key] is None
+            self._record(ShareAcked(consumer=self.name, group=self._group, topic=m.topic(),
+                                    partition=m.partition(), offset=m.offset(), value=value,
+                                    kind=kind, ok=ok, time=now))
+        self.acked += len(decided)
+
+
 class OffsetsMonitor(Worker):
     """Reads committed offsets through a group-less Consumer of each group
     (`committed()`: OffsetFetch from the group's coordinator). Not AdminClient's
@@ -393,4 +469,36 @@ def final_logs(bootstrap: str, topics: dict[str, int], timeout: float = 120.0
                                     records=tuple(records), data_offsets_end=high))
             finally:
                 consumer.close()
+    return out
+
+
+def dead_letters(bootstrap: str, topic: str, group: str, expect: int,
+                 timeout: float = 60.0) -> list[DeadLettered]:
+    """The share group's dead letters (partition 0 of `topic`), each named by its
+    original's __dlq.errors.* headers; read until at least `expect` are there (the
+    archive and its dead letter are written a moment apart) or `timeout` passes."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-final",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    out: list[DeadLettered] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m: Any = consumer.poll(1.0)
+            if m is None or (m.error() and m.error().code() == KafkaError._PARTITION_EOF):
+                if len(out) >= expect:
+                    break
+                continue
+            if m.error():
+                continue
+            headers = {k: v.decode() for k, v in (m.headers() or []) if v is not None}
+            if headers.get("__dlq.errors.group") != group:
+                continue
+            out.append(DeadLettered(
+                group=group, topic=headers["__dlq.errors.topic"],
+                partition=int(headers["__dlq.errors.partition"]),
+                offset=int(headers["__dlq.errors.offset"]),
+                value=(m.value() or b"").decode(), time=time.time()))
+    finally:
+        consumer.close()
     return out

@@ -50,7 +50,7 @@ from tests.support.engines import PostgresServer, VersityGateway
 DATA, OUT = "chaos-data", "chaos-out"
 PARTITIONS = 6
 COPY_GROUP, CLASSIC_GROUP, MODERN_GROUP = "chaos-copier", "chaos-classic", "chaos-848"
-SHARE_GROUP, DEAD_LETTERS, DELIVERY_LIMIT = "chaos-share", "chaos-dlq", 3
+SHARE_GROUP, DEAD_LETTERS, DELIVERY_LIMIT = "chaos-share", "dlq.chaos-share", 3
 
 
 @dataclass

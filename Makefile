@@ -68,6 +68,13 @@ $(VERSITYGW):
 	GOBIN=$(abspath .tools/bin) GOFLAGS=-mod=mod go install \
 	  github.com/versity/versitygw/cmd/versitygw@v1.8.0
 
+# Toxiproxy, the fault campaign's network faults (tests/support/toxiproxy.py).
+TOXIPROXY := .tools/toxiproxy/server
+$(TOXIPROXY):
+	@command -v go >/dev/null || { echo "toxiproxy needs Go (go.dev) on PATH" >&2; exit 1; }
+	GOBIN=$(abspath .tools/toxiproxy) GOFLAGS=-mod=mod go install \
+	  github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0
+
 # RabbitMQ (Debian's rabbitmq-server 3.10) for bench/share_bench.py's queue comparison; the
 # bench starts its own private node, so the package's system service is never used.
 rabbitmq:
@@ -125,7 +132,7 @@ test: $(STAMP) java kcat kafka postgres chromium $(VERSITYGW)
 # query against three brokers); then the short seeded fault campaign alone (`chaos-short`:
 # beside another worker its readers once did not finish in time, docs/operations.md).
 # About 19 minutes here: its own target, which .ci/run calls after `make test`.
-test-shared: $(STAMP) java kcat kafka postgres $(VERSITYGW)
+test-shared: $(STAMP) java kcat kafka postgres $(VERSITYGW) $(TOXIPROXY)
 	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow and not chaos" -n 2 --dist loadfile \
 	  --storage=shared -rs tests/integration tests/spark/test_cluster.py
 	$(MAKE) --no-print-directory chaos-short
@@ -177,13 +184,13 @@ fuzz: $(STAMP)
 # checker over the whole history (tests/chaos/campaign.py; the history in chaos-history.jsonl).
 CHAOS_SECONDS ?= 1800
 CHAOS_SEED ?= 33
-chaos: $(STAMP) postgres $(VERSITYGW)
+chaos: $(STAMP) postgres $(VERSITYGW) $(TOXIPROXY)
 	$(BIN)/python -m tests.chaos.campaign --seed $(CHAOS_SEED) --duration $(CHAOS_SECONDS) \
 	  --history chaos-history.jsonl
 
 # The short seeded campaign (75 s of faults, then the planted bug) under pytest, alone, as
 # make test-shared runs it last.
-chaos-short: $(STAMP) postgres $(VERSITYGW)
+chaos-short: $(STAMP) postgres $(VERSITYGW) $(TOXIPROXY)
 	$(BIN)/python -m pytest -q -s -m chaos --storage=shared tests/integration/test_chaos_campaign.py
 
 clean:

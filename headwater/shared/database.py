@@ -17,6 +17,11 @@ from .settings import DATABASE, SharedSettings
 log = logging.getLogger("headwater.shared")
 
 CONNECT_TIMEOUT_S = 10.0
+#: No statement of a broker's takes this long; one that does waits on a connection the
+#: network lost without a reset (a blackhole), which would hold whatever awaits it (a
+#: commit window, a transaction's markers) for good. It fails instead, as a dropped
+#: connection does, and the pool opens a new one.
+COMMAND_TIMEOUT_S = 30.0
 
 
 class DatabaseUnavailable(RuntimeError):
@@ -40,6 +45,7 @@ async def open_pool(settings: SharedSettings, min_size: int = 2, max_size: int =
     try:
         pool = await asyncpg.create_pool(settings.database, min_size=min_size,
                                          max_size=max_size, timeout=CONNECT_TIMEOUT_S,
+                                         command_timeout=COMMAND_TIMEOUT_S,
                                          server_settings=session_settings(lease_ms))
     except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
         raise DatabaseUnavailable(f"{DATABASE}={where}: cannot connect: "

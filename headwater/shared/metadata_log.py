@@ -30,7 +30,7 @@ from ..log.batch import iter_batches
 from ..log.partition_log import LOG_START_CHECKPOINT
 from . import leases
 from .cluster import CONTROLLER
-from .database import session_settings
+from .database import COMMAND_TIMEOUT_S, CONNECT_TIMEOUT_S, session_settings
 from .sequencer import NOTIFY_CHANNEL, BatchRow, Outcome, PartitionCommit, commit
 from .tasks import cancel_and_wait
 
@@ -89,6 +89,7 @@ class SharedMetadata:
         if self._pool is None:
             self._pool = await asyncpg.create_pool(
                 self.store.settings.database, min_size=1, max_size=2,
+                timeout=CONNECT_TIMEOUT_S, command_timeout=COMMAND_TIMEOUT_S,
                 server_settings=session_settings(self.store.lease_ms))
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(

@@ -972,9 +972,9 @@ class SharedStore:
             held += [(r, o.epoch) for r, o in opening.items()]
             asked = time.monotonic()  # a renewed lease runs from no earlier than this
             try:
-                async with self.pool.acquire() as conn:
-                    renewed = await leases.renew_all(conn, self.node_id, held,
-                                                     self.lease_ms)
+                # Within a lease time, or never: a connection that blackholes (a network
+                # fault) would otherwise hold the renewer, and every lease, for good.
+                renewed = await asyncio.wait_for(self._renew(held), self._lease_s)
             except Exception:
                 log.exception("lease renewal failed")
                 continue
@@ -988,6 +988,11 @@ class SharedStore:
                     state.lost = True
                 else:
                     state.valid_until = asked + self._lease_s
+
+
+    async def _renew(self, held: list[tuple[str, int]]) -> set[str]:
+        async with self.pool.acquire() as conn:
+            return await leases.renew_all(conn, self.node_id, held, self.lease_ms)
 
 
 @dataclass(slots=True)

@@ -46,6 +46,7 @@ from tests.chaos.workloads import (
 )
 from tests.support.cluster import Cluster, create, start_cluster, wait_listed
 from tests.support.engines import PostgresServer, VersityGateway
+from tests.support.toxiproxy import Toxiproxy
 
 DATA, OUT = "chaos-data", "chaos-out"
 PARTITIONS = 6
@@ -212,13 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="headwater-chaos-"))
     postgres = PostgresServer(base / "pg").start()
     gateway = VersityGateway(base / "gw").start()
-    clusters = start_cluster(postgres, gateway, base / "cluster")
+    proxies = Toxiproxy(base / "toxiproxy").start()
+    clusters = start_cluster(postgres, gateway, base / "cluster", proxies=proxies)
     cluster = next(clusters)
     try:
         outcome = run(cluster, args.seed, args.duration)
     finally:
         for _ in clusters:  # stops the brokers
             pass
+        proxies.kill()
         gateway.kill()
         postgres.remove()
     if args.history:

@@ -8,7 +8,9 @@ overlap an anomaly.
 
 Kinds: `kill9` (kill -9 of a broker, restarted at heal), `pause` (SIGSTOP past the
 lease, SIGCONT at heal), `postgres` (`pg_ctl -m immediate`, started at heal), `objects`
-(versitygw killed, restarted at heal). The controller's and the coordinators' brokers are
+(versitygw killed, restarted at heal), `network` (between one broker and PostgreSQL or
+the object store, through Toxiproxy: a second of latency, every connection reset, or
+connections that blackhole; the toxic removed at heal). The controller's and the coordinators' brokers are
 among the targets like any other: the seed picks a node, whatever it runs.
 
 The nemesis is also the brokers' supervisor, as systemd's `Restart=always` would be: a
@@ -30,7 +32,13 @@ from dataclasses import dataclass
 from tests.chaos.history import Fault
 from tests.support.cluster import LEASE_MS, Cluster
 
-KINDS = ("kill9", "pause", "postgres", "objects")
+KINDS = ("kill9", "pause", "postgres", "objects", "network")
+#: Toxiproxy toxics: (type, stream, attributes).
+TOXICS: dict[str, tuple[str, str, dict[str, int]]] = {
+    "latency": ("latency", "downstream", {"latency": 1000, "jitter": 500}),
+    "reset": ("reset_peer", "upstream", {"timeout": 0}),
+    "blackhole": ("timeout", "upstream", {"timeout": 0}),
+}
 NODES = (1, 2, 3)
 
 
@@ -38,7 +46,7 @@ NODES = (1, 2, 3)
 class Planned:
     at: float  # seconds after the campaign's start
     kind: str
-    target: str  # "broker-N", "postgres", "objects"
+    target: str  # "broker-N", "postgres", "objects", "TOXIC:postgres-N", "TOXIC:objects-N"
     hold: float  # seconds until healed
 
 
@@ -57,12 +65,16 @@ def schedule(seed: int, duration: float, gap: tuple[float, float] = (2.0, 6.0)
         kind = kinds.pop(0) if kinds else rng.choice(KINDS)
         if kind in ("kill9", "pause"):
             target = f"broker-{rng.choice(NODES)}"
+        elif kind == "network":
+            target = (f"{rng.choice(sorted(TOXICS))}:"
+                      f"{rng.choice(('postgres', 'objects'))}-{rng.choice(NODES)}")
         else:
             target = kind
         hold = {"kill9": rng.uniform(0.5, 2 * lease),
                 "pause": rng.uniform(lease + 0.5, 2 * lease + 1),  # past the lease
                 "postgres": rng.uniform(0.5, lease + 1),
-                "objects": rng.uniform(0.5, 3.0)}[kind]
+                "objects": rng.uniform(0.5, 3.0),
+                "network": rng.uniform(1.0, 2 * lease)}[kind]
         if at + hold > duration:
             return out
         out.append(Planned(at, kind, target, hold))
@@ -155,6 +167,13 @@ class Nemesis:
         if fault.kind == "objects":
             cluster.gateway.kill()
             return lambda: _ignore(cluster.gateway.start())
+        if fault.kind == "network":
+            proxies = cluster.proxies
+            assert proxies is not None, "network faults need the cluster behind Toxiproxy"
+            toxic, proxy = fault.target.split(":")
+            kind, stream, attributes = TOXICS[toxic]
+            proxies.add_toxic(proxy, "chaos", kind, stream, attributes)
+            return lambda: proxies.remove_toxic(proxy, "chaos")
         raise ValueError(f"unknown fault kind {fault.kind}")
 
 

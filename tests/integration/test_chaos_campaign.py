@@ -1,6 +1,7 @@
 """The short, seeded fault campaign of `make test-shared` (tests/chaos/campaign.py): the
 workloads all at once against three brokers while brokers are killed -9 and paused past
-their leases, PostgreSQL is restarted abruptly and the object store is killed, then the
+their leases, PostgreSQL is restarted abruptly, the object store is killed, and a
+broker's connections to either go slow, are reset or blackhole (Toxiproxy), then the
 checker over the whole history; then the same against brokers built with a planted bug,
 which the checker must catch. `make chaos` runs the long campaign, `make chaos-short`
 this module alone, and make test-shared runs it last, alone: beside another worker (in CI
@@ -19,6 +20,7 @@ from tests.chaos.campaign import run
 from tests.chaos.faults import KINDS
 from tests.support.cluster import Cluster, start_cluster
 from tests.support.engines import PostgresServer, VersityGateway
+from tests.support.toxiproxy import Toxiproxy
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.chaos, pytest.mark.cluster_campaign(
     "three brokers of its own under faults")]
@@ -29,26 +31,35 @@ PLANTED_SEED, PLANTED_DURATION = 33, 40.0
 
 
 @pytest.fixture
-def chaos_cluster(postgres: PostgresServer, versitygw: VersityGateway,
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    yield from start_cluster(postgres, versitygw, tmp_path_factory.mktemp("chaos"))
+def proxies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toxiproxy]:
+    """Toxiproxy between each broker and PostgreSQL and the object store."""
+    server = Toxiproxy(tmp_path_factory.mktemp("toxiproxy")).start()
+    yield server
+    server.kill()
 
 
 @pytest.fixture
-def planted_cluster(postgres: PostgresServer, versitygw: VersityGateway,
+def chaos_cluster(postgres: PostgresServer, versitygw: VersityGateway, proxies: Toxiproxy,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    yield from start_cluster(postgres, versitygw, tmp_path_factory.mktemp("chaos"),
+                             proxies=proxies)
+
+
+@pytest.fixture
+def planted_cluster(postgres: PostgresServer, versitygw: VersityGateway, proxies: Toxiproxy,
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Three brokers built with a bug: Produce acknowledged before its commit window
     lands (faults.py, `produce.ack-before-commit`)."""
     yield from start_cluster(postgres, versitygw, tmp_path_factory.mktemp("planted"),
-                             overrides=(f"{ACK_BEFORE_COMMIT_KEY}=true",))
+                             overrides=(f"{ACK_BEFORE_COMMIT_KEY}=true",), proxies=proxies)
 
 
 def test_a_short_seeded_campaign_finds_no_anomaly(chaos_cluster: Cluster) -> None:
     outcome = run(chaos_cluster, SEED, DURATION)
     print(outcome.summary())
     assert set(outcome.faults) == set(KINDS), f"not every kind of fault: {outcome.faults}"
-    assert not outcome.errors, outcome.summary()
     assert not outcome.report.anomalies, outcome.report.render()
+    assert not outcome.errors, outcome.summary()
     assert outcome.report.counts.get("Read", 0) > 0
 
 

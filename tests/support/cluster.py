@@ -21,6 +21,7 @@ from headwater.shared.cluster import rendezvous
 
 from .broker_process import BrokerProcess, free_port
 from .engines import PostgresServer, VersityGateway, shared_broker_args
+from .toxiproxy import Toxiproxy
 
 LEASE_MS = 3000
 #: The coordinators' topics and their FindCoordinator key types.
@@ -38,6 +39,10 @@ class Cluster:
         self.brokers: dict[int, BrokerProcess] = {}
         self.postgres: PostgresServer
         self.gateway: VersityGateway
+        #: Broker configs of one node's every start (its proxies to the services).
+        self.per_node: dict[int, tuple[str, ...]] = {}
+        #: The fault proxy between the brokers and the services, if they go through one.
+        self.proxies: Toxiproxy | None = None
 
     def start(self, node: int, *extra: str) -> BrokerProcess:
         """Broker `node`, with `extra` arguments (say, a fault point's override)."""
@@ -47,7 +52,8 @@ class Cluster:
                              # every window to the object store (inline windows are
                              # test_shared_broker's), so its outage is felt
                              "--override", "headwater.shared.inline.max.bytes=0",
-                             *(a for o in self.overrides for a in ("--override", o)),
+                             *(a for o in (*self.overrides, *self.per_node.get(node, ()))
+                               for a in ("--override", o)),
                              port=self.ports[node])
         self.brokers[node] = proc  # before it is ready: a start that times out is still
         return proc.start()        # this node's process, stopped with the others
@@ -289,14 +295,24 @@ def topic_id_of(cluster: Cluster, topic: str, node: int = 1,
 
 def start_cluster(postgres: PostgresServer, versitygw: VersityGateway, base: Path,
                   overrides: tuple[str, ...] = (),
-                  controller: tuple[str, ...] | None = None) -> Iterator[Cluster]:
+                  controller: tuple[str, ...] | None = None,
+                  proxies: Toxiproxy | None = None) -> Iterator[Cluster]:
     """The body of a module's `cluster` fixture: three brokers, each listing all three
     (`overrides`: broker configs, "key=value", of every broker). With `controller`
-    (its extra arguments), broker 1 starts alone first, so it is the controller."""
+    (its extra arguments), broker 1 starts alone first, so it is the controller. With
+    `proxies`, each broker reaches PostgreSQL through proxy `postgres-N` and the object
+    store through `objects-N`, for network faults between one broker and one service."""
     shared = shared_broker_args(postgres, versitygw, base / "shared")
     dsn = next(a.split("=", 1)[1] for a in shared if a.startswith("headwater.shared.database="))
     c = Cluster(base, shared, dsn, overrides)
-    c.postgres, c.gateway = postgres, versitygw
+    c.postgres, c.gateway, c.proxies = postgres, versitygw, proxies
+    if proxies is not None:
+        for node in (1, 2, 3):
+            pg = proxies.proxy(f"postgres-{node}", postgres.port)
+            s3 = proxies.proxy(f"objects-{node}", versitygw.port)
+            c.per_node[node] = (
+                f"headwater.shared.database={dsn.replace(f':{postgres.port}/', f':{pg}/')}",
+                f"headwater.shared.objects.endpoint=http://127.0.0.1:{s3}")
     if controller is not None:
         c.start(1, *controller)
         wait_listed(c.bootstrap(1), [1])

@@ -214,6 +214,7 @@ class SharePartitionManager:
         assert self._remote_recovery is not None
         try:
             await self._remote_recovery(key, self._topic_name(key[1]))
+            log.info("asked the leader of %s to load it for its dead letters", key)
         except Exception as exc:  # its next fetch there finishes them
             log.warning("asking the leader of %s to load it for its dead letters "
                         "failed: %s", key, exc)

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -360,6 +360,12 @@ class SharePartitionManager:
         if leader is not None:
             self._drop(leader)
         self.dead_letters.forget((group_id, topic_id, partition))  # a new state epoch
+
+    def unknown_topics(self, keys: Iterable[tuple[uuid.UUID, int]]
+                       ) -> set[tuple[uuid.UUID, int]]:
+        """The share-partitions among `keys` whose topic id the image does not know."""
+        image = self._image()
+        return {key for key in keys if image.topic_by_id(key[0]) is None}
 
     def refresh_idle(self, group_id: str, keys: Sequence[tuple[uuid.UUID, int]]) -> None:
         """Drop the cached leaders of `keys` that hold no acquired records and owe no

@@ -316,7 +316,7 @@ class Broker:
 
         dead_letters = DeadLetterWriter(self.config, image=image, store=store,
                                         topics=controller, clock=self.now_ms,
-                                        faults=self.faults)
+                                        faults=self.faults, remote=self.cluster)
         # In a cluster a leader's coordinators, and the share coordinator of a group's
         # share-partitions, may be on other brokers (share/remote.py).
         persister: SharePersister = coordinator
@@ -329,7 +329,9 @@ class Broker:
             members = RemoteMembership(groups, self.cluster)
         self.share_partitions = SharePartitionManager(
             persister, groups, self.partition_waiters, dead_letters, image=image,
-            partitions=store, clock=self.now_ms)
+            partitions=store, clock=self.now_ms,
+            remote_recovery=None if self.cluster is None
+            else self.cluster.recover_share_partition)
         coordinator.subscribe_load(self.share_partitions.recover_dead_letters)
         # Group configs are dynamic: loaded leaders follow them (after `_sync_logs`).
         controller.subscribe(lambda _old, _new: self.share_partitions.refresh_configs())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, cast
 
@@ -26,6 +27,52 @@ log = logging.getLogger("headwater.metrics")
 class BrokerCollector:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        #: In a cluster: the high watermarks of the partitions other brokers serve that
+        #: this broker's lag gauges need (its groups' and share-partitions'), asked of
+        #: their leaders just before each scrape (`refresh`).
+        self.remote_ends: dict[tuple[str, int], int] = {}
+
+    async def refresh(self, timeout_s: float = 5.0) -> None:
+        """Before a scrape, in a cluster: the lag gauges' partitions led elsewhere."""
+        cluster = self.broker.cluster
+        if cluster is None:
+            return
+        image = self.broker.image
+        wanted: dict[tuple[str, int], uuid.UUID] = {}
+        for topic, partition in self._lag_partitions():
+            found = image.topic(topic)
+            if found is not None and self.broker.partition(topic, partition) is None:
+                wanted[(topic, partition)] = found.topic_id
+        if not wanted:
+            self.remote_ends = {}
+            return
+        self.remote_ends = await cluster.end_offsets(
+            [(t, tid, p) for (t, p), tid in wanted.items()], timeout_s)
+
+    def _lag_partitions(self) -> Iterator[tuple[str, int]]:
+        """(topic, partition) of every committed offset and share-partition state the
+        lag gauges report."""
+        coordinator = self.broker.groups
+        if coordinator is not None:
+            for shard in coordinator.loaded_shards():
+                for topics in shard.offsets.offsets.values():
+                    for topic, parts in topics.items():
+                        for partition in parts:
+                            yield topic, partition
+        image, shares = self.broker.image, self.broker.share_coordinator
+        for share_shard in cast("list[ShareCoordinatorShard]",
+                                shares.runtime.shards() if shares is not None else []):
+            for (_group, tid, partition) in list(share_shard.states):
+                topic_image = image.topic_by_id(tid)
+                if topic_image is not None:
+                    yield topic_image.name, partition
+
+    def _high_watermark(self, topic: str, partition: int) -> int | None:
+        """A partition's high watermark: this broker's own, or as its leader answered."""
+        plog = self.broker.partition(topic, partition)
+        if plog is not None:
+            return plog.high_watermark
+        return self.remote_ends.get((topic, partition))
 
     def collect(self) -> Iterator[Metric]:
         yield from self._logs()
@@ -80,10 +127,10 @@ class BrokerCollector:
             for group_id, topics in shard.offsets.offsets.items():
                 for topic, parts in topics.items():
                     for partition, committed in parts.items():
-                        plog = self.broker.partition(topic, partition)
-                        if plog is not None:
+                        high = self._high_watermark(topic, partition)
+                        if high is not None:
                             lag.add_metric([group_id, topic, str(partition)],
-                                           max(plog.high_watermark - committed.offset, 0))
+                                           max(high - committed.offset, 0))
         for protocol, count in protocols.items():
             by_protocol.add_metric([protocol], count)
         for (protocol, state), count in states.items():
@@ -126,11 +173,10 @@ class BrokerCollector:
                 if (topic_image is None or state.start_offset < 0
                         or state.delivery_complete_count < 0):
                     continue
-                plog = self.broker.partition(topic_image.name, partition)
-                if plog is not None:
+                high = self._high_watermark(topic_image.name, partition)
+                if high is not None:
                     lag.add_metric([group, topic_image.name, str(partition)], max(
-                        plog.high_watermark - state.start_offset
-                        - state.delivery_complete_count, 0))
+                        high - state.start_offset - state.delivery_complete_count, 0))
         records = CounterMetricFamily("headwater_share_records",
                                       "Share-group records by event (acquired, redelivered, "
                                       "accept, release, reject, gap, renew, lock_expired)",
@@ -151,7 +197,8 @@ class MetricsServer:
 
     def __init__(self, broker: Broker, host: str, port: int) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(BrokerCollector(broker))
+        self.collector = BrokerCollector(broker)
+        self.registry.register(self.collector)
         self.host, self.port = host, port
         self._server: asyncio.base_events.Server | None = None
 
@@ -171,6 +218,10 @@ class MetricsServer:
             if not request.startswith(b"GET "):
                 writer.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
             else:
+                try:
+                    await self.collector.refresh()
+                except Exception as exc:  # the local series are still worth serving
+                    log.warning("remote high watermarks for the lag gauges: %s", exc)
                 body = generate_latest(self.registry)
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
                              b"Content-Length: " + str(len(body)).encode() +

@@ -74,8 +74,24 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return check
 
     # ---- ShareFetch ------------------------------------------------------------------
+    async def recover(ctx: RequestContext, req: Any) -> list[bytes | bytearray]:
+        """Another broker's share coordinator asks this leader to load share-partitions
+        that owe dead letters (shared/node.py's `recover_share_partition`)."""
+        refused = broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME)
+        by_topic: dict[uuid.UUID, list[PartitionEntry]] = {}
+        for t in req.topics:
+            for p in t.partitions:
+                code = E.cluster_authorization_failed if refused else \
+                    await broker.share_partitions.recover((req.group_id, t.topic_id,
+                                                           p.partition_index))
+                by_topic.setdefault(t.topic_id, []).append(
+                    PartitionEntry(p.partition_index, int(code), leader_id=broker.node_id))
+        return share_fetch_response(0, None, 0, by_topic.items())
+
     async def share_fetch(ctx: RequestContext, req: Any
                           ) -> dict[str, Any] | list[bytes | bytearray]:
+        if broker.cluster is not None and broker.cluster.asks_to_recover_share(ctx.client_id):
+            return await recover(ctx, req)
         bad = check_ids(ctx, req)
         if bad is not None:
             return top_error(*bad)

@@ -50,6 +50,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kio.schema.errors import ErrorCode as E
+
 from ..config import BrokerConfig, LogConfig
 from ..faults import SHARE_DEAD_LETTER_AFTER_WRITE, SHARE_DEAD_LETTER_BEFORE_WRITE, Faults
 from ..group.group_configs import DLQ_COPY_RECORD, DLQ_TOPIC
@@ -175,17 +177,110 @@ def batches(records: Sequence[BatchRecord], max_bytes: int) -> Iterator[bytes]:
         start = end
 
 
+class RemoteLogs(Protocol):
+    """In a cluster, the dead-letter partitions another broker serves, reached as a
+    client reaches them (shared/node.py's ClusterNode). Each raises ForwardError (or
+    another exception) while the partition cannot be reached: the records stay
+    ARCHIVING, and their dead letters are tried again."""
+
+    async def produce(self, topic: str, topic_id: uuid.UUID, partition: int,
+                      batch: bytes) -> int: ...
+
+    async def fetch(self, topic: str, topic_id: uuid.UUID, partition: int, offset: int,
+                    max_bytes: int) -> tuple[int, bytes, int, int]: ...
+
+    async def create_topic(self, name: str, partitions: int,
+                           configs: dict[str, str]) -> int: ...
+
+    def is_controller(self) -> bool: ...
+
+
+class _Destination(Protocol):
+    """The dead-letter partition, here or on another broker."""
+
+    async def bounds(self) -> tuple[int, int]:
+        """(log start offset, high watermark)."""
+        ...
+
+    async def read(self, offset: int, end: int) -> bytes: ...
+
+    async def append(self, batches: Sequence[bytes], now_ms: int) -> None: ...
+
+
+class _Local:
+    def __init__(self, plog: Partition, store: PartitionStore) -> None:
+        self._plog, self._store = plog, store
+
+    async def bounds(self) -> tuple[int, int]:
+        return self._plog.log_start_offset, self._plog.high_watermark
+
+    async def read(self, offset: int, end: int) -> bytes:
+        return self._plog.read(offset, _READ_BYTES, end)
+
+    async def append(self, batches: Sequence[bytes], now_ms: int) -> None:
+        for batch in batches:
+            self._plog.append(batch, now_ms)
+        durable = self._store.commit([self._plog])
+        if durable is not None:
+            await durable
+
+
+class _Remote:
+    """A dead-letter partition another broker of the cluster leads: Produce and Fetch
+    there, as Kafka's brokers write dead letters through a producer."""
+
+    def __init__(self, remote: RemoteLogs, topic: str, topic_id: uuid.UUID,
+                 partition: int) -> None:
+        self._remote, self._topic, self._id, self._partition = (remote, topic, topic_id,
+                                                                partition)
+
+    async def bounds(self) -> tuple[int, int]:
+        code, _data, high, start = await self._remote.fetch(self._topic, self._id,
+                                                            self._partition, 0, 0)
+        if code and code != int(E.offset_out_of_range):
+            raise LogError(code, f"reading {self._topic}-{self._partition} failed ({code})")
+        return start, high
+
+    async def read(self, offset: int, end: int) -> bytes:
+        code, data, _high, _start = await self._remote.fetch(
+            self._topic, self._id, self._partition, offset, _READ_BYTES)
+        if code:
+            raise LogError(code, f"reading {self._topic}-{self._partition} failed ({code})")
+        return _below(data, end)
+
+    async def append(self, batches: Sequence[bytes], now_ms: int) -> None:
+        for batch in batches:
+            code = await self._remote.produce(self._topic, self._id, self._partition, batch)
+            if code:
+                raise LogError(code, f"the leader of {self._topic}-{self._partition} "
+                                     f"refused the dead letters ({code})")
+
+
+def _below(data: bytes, end: int) -> bytes:
+    """The whole batches of `data` that end before `end` (a Fetch answers up to the
+    high watermark; this keeps a read within the bound asked, as a local read does)."""
+    stop = 0
+    for pos, h in iter_batches(data):
+        if h.last_offset >= end:
+            break
+        stop = pos + h.size
+    return data[:stop]
+
+
 class DeadLetterWriter:
     """Writes dead letters for this broker's share-partition leaders. See the module
     docstring."""
 
     def __init__(self, config: BrokerConfig, *, image: ImageSource, store: PartitionStore,
-                 topics: TopicCreator, clock: Clock, faults: Faults | None = None) -> None:
+                 topics: TopicCreator, clock: Clock, faults: Faults | None = None,
+                 remote: RemoteLogs | None = None) -> None:
         self._config = config
         self._image = image
         self._store = store
         self._topics = topics
         self._clock = clock
+        #: A cluster: the dead-letter partition may be another broker's.
+        self._remote = remote
         self._written: dict[ShareKey, set[int]] = {}
         # (group, "written" | "failed") -> records, since start (the metrics endpoint).
         self.counts: Counter[tuple[str, str]] = Counter()
@@ -205,7 +300,7 @@ class DeadLetterWriter:
             target = validate(group_id, group_config, self._image(), self._config)
             plog, dest = await self._destination(target, partition)
             if recovering:
-                done |= self._already_written(plog, key, source_topic, letters)
+                done |= await self._already_written(plog, key, source_topic, letters)
             todo = list(_minus(letters, done)) if done else list(letters)
             if not todo:
                 return
@@ -215,11 +310,8 @@ class DeadLetterWriter:
                                                sources, self._clock()))
             max_bytes = LogConfig.resolve(self._config, self._image().resource_configs(
                 TOPIC_RESOURCE, target.topic)).max_message_bytes
-            for batch in batches([r for _o, r in records], max_bytes):
-                plog.append(batch, self._clock())
-            durable = self._store.commit([plog])
-            if durable is not None:
-                await durable
+            await plog.append(list(batches([r for _o, r in records], max_bytes)),
+                              self._clock())
             done.update(o for o, _r in records)
             self.counts[(group_id, "written")] += len(records)
             log.debug("%d dead letters of %s-%d (group %s) written to %s-%d", len(records),
@@ -247,28 +339,38 @@ class DeadLetterWriter:
         self._written.pop(key, None)
 
     # ---- helpers -------------------------------------------------------------------
-    async def _destination(self, target: Target, partition: int) -> tuple[Partition, int]:
+    async def _destination(self, target: Target, partition: int) -> tuple[_Destination, int]:
         if not target.exists:
-            self._create(target.topic)
+            await self._create(target.topic)
         topic = self._image().topic(target.topic)
         if topic is None or not topic.partitions:
             raise DeadLetterConfigError(f"DLQ topic {target.topic} could not be found.")
         dest = partition % len(topic.partitions)
         plog = await self._store.ready(target.topic, dest)  # a new topic: once served
-        if plog is None:
-            raise DeadLetterConfigError(
-                f"DLQ topic partition {target.topic}-{dest} could not be found.")
-        return plog, dest
+        if plog is not None:
+            return _Local(plog, self._store), dest
+        if (self._remote is not None and self._store.absent_error(target.topic, dest)
+                == E.not_leader_or_follower):  # another broker of the cluster leads it
+            return _Remote(self._remote, target.topic, topic.topic_id, dest), dest
+        raise DeadLetterConfigError(
+            f"DLQ topic partition {target.topic}-{dest} could not be found.")
 
-    def _create(self, name: str) -> None:
+    async def _create(self, name: str) -> None:
         configs = {TOPIC_ENABLE: "true", "message.timestamp.type": "CreateTime"}
-        ((_t, err, _img),) = self._topics.create_topics([NewTopic(name, configs=configs)])
-        if err is not None and self._image().topic(name) is None:
-            raise DeadLetterConfigError(f"Unable to create DLQ topic {name}: {err}")
+        if self._remote is not None and not self._remote.is_controller():
+            # A cluster: the controller creates it (another broker), as for a client.
+            code = await self._remote.create_topic(name, -1, configs)
+            if code and code != int(E.topic_already_exists) \
+                    and self._image().topic(name) is None:
+                raise DeadLetterConfigError(f"Unable to create DLQ topic {name}: {code}")
+        else:
+            ((_t, err, _img),) = self._topics.create_topics([NewTopic(name, configs=configs)])
+            if err is not None and self._image().topic(name) is None:
+                raise DeadLetterConfigError(f"Unable to create DLQ topic {name}: {err}")
         log.info("created dead-letter topic %s", name)
 
-    def _already_written(self, plog: Partition, key: ShareKey, source_topic: str,
-                         letters: Sequence[DeadLetter]) -> set[int]:
+    async def _already_written(self, plog: _Destination, key: ShareKey, source_topic: str,
+                               letters: Sequence[DeadLetter]) -> set[int]:
         """Offsets of `letters` that the dead-letter partition already holds a dead
         letter of (a crash came between the append and the ARCHIVED state write)."""
         group_id, _tid, partition = key
@@ -276,9 +378,9 @@ class DeadLetterWriter:
         mine = {HEADER_GROUP: group_id.encode(), HEADER_TOPIC: source_topic.encode(),
                 HEADER_PARTITION: str(partition).encode()}
         found: set[int] = set()
-        offset, end = plog.log_start_offset, plog.high_watermark
+        offset, end = await plog.bounds()
         while offset < end:
-            data = plog.read(offset, _READ_BYTES, end)
+            data = await plog.read(offset, end)
             if not data:
                 break
             for pos, h in iter_batches(data):

@@ -62,6 +62,10 @@ class ShareLeaders(Protocol):
 
     def refresh_idle(self, group_id: str, keys: Sequence[Key]) -> None: ...
 
+    def unknown_topics(self, keys: Iterable[Key]) -> set[Key]:
+        """The share-partitions among these whose topic id names no topic."""
+        ...
+
     def lock_duration_ms(self, group_id: str) -> int: ...
 
     def group_config(self, group_id: str) -> dict[str, str]: ...
@@ -192,7 +196,13 @@ class ShareFetchService:
         errors: dict[Key, ShareError] = {
             key: ShareError(E.topic_authorization_failed, "Topic authorization failed.")
             for key in denied}
-        keys = [key for key in session.partitions if key not in denied]
+        # As Kafka's handler: an unknown topic id is UNKNOWN_TOPIC_ID whoever asks,
+        # before anything is fetched (and before "is this a member?", which in a cluster
+        # may not know a member that joined a moment ago).
+        for key in self.leaders.unknown_topics(k for k in session.partitions
+                                               if k not in denied):
+            errors[key] = ShareError(E.unknown_topic_id)
+        keys = [key for key in session.partitions if key not in errors]
         if not keys or not await self.assignments.is_share_member(session.group_id,
                                                                   session.member_id):
             return fetched, errors

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -112,10 +112,16 @@ class ShareMembership(Protocol):
     def share_group_config(self, group_id: str) -> Mapping[str, str]: ...
 
 
+RemoteRecovery = Callable[[LeaderKey, str], Awaitable[None]]
+"""In a cluster: ask the broker that leads the share-partition's partition to load it
+(and so write the dead letters it owes): (group, topic id, partition), topic name."""
+
+
 class SharePartitionManager:
     def __init__(self, persister: SharePersister, membership: ShareMembership,
                  waiters: PartitionWaiters, dead_letters: DeadLetterWriter, *,
-                 image: ImageSource, partitions: PartitionStore, clock: Clock) -> None:
+                 image: ImageSource, partitions: PartitionStore, clock: Clock,
+                 remote_recovery: RemoteRecovery | None = None) -> None:
         self._image = image
         self._partitions = partitions
         self._clock = clock
@@ -132,6 +138,7 @@ class SharePartitionManager:
         self.counts: Counter[str] = Counter()
         self.dead_letters = dead_letters
         self._recovering: set[asyncio.Task[Any]] = set()
+        self._remote_recovery = remote_recovery
 
     def loaded(self) -> Iterator[tuple[LeaderKey, str, SharePartition]]:
         """(key, topic name, state) of every share-partition held in memory."""
@@ -193,12 +200,34 @@ class SharePartitionManager:
         try:
             await self.leader(key)
         except ShareError as exc:
-            if exc.code != ErrorCode.unknown_topic_or_partition:
+            if (exc.code == ErrorCode.not_leader_or_follower
+                    and self._remote_recovery is not None):
+                # A cluster: another broker leads the partition; it loads the
+                # share-partition (and writes the dead letters) when asked.
+                await self._recover_remotely(key)
+            elif exc.code != ErrorCode.unknown_topic_or_partition:
                 log.warning("loading %s for its dead letters failed: %s", key, exc)
-            # else another broker serves the partition (a cluster): its leader finishes
-            # them when it is next loaded there, at a fetch
         except Exception as exc:  # the next fetch tries again
             log.warning("loading %s for its dead letters failed: %s", key, exc)
+
+    async def _recover_remotely(self, key: LeaderKey) -> None:
+        assert self._remote_recovery is not None
+        try:
+            await self._remote_recovery(key, self._topic_name(key[1]))
+            log.info("asked the leader of %s to load it for its dead letters", key)
+        except Exception as exc:  # its next fetch there finishes them
+            log.warning("asking the leader of %s to load it for its dead letters "
+                        "failed: %s", key, exc)
+
+    async def recover(self, key: LeaderKey) -> ErrorCode:
+        """Another broker's share coordinator found ARCHIVING records of this
+        share-partition, whose partition this broker leads: load it, which writes their
+        dead letters (`recover_dead_letters` elsewhere)."""
+        try:
+            await self.leader(key)
+        except ShareError as exc:
+            return exc.code
+        return ErrorCode.none
 
     # ---- leaders -------------------------------------------------------------------
     def _topic_name(self, topic_id: uuid.UUID) -> str:
@@ -331,6 +360,12 @@ class SharePartitionManager:
         if leader is not None:
             self._drop(leader)
         self.dead_letters.forget((group_id, topic_id, partition))  # a new state epoch
+
+    def unknown_topics(self, keys: Iterable[tuple[uuid.UUID, int]]
+                       ) -> set[tuple[uuid.UUID, int]]:
+        """The share-partitions among `keys` whose topic id the image does not know."""
+        image = self._image()
+        return {key for key in keys if image.topic_by_id(key[0]) is None}
 
     def refresh_idle(self, group_id: str, keys: Sequence[tuple[uuid.UUID, int]]) -> None:
         """Drop the cached leaders of `keys` that hold no acquired records and owe no

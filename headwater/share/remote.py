@@ -30,7 +30,8 @@ another broker:
 * **Membership** (`RemoteMembership`): only members of the share group get records. The
   leader asks the group coordinator (ShareGroupDescribe, 77) for the group's members and
   keeps the answer for `MEMBERS_TTL_S`; an unknown member makes it ask again (at most
-  every `MEMBERS_RETRY_S`).
+  every `MEMBERS_RETRY_S`: an unknown member's fetch within that interval of the last
+  answer waits for its end and asks again, so a member that has just joined is known).
 
 A key coordinated here is served by the local coordinator, with the same retries (it
 may be loading, or have just moved). What stays on the group coordinator's broker: a
@@ -231,7 +232,15 @@ class RemoteMembership:
         if member_id in members and now - asked < MEMBERS_TTL_S:
             return True
         if now - asked < MEMBERS_RETRY_S:
-            return member_id in members
+            # Listed a moment ago without it: maybe it joined since (its first fetch
+            # follows its first heartbeat at once, and must load the share-partition
+            # as on one node). Ask again once the retry interval is over, unless
+            # another fetch has by then.
+            await asyncio.sleep(MEMBERS_RETRY_S - (now - asked))
+            now = self._clock()
+            asked, members = self._members.get(group_id, (float("-inf"), frozenset()))
+            if member_id in members or now - asked < MEMBERS_RETRY_S:
+                return member_id in members
         listed = await self._describe(group_id)
         if listed is None:
             return False

@@ -19,8 +19,15 @@ from .store import SharedStore
 
 CONTROLLER_WAIT_S = 10.0
 COORDINATOR_TIMEOUT_S = 10.0
-LIST_OFFSETS = 2
+PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, SHARE_FETCH = 0, 1, 2, 19, 78
+#: The client id of a ShareFetch that asks a partition's leader to load a share-partition
+#: (its share coordinator found ARCHIVING records in it after a restart): no session, no
+#: records, only the load, which writes the dead letters it owes.
+RECOVER_SHARE_CLIENT_ID = "headwater-share-recover"
 ALLOCATE_PRODUCER_IDS = 67
+#: NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS,
+#: KAFKA_STORAGE_ERROR: a partition moving, or its leader's commit failing for now.
+LEADER_MOVING = frozenset({6, 5, 7, 19, 56})
 log = logging.getLogger("headwater.shared")
 
 
@@ -124,6 +131,182 @@ class ClusterNode:
                 if t.name == topic and p.partition_index == partition and not p.error_code:
                     return int(p.offset)
         return None
+
+    # ---- a partition another broker serves, as a client reaches it ---------------------
+    # (share/dead_letter.py's RemoteLogs: dead letters for a partition led elsewhere)
+    async def _at_leader(self, topic: str, topic_id: uuid.UUID, partition: int, api_key: int,
+                         version: int, body: dict[str, Any],
+                         code_of: Callable[[Any], int],
+                         client_id: str = "headwater-broker") -> Any:
+        """The answer of the partition's leader to `body`, asked again (the leader found
+        again) with backoff while the partition moves, for up to the lease time and 5 s.
+        ForwardError if no other broker answers without a moving error by then."""
+        loop = asyncio.get_running_loop()
+        deadline, backoff = loop.time() + self.store.lease_ms / 1000 + 5, 0.05
+        while True:
+            leader, _epoch = self.leader(topic, topic_id, partition)
+            target = self.broker(leader) if leader != self.node_id else None
+            why = f"led here ({leader})" if target is None else ""
+            if target is not None:
+                try:
+                    response = await call(target.host, target.port, api_key, version, body,
+                                          COORDINATOR_TIMEOUT_S, client_id)
+                    code = int(code_of(response))
+                    if code not in LEADER_MOVING:
+                        return response
+                    why = f"broker {leader} answered {code}"
+                except ForwardError as exc:
+                    why = str(exc)
+            if loop.time() + backoff > deadline:
+                raise ForwardError(f"{topic}-{partition} not reached: {why}")
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    @staticmethod
+    def _partition_code(response: Any, topic_field: str, index_field: str, topic: str,
+                        partition: int, responses: str = "responses",
+                        partitions: str = "partitions") -> Any:
+        for t in getattr(response, responses, ()):
+            if getattr(t, topic_field) != topic:
+                continue
+            for p in getattr(t, partitions):
+                if getattr(p, index_field) == partition:
+                    return p
+        return None
+
+    async def produce(self, topic: str, topic_id: uuid.UUID, partition: int,
+                      batch: bytes) -> int:
+        """A record batch appended at the partition's leader as a producer with acks=all
+        sends it (Produce v9): the error code of its answer, 0 once it is committed.
+        ForwardError while the partition cannot be reached."""
+        body = {"transactional_id": None, "acks": -1, "timeout": 30_000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
+
+        def code(response: Any) -> int:
+            p = self._partition_code(response, "name", "index", topic, partition,
+                                     partitions="partition_responses")
+            return 6 if p is None else int(p.error_code)
+        return code(await self._at_leader(topic, topic_id, partition, PRODUCE, 9, body, code))
+
+    async def fetch(self, topic: str, topic_id: uuid.UUID, partition: int, offset: int,
+                    max_bytes: int) -> tuple[int, bytes, int, int]:
+        """(error code, records from `offset`, high watermark, log start offset) of the
+        partition, as its leader answers a consumer's Fetch (v12, read_uncommitted).
+        ForwardError while the partition cannot be reached."""
+        body = {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": max_bytes,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+                    {"topic": topic, "partitions": [
+                        {"partition": partition, "current_leader_epoch": -1,
+                         "fetch_offset": offset, "last_fetched_epoch": -1,
+                         "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+                "forgotten_topics_data": [], "rack_id": ""}
+
+        def found(response: Any) -> Any:
+            return self._partition_code(response, "topic", "partition_index", topic,
+                                        partition)
+
+        def code(response: Any) -> int:
+            p = found(response)
+            return 6 if p is None else int(p.error_code)
+        p = found(await self._at_leader(topic, topic_id, partition, FETCH, 12, body, code))
+        return (int(p.error_code), bytes(p.records or b""), int(p.high_watermark),
+                int(p.log_start_offset))
+
+    @staticmethod
+    def asks_to_recover_share(client_id: str | None) -> bool:
+        """A ShareFetch from another broker's share coordinator: load the share-partitions
+        it names (`recover_share_partition`)."""
+        return client_id == RECOVER_SHARE_CLIENT_ID
+
+    async def recover_share_partition(self, key: tuple[str, uuid.UUID, int],
+                                      topic: str) -> None:
+        """Ask the leader of share-partition `key`'s partition to load it (after a
+        restart its share coordinator, here, holds ARCHIVING records of it: the leader
+        writes their dead letters, as a fetch there would make it do). ForwardError if
+        no leader answers in time."""
+        group_id, topic_id, partition = key
+        body = {"group_id": group_id, "member_id": RECOVER_SHARE_CLIENT_ID,
+                "share_session_epoch": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 0,
+                "max_records": 0, "batch_size": 0, "topics": [{"topic_id": topic_id,
+                "partitions": [{"partition_index": partition,
+                                "acknowledgement_batches": []}]}],
+                "forgotten_topics_data": []}
+
+        def code(response: Any) -> int:
+            if response.error_code:
+                return int(response.error_code)
+            for t in response.responses:
+                for p in t.partitions:
+                    if p.partition_index == partition:
+                        return int(p.error_code)
+            return 6
+        response = await self._at_leader(topic, topic_id, partition, SHARE_FETCH, 1, body,
+                                          code, client_id=RECOVER_SHARE_CLIENT_ID)
+        if code(response):
+            log.info("the leader of %s answered %d to loading it", key, code(response))
+
+    async def create_topic(self, name: str, partitions: int,
+                           configs: dict[str, str]) -> int:
+        """A topic created by the controller (CreateTopics v7, as a client asks it), and
+        followed here: the error code of its answer (0, or TOPIC_ALREADY_EXISTS).
+        ForwardError if no controller can be reached."""
+        body = {"topics": [{"name": name, "num_partitions": partitions,
+                            "replication_factor": -1, "assignments": [],
+                            "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+                "timeout": 30_000, "validate_only": False}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONTROLLER_WAIT_S
+        while True:
+            target = self.broker(self.controller_id())
+            if target is not None and target.node_id != self.node_id:
+                response = await call(target.host, target.port, CREATE_TOPICS, 7, body,
+                                      CONTROLLER_WAIT_S)
+                code = int(response.topics[0].error_code)
+                if code == 41:  # NOT_CONTROLLER: it moved; ask the next one
+                    await asyncio.sleep(0.1)
+                    continue
+                await self.follow_now(CONTROLLER_WAIT_S)  # this broker's image has it
+                return code
+            if loop.time() >= deadline:
+                raise ForwardError("no other broker is the controller")
+            await asyncio.sleep(0.1)
+
+    async def end_offsets(self, partitions: list[tuple[str, uuid.UUID, int]],
+                          timeout_s: float = COORDINATOR_TIMEOUT_S
+                          ) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> high watermark of each of `partitions`: this broker's
+        own, the others' in one ListOffsets (latest) per leader; a partition whose
+        leader cannot be asked in time, or answers an error, is left out."""
+        out: dict[tuple[str, int], int] = {}
+        by_leader: dict[int, dict[str, list[int]]] = {}
+        for topic, topic_id, partition in partitions:
+            part = self.store.partition(topic, partition)
+            if part is not None:
+                out[(topic, partition)] = part.high_watermark
+                continue
+            leader, _epoch = self.leader(topic, topic_id, partition)
+            if leader != self.node_id and self.broker(leader) is not None:
+                by_leader.setdefault(leader, {}).setdefault(topic, []).append(partition)
+
+        async def ask(leader: int, topics: dict[str, list[int]]) -> None:
+            target = self.broker(leader)
+            assert target is not None
+            body = {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [
+                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
+                    for p in parts]} for topic, parts in topics.items()]}
+            try:
+                response = await call(target.host, target.port, LIST_OFFSETS, 7, body,
+                                      timeout_s)
+            except ForwardError as exc:
+                log.info("end offsets: broker %d not reached: %s", leader, exc)
+                return
+            for t in response.topics:
+                for p in t.partitions:
+                    if not p.error_code:
+                        out[(t.name, int(p.partition_index))] = int(p.offset)
+        await asyncio.gather(*(ask(n, topics) for n, topics in by_leader.items()))
+        return out
 
     def leader(self, topic: str, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
         """(leader, leader epoch) of a partition on the shared log."""

@@ -9,6 +9,7 @@ accepts, a reject, releases and an archive at the delivery-count limit."""
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 import uuid
@@ -19,6 +20,7 @@ from confluent_kafka import AcknowledgeType
 from tests.integration.test_share_admin import offsets
 from tests.integration.test_share_consumer import consumer, produce_batches, set_group_configs
 from tests.support.kafka_reference import run_tool, side_by_side
+from tests.support.routing import broker_ports
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -30,15 +32,23 @@ def tool(bootstrap: str, *args: str) -> str:
     return proc.stdout + proc.stderr
 
 
+@functools.cache
+def cluster_ports(bootstrap: str) -> tuple[int, ...]:
+    """The ports of every broker of the bootstrap's cluster (one, or a trio's three)."""
+    return tuple(broker_ports(int(bootstrap.rpartition(":")[2])))
+
+
 def normalise(out: str, bootstrap: str) -> list[list[str]]:
-    """Table rows as word lists; the coordinator's address, member ids, client ids and
-    hosts, and Java log noise out."""
-    host, _, port = bootstrap.rpartition(":")
+    """Table rows as word lists; the coordinator's address (the bootstrap broker's, or
+    another broker's of its cluster), member ids, client ids and hosts, and Java log
+    noise out."""
+    host = bootstrap.rpartition(":")[0]
     rows = []
     for line in out.splitlines():
         if not line.strip() or line.startswith(("SLF4J", "WARN", "[")):
             continue
-        line = line.replace(f"{host}:{port}", "COORDINATOR")
+        for port in cluster_ports(bootstrap):
+            line = line.replace(f"{host}:{port}", "COORDINATOR")
         line = re.sub(r"COORDINATOR\s+\(\d+\)", "COORDINATOR", line)
         line = re.sub(r"/127\.0\.0\.1", "HOST", line)
         rows.append(line.split())

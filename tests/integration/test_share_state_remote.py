@@ -23,7 +23,9 @@ pytestmark = pytest.mark.timeout(120)
 
 
 class Elsewhere:
-    """Every share coordinator is the broker at `port`; every group coordinator here."""
+    """Every share coordinator is on another broker: the one FindCoordinator at `port`
+    names for the share key (that broker itself on one node; any of the three on a
+    cluster), as ClusterNode finds it; every group coordinator here."""
 
     def __init__(self, port: int) -> None:
         self.port = port
@@ -37,7 +39,11 @@ class Elsewhere:
         assert key_type == 2
         self.routed.append((key, key_type, api_key))
         try:
-            return await call("127.0.0.1", self.port, api_key, version, body, 10)
+            found = (await call("127.0.0.1", self.port, 10, 4, {
+                "key_type": key_type, "coordinator_keys": [key]}, 10)).coordinators[0]
+            if int(found.error_code):
+                return None  # the persister retries, as while a coordinator moves
+            return await call(found.host, int(found.port), api_key, version, body, 10)
         except ForwardError:
             return None
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from headwater.wire.client import RawClient  # readiness asks this very process
 
+from .metrics import metrics_port, scrape
+
 
 def _java_hash(text: str) -> int:
     h = 0
@@ -121,6 +123,17 @@ class BrokerProcess:
             return False
         txns = client.request(65, 0, {"transactional_ids": READY_IDS}).transaction_states
         return not any(int(t.error_code) == 14 for t in txns)
+
+    def exit_codes(self) -> list[int | None]:
+        """The process's exit code (None while it runs), in a list as a cluster's
+        (broker_trio.py): tests that crash a broker on purpose wait for a 1 in it."""
+        return [None if self.proc is None else self.proc.poll()]
+
+    def metrics(self) -> str:
+        """The exposition of the broker's `--metrics-listen` endpoint."""
+        port = metrics_port(self.extra)
+        assert port is not None, "started without --metrics-listen"
+        return scrape(port)
 
     def logs(self) -> str:
         try:

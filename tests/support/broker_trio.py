@@ -7,7 +7,9 @@ one broker of a cluster would; Metadata and FindCoordinator then send them to al
 since topics' partitions and the coordinators' shards are spread over the three. `start`,
 `stop`, `kill` and `restart` act on all three (a test that restarts "the broker" restarts
 the cluster); `proc` and `data_dir` are broker 1's, for the tests that signal or inspect
-one process.
+one process. Every option goes to all three (a fault point is the cluster's), except a
+`--metrics-listen` port: broker 1 gets it, the others one of their own each; `metrics()`
+is the three endpoints' series added up.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from .broker_process import BrokerProcess, free_port
+from .metrics import merge
 from .routed_client import route_port
 
 NODES = (1, 2, 3)
@@ -37,7 +40,8 @@ class BrokerTrio:
                              self.data_dir.with_name(f"{self.data_dir.name}-node{n}"),
                              *shared, "--override", f"node.id={n}",
                              "--override", f"headwater.shared.lease.ms={LEASE_MS}",
-                             *extra, port=ports[n], nofile=nofile)
+                             *(extra if n == 1 else _own_ports(extra)), port=ports[n],
+                             nofile=nofile)
             for n in NODES}
 
     @property
@@ -86,6 +90,13 @@ class BrokerTrio:
         for proc in self.brokers.values():
             proc.wait_ready(timeout)
 
+    def metrics(self) -> str:
+        return merge(proc.metrics() for proc in self.brokers.values())
+
+    def exit_codes(self) -> list[int | None]:
+        """Each broker's exit code (None while it runs)."""
+        return [code for proc in self.brokers.values() for code in proc.exit_codes()]
+
     def logs(self) -> str:
         return "\n".join(f"--- broker {n}\n{proc.logs()}" for n, proc in self.brokers.items())
 
@@ -106,3 +117,14 @@ class BrokerTrio:
 
     def rss_bytes(self) -> int:
         return self.first.rss_bytes()
+
+
+def _own_ports(extra: list[str]) -> list[str]:
+    """`extra` for brokers 2 and 3: a port to listen on that only one process can have
+    (`--metrics-listen`) is replaced by a free one."""
+    out = list(extra)
+    for i, arg in enumerate(out[:-1]):
+        if arg == "--metrics-listen":
+            host = out[i + 1].rpartition(":")[0]
+            out[i + 1] = f"{host}:{free_port()}"
+    return out

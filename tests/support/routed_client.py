@@ -6,15 +6,21 @@ leads only some partitions and coordinates only some groups. For a port register
 `BrokerTrio` (`route_port`), `tests.support.wire.RawClient(...)` builds a `RoutedClient`:
 a group's or a transactional id's request goes to its coordinator (FindCoordinator), a
 partition's request (Produce, Fetch, ListOffsets, ShareFetch, ...) to the leader of the
-first partition it names (Metadata), anything else to the bootstrap broker; a connection
-per broker, kept. Elsewhere (one node) `RawClient` is the plain client, unchanged.
+first partition it names (Metadata; a ShareFetch or ShareAcknowledge naming none to the
+broker of the member's share session, as a share consumer keeps one per broker), a share-state request (83..87, what a share-partition
+leader sends) to the share coordinator of each share-partition it names (FindCoordinator
+key type 2, the share key; split per coordinator and the answers merged, as Kafka's
+persister does), anything else to the bootstrap broker; a connection per broker, kept. Elsewhere (one node) `RawClient` is the plain client, unchanged.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
 import uuid
 from typing import Any
 
+from headwater.share.coordinator import coordinator_key
 from headwater.wire.client import RawClient as PlainClient
 
 from .routing import _once
@@ -45,6 +51,17 @@ PARTITIONED: dict[int, tuple[str, tuple[str, ...], str, str]] = {
     79: ("topics", ("topic_id",), "partitions", "partition_index"),
 }
 
+#: InitializeShareGroupState .. ReadShareGroupStateSummary: {group_id, topics: [{topic_id,
+#: partitions: [{partition, ...}]}]}, answered {results: [{topic_id, partitions}]}.
+SHARE_STATE = frozenset({83, 84, 85, 86, 87})
+SHARE_KEY_TYPE = 2
+#: ShareFetch, ShareAcknowledge: a share session is a broker's (the leader's of the
+#: partitions it names); a request that names none goes where the member's session is.
+SHARE_SESSION = frozenset({78, 79})
+LEADER_NOT_AVAILABLE = 5
+#: How long a partition request waits for its partition to have a live leader.
+LEADER_WAIT_S = 10.0
+
 
 def route_port(port: int) -> None:
     """Requests to `port` are routed from now on (a BrokerTrio's bootstrap broker)."""
@@ -71,6 +88,9 @@ class RoutedClient:
         self.bootstrap_port = port
         self._boot = PlainClient(host, port, timeout, **kwargs)
         self._conns: dict[int, PlainClient] = {port: self._boot}
+        #: (group, member) -> the broker of its share session: a ShareFetch or
+        #: ShareAcknowledge naming no partition (an incremental fetch) goes there.
+        self._share_sessions: dict[tuple[str, str], int] = {}
 
     def __getattr__(self, name: str) -> Any:  # sock, send_bytes, recv_frame, ...
         return getattr(self._boot, name)
@@ -80,12 +100,65 @@ class RoutedClient:
             conn.close()
 
     def request(self, api_key: int, version: int, body: Any, correlation_id: int = 1) -> Any:
-        port = self._target(api_key, body) or self.bootstrap_port
+        if api_key in SHARE_STATE and isinstance(body, dict):
+            return self._share_state(api_key, version, body, correlation_id)
+        port = self._target(api_key, body)
+        if api_key in SHARE_SESSION and isinstance(body, dict):
+            member = (str(body.get("group_id")), str(body.get("member_id")))
+            port = port or self._share_sessions.get(member)
+            if port is not None:
+                self._share_sessions[member] = port
+        return self._conn(port or self.bootstrap_port).request(api_key, version, body,
+                                                               correlation_id)
+
+    def _conn(self, port: int) -> PlainClient:
         conn = self._conns.get(port)
         if conn is None:
             conn = self._conns[port] = PlainClient(self._host, port, self._timeout,
                                                    **self._kwargs)
-        return conn.request(api_key, version, body, correlation_id)
+        return conn
+
+    def _share_state(self, api_key: int, version: int, body: dict, correlation_id: int) -> Any:
+        """A share-state request at the share coordinator of each share-partition it
+        names: one request per coordinator, the answers' results merged in the order the
+        request named them."""
+        parts = self._share_targets(body)
+        ports = list(dict.fromkeys(port for port, _t, _p in parts))
+        if len(ports) <= 1 or not all(isinstance(t, dict) for _p, t, _x in parts):
+            port = ports[0] if ports else self.bootstrap_port
+            return self._conn(port).request(api_key, version, body, correlation_id)
+        answers = []
+        for port in ports:
+            topics: dict[Any, dict] = {}
+            for at, topic, part in parts:
+                if at == port:
+                    topics.setdefault(topic["topic_id"], {**topic, "partitions": []}
+                                      )["partitions"].append(part)
+            answers.append(self._conn(port).request(
+                api_key, version, {**body, "topics": list(topics.values())}, correlation_id))
+        results: dict[Any, list] = {}
+        firsts: dict[Any, Any] = {}
+        for answer in answers:
+            for result in answer.results:
+                firsts.setdefault(result.topic_id, result)
+                results.setdefault(result.topic_id, []).extend(result.partitions)
+        return dataclasses.replace(answers[0], results=tuple(
+            dataclasses.replace(firsts[tid], partitions=tuple(ps))
+            for tid, ps in results.items()))
+
+    def _share_targets(self, body: dict) -> list[tuple[int, dict, Any]]:
+        """(coordinator port, topic, partition) of every share-partition `body` names."""
+        group = body.get("group_id")
+        out = []
+        for topic in body.get("topics") or ():
+            for part in _field(topic, "partitions") or ():
+                tid, index = _field(topic, "topic_id"), _field(part, "partition")
+                port = None
+                if isinstance(group, str) and isinstance(tid, uuid.UUID) and index is not None:
+                    port = self._coordinator(coordinator_key(group, tid, int(index)),
+                                             SHARE_KEY_TYPE)
+                out.append((port or self.bootstrap_port, topic, part))
+        return out
 
     def _target(self, api_key: int, body: Any) -> int | None:
         if not isinstance(body, dict):
@@ -120,14 +193,31 @@ class RoutedClient:
         c = found.coordinators[0]
         return int(c.port) if int(c.error_code) == 0 else None
 
-    def _leader(self, topic: str | uuid.UUID, partition: int) -> int | None:
+    def _leader(self, topic: str | uuid.UUID, partition: int,
+                timeout: float = LEADER_WAIT_S) -> int | None:
+        """The port of the partition's leader; while the topic exists but the partition
+        has no live leader yet (a new topic, a lease moving) Metadata is asked again, as
+        a client waits for a leader, for up to `timeout` seconds. None: no such
+        partition (the bootstrap broker answers the error), or still no leader."""
         by_id = isinstance(topic, uuid.UUID)
-        md = _once(self.bootstrap_port, 3, 12, {
-            "topics": [{"name": None if by_id else topic, "topic_id": topic if by_id else None}],
-            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
-        ports = {int(b.node_id): int(b.port) for b in md.brokers}
-        for t in md.topics:
-            for p in t.partitions:
-                if int(p.partition_index) == partition and int(p.leader_id) in ports:
-                    return ports[int(p.leader_id)]
-        return None
+        deadline = time.monotonic() + timeout
+        while True:
+            md = _once(self.bootstrap_port, 3, 12, {
+                "topics": [{"name": None if by_id else topic,
+                            "topic_id": topic if by_id else None}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False})
+            ports = {int(b.node_id): int(b.port) for b in md.brokers}
+            waiting = False
+            for t in md.topics:
+                for p in t.partitions:
+                    if int(p.partition_index) != partition:
+                        continue
+                    if int(p.leader_id) in ports:
+                        return ports[int(p.leader_id)]
+                    waiting = True
+                if int(t.error_code) == LEADER_NOT_AVAILABLE:
+                    waiting = True
+            if not waiting or time.monotonic() > deadline:
+                return None
+            time.sleep(0.1)

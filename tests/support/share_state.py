@@ -15,6 +15,8 @@ from headwater.share.records import StateBatch, StateWrite
 from .wire import RawClient
 
 LOAD_IN_PROGRESS = 14
+#: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+MOVING = frozenset({LOAD_IN_PROGRESS, 15, 16})
 _LOADED = re.compile(r"loaded __share_group_state-(\d+): (\d+) records in (\d+) ms")
 
 
@@ -67,11 +69,13 @@ def read(client: RawClient, group: str, topic_id: uuid.UUID, partition: int,
 
 def read_when_loaded(client: RawClient, group: str, topic_id: uuid.UUID, partition: int,
                      timeout: float = 60.0) -> tuple[int, int, int, tuple[StateBatch, ...]]:
-    """`read`, polled while the state partition is still loading after a start."""
+    """`read`, polled while the state partition is still loading after a start (or, on
+    a cluster, while its shard is still moving to the broker that keeps it:
+    NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE, which a leader retries too)."""
     deadline = time.monotonic() + timeout
     while True:
         result = read(client, group, topic_id, partition)
-        if result[0] != LOAD_IN_PROGRESS or time.monotonic() > deadline:
+        if result[0] not in MOVING or time.monotonic() > deadline:
             return result
         time.sleep(0.02)
 

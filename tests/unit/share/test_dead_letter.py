@@ -113,3 +113,81 @@ def test_minus_leaves_what_is_not_written():
     assert list(_minus(letters, {0, 3, 8})) == [
         DeadLetter(1, 2, 1, REJECTED), DeadLetter(4, 5, 1, REJECTED)]
     assert list(_minus(letters, set(range(10)))) == []
+
+
+def test_a_dead_letter_partition_another_broker_leads_is_written_there_once():
+    """A cluster: the dead-letter partition is led by another broker, so the letters go
+    there in a Produce, and after a crash (recovering) the ones it already holds, found
+    with a Fetch, are not written again."""
+    import asyncio
+
+    from kio.schema.errors import ErrorCode
+
+    from headwater.metadata.image import PartitionImage
+    from headwater.share.dead_letter import DeadLetterWriter
+
+    dlq_id = uuid.uuid4()
+
+    class Image(FakeImage):
+        def topic(self, name: str) -> TopicImage | None:
+            return TopicImage(name, dlq_id, (PartitionImage(0, 2, 1, (2,), (2,)),)) \
+                if name in self.topics else None
+
+    class Elsewhere:
+        """The store: the dead-letter partition is not served here."""
+
+        async def ready(self, topic: str, partition: int) -> None:
+            return None
+
+        def absent_error(self, topic: str, partition: int) -> int:
+            return ErrorCode.not_leader_or_follower
+
+    class Leader:
+        """The other broker: Produce appends to its log, Fetch reads it."""
+
+        def __init__(self) -> None:
+            self.log: list[bytes] = []
+            self.next = 0
+
+        def is_controller(self) -> bool:
+            return False
+
+        async def produce(self, topic: str, topic_id: uuid.UUID, partition: int,
+                          batch: bytes) -> int:
+            assert (topic, topic_id, partition) == ("dlq.x", dlq_id, 0)
+            records = list(decode_records(batch))
+            from headwater.log.batch import build_batch
+            rebuilt = build_batch([(r.key, r.value, r.headers, 0) for r in records],
+                                  base_offset=self.next)
+            self.next += len(records)
+            self.log.append(rebuilt)
+            return 0
+
+        async def fetch(self, topic: str, topic_id: uuid.UUID, partition: int, offset: int,
+                        max_bytes: int) -> tuple[int, bytes, int, int]:
+            data = b"".join(b for b in self.log if next(iter_batches(b))[1].base_offset
+                            >= offset) if max_bytes else b""
+            return 0, data, self.next, 0
+
+        async def create_topic(self, name: str, partitions: int,
+                               configs: dict[str, str]) -> int:
+            raise AssertionError("the topic exists")
+
+    image = Image({"dlq.x": ENABLED})
+    leader = Leader()
+    writer = DeadLetterWriter(BrokerConfig({}), image=lambda: image, store=Elsewhere(),
+                              topics=None, clock=lambda: 0, remote=leader)  # type: ignore[arg-type]
+    key = ("g", uuid.uuid4(), 0)
+    config = {"errors.deadletterqueue.topic.name": "dlq.x"}
+    letters = [DeadLetter(3, 4, 1, REJECTED)]
+    asyncio.run(writer.write(key, "src", letters, config))
+    assert leader.next == 2 and writer.counts[("g", "written")] == 2
+    # A restart between the write and ARCHIVED: the new writer finds both there.
+    again = DeadLetterWriter(BrokerConfig({}), image=lambda: image, store=Elsewhere(),
+                             topics=None, clock=lambda: 0, remote=leader)  # type: ignore[arg-type]
+    asyncio.run(again.write(key, "src", [*letters, DeadLetter(7, 7, 2, LIMIT)], config,
+                            recovering=True))
+    assert leader.next == 3  # only offset 7 was new
+    offsets = [dict(r.headers)["__dlq.errors.offset"] for b in leader.log
+               for r in decode_records(b)]
+    assert offsets == [b"3", b"4", b"7"]

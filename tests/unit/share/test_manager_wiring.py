@@ -122,6 +122,34 @@ def test_recovery_loads_the_share_partitions_the_persister_names() -> None:
     assert [key for key, _topic, _part in m.loaded()] == [("g", TID, 0)]
 
 
+def test_recovery_asks_the_leader_of_a_partition_served_elsewhere() -> None:
+    """A cluster: the share coordinator here holds ARCHIVING records of a share-partition
+    whose partition another broker leads; that leader is asked to load it."""
+    plog, persister, waiters = FakeLog(), FakePersister(), PartitionWaiters()
+    broker = FakeBroker(plog)
+    broker.partition = lambda topic, partition: None  # type: ignore[method-assign]
+    broker.absent_error = lambda topic, partition: 6  # type: ignore[method-assign]
+    asked: list[tuple[tuple[str, uuid.UUID, int], str]] = []
+
+    async def remote(key: tuple[str, uuid.UUID, int], topic: str) -> None:
+        asked.append((key, topic))
+
+    unused: Any = None
+    m = SharePartitionManager(persister, FakeMembership({}), waiters, unused,
+                              image=lambda: broker.image, partitions=broker,
+                              clock=broker.now_ms, remote_recovery=remote)
+    persister.archiving_keys = [("g", TID, 0)]
+
+    async def scenario() -> None:
+        m.recover_dead_letters(0)
+        for _ in range(10):
+            await asyncio.sleep(0)
+
+    asyncio.run(scenario())
+    assert asked == [(("g", TID, 0), "t")]
+    assert list(m.loaded()) == []
+
+
 def test_a_share_fetch_waiting_wakes_on_append_and_on_wake() -> None:
     m, plog, _p, waiters = manager()
 

@@ -152,6 +152,24 @@ def test_membership_is_asked_once_and_kept() -> None:
     assert asyncio.run(here.is_share_member("g", "here"))
 
 
+def test_a_member_that_joined_after_the_last_listing_is_known_at_its_first_fetch() -> None:
+    """Its fetch comes within MEMBERS_RETRY_S of the listing that did not have it: it
+    waits for the interval's end and asks again, rather than answer "not a member"
+    (which would leave the share-partition unloaded, its start not set yet)."""
+    def listing(*ids: str) -> SimpleNamespace:
+        return SimpleNamespace(groups=[SimpleNamespace(
+            group_id="g", error_code=0, members=[SimpleNamespace(member_id=m) for m in ids])])
+    channel = Channel()
+    channel.answers[remote.DESCRIBE] = [listing("m1"), listing("m1", "m2")]
+    members = remote.RemoteMembership(Local(), channel)
+
+    async def story() -> None:
+        assert await members.is_share_member("g", "m1")
+        assert await members.is_share_member("g", "m2")  # joined since: asked again
+    asyncio.run(story())
+    assert len(channel.asked) == 2
+
+
 # ---- routing: which coordinator each request goes to, by which key and key type -------
 def test_share_state_is_routed_by_the_share_key_with_key_type_2() -> None:
     channel = Channel()

@@ -33,6 +33,7 @@ class FakeLeaders:
         self.calls: list[tuple[object, ...]] = []
         self.config: dict[str, str] = {}
         self.failing: set[Key] = set()
+        self.unknown: set[Key] = set()  # topic ids that name no topic
 
     async def fetch(self, key: tuple[str, uuid.UUID, int], member_id: str, max_records: int,
                     max_bytes: int, mode: AcquireMode,
@@ -61,6 +62,9 @@ class FakeLeaders:
 
     def refresh_idle(self, group_id: str, keys: Sequence[Key]) -> None:
         self.calls.append(("refresh_idle", group_id, tuple(keys)))
+
+    def unknown_topics(self, keys: Iterable[Key]) -> set[Key]:
+        return {k for k in keys if k in self.unknown}
 
     def lock_duration_ms(self, group_id: str) -> int:
         return 30_000
@@ -201,6 +205,18 @@ def test_nothing_for_max_bytes_zero_non_members_or_errors() -> None:
 
     asyncio.run(story())
     assert not any(c[0] == "wait" for c in leaders.calls)
+
+
+def test_an_unknown_topic_id_is_answered_whoever_asks() -> None:
+    """As Kafka's handler: UNKNOWN_TOPIC_ID for a topic id that names no topic, before
+    the membership check (a non-member, or a member the check does not know yet)."""
+    for members in (("m",), ()):
+        svc, leaders = service(*members)
+        leaders.unknown = {B}
+
+        out = asyncio.run(svc.fetch(req(0, {A: (), B: ()}, max_wait_s=0.0), everyone))
+        assert {k: e.code for k, e in out.errors.items()} == {B: E.unknown_topic_id}
+        assert ("fetch", B, 500) not in leaders.calls
 
 
 def test_a_member_that_left_is_released_now_or_after_its_grace() -> None:

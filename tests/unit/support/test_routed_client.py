@@ -56,3 +56,81 @@ def test_anything_else_goes_to_the_bootstrap_broker() -> None:
     assert p._target(3, {"topics": None}) is None
     assert p._target(18, {}) is None
     assert p.asked == []
+
+
+def test_share_state_requests_are_split_per_share_coordinator() -> None:
+    """A share-state request naming share-partitions of two coordinators goes to each
+    as its own request (Kafka's persister), and the answers come back as one."""
+    from kio.schema.errors import ErrorCode
+    from kio.schema.write_share_group_state.v1 import response as w
+
+    from headwater.share.coordinator import coordinator_key
+
+    sent: list[tuple[int, dict]] = []
+
+    class Conn:
+        def __init__(self, port: int) -> None:
+            self.port = port
+
+        def request(self, api_key: int, version: int, body: dict, cid: int) -> object:
+            sent.append((self.port, body))
+            return w.WriteShareGroupStateResponse(results=tuple(
+                w.WriteStateResult(topic_id=t["topic_id"], partitions=tuple(
+                    w.PartitionResult(partition=p["partition"], error_code=ErrorCode.none,
+                                      error_message=None) for p in t["partitions"]))
+                for t in body["topics"]))
+
+    class Split(Probe):
+        def _coordinator(self, key: str, key_type: int) -> int | None:
+            self.asked.append(("coordinator", key, key_type))
+            return 9000 + int(key.rsplit(":", 1)[1]) % 2  # even / odd partitions
+
+        def _conn(self, port: int) -> Conn:  # type: ignore[override]
+            return Conn(port)
+
+    p = Split()
+    body = {"group_id": "g", "topics": [{"topic_id": TOPIC_ID, "partitions": [
+        {"partition": n, "state_epoch": 1} for n in range(3)]}]}
+    answer = p.request(85, 1, body)
+    assert [(port, [x["partition"] for x in b["topics"][0]["partitions"]])
+            for port, b in sent] == [(9000, [0, 2]), (9001, [1])]
+    assert [c for c in p.asked] == [("coordinator", coordinator_key("g", TOPIC_ID, n), 2)
+                                    for n in range(3)]
+    (result,) = answer.results
+    assert result.topic_id == TOPIC_ID
+    assert sorted(x.partition for x in result.partitions) == [0, 1, 2]
+    sent.clear()
+    p.request(84, 0, {"group_id": "g", "topics": [{"topic_id": TOPIC_ID, "partitions": [
+        {"partition": 1, "leader_epoch": 0}]}]})
+    assert [port for port, _b in sent] == [9001]  # one coordinator: the request as it is
+
+
+def test_a_share_request_naming_no_partition_goes_to_the_members_session() -> None:
+    """An incremental ShareFetch names no partition: it goes where the member opened its
+    share session (the leader of the partitions its first fetch named)."""
+    sent: list[int] = []
+
+    class Conn:
+        def __init__(self, port: int) -> None:
+            self.port = port
+
+        def request(self, api_key: int, version: int, body: dict, cid: int) -> None:
+            sent.append(self.port)
+
+    class Sessions(Probe):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bootstrap_port = 7000
+            self._share_sessions = {}
+
+        def _conn(self, port: int) -> Conn:  # type: ignore[override]
+            return Conn(port)
+
+    p = Sessions()
+    first = {"group_id": "g", "member_id": "m", "topics": [
+        {"topic_id": TOPIC_ID, "partitions": [{"partition_index": 2}]}]}
+    p.request(78, 1, first)
+    p.request(78, 1, {"group_id": "g", "member_id": "m", "topics": []})
+    p.request(79, 1, {"group_id": "g", "member_id": "m", "topics": []})
+    p.request(78, 1, {"group_id": "g", "member_id": "other", "topics": []})
+    assert sent == [8002, 8002, 8002, 7000]

@@ -6,8 +6,9 @@ leads only some partitions and coordinates only some groups. For a port register
 `BrokerTrio` (`route_port`), `tests.support.wire.RawClient(...)` builds a `RoutedClient`:
 a group's or a transactional id's request goes to its coordinator (FindCoordinator), a
 partition's request (Produce, Fetch, ListOffsets, ShareFetch, ...) to the leader of the
-first partition it names (Metadata), anything else to the bootstrap broker; a connection
-per broker, kept. Elsewhere (one node) `RawClient` is the plain client, unchanged.
+first partition it names (Metadata), a Fetch in a fetch session to the broker that opened
+the session, anything else to the bootstrap broker; a connection per broker, kept.
+Elsewhere (one node) `RawClient` is the plain client, unchanged.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from headwater.wire.client import RawClient as PlainClient
 from .routing import _once
 
 _ROUTED: set[int] = set()
+FETCH = 1
 
 #: API key -> (body field naming the key, FindCoordinator key type), for requests a client
 #: sends to a coordinator. A list field routes by its first element.
@@ -71,6 +73,8 @@ class RoutedClient:
         self.bootstrap_port = port
         self._boot = PlainClient(host, port, timeout, **kwargs)
         self._conns: dict[int, PlainClient] = {port: self._boot}
+        #: fetch session id -> the port of the broker that opened it
+        self._sessions: dict[int, int] = {}
 
     def __getattr__(self, name: str) -> Any:  # sock, send_bytes, recv_frame, ...
         return getattr(self._boot, name)
@@ -80,12 +84,24 @@ class RoutedClient:
             conn.close()
 
     def request(self, api_key: int, version: int, body: Any, correlation_id: int = 1) -> Any:
-        port = self._target(api_key, body) or self.bootstrap_port
+        port = self._route(api_key, body)
         conn = self._conns.get(port)
         if conn is None:
             conn = self._conns[port] = PlainClient(self._host, port, self._timeout,
                                                    **self._kwargs)
-        return conn.request(api_key, version, body, correlation_id)
+        response = conn.request(api_key, version, body, correlation_id)
+        if api_key == FETCH and getattr(response, "session_id", 0):
+            # a fetch session lives on the broker that opened it: a client sends the
+            # session's next fetches there (an incremental one may name no partition)
+            self._sessions[int(response.session_id)] = port
+        return response
+
+    def _route(self, api_key: int, body: Any) -> int:
+        if api_key == FETCH and isinstance(body, dict) and body.get("session_id"):
+            port = self._sessions.get(int(body["session_id"]))
+            if port is not None:
+                return port
+        return self._target(api_key, body) or self.bootstrap_port
 
     def _target(self, api_key: int, body: Any) -> int | None:
         if not isinstance(body, dict):

@@ -16,6 +16,8 @@ class Probe(RoutedClient):
 
     def __init__(self) -> None:  # no connection
         self.asked: list[tuple] = []
+        self.bootstrap_port = 7000
+        self._sessions = {}
 
     def _coordinator(self, key: str, key_type: int) -> int | None:
         self.asked.append(("coordinator", key, key_type))
@@ -56,3 +58,14 @@ def test_anything_else_goes_to_the_bootstrap_broker() -> None:
     assert p._target(3, {"topics": None}) is None
     assert p._target(18, {}) is None
     assert p.asked == []
+
+
+def test_a_fetch_session_stays_with_the_broker_that_opened_it() -> None:
+    p = Probe()
+    p._sessions[42] = 8003  # opened by partition 3's leader
+    assert p._route(1, {"session_id": 42, "topics": []}) == 8003
+    assert p._route(1, {"session_id": 42, "topics": [{"topic": "t", "partitions": [
+        {"partition": 0}]}]}) == 8003
+    assert p._route(1, {"session_id": 0, "topics": [{"topic": "t", "partitions": [
+        {"partition": 1}]}]}) == 8001  # a new session: the first partition's leader
+    assert p._route(1, {"session_id": 43, "topics": []}) == 7000  # unknown: bootstrap

@@ -153,7 +153,10 @@ def test_describe_producers_log_dirs_and_leader_epoch(broker, topic_name):
         active = producers.topics[0].partitions[0].active_producers
         assert [(p.producer_id, p.last_sequence) for p in active] == [(init.producer_id, 0)]
 
-        dirs = raw.request(35, 4, {"topics": None}, correlation_id=4)
+        # the partition's log dir, asked of the broker that holds it (as Kafka's
+        # describeReplicaLogDirs does)
+        dirs = raw.request(35, 4, {"topics": [{"topic": topic_name, "partitions": [0]}]},
+                           correlation_id=4)
         sizes = {(t.name, p.partition_index): p.partition_size
                  for t in dirs.results[0].topics for p in t.partitions}
         assert sizes[(topic_name, 0)] == len(batch)

@@ -42,6 +42,7 @@ PARTITIONED: dict[int, tuple[str, tuple[str, ...], str, str]] = {
     2: ("topics", ("name",), "partitions", "partition_index"),
     21: ("topics", ("name",), "partitions", "partition_index"),
     23: ("topics", ("topic",), "partitions", "partition"),
+    35: ("topics", ("topic",), "partitions", ""),  # DescribeLogDirs: the replica's broker
     61: ("topics", ("name",), "partition_indexes", ""),
     78: ("topics", ("topic_id",), "partitions", "partition_index"),
     79: ("topics", ("topic_id",), "partitions", "partition_index"),

@@ -49,8 +49,11 @@ def test_partition_requests_go_to_the_first_partitions_leader() -> None:
     assert p._target(1, {"topics": [{"topic": "", "topic_id": TOPIC_ID,
                                      "partitions": [{"partition": 1}]}]}) == 8001
     assert p._target(61, {"topics": [{"name": "t", "partition_indexes": [3]}]}) == 8003
+    assert p._target(35, {"topics": [{"topic": "t", "partitions": [4]}]}) == 8004
+    assert p._target(35, {"topics": None}) is None  # every partition: the bootstrap's
     assert p._target(78, {"topics": []}) is None
-    assert p.asked == [("leader", "t", 2), ("leader", TOPIC_ID, 1), ("leader", "t", 3)]
+    assert p.asked == [("leader", "t", 2), ("leader", TOPIC_ID, 1), ("leader", "t", 3),
+                       ("leader", "t", 4)]
 
 
 def test_anything_else_goes_to_the_bootstrap_broker() -> None:

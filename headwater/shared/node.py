@@ -135,35 +135,34 @@ class ClusterNode:
         lead are served there: their leader answers ListOffsets for them without
         UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE (it
         has followed the metadata and taken them), so a new topic takes produce at its
-        leaders at once, as on one node. A leader that cannot be asked (unreachable, or
-        a listener that wants a login first) or answers another error is not waited
-        for. Whether all were seen served."""
+        leaders at once, as on one node. A partition with no live leader (an existing
+        one of a CreatePartitions whose broker died), a leader that cannot be asked in
+        time (unreachable, or a listener that wants a login first) or that answers
+        another error is not waited for. Whether all were seen served."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         pending = set(wanted)
         while True:
-            still: set[tuple[str, uuid.UUID, int]] = set()
             by_leader: dict[int, tuple[BrokerInfo, list[tuple[str, uuid.UUID, int]]]] = {}
             for key in pending:
                 leader, _epoch = self.leader(*key)
-                if leader == self.node_id:
-                    continue  # this broker's own: the caller waits for those
                 target = self.broker(leader) if leader >= 0 else None
-                if target is None:  # no live leader yet: asked again
-                    still.add(key)
-                else:
+                # this broker's own (its caller waits for those), or no live leader (an
+                # existing partition whose broker died: not this request's to wait for)
+                if target is not None and leader != self.node_id:
                     by_leader.setdefault(leader, (target, []))[1].append(key)
-            results = await asyncio.gather(*(self._not_served(target, keys)
+            wait_s = max(min(deadline - loop.time(), COORDINATOR_TIMEOUT_S), 0.1)
+            results = await asyncio.gather(*(self._not_served(target, keys, wait_s)
                                              for target, keys in by_leader.values()))
-            pending = still.union(*results)
+            pending = set().union(*results)
             if not pending:
                 return True
             if loop.time() >= deadline:
                 return False
             await asyncio.sleep(SERVED_POLL_S)
 
-    async def _not_served(self, target: BrokerInfo, keys: list[tuple[str, uuid.UUID, int]]
-                          ) -> set[tuple[str, uuid.UUID, int]]:
+    async def _not_served(self, target: BrokerInfo, keys: list[tuple[str, uuid.UUID, int]],
+                          timeout_s: float) -> set[tuple[str, uuid.UUID, int]]:
         """Those of `keys` `target` does not serve yet (ListOffsets, latest)."""
         topics: dict[str, list[int]] = {}
         for topic, _tid, partition in keys:
@@ -173,8 +172,7 @@ class ClusterNode:
                                         "timestamp": -1} for p in ps]}
             for t, ps in topics.items()]}
         try:
-            response = await call(target.host, target.port, LIST_OFFSETS, 7, body,
-                                  COORDINATOR_TIMEOUT_S)
+            response = await call(target.host, target.port, LIST_OFFSETS, 7, body, timeout_s)
         except ForwardError as exc:
             log.info("broker %d not asked whether it serves new partitions: %s",
                      target.node_id, exc)

@@ -66,8 +66,9 @@ def test_a_leader_that_cannot_be_asked_or_refuses_is_not_waited_for(
         return answer({2: 29})  # TOPIC_AUTHORIZATION_FAILED: not "not yet"
 
     monkeypatch.setattr(node_module, "call", call)
-    wanted = [("t", TID, p) for p in (1, 2)]
-    assert asyncio.run(node({1: 2, 2: 3}).served_elsewhere(wanted, 5.0))
+    wanted = [("t", TID, p) for p in (1, 2, 3)]
+    # partition 3: no live leader (its broker died): not this request's to wait for
+    assert asyncio.run(node({1: 2, 2: 3, 3: -1}).served_elsewhere(wanted, 5.0))
 
 
 def test_gives_up_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:

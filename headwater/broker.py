@@ -623,25 +623,39 @@ class Broker:
     def partitions_ready(self, topics: Iterable[str], timeout_s: float
                          ) -> Awaitable[None] | None:
         """On a store that takes partitions in the background (the shared log): wait,
-        up to `timeout_s`, until every partition of `topics` is served here, so a
-        CreateTopics answer means the topic takes produce at once. None on the local
-        store (its partitions are there as soon as the image has them)."""
+        up to `timeout_s`, until every partition of `topics` is served by its leader
+        (here, or in a cluster by the broker that takes it once it has followed the
+        committed change), so a CreateTopics answer means the topic takes produce at
+        once, on one node as on several. None on the local store (its partitions are
+        there as soon as the image has them)."""
         if self._shared is None or self.store is None:
             return None
         ready = self.store.ready
-        wanted = [(t.name, p.partition_id) for t in map(self.image.topic, topics)
+        wanted = [(t.name, t.topic_id, p.partition_id) for t in map(self.image.topic, topics)
                   if t is not None for p in t.partitions]
         if not wanted:
             return None
+        names = ", ".join(topics)
         timeout_s = min(timeout_s, READY_WAIT_MAX_S)
+        cluster = self.cluster
 
         async def wait() -> None:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s
             try:
-                await asyncio.wait_for(asyncio.gather(*(ready(*k) for k in wanted)),
+                await asyncio.wait_for(asyncio.gather(*(ready(t, p) for t, _i, p in wanted)),
                                        timeout_s)
             except TimeoutError:
-                log.warning("partitions of %s not taken within %.1f s", ", ".join(topics),
-                            timeout_s)
+                log.warning("partitions of %s not taken within %.1f s", names, timeout_s)
+                return
+            if cluster is None or not cluster.is_controller():
+                return
+            durable = cluster.durable()  # the others follow only what is committed
+            if durable is not None:
+                await durable
+            if not await cluster.served_elsewhere(wanted, max(deadline - loop.time(), 0.0)):
+                log.warning("partitions of %s not served by their leaders within %.1f s",
+                            names, timeout_s)
         return wait()
 
     def partition(self, topic: str, partition: int) -> Partition | None:

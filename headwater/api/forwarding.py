@@ -45,6 +45,12 @@ FORWARDED = frozenset({
     49,  # AlterClientQuotas
     51,  # AlterUserScramCredentials
     57,  # UpdateFeatures
+    # the quorum's APIs, which Kafka's brokers forward to the active controller too
+    55,  # DescribeQuorum
+    64,  # UnregisterBroker
+    80,  # AddRaftVoter
+    81,  # RemoveRaftVoter
+    94,  # UnregisterController
 })
 FORWARDED_ATTR = "forwarded"  # set on the context of a request that came in an envelope
 FOLLOW_TIMEOUT_S = 5.0

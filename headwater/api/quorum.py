@@ -13,6 +13,13 @@ UnregisterBroker removes a broker's registration in Kafka. An id that was never
 registered gets Kafka's BROKER_ID_NOT_REGISTERED. Kafka also unregisters a broker that is
 running, its own node included, after which a single-node Kafka has no broker and every
 admin call times out; headwater refuses that case (INVALID_REQUEST, docs/differences.md).
+
+In a cluster (the shared log) the quorum is the holder of the controller lease: these
+requests are forwarded to it (`api/forwarding.py`), as Kafka's brokers forward them to
+the active controller, so every broker answers as the controller does: DescribeQuorum's
+leader and only voter is the active controller, which alone cannot unregister itself.
+A live broker is registered (the `brokers` table) and refused as above: it registers
+itself while it runs and deregisters when it stops.
 """
 
 from __future__ import annotations
@@ -72,9 +79,16 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
             return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
                     "error_message": None}
-        if req.broker_id != broker.node_id:
+        live = ([b.node_id for b in broker.cluster.brokers()] if broker.cluster is not None
+                else [broker.node_id])
+        if req.broker_id not in live:
             return {"throttle_time": 0, "error_code": E.broker_id_not_registered,
                     "error_message": f"Broker ID {req.broker_id} is not currently registered"}
+        if len(live) > 1:
+            return {"throttle_time": 0, "error_code": E.invalid_request,
+                    "error_message": f"Broker {req.broker_id} is running: a broker of this "
+                                     "cluster is registered while it runs and deregisters "
+                                     "itself when it stops; it cannot be unregistered"}
         return {"throttle_time": 0, "error_code": E.invalid_request,
                 "error_message": f"Broker {req.broker_id} is the only broker of this "
                                  "single-node cluster and serves this request; it cannot "

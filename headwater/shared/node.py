@@ -28,6 +28,10 @@ ALLOCATE_PRODUCER_IDS = 67
 #: NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS,
 #: KAFKA_STORAGE_ERROR: a partition moving, or its leader's commit failing for now.
 LEADER_MOVING = frozenset({6, 5, 7, 19, 56})
+#: ListOffsets' answers of a broker that has not taken a partition yet: it has not
+#: followed the metadata (UNKNOWN_TOPIC_OR_PARTITION), or is taking it.
+NOT_SERVED_YET = frozenset({3, 5, 6})
+SERVED_POLL_S = 0.05
 log = logging.getLogger("headwater.shared")
 
 
@@ -307,6 +311,57 @@ class ClusterNode:
                         out[(t.name, int(p.partition_index))] = int(p.offset)
         await asyncio.gather(*(ask(n, topics) for n, topics in by_leader.items()))
         return out
+    async def served_elsewhere(self, wanted: list[tuple[str, uuid.UUID, int]],
+                               timeout_s: float) -> bool:
+        """Wait, up to `timeout_s`, until the partitions of `wanted` that other brokers
+        lead are served there: their leader answers ListOffsets for them without
+        UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE (it
+        has followed the metadata and taken them), so a new topic takes produce at its
+        leaders at once, as on one node. A partition with no live leader (an existing
+        one of a CreatePartitions whose broker died), a leader that cannot be asked in
+        time (unreachable, or a listener that wants a login first) or that answers
+        another error is not waited for. Whether all were seen served."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        pending = set(wanted)
+        while True:
+            by_leader: dict[int, tuple[BrokerInfo, list[tuple[str, uuid.UUID, int]]]] = {}
+            for key in pending:
+                leader, _epoch = self.leader(*key)
+                target = self.broker(leader) if leader >= 0 else None
+                # this broker's own (its caller waits for those), or no live leader (an
+                # existing partition whose broker died: not this request's to wait for)
+                if target is not None and leader != self.node_id:
+                    by_leader.setdefault(leader, (target, []))[1].append(key)
+            wait_s = max(min(deadline - loop.time(), COORDINATOR_TIMEOUT_S), 0.1)
+            results = await asyncio.gather(*(self._not_served(target, keys, wait_s)
+                                             for target, keys in by_leader.values()))
+            pending = set().union(*results)
+            if not pending:
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(SERVED_POLL_S)
+
+    async def _not_served(self, target: BrokerInfo, keys: list[tuple[str, uuid.UUID, int]],
+                          timeout_s: float) -> set[tuple[str, uuid.UUID, int]]:
+        """Those of `keys` `target` does not serve yet (ListOffsets, latest)."""
+        topics: dict[str, list[int]] = {}
+        for topic, _tid, partition in keys:
+            topics.setdefault(topic, []).append(partition)
+        body = {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
+                                        "timestamp": -1} for p in ps]}
+            for t, ps in topics.items()]}
+        try:
+            response = await call(target.host, target.port, LIST_OFFSETS, 7, body, timeout_s)
+        except ForwardError as exc:
+            log.info("broker %d not asked whether it serves new partitions: %s",
+                     target.node_id, exc)
+            return set()
+        waiting = {(t.name, p.partition_index) for t in response.topics for p in t.partitions
+                   if int(p.error_code) in NOT_SERVED_YET}
+        return {k for k in keys if (k[0], k[2]) in waiting}
 
     def leader(self, topic: str, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
         """(leader, leader epoch) of a partition on the shared log."""

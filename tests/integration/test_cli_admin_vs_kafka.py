@@ -128,19 +128,23 @@ def test_cluster_info(server: Any) -> None:
     found = until(info, "the new topic's partitions led")
     assert set(found) == {"cluster_id", "controller", "brokers", "features",
                           "partitions_led"}
-    assert found["controller"] == 1 and found["cluster_id"]
-    assert found["brokers"] == [{"id": 1, "host": "127.0.0.1", "port": server.port,
-                                 "rack": None}]
+    # every broker of the server (Kafka's reference and one node: node 1 alone)
+    nodes = sorted(server.node_ports.items())
+    assert found["controller"] in server.node_ids and found["cluster_id"]
+    assert found["brokers"] == [{"id": n, "host": "127.0.0.1", "port": port, "rack": None}
+                                for n, port in nodes]
     features = {f["name"]: f for f in found["features"]}
     assert features["metadata.version"]["max_level"] >= 1
-    assert [c["broker"] for c in found["partitions_led"]] == [1]
-    counts = found["partitions_led"][0]
-    assert set(counts) == {"broker", "partitions", "__consumer_offsets",
-                           "__transaction_state", "__share_group_state"}
-    assert counts["partitions"] >= 3  # the topic created here, and the module's
+    assert [c["broker"] for c in found["partitions_led"]] == server.node_ids
+    for counts in found["partitions_led"]:
+        assert set(counts) == {"broker", "partitions", "__consumer_offsets",
+                               "__transaction_state", "__share_group_state"}
+    # the topic created here, and the module's
+    assert sum(c["partitions"] for c in found["partitions_led"]) >= 3
     text = hw(server.bootstrap, "cluster", "info").stdout
-    assert text.startswith(f"Cluster {found['cluster_id']}\nController 1\n")
-    assert f"1       127.0.0.1:{server.port}" in text and "metadata.version" in text
+    assert text.startswith(f"Cluster {found['cluster_id']}\nController {found['controller']}\n")
+    assert all(f"{n}       127.0.0.1:{port}" in text for n, port in nodes), text
+    assert "metadata.version" in text
 
 
 def test_cluster_info_unreachable_is_one_line() -> None:

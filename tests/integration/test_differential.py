@@ -11,6 +11,7 @@ docs/differences.md says why.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -162,37 +163,46 @@ INVALID_TOPICS: dict[str, dict[str, Any]] = {
     "below minimum": {"config": {"segment.bytes": "10"}},
     "bad compression": {"config": {"compression.type": "brotli"}},
     "zero partitions": {"partitions": 0},
-    "replication factor 3": {"replication": 3},
+    "replicas above the brokers": {"replication": "brokers + 1"},
 }
 
 
-def create_invalid_topics(bootstrap: str) -> dict[str, tuple[int, str]]:
-    """AdminClient CreateTopics with each invalid setting: (error code, message)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def create_invalid_topics(target: Target) -> dict[str, tuple[int, str]]:
+    """AdminClient CreateTopics with each invalid setting: (error code, message). One
+    replica more than the target has brokers (Kafka's reference: one; a cluster: all
+    of them) is named RF in the message, their number N."""
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    brokers = len(target.node_ids)
     out = {}
     for case, spec in INVALID_TOPICS.items():
         name = unique("badcfg")
-        topic = NewTopic(name, spec.get("partitions", 1), spec.get("replication", 1),
+        replication = brokers + 1 if spec.get("replication") else 1
+        topic = NewTopic(name, spec.get("partitions", 1), replication,
                          config=spec.get("config", {}))
         try:
             admin.create_topics([topic])[name].result(30)
             out[case] = (0, "created")
         except KafkaException as exc:
             err = exc.args[0]
-            out[case] = (err.code(), err.str())
+            message = err.str()
+            if spec.get("replication"):
+                message = re.sub(rf"\b{replication}\b", "RF",
+                                 message.replace(f"only {brokers} broker", "only N broker"))
+            out[case] = (err.code(), message)
     return out
 
 
 def test_create_topics_with_invalid_settings(both: dict[str, Target]) -> None:
     """Same codes and Kafka's messages; the one difference is segment.bytes' minimum
     (docs/differences.md): 1048576 in Kafka 4, 14 in headwater."""
-    seen = observe(both, create_invalid_topics)
+    seen = {name: create_invalid_topics(target) for name, target in both.items()}
     hw, kafka = seen["headwater"], seen["kafka"]
     assert {case: code for case, (code, _) in kafka.items()} == {
         "unknown key": INVALID_CONFIG, "bad enum": INVALID_CONFIG,
         "not a number": INVALID_CONFIG, "below minimum": INVALID_CONFIG,
         "bad compression": INVALID_CONFIG, "zero partitions": INVALID_PARTITIONS,
-        "replication factor 3": INVALID_REPLICATION_FACTOR}
+        "replicas above the brokers": INVALID_REPLICATION_FACTOR}
+    assert "only N broker" in kafka["replicas above the brokers"][1]
     minimum = "Invalid value 10 for configuration segment.bytes: Value must be at least {}"
     assert kafka["below minimum"] == (INVALID_CONFIG, minimum.format(1048576))
     assert hw["below minimum"] == (INVALID_CONFIG, minimum.format(14))

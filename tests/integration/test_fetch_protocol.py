@@ -6,6 +6,7 @@ import threading
 import time
 
 from headwater.log.batch import build_batch
+from tests.support.routing import led_together
 from tests.support.wire import RawClient
 
 
@@ -42,35 +43,39 @@ def part(p: int, offset: int) -> dict:
 def test_incremental_fetch_session(broker, topic_name):
     raw = RawClient("127.0.0.1", broker.port)
     try:
-        create(raw, topic_name)
-        produce(raw, topic_name, 0, [b"a", b"b"])
-        full = fetch(raw, [{"topic": topic_name, "partitions": [part(0, 0), part(1, 0)]}],
+        # A fetch session is one broker's: two partitions led by the same broker (on one
+        # node, 0 and 1; of 4 partitions on 3 brokers, two share a leader).
+        create(raw, topic_name, 4)
+        a, b = led_together(broker.port, topic_name)
+        produce(raw, topic_name, a, [b"a", b"b"])
+        full = fetch(raw, [{"topic": topic_name, "partitions": [part(a, 0), part(b, 0)]}],
                      session_id=0, epoch=0)
         assert int(full.error_code) == 0 and full.session_id > 0
-        assert sorted(p.partition_index for p in full.responses[0].partitions) == [0, 1]
+        assert sorted(p.partition_index for p in full.responses[0].partitions) == [a, b]
+        assert all(int(p.error_code) == 0 for p in full.responses[0].partitions)
         sid = full.session_id
 
-        # The client moves partition 0 past what it got; nothing else changed, so the
+        # The client moves partition a past what it got; nothing else changed, so the
         # incremental answer carries no partitions at all.
-        quiet = fetch(raw, [{"topic": topic_name, "partitions": [part(0, 2)]}],
+        quiet = fetch(raw, [{"topic": topic_name, "partitions": [part(a, 2)]}],
                       session_id=sid, epoch=1, cid=8)
         assert int(quiet.error_code) == 0 and quiet.responses == ()
 
-        # New data in partition 1 only: only partition 1 comes back.
-        produce(raw, topic_name, 1, [b"c"], cid=51)
+        # New data in partition b only: only partition b comes back.
+        produce(raw, topic_name, b, [b"c"], cid=51)
         news = fetch(raw, [], session_id=sid, epoch=2, cid=9)
         parts = [(p.partition_index, p.high_watermark) for p in news.responses[0].partitions]
-        assert parts == [(1, 1)]
+        assert parts == [(b, 1)]
         assert news.responses[0].partitions[0].records
 
-        # Forget partition 0, advance partition 1's offset: nothing new to say.
-        forgot = fetch(raw, [{"topic": topic_name, "partitions": [part(1, 1)]}],
+        # Forget partition a, advance partition b's offset: nothing new to say.
+        forgot = fetch(raw, [{"topic": topic_name, "partitions": [part(b, 1)]}],
                        session_id=sid, epoch=3,
-                       forgotten=[{"topic": topic_name, "partitions": [0]}], cid=10)
+                       forgotten=[{"topic": topic_name, "partitions": [a]}], cid=10)
         assert forgot.responses == ()
-        produce(raw, topic_name, 0, [b"d"], cid=52)
+        produce(raw, topic_name, a, [b"d"], cid=52)
         after = fetch(raw, [], session_id=sid, epoch=4, cid=11)
-        assert after.responses == ()  # partition 0 is no longer in the session
+        assert after.responses == ()  # partition a is no longer in the session
 
         stale = fetch(raw, [], session_id=sid, epoch=2, cid=12)
         assert int(stale.error_code) == 71  # INVALID_FETCH_SESSION_EPOCH
@@ -148,7 +153,10 @@ def test_describe_producers_log_dirs_and_leader_epoch(broker, topic_name):
         active = producers.topics[0].partitions[0].active_producers
         assert [(p.producer_id, p.last_sequence) for p in active] == [(init.producer_id, 0)]
 
-        dirs = raw.request(35, 4, {"topics": None}, correlation_id=4)
+        # the partition's log dir, asked of the broker that holds it (as Kafka's
+        # describeReplicaLogDirs does)
+        dirs = raw.request(35, 4, {"topics": [{"topic": topic_name, "partitions": [0]}]},
+                           correlation_id=4)
         sizes = {(t.name, p.partition_index): p.partition_size
                  for t in dirs.results[0].topics for p in t.partitions}
         assert sizes[(topic_name, 0)] == len(batch)

@@ -18,9 +18,13 @@ import pytest
 from tests.integration.test_kafka_tools_more import (
     Broker,
     both,
+    controller_of,
     create_topic,
+    leaders,
+    normalize,
     produce,
     same,
+    tool,
 )
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_reference import KafkaReference, reference_fixture
@@ -67,11 +71,18 @@ def dtp(b: Broker, topics: list[str], limit: int = 2000,
         "topics": [{"name": t} for t in topics], "response_partition_limit": limit,
         "cursor": None if cursor is None else {"topic_name": cursor[0],
                                                "partition_index": cursor[1]}})
+    def led(node: int, leader: int) -> object:
+        # Kafka's reference has one broker, which leads everything; a cluster's
+        # partitions are led by any of its brokers: the leader, one of b's, as LEADER
+        return "LEADER" if node == leader and leader in b.node_ids else node
+
     out = [(t.name, int(t.error_code), t.is_internal, t.topic_id not in (None, 0)
             and t.topic_id.int != 0, t.topic_authorized_operations,
-            [(p.partition_index, int(p.error_code), p.leader_id, p.leader_epoch,
-              p.replica_nodes, p.isr_nodes, p.eligible_leader_replicas, p.last_known_elr,
-              p.offline_replicas) for p in t.partitions]) for t in resp.topics]
+            [(p.partition_index, int(p.error_code), led(p.leader_id, p.leader_id),
+              p.leader_epoch, tuple(led(r, p.leader_id) for r in p.replica_nodes),
+              tuple(led(r, p.leader_id) for r in p.isr_nodes), p.eligible_leader_replicas,
+              p.last_known_elr, p.offline_replicas) for p in t.partitions])
+           for t in resp.topics]
     nxt = resp.next_cursor
     return out, None if nxt is None else (nxt.topic_name, nxt.partition_index)
 
@@ -123,8 +134,8 @@ def test_describe_topic_partitions_paging_and_errors(pair: tuple[Broker, Broker]
         assert seen == [(a, 0), (a, 1), (a, 2), (b_, 0)] + [(c, i) for i in range(5)]
 
 
-def _describe_out(text: str) -> str:
-    text = re.sub(r"TopicId: \S+", "TopicId: ID", text)
+def _describe_out(text: str, b: Broker) -> str:
+    text = leaders(re.sub(r"TopicId: \S+", "TopicId: ID", text), b)
     # Kafka's storage format writes a cluster-level min.insync.replicas (docs/differences.md)
     return text.replace("Configs: min.insync.replicas=1", "Configs: ")
 
@@ -141,10 +152,12 @@ def test_kafka_topics_describe_uses_describe_topic_partitions(
     k, h = both(pair, "kafka-topics", "--describe", "--topic", f"{topic_name}-.*",
                 "--partition-size-limit-per-response", "2")
     assert k[0] == h[0] == 0, (k, h)
-    assert _describe_out(k[1]) == _describe_out(h[1]), f"\nkafka: {k}\nheadwater: {h}"
+    assert _describe_out(k[1], pair[0]) == _describe_out(h[1], pair[1]), \
+        f"\nkafka: {k}\nheadwater: {h}"
     assert h[1].count("\tElr: ") == 6 and "Partition: 4" in h[1], h[1]
     k, h = both(pair, "kafka-topics", "--describe", "--topic", f"{topic_name}-p5")
-    assert _describe_out(k[1]) == _describe_out(h[1]), f"\nkafka: {k}\nheadwater: {h}"
+    assert _describe_out(k[1], pair[0]) == _describe_out(h[1], pair[1]), \
+        f"\nkafka: {k}\nheadwater: {h}"
     code, out = same(pair, "kafka-topics", "--describe", "--topic", f"{topic_name}-nope")
     assert code == 1 and "does not exist" in out, out
 
@@ -557,10 +570,14 @@ def test_kafka_cluster_unregister_controller(pair: tuple[Broker, Broker]) -> Non
     INVALID_REQUEST, with Kafka's messages; `kafka-cluster api-versions` lists it."""
     for controller_id, error in (("5", "ControllerIdNotRegisteredException: Controller ID 5 "
                                        "is not currently registered."),
-                                 ("1", "InvalidRequestException: Controller cannot "
-                                       "unregister itself while it is active.")):
-        k, h = both(pair, "kafka-cluster", "unregister-controller", "--bootstrap-server",
-                    "{B}", "--id", controller_id, bootstrap="")
+                                 ("{C}", "InvalidRequestException: Controller cannot "
+                                         "unregister itself while it is active.")):
+        # {C}: each one's active controller (1 on Kafka's reference and on one node)
+        k, h = [(p.returncode, normalize(p.stdout, b), normalize(p.stderr, b))
+                for b in pair for p in [tool(
+                    b, "kafka-cluster", "unregister-controller", "--bootstrap-server", "{B}",
+                    "--id", controller_id.replace("{C}", str(controller_of(b))),
+                    bootstrap="")]]
         first = [next((line for line in out[2].splitlines() if "Exception:" in line), "")
                  for out in (k, h)]
         assert k[0] == h[0] == 1 and first[0] == first[1] and error in first[1], (k, h)

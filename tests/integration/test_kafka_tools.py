@@ -89,7 +89,10 @@ def test_kafka_topics_create_describe_alter_delete(broker: BrokerProcess,
     assert re.search(rf"Topic: {re.escape(topic_name)}\s+TopicId: \S+\s+PartitionCount: 2\s+"
                      r"ReplicationFactor: 1", desc), desc
     assert "retention.ms=3600000" in desc
-    assert len(re.findall(r"Partition: \d+\s+Leader: 1\s+Replicas: 1\s+Isr: 1", desc)) == 2
+    # each led by one of the brokers (node 1 on one node), its only replica
+    led = re.findall(r"Partition: \d+\s+Leader: (\d+)\s+Replicas: (\d+)\s+Isr: (\d+)", desc)
+    assert len(led) == 2 and all(int(leader) in broker.node_ids and leader == r == i
+                                 for leader, r, i in led), desc
 
     tool("kafka-topics", b, "--alter", "--topic", topic_name, "--partitions", "4")
     desc = describe_topic(b, topic_name)
@@ -161,13 +164,18 @@ def test_kafka_log_dirs(broker: BrokerProcess, topic_name: str) -> None:
     produce(b, topic_name, 20, partition=1)
     out = tool("kafka-log-dirs", b, "--describe", "--topic-list", topic_name).stdout
     doc = json.loads(out.strip().splitlines()[-1])
-    (entry,) = doc["brokers"]
-    assert entry["broker"] == 1
-    (logdir,) = entry["logDirs"]
-    assert Path(logdir["logDir"]).resolve() == broker.data_dir.resolve()
-    assert logdir["error"] is None
-    sizes = {p["partition"]: p["size"] for p in logdir["partitions"]}
-    assert set(sizes) == {f"{topic_name}-0", f"{topic_name}-1"}
+    # one entry per broker (one node: broker 1), each with its one log dir and the
+    # partitions it serves; each partition served by exactly one of them
+    dirs = dict(zip(broker.node_ids, broker.data_dirs, strict=True))
+    assert sorted(entry["broker"] for entry in doc["brokers"]) == broker.node_ids, doc
+    served = []
+    for entry in doc["brokers"]:
+        (logdir,) = entry["logDirs"]
+        assert Path(logdir["logDir"]).resolve() == dirs[entry["broker"]].resolve()
+        assert logdir["error"] is None
+        served += [(p["partition"], p["size"]) for p in logdir["partitions"]]
+    sizes = dict(served)
+    assert len(served) == len(sizes) and set(sizes) == {f"{topic_name}-0", f"{topic_name}-1"}
     assert sizes[f"{topic_name}-0"] == 0 and sizes[f"{topic_name}-1"] > 0
 
 
@@ -408,10 +416,12 @@ def test_java_transactional_producer_and_kafka_transactions(broker: BrokerProces
 # --- kafka-dump-log over headwater's internal topics ------------------------------------
 
 
-def segment_files(data_dir: Path, topic: str) -> list[str]:
-    """The non-empty segment files of every partition of an internal topic (on the
-    shared log, those of the broker's cache of it)."""
-    return sorted(str(f) for pattern in (f"{topic}-*/*.log", f"shared-cache/{topic}-*/*.log")
+def segment_files(data_dirs: list[Path], topic: str) -> list[str]:
+    """The non-empty segment files of every partition of an internal topic, in every
+    broker's data dir (on the shared log, those of each broker's cache of the
+    partitions it serves)."""
+    return sorted(str(f) for data_dir in data_dirs
+                  for pattern in (f"{topic}-*/*.log", f"shared-cache/{topic}-*/*.log")
                   for f in data_dir.glob(pattern) if f.stat().st_size)
 
 
@@ -453,7 +463,7 @@ def test_kafka_dump_log_decodes_headwater_internal_topics(broker: BrokerProcess,
     producer.commit_transaction(15)
 
     offsets = run_tool("kafka-dump-log", "--offsets-decoder", "--files",
-                   ",".join(segment_files(broker.data_dir, "__consumer_offsets")))
+                   ",".join(segment_files(broker.data_dirs, "__consumer_offsets")))
     ours = [(k, v) for k, v in decoded(offsets.stdout)
             if k.get("type") == "1" and k["data"].get("group") == group]
     assert [(k["data"]["topic"], k["data"]["partition"], v["data"]["offset"])
@@ -461,7 +471,7 @@ def test_kafka_dump_log_decodes_headwater_internal_topics(broker: BrokerProcess,
     assert "endTxnMarker: COMMIT" in offsets.stdout
 
     txns = run_tool("kafka-dump-log", "--transaction-log-decoder", "--files",
-                ",".join(segment_files(broker.data_dir, "__transaction_state")))
+                ",".join(segment_files(broker.data_dirs, "__transaction_state")))
     ours = [v["data"] for k, v in decoded(txns.stdout)
             if v is not None and k["data"].get("transactionalId") == txn_id]
     # Kafka 4.4's decoder prints the TransactionState by name (4.3 printed its id).

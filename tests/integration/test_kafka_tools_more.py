@@ -56,10 +56,26 @@ def normalize(text: str, b: Broker) -> str:
     """Replace what differs by nature between two brokers."""
     text = re.sub(r"^\[\d{4}-\d\d-\d\d [^\]]*\] ", "", text, flags=re.M)  # log4j time
     text = text.replace(str(b.data_dir), "DATADIR")
-    text = re.sub(rf"\b{b.port}\b", "PORT", text)
+    for port in b.node_ports.values():  # every broker's (one, or a cluster's)
+        text = re.sub(rf"\b{port}\b", "PORT", text)
     text = re.sub(r"\b1\d{12}\b", "TIMESTAMP", text)
     text = re.sub(r"(Cluster ?I[Dd]:\s*)\S+", r"\1CLUSTER", text)
     return text
+
+
+def leaders(text: str, b: Broker) -> str:
+    """kafka-topics' "Leader: L<tab>Replicas: R<tab>Isr: I" with the leader, where it is
+    one of `b`'s brokers, as LEADER (in the replica lists too): Kafka's reference has
+    one broker, which leads everything; a cluster's partitions are led by any of its
+    brokers. What stays compared is that a broker of `b` leads and the lists are its."""
+    def one(m: re.Match[str]) -> str:
+        leader = m.group(1)
+        if int(leader) not in b.node_ids:
+            return m.group(0)
+        names = [",".join("LEADER" if r == leader else r for r in m.group(i).split(","))
+                 for i in (2, 3)]
+        return f"Leader: LEADER\tReplicas: {names[0]}\tIsr: {names[1]}"
+    return re.sub(r"Leader: (\d+)\tReplicas: ([\d,]*)\tIsr: ([\d,]*)", one, text)
 
 
 def tool(b: Broker, name: str, *args: str, bootstrap: str = "--bootstrap-server",
@@ -145,6 +161,13 @@ def commit(b: Broker, group: str, offsets: list[TopicPartition]) -> None:
         c.close()
 
 
+def controller_of(b: Broker) -> int:
+    """The active controller's id, as Metadata names it (1 on one node and on Kafka's
+    reference; on a cluster, the holder of the controller lease)."""
+    return int(AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(
+        timeout=10).controller_id)
+
+
 def wait_for(check: Callable[[], object], what: str, timeout: float = 30.0) -> object:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -185,10 +208,18 @@ def test_kafka_cluster(pair: tuple[Broker, Broker]) -> None:
     status, out = same(pair, "kafka-cluster", "cluster-id", "--bootstrap-server", "{B}",
                        bootstrap="")
     assert (status, out) == (0, "Cluster ID: CLUSTER\n")
-    status, out = same(pair, "kafka-cluster", "list-endpoints", "--bootstrap-server", "{B}",
-                       "--include-fenced-brokers", bootstrap="")
-    assert status == 0 and re.search(r"^1\s+127\.0\.0\.1\s+PORT\s+null\s+unfenced\s+broker",
-                                     out, re.M), out
+    k, h = both(pair, "kafka-cluster", "list-endpoints", "--bootstrap-server", "{B}",
+                "--include-fenced-brokers", bootstrap="")
+    row = r"^{}\s+127\.0\.0\.1\s+PORT\s+null\s+unfenced\s+broker\s*$"
+    assert k[0] == h[0] == 0 and re.search(row.format(1), k[1], re.M), k
+    # Kafka's one broker's row, then as many as headwater has brokers: what Kafka
+    # prints for that many (its header, a row per broker)
+    header = [line for line in k[1].splitlines() if not re.match(row.format(1), line)]
+    rows = [line for line in h[1].splitlines() if line not in header]
+    assert [line for line in h[1].splitlines() if line in header] == header, (k, h)
+    assert len(rows) == len(pair[1].node_ids) and all(
+        re.match(row.format(n), line) for n, line in zip(pair[1].node_ids, rows, strict=True)
+    ), (k, h)
     # An id never registered; unregistering the live broker itself is not tried on Kafka
     # (it leaves the one-node cluster without a broker), see docs/differences.md.
     k, h = both(pair, "kafka-cluster", "unregister", "--bootstrap-server", "{B}", "--id", "5",
@@ -200,8 +231,9 @@ def test_kafka_cluster(pair: tuple[Broker, Broker]) -> None:
     own = tool(pair[1], "kafka-cluster", "unregister", "--bootstrap-server", "{B}",
                "--id", "1", bootstrap="")
     assert own.returncode == 1
+    why = "the only broker" if len(pair[1].node_ids) == 1 else "running"
     assert first_error(own.stderr).startswith(
-        "org.apache.kafka.common.errors.InvalidRequestException: Broker 1 is the only broker")
+        f"org.apache.kafka.common.errors.InvalidRequestException: Broker 1 is {why}"), own
 
 
 # --- kafka-metadata-quorum, kafka-leader-election ------------------------------------
@@ -218,11 +250,16 @@ def test_kafka_metadata_quorum(pair: tuple[Broker, Broker]) -> None:
         return fields
 
     ks, hs = status(k[1]), status(h[1])
-    # The voter's endpoint: Kafka's CONTROLLER listener, headwater's own listener.
+    # The voter's endpoint: Kafka's CONTROLLER listener, headwater's own listener. The
+    # leader is the active controller, whichever broker answered (Kafka's brokers
+    # forward DescribeQuorum to it): node 1 on one node, on a cluster the lease holder's.
+    leader = controller_of(pair[1])
     assert re.fullmatch(r'\[\{"id": 1, "endpoints": \["CONTROLLER://127\.0\.0\.1:\d+"\]\}\]',
                         ks.pop("CurrentVoters"))
-    assert hs.pop("CurrentVoters") == '[{"id": 1, "endpoints": ["PLAINTEXT://127.0.0.1:PORT"]}]'
-    assert ks == hs == {"ClusterId": "CLUSTER", "LeaderId": "1", "MaxFollowerLag": "0",
+    assert hs.pop("CurrentVoters") == \
+        f'[{{"id": {leader}, "endpoints": ["PLAINTEXT://127.0.0.1:PORT"]}}]'
+    assert hs.pop("LeaderId") == str(leader) and ks.pop("LeaderId") == "1"
+    assert ks == hs == {"ClusterId": "CLUSTER", "MaxFollowerLag": "0",
                         "MaxFollowerLagTimeMs": "0", "CurrentObservers": "[]"}
 
     k, h = both(pair, "kafka-metadata-quorum", "describe", "--replication")
@@ -235,10 +272,13 @@ def test_kafka_metadata_quorum(pair: tuple[Broker, Broker]) -> None:
             row[2] = "LEO"
         return table
 
-    assert rows(k[1]) == rows(h[1]) == [
-        ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
-         "LastCaughtUpTimestamp", "Status"],
-        ["1", "AAAAAAAAAAAAAAAAAAAAAA", "LEO", "0", "TIMESTAMP", "TIMESTAMP", "Leader"]]
+    def leading(node: int) -> list[list[str]]:
+        return [["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+                 "LastCaughtUpTimestamp", "Status"],
+                [str(node), "AAAAAAAAAAAAAAAAAAAAAA", "LEO", "0", "TIMESTAMP", "TIMESTAMP",
+                 "Leader"]]
+
+    assert rows(k[1]) == leading(1) and rows(h[1]) == leading(leader), (k, h)
 
 
 def test_kafka_leader_election(pair: tuple[Broker, Broker], topic_name: str) -> None:
@@ -275,6 +315,11 @@ def test_elect_leaders_wire(pair: tuple[Broker, Broker], topic_name: str) -> Non
 # --- kafka-reassign-partitions ---------------------------------------------------------
 
 
+@pytest.mark.one_node(
+    "the one-node reassignment story side by side with Kafka's one node: every plan "
+    "keeps the replicas on node 1 and in its one log dir, and broker 2 is unknown; on "
+    "a cluster replicas follow the partitions' leases over the live brokers, so the "
+    "same plans mean a move between brokers (api/reassignments.py)")
 def test_kafka_reassign_partitions(pair: tuple[Broker, Broker], topic_name: str,
                                    tmp_path: Path) -> None:
     on_both(pair, lambda b: create_topic(b, topic_name, 2))
@@ -332,27 +377,36 @@ def test_alter_partition_reassignments_wire(pair: tuple[Broker, Broker],
     """AlterPartitionReassignments v1 refuses what Kafka's controller refuses, with its
     messages; ListPartitionReassignments finds nothing in progress."""
     on_both(pair, lambda b: create_topic(b, topic_name, 2))
-    request = {"timeout": 30000, "allow_replication_factor_change": False, "topics": [
-        {"name": topic_name, "partitions": [
-            {"partition_index": 0, "replicas": [2]},
-            {"partition_index": 1, "replicas": None},
-            {"partition_index": 7, "replicas": [1]},
-            {"partition_index": 0, "replicas": [1, 1]},
-            {"partition_index": 0, "replicas": []},
-            {"partition_index": 1, "replicas": [1]}]},
-        {"name": f"{topic_name}-nope", "partitions": [{"partition_index": 0, "replicas": [1]}]}]}
+
+    def request(unknown: int) -> dict:
+        """`unknown`: a broker id no broker has (2 beside one node)."""
+        return {"timeout": 30000, "allow_replication_factor_change": False, "topics": [
+            {"name": topic_name, "partitions": [
+                {"partition_index": 0, "replicas": [unknown]},
+                {"partition_index": 1, "replicas": None},
+                {"partition_index": 7, "replicas": [1]},
+                {"partition_index": 0, "replicas": [1, 1]},
+                {"partition_index": 0, "replicas": []},
+                {"partition_index": 1, "replicas": [1]}]},
+            {"name": f"{topic_name}-nope", "partitions": [
+                {"partition_index": 0, "replicas": [1]}]}]}
     answers = []
     for b in pair:
+        unknown = max(b.node_ids) + 1
         client = RawClient("127.0.0.1", b.port, timeout=10)
         try:
-            answers.append((client.request(45, 1, request),
-                            client.request(46, 0, {"timeout": 30000, "topics": None})))
+            alter = client.request(45, 1, request(unknown))
+            listed = client.request(46, 0, {"timeout": 30000, "topics": None})
         finally:
             client.close()
+        answers.append(([(t.name, [(p.partition_index, p.error_code, p.error_message and
+                                    p.error_message.replace(f"broker {unknown},", "broker X,"))
+                                   for p in t.partitions]) for t in alter.responses],
+                        (int(alter.error_code), alter.error_message), listed))
     assert answers[0] == answers[1]
-    codes = [p.error_code for t in answers[1][0].responses for p in t.partitions]
+    codes = [code for _t, parts in answers[1][0] for _p, code, _m in parts]
     assert codes == [39, 85, 3, 39, 39, 0, 3]
-    assert answers[1][1].topics == ()
+    assert answers[1][2].topics == ()
 
 
 # --- kafka-client-metrics ----------------------------------------------------------------

@@ -503,8 +503,6 @@ def test_transaction_log_records_side_by_side(brokers: dict[str, Any], topic_nam
     """`__transaction_state` itself, read by Kafka's kafka-dump-log on both brokers'
     segment files: the same TransactionLogValue v1 records (state, epoch, the client's
     transaction version) for a TV2 client's commit and empty abort."""
-    from pathlib import Path
-
     from tests.integration.test_kafka_tools import decoded, segment_files
 
     results = {}
@@ -524,7 +522,7 @@ def test_transaction_log_records_side_by_side(brokers: dict[str, Any], topic_nam
 
         def records(b: Any = b, txn_id: str = txn_id) -> list[tuple]:
             out = run_tool("kafka-dump-log", "--transaction-log-decoder", "--files",
-                           ",".join(segment_files(Path(b.data_dir), "__transaction_state")))
+                           ",".join(segment_files(b.data_dirs, "__transaction_state")))
             return [(v["version"], v["data"]["transactionStatus"],
                      v["data"]["producerEpoch"], v["data"].get("clientTransactionVersion", 0),
                      sorted(p["topic"] for p in v["data"]["transactionPartitions"] or []))

@@ -58,6 +58,30 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def node_id(self) -> int:
+        """Its node.id (1 unless an override says otherwise)."""
+        for arg in self.extra:
+            if arg.startswith("node.id="):
+                return int(arg.partition("=")[2])
+        return 1
+
+    @property
+    def node_ports(self) -> dict[int, int]:
+        """Node id -> port of every broker of the cluster a client sees here (one:
+        this one). `BrokerTrio` and `KafkaReference` have the same, so a test can
+        expect what Kafka would show for as many brokers."""
+        return {self.node_id: self.port}
+
+    @property
+    def node_ids(self) -> list[int]:
+        return sorted(self.node_ports)
+
+    @property
+    def data_dirs(self) -> list[Path]:
+        """The data directory of every broker (one here)."""
+        return [self.data_dir]
+
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")

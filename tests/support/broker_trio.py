@@ -7,9 +7,11 @@ one broker of a cluster would; Metadata and FindCoordinator then send them to al
 since topics' partitions and the coordinators' shards are spread over the three. `start`,
 `stop`, `kill` and `restart` act on all three (a test that restarts "the broker" restarts
 the cluster); `proc` and `data_dir` are broker 1's, for the tests that signal or inspect
-one process. Every option goes to all three (a fault point is the cluster's), except a
-`--metrics-listen` port: broker 1 gets it, the others one of their own each; `metrics()`
-is the three endpoints' series added up.
+one process; `node_ports`, `node_ids` and `data_dirs` are all three's (as BrokerProcess's
+and KafkaReference's are their one node's), and `rss_bytes`/`open_fds` the largest. Every
+option goes to all three (a fault point is the cluster's), except a `--metrics-listen`
+port: broker 1 gets it, the others one of their own each; `metrics()` is the three
+endpoints' series added up.
 """
 
 from __future__ import annotations
@@ -55,6 +57,18 @@ class BrokerTrio:
     @property
     def bootstrap(self) -> str:
         return self.first.bootstrap
+
+    @property
+    def node_ports(self) -> dict[int, int]:
+        return {n: proc.port for n, proc in self.brokers.items()}
+
+    @property
+    def node_ids(self) -> list[int]:
+        return list(NODES)
+
+    @property
+    def data_dirs(self) -> list[Path]:
+        return [proc.data_dir for proc in self.brokers.values()]
 
     @property
     def proc(self):  # type: ignore[no-untyped-def]
@@ -113,10 +127,12 @@ class BrokerTrio:
         return self.start()
 
     def open_fds(self) -> int:
-        return self.first.open_fds()
+        """The most descriptors any of the three holds (a limit holds per process)."""
+        return max(proc.open_fds() for proc in self.brokers.values())
 
     def rss_bytes(self) -> int:
-        return self.first.rss_bytes()
+        """The largest RSS of the three (a bound on memory holds per process)."""
+        return max(proc.rss_bytes() for proc in self.brokers.values())
 
 
 def _own_ports(extra: list[str]) -> list[str]:

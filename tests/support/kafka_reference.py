@@ -272,6 +272,19 @@ class KafkaReference:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def node_ports(self) -> dict[int, int]:
+        """Node id -> port (one node, id 1), as `BrokerProcess.node_ports`."""
+        return {1: self.port}
+
+    @property
+    def node_ids(self) -> list[int]:
+        return [1]
+
+    @property
+    def data_dirs(self) -> list[Path]:
+        return [self.data_dir]
+
     def properties(self) -> dict[str, str]:
         props = {
             "process.roles": "broker,controller",

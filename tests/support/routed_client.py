@@ -7,10 +7,13 @@ leads only some partitions and coordinates only some groups. For a port register
 a group's or a transactional id's request goes to its coordinator (FindCoordinator), a
 partition's request (Produce, Fetch, ListOffsets, ShareFetch, ...) to the leader of the
 first partition it names (Metadata; a ShareFetch or ShareAcknowledge naming none to the
-broker of the member's share session, as a share consumer keeps one per broker), a share-state request (83..87, what a share-partition
-leader sends) to the share coordinator of each share-partition it names (FindCoordinator
-key type 2, the share key; split per coordinator and the answers merged, as Kafka's
-persister does), anything else to the bootstrap broker; a connection per broker, kept. Elsewhere (one node) `RawClient` is the plain client, unchanged.
+broker of the member's share session, as a share consumer keeps one per broker; a Fetch
+in a fetch session to the broker that opened the session), a share-state request
+(83..87, what a share-partition leader sends) to the share coordinator of each
+share-partition it names (FindCoordinator key type 2, the share key; split per
+coordinator and the answers merged, as Kafka's persister does), anything else to the
+bootstrap broker; a connection per broker, kept. Elsewhere (one node) `RawClient` is the
+plain client, unchanged.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from headwater.wire.client import RawClient as PlainClient
 from .routing import _once
 
 _ROUTED: set[int] = set()
+FETCH = 1
 
 #: API key -> (body field naming the key, FindCoordinator key type), for requests a client
 #: sends to a coordinator. A list field routes by its first element.
@@ -46,6 +50,7 @@ PARTITIONED: dict[int, tuple[str, tuple[str, ...], str, str]] = {
     2: ("topics", ("name",), "partitions", "partition_index"),
     21: ("topics", ("name",), "partitions", "partition_index"),
     23: ("topics", ("topic",), "partitions", "partition"),
+    35: ("topics", ("topic",), "partitions", ""),  # DescribeLogDirs: the replica's broker
     61: ("topics", ("name",), "partition_indexes", ""),
     78: ("topics", ("topic_id",), "partitions", "partition_index"),
     79: ("topics", ("topic_id",), "partitions", "partition_index"),
@@ -91,6 +96,8 @@ class RoutedClient:
         #: (group, member) -> the broker of its share session: a ShareFetch or
         #: ShareAcknowledge naming no partition (an incremental fetch) goes there.
         self._share_sessions: dict[tuple[str, str], int] = {}
+        #: fetch session id -> the port of the broker that opened it
+        self._sessions: dict[int, int] = {}
 
     def __getattr__(self, name: str) -> Any:  # sock, send_bytes, recv_frame, ...
         return getattr(self._boot, name)
@@ -102,14 +109,26 @@ class RoutedClient:
     def request(self, api_key: int, version: int, body: Any, correlation_id: int = 1) -> Any:
         if api_key in SHARE_STATE and isinstance(body, dict):
             return self._share_state(api_key, version, body, correlation_id)
-        port = self._target(api_key, body)
+        port = self._route(api_key, body)
+        response = self._conn(port).request(api_key, version, body, correlation_id)
+        if api_key == FETCH and getattr(response, "session_id", 0):
+            # a fetch session lives on the broker that opened it: a client sends the
+            # session's next fetches there (an incremental one may name no partition)
+            self._sessions[int(response.session_id)] = port
+        return response
+
+    def _route(self, api_key: int, body: Any) -> int:
+        if api_key == FETCH and isinstance(body, dict) and body.get("session_id"):
+            port = self._sessions.get(int(body["session_id"]))
+            if port is not None:
+                return port
+        target = self._target(api_key, body)
         if api_key in SHARE_SESSION and isinstance(body, dict):
             member = (str(body.get("group_id")), str(body.get("member_id")))
-            port = port or self._share_sessions.get(member)
-            if port is not None:
-                self._share_sessions[member] = port
-        return self._conn(port or self.bootstrap_port).request(api_key, version, body,
-                                                               correlation_id)
+            target = target or self._share_sessions.get(member)
+            if target is not None:
+                self._share_sessions[member] = target
+        return target or self.bootstrap_port
 
     def _conn(self, port: int) -> PlainClient:
         conn = self._conns.get(port)

@@ -64,6 +64,32 @@ def broker_ports(bootstrap_port: int) -> list[int]:
     return sorted(int(b.port) for b in md.brokers)
 
 
+def leaders(bootstrap_port: int, topic: str) -> dict[int, int]:
+    """Partition -> leader id of `topic`, as Metadata on the bootstrap broker says."""
+    md = _once(bootstrap_port, 3, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                       "allow_auto_topic_creation": False,
+                                       "include_topic_authorized_operations": False})
+    return {int(p.partition_index): int(p.leader_id) for t in md.topics for p in t.partitions}
+
+
+def led_together(bootstrap_port: int, topic: str, count: int = 2,
+                 timeout: float = 30.0) -> list[int]:
+    """The first `count` partitions of `topic` with the same leader (every partition on
+    one node; on a cluster, partitions one fetch session or one request can serve
+    together, as a client groups them by leader)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        by_leader: dict[int, list[int]] = {}
+        for partition, leader in sorted(leaders(bootstrap_port, topic).items()):
+            if leader >= 0:
+                by_leader.setdefault(leader, []).append(partition)
+        found = [ps[:count] for ps in by_leader.values() if len(ps) >= count]
+        if found:
+            return min(found)
+        assert time.monotonic() < deadline, f"no {count} partitions of {topic} led together"
+        time.sleep(0.2)
+
+
 def list_groups(bootstrap_port: int, body: dict, timeout: float = 60.0) -> list[Any]:
     """ListGroups v5 at every broker, the groups of all of them (each broker lists the
     groups it coordinates)."""

@@ -16,6 +16,8 @@ class Probe(RoutedClient):
 
     def __init__(self) -> None:  # no connection
         self.asked: list[tuple] = []
+        self.bootstrap_port = 7000
+        self._sessions = {}
 
     def _coordinator(self, key: str, key_type: int) -> int | None:
         self.asked.append(("coordinator", key, key_type))
@@ -47,8 +49,11 @@ def test_partition_requests_go_to_the_first_partitions_leader() -> None:
     assert p._target(1, {"topics": [{"topic": "", "topic_id": TOPIC_ID,
                                      "partitions": [{"partition": 1}]}]}) == 8001
     assert p._target(61, {"topics": [{"name": "t", "partition_indexes": [3]}]}) == 8003
+    assert p._target(35, {"topics": [{"topic": "t", "partitions": [4]}]}) == 8004
+    assert p._target(35, {"topics": None}) is None  # every partition: the bootstrap's
     assert p._target(78, {"topics": []}) is None
-    assert p.asked == [("leader", "t", 2), ("leader", TOPIC_ID, 1), ("leader", "t", 3)]
+    assert p.asked == [("leader", "t", 2), ("leader", TOPIC_ID, 1), ("leader", "t", 3),
+                       ("leader", "t", 4)]
 
 
 def test_anything_else_goes_to_the_bootstrap_broker() -> None:
@@ -134,3 +139,12 @@ def test_a_share_request_naming_no_partition_goes_to_the_members_session() -> No
     p.request(79, 1, {"group_id": "g", "member_id": "m", "topics": []})
     p.request(78, 1, {"group_id": "g", "member_id": "other", "topics": []})
     assert sent == [8002, 8002, 8002, 7000]
+def test_a_fetch_session_stays_with_the_broker_that_opened_it() -> None:
+    p = Probe()
+    p._sessions[42] = 8003  # opened by partition 3's leader
+    assert p._route(1, {"session_id": 42, "topics": []}) == 8003
+    assert p._route(1, {"session_id": 42, "topics": [{"topic": "t", "partitions": [
+        {"partition": 0}]}]}) == 8003
+    assert p._route(1, {"session_id": 0, "topics": [{"topic": "t", "partitions": [
+        {"partition": 1}]}]}) == 8001  # a new session: the first partition's leader
+    assert p._route(1, {"session_id": 43, "topics": []}) == 7000  # unknown: bootstrap

@@ -12,19 +12,26 @@ in a fetch session to the broker that opened the session), a share-state request
 (83..87, what a share-partition leader sends) to the share coordinator of each
 share-partition it names (FindCoordinator key type 2, the share key; split per
 coordinator and the answers merged, as Kafka's persister does), anything else to the
-bootstrap broker; a connection per broker, kept. Elsewhere (one node) `RawClient` is the
-plain client, unchanged.
+bootstrap broker; a connection per broker, kept. A request sent already encoded
+(`send_bytes`, e.g. the admin code's DescribeTransactions) is decoded to be routed the
+same way, and its answer read from the connection it went to (`recv_frame`,
+`response`); bytes that are not one whole request go to the bootstrap broker.
+Elsewhere (one node) `RawClient` is the plain client, unchanged.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import struct
 import time
 import uuid
 from typing import Any
 
 from headwater.share.coordinator import coordinator_key
 from headwater.wire.client import RawClient as PlainClient
+from headwater.wire.codec import decode_request
+from headwater.wire.header import parse_request_header, skip_tagged_fields
+from headwater.wire.schemas import load_request_schema
 
 from .routing import _once
 
@@ -98,8 +105,10 @@ class RoutedClient:
         self._share_sessions: dict[tuple[str, str], int] = {}
         #: fetch session id -> the port of the broker that opened it
         self._sessions: dict[int, int] = {}
+        #: Where the last `send_bytes` went: its answer is read there.
+        self._sent = self._boot
 
-    def __getattr__(self, name: str) -> Any:  # sock, send_bytes, recv_frame, ...
+    def __getattr__(self, name: str) -> Any:  # sock, client_id, ...
         return getattr(self._boot, name)
 
     def close(self) -> None:
@@ -179,22 +188,56 @@ class RoutedClient:
                 out.append((port or self.bootstrap_port, topic, part))
         return out
 
+    def send_bytes(self, data: bytes) -> None:
+        port = self._frame_target(data) or self.bootstrap_port
+        self._sent = self._conn(port)
+        self._sent.send_bytes(data)
+
+    def recv_frame(self) -> bytes:
+        return self._sent.recv_frame()
+
+    def response(self, api_key: int, version: int, correlation_id: int = 1) -> Any:
+        return self._sent.response(api_key, version, correlation_id)
+
+    def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
+        return self._sent.is_closed_by_peer(timeout)
+
+    def _frame_target(self, data: bytes) -> int | None:
+        """Where one whole encoded request would be routed; None for anything else."""
+        if len(data) < 4 or struct.unpack_from(">i", data)[0] != len(data) - 4:
+            return None
+        frame = bytes(data[4:])
+        try:
+            header = parse_request_header(frame)
+            if header.api_key not in COORDINATED and header.api_key not in PARTITIONED:
+                return None
+            pos = header.body_offset
+            if load_request_schema(header.api_key, header.api_version).__flexible__:
+                pos = skip_tagged_fields(frame, pos)
+            body = decode_request(header.api_key, header.api_version, frame, pos)
+        except Exception:  # not a request we can read: as sent, to the bootstrap broker
+            return None
+        return self._target(header.api_key, body)
+
     def _target(self, api_key: int, body: Any) -> int | None:
-        if not isinstance(body, dict):
+        """`body`: a request as a dict, or decoded (kio's entity)."""
+        if body is None:
             return None
         if api_key in COORDINATED:
             field, key_type = COORDINATED[api_key]
-            key = _first(body.get(field))
+            key = _first(_field(body, field))
             if key is None and api_key == 9:  # OffsetFetch v8+: a batch of groups
-                key = _first(body.get("groups"))
-            if isinstance(key, dict):
-                key = key.get("group_id")
+                key = _first(_field(body, "groups"))
+            if key is not None and not isinstance(key, str):
+                key = _field(key, "group_id")
+            if api_key == 24 and key is None:  # AddPartitionsToTxn v3-: its own field
+                key = _field(body, "v3_and_below_transactional_id")
             if api_key == 24 and key is None:  # AddPartitionsToTxn v4+: a batch
-                key = _field(_first(body.get("transactions")), "transactional_id")
+                key = _field(_first(_field(body, "transactions")), "transactional_id")
             return self._coordinator(key, key_type) if isinstance(key, str) and key else None
         if api_key in PARTITIONED:
             topics, names, parts, index = PARTITIONED[api_key]
-            topic = _first(body.get(topics))
+            topic = _first(_field(body, topics))
             if topic is None:
                 return None
             ident = next((v for n in names if (v := _field(topic, n)) not in (None, "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+from headwater.wire.client import encode_request
 from tests.support.routed_client import RoutedClient
 
 TOPIC_ID = uuid.uuid4()
@@ -148,3 +149,34 @@ def test_a_fetch_session_stays_with_the_broker_that_opened_it() -> None:
     assert p._route(1, {"session_id": 0, "topics": [{"topic": "t", "partitions": [
         {"partition": 1}]}]}) == 8001  # a new session: the first partition's leader
     assert p._route(1, {"session_id": 43, "topics": []}) == 7000  # unknown: bootstrap
+
+
+def test_add_partitions_v3_goes_to_the_transaction_coordinator() -> None:
+    """AddPartitionsToTxn v0-3 names its transactional id in its own field."""
+    p = Probe()
+    assert p._target(24, {"v3_and_below_transactional_id": "tx3",
+                          "v3_and_below_topics": []}) == 9001
+    assert p.asked == [("coordinator", "tx3", 1)]
+
+
+def test_an_encoded_request_is_routed_by_its_decoded_body() -> None:
+    """send_bytes of one whole request (the admin code's DescribeTransactions) goes
+    where `request` would send it; anything else to the bootstrap broker."""
+    p = Probe()
+    assert p._frame_target(encode_request(65, 0, {"transactional_ids": ["tx4"]})) == 9001
+    assert p._frame_target(encode_request(9, 8, {"groups": [
+        {"group_id": "g5", "topics": None}], "require_stable": True})) == 9000
+    assert p._frame_target(encode_request(24, 3, {
+        "v3_and_below_transactional_id": "tx5", "v3_and_below_producer_id": 1,
+        "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [
+            {"name": "t", "partitions": [0]}]})) == 9001
+    assert p._frame_target(encode_request(0, 9, {
+        "transactional_id": None, "acks": -1, "timeout": 100, "topic_data": [
+            {"name": "t", "partition_data": [{"index": 4, "records": b""}]}]})) == 8004
+    metadata = encode_request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                      "include_topic_authorized_operations": False})
+    assert p._frame_target(metadata) is None  # not routed
+    assert p._frame_target(metadata + metadata) is None  # two frames: as sent
+    assert p._frame_target(b"\x00\x00\x00\x04\x00\x41\x00") is None  # truncated
+    assert p.asked == [("coordinator", "tx4", 1), ("coordinator", "g5", 0),
+                       ("coordinator", "tx5", 1), ("leader", "t", 4)]

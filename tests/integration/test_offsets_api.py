@@ -65,7 +65,10 @@ def test_kafka_python_admin_alter_and_delete_offsets(broker, topic_name):
 
 
 def test_requests_during_load_get_load_in_progress_then_succeed(broker_factory, topic_name):
-    b = broker_factory("--override", "headwater.coordinator.load.delay.ms=2500")
+    # Every coordinator shard is loaded 10 s after its broker takes it: the first request
+    # comes well within that after the start (one node: under 2 s; three brokers started
+    # one after the other, their shards handed over as each joins: about 5 s).
+    b = broker_factory("--override", "headwater.coordinator.load.delay.ms=10000")
     create_topic(b.bootstrap, topic_name)  # commits for a missing topic are refused
     raw = RawClient("127.0.0.1", b.port)
     try:

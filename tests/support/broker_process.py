@@ -180,6 +180,11 @@ class BrokerProcess:
             self.proc.kill()
             self.proc.wait()
 
+    def wait_exit(self, timeout: float) -> int:
+        """The broker's exit status, once it exits (within `timeout` seconds)."""
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
     def restart(self) -> BrokerProcess:
         self.stop()
         return self.start()

@@ -6,12 +6,15 @@ Clients bootstrap on broker 1 only (`bootstrap`, `port`), as a user pointing a c
 one broker of a cluster would; Metadata and FindCoordinator then send them to all three,
 since topics' partitions and the coordinators' shards are spread over the three. `start`,
 `stop`, `kill` and `restart` act on all three (a test that restarts "the broker" restarts
-the cluster); `proc` and `data_dir` are broker 1's, for the tests that signal or inspect
-one process; `node_ports`, `node_ids` and `data_dirs` are all three's (as BrokerProcess's
-and KafkaReference's are their one node's), and `rss_bytes`/`open_fds` the largest. Every
-option goes to all three (a fault point is the cluster's), except a `--metrics-listen`
-port: broker 1 gets it, the others one of their own each; `metrics()` is the three
-endpoints' series added up.
+the cluster; `start` after one of them exited, as a crash fault point makes the broker
+that reaches it exit, first stops the others); `extra` is every broker's options (set
+it, as a test that disarms a fault point does, for the next start); `wait_exit` waits
+for the first of them to exit; `proc` and `data_dir` are broker 1's, for the tests that
+signal or inspect one process; `node_ports`, `node_ids` and `data_dirs` are all three's
+(as BrokerProcess's and KafkaReference's are their one node's), and
+`rss_bytes`/`open_fds` the largest. Every option goes to all three (a fault point is the
+cluster's), except a `--metrics-listen` port: broker 1 gets it, the others one of their
+own each; `metrics()` is the three endpoints' series added up.
 """
 
 from __future__ import annotations
@@ -35,16 +38,29 @@ class BrokerTrio:
     def __init__(self, data_dir: Path, shared: list[str], *extra: str,
                  nofile: int | None = None) -> None:
         self.data_dir = Path(data_dir)
-        self.extra = list(extra)
+        self._extra = list(extra)
         ports = {n: free_port() for n in NODES}  # they find each other in PostgreSQL
+        #: Each broker's own options, before the trio's `extra`.
+        self._own = {n: [*shared, "--override", f"node.id={n}",
+                         "--override", f"headwater.shared.lease.ms={LEASE_MS}"]
+                     for n in NODES}
         self.brokers = {
             n: BrokerProcess(self.data_dir if n == 1 else
                              self.data_dir.with_name(f"{self.data_dir.name}-node{n}"),
-                             *shared, "--override", f"node.id={n}",
-                             "--override", f"headwater.shared.lease.ms={LEASE_MS}",
-                             *(extra if n == 1 else _own_ports(extra)), port=ports[n],
-                             nofile=nofile)
+                             *self._own[n], *(extra if n == 1 else _own_ports(extra)),
+                             port=ports[n], nofile=nofile)
             for n in NODES}
+
+    @property
+    def extra(self) -> list[str]:
+        return self._extra
+
+    @extra.setter
+    def extra(self, value: list[str]) -> None:
+        self._extra = list(value)
+        for n, proc in self.brokers.items():
+            proc.extra = [*self._own[n],
+                          *(self._extra if n == 1 else _own_ports(self._extra))]
 
     @property
     def first(self) -> BrokerProcess:
@@ -83,6 +99,8 @@ class BrokerTrio:
         return self.first.nofile
 
     def start(self, timeout: float = 60.0) -> BrokerTrio:
+        if any(p.proc is not None and p.proc.poll() is None for p in self.brokers.values()):
+            self.stop()  # one exited (a crash point): the cluster starts again as a whole
         for proc in self.brokers.values():
             proc.start(timeout)
         self.wait_listed(timeout)
@@ -121,6 +139,18 @@ class BrokerTrio:
     def kill(self) -> None:
         for proc in self.brokers.values():
             proc.kill()
+
+    def wait_exit(self, timeout: float) -> int:
+        """The exit status of the first broker to exit within `timeout` seconds (a fault
+        point armed on all three fires on the one that reaches it)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for proc in self.brokers.values():
+                if proc.proc is not None and proc.proc.poll() is not None:
+                    return proc.proc.returncode
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no broker exited within {timeout} s")
+            time.sleep(0.05)
 
     def restart(self) -> BrokerTrio:
         self.stop()

@@ -283,8 +283,9 @@ class Broker:
             for runtime in self.coordinator_runtimes():
                 runtime.follow_ownership()
                 if self._spread:  # each shard where the shared log places its partition
-                    runtime.follow_shards(functools.partial(shared.should_serve,
-                                                            runtime.topic))
+                    runtime.follow_shards(
+                        functools.partial(shared.should_serve, runtime.topic),
+                        functools.partial(shared.placed_here, runtime.topic))
                     shared.follow_shards(runtime.topic, runtime.take, runtime.release)
             if self._spread:
                 self.cluster.shard_of = self._shard_of

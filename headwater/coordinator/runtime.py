@@ -174,6 +174,7 @@ class CoordinatorRuntime:
         #: A cluster's runtime: shards follow the shared log's hand-overs (see module).
         self.follows = False
         self._wanted: Callable[[int], bool] = lambda _p: False
+        self._placed: Callable[[int], bool] = lambda _p: False  # `follow_shards`
         self._taking: dict[int, asyncio.Future[None]] = {}  # partition -> its loader
         self._unsettled: set[asyncio.Future[None]] = set()
 
@@ -234,10 +235,13 @@ class CoordinatorRuntime:
             self._shards.clear()
             self._loading.clear()
 
-    def follow_shards(self, wanted: Callable[[int], bool]) -> None:
+    def follow_shards(self, wanted: Callable[[int], bool],
+                      placed: Callable[[int], bool] | None = None) -> None:
         """Serve the partitions the shared log hands this broker one by one (`take`,
-        `release`), each while `wanted(partition)` holds."""
+        `release`), each while `wanted(partition)` holds; `placed(partition)`: the
+        placement puts it here now, by a fresh view (default `wanted`)."""
         self._wanted = wanted
+        self._placed = placed or wanted
 
     def take(self, partition: int) -> None:
         """The shared log handed `partition` to this broker: load it (replay) once it
@@ -419,6 +423,13 @@ class CoordinatorRuntime:
             # the second: the store no longer serves the shard's partition (on the shared
             # log, a lease this broker's clock says may have run out): its state may be
             # behind another broker's by now
+            if self.follows and shard is None and self._placed(partition):
+                # A cluster's shard the shared log places here, not taken yet (a broker
+                # that just joined, or whose predecessor is still handing it over):
+                # FindCoordinator already names this broker, so the client waits and
+                # asks again here, as during a load. NOT_COORDINATOR would send it back
+                # to FindCoordinator, and librdkafka's committed() fails on it.
+                raise NotReady(E.coordinator_load_in_progress)
             raise NotReady(E.not_coordinator)
         return shard
 

@@ -72,13 +72,20 @@ class ClusterNode:
 
     def coordinator(self, key: str, key_type: int = 0) -> BrokerInfo | None:
         """The broker coordinating `key` (a group id, a transactional id, a share key:
-        `key_type` as FindCoordinator's): the live owner of the key's shard, or the one
-        about to take it; the controller when shards follow it. None if none is live."""
+        `key_type` as FindCoordinator's): this broker while it serves the key's shard,
+        else the live broker the shard is placed on (which serves it, or is about to
+        take it); the controller when shards follow it. None if none is live."""
         shard = None if self.shard_of is None else self.shard_of(key, key_type)
         if shard is None:
             return self.broker(self.controller_id())
-        leader, _epoch = self.leader(*shard)
-        return self.broker(leader)
+        topic, topic_id, partition = shard
+        if self.store.partition(topic, partition) is not None:
+            return self.broker(self.node_id)  # served here (until handed over)
+        # The broker placement names, rather than the lease holder this broker's view
+        # saw: a holder that has handed the shard over since answers NOT_COORDINATOR
+        # (and is named again until the view is refreshed), while the next owner
+        # answers COORDINATOR_LOAD_IN_PROGRESS until it has taken it (runtime.shard).
+        return self.broker(self.store.view.owner_of(topic_id, partition))
 
     @staticmethod
     def asks_to_hold(client_id: str | None) -> bool:

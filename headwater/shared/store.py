@@ -288,6 +288,7 @@ class SharedStore:
         self.advertised = advertised or BrokerInfo(node_id, "127.0.0.1", 0)
         #: The cluster as of the last refresh (every quarter of the lease time).
         self.view = ClusterView()
+        self._view_at = float("-inf")  # monotonic time `view` was read
         self.refresh_s = min(1.0, lease_ms / 4000)
         self.cache_dir = cache_dir
         self._now_ms = now_ms
@@ -346,6 +347,7 @@ class SharedStore:
         async with self.pool.acquire() as conn:
             await cluster.register(conn, self.advertised)
             self.view = await cluster.read_view(conn, self.lease_ms)
+            self._view_at = time.monotonic()
         return self.view
 
     def _should_own(self, key: Key) -> bool:
@@ -377,6 +379,12 @@ class SharedStore:
     def should_serve(self, topic: str, partition: int) -> bool:
         """This broker is the one that should serve the partition now."""
         return (topic, partition) in self._configs and self._should_own((topic, partition))
+
+    def placed_here(self, topic: str, partition: int) -> bool:
+        """`should_serve`, by a view read within the lease time (a broker cut off from
+        PostgreSQL does not go on claiming what its last view placed on it)."""
+        return (time.monotonic() - self._view_at < self._lease_s
+                and self.should_serve(topic, partition))
 
     def _shard_taken(self, key: Key) -> None:
         follower = self._shard_followers.get(key[0])

@@ -34,3 +34,26 @@ def test_load_subscribers_are_called_in_order_until_unsubscribed() -> None:
     drop()  # twice is harmless
     asyncio.run(runtime._load_all())
     assert calls == [("first", 0), ("last", 0), ("first", 1), ("last", 1)]
+
+
+def test_a_cluster_shard_placed_here_but_not_taken_yet_is_loading() -> None:
+    """A shard the shared log places on this broker and that it has not taken yet
+    answers COORDINATOR_LOAD_IN_PROGRESS (the client asks here again: FindCoordinator
+    names this broker); one placed elsewhere NOT_COORDINATOR."""
+    import pytest
+    from kio.schema.errors import ErrorCode as E
+
+    from headwater.coordinator.runtime import NotReady
+
+    none: Any = SimpleNamespace(partition=lambda topic, partition: None)
+    runtime = CoordinatorRuntime("__t", 4, None,  # type: ignore[arg-type]
+                                 lambda p, timer: FakeShard(), {}, partitions=none,
+                                 topics=none, clock=lambda: 0)
+    runtime.follow_ownership()
+    runtime.follow_shards(lambda partition: partition == 1)
+    with pytest.raises(NotReady) as placed_here:
+        runtime.shard(1)
+    assert placed_here.value.code == E.coordinator_load_in_progress
+    with pytest.raises(NotReady) as elsewhere:
+        runtime.shard(2)
+    assert elsewhere.value.code == E.not_coordinator

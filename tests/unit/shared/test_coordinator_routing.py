@@ -114,3 +114,27 @@ def test_find_coordinator_asks_for_the_key_type_requested() -> None:
     assert ask(1, "g", "tx") == [1, 3]
     assert ask(2, share_key) == [3]
     assert node.looked_up == [("g", 0), ("tx", 0), ("g", 1), ("tx", 1), (share_key, 2)]
+
+
+def test_a_shard_is_named_where_it_is_placed_not_where_a_stale_view_saw_its_lease() -> None:
+    """FindCoordinator names this broker while it serves the shard, else the live broker
+    placement puts it on: a lease holder that has handed the shard over since this
+    broker's view was read would answer NOT_COORDINATOR, and be named again until the
+    next refresh, while the next owner answers COORDINATOR_LOAD_IN_PROGRESS."""
+    tid = uuid.uuid4()
+    served: set[tuple[str, int]] = set()
+    view = SimpleNamespace(brokers=BROKERS, controller=1,
+                           owner_of=lambda topic_id, partition: 3,
+                           leader=lambda topic_id, partition: (2, 4))  # holder 2 (stale)
+    store: Any = SimpleNamespace(node_id=1, advertised=BROKERS[1], view=view,
+                                 partition=lambda t, p: object() if (t, p) in served
+                                 else None)
+    node = ClusterNode(store, SimpleNamespace(active=True))  # type: ignore[arg-type]
+    node.shard_of = lambda key, key_type: ("__consumer_offsets", tid, 7)
+    assert node.coordinator("g") == BROKERS[3]
+    served.add(("__consumer_offsets", 7))  # still serving it here: until handed over
+    assert node.coordinator("g") == BROKERS[1]
+    view.brokers = {}  # no live broker
+    view.owner_of = lambda topic_id, partition: -1
+    served.clear()
+    assert node.coordinator("g") is None

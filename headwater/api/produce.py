@@ -315,4 +315,4 @@ def _fail(response: dict, failed: Any, code: int, message: str) -> None:
 
 def _ignore_outcome(future: asyncio.Future[None]) -> None:
     if not future.cancelled() and future.exception() is not None:
-        log.debug("acks=0 commit failed: %s", future.exception())
+        log.debug("an unawaited commit failed: %s", future.exception())

@@ -269,10 +269,22 @@ class SharedPartition:
                                   self.partition)
 
     def fail(self, error: CommitError) -> None:
+        """The partition is dropped: its waiting commits fail. Appends that a window
+        already carries may commit all the same (the window is in flight, or its
+        outcome was lost with a connection), so their waiters get REQUEST_TIMED_OUT,
+        which clients take as "possibly persisted" and retry under the same sequence:
+        the next owner finds the batch if it landed. `error`'s own code (NOT_LEADER,
+        KAFKA_STORAGE_ERROR) says "not persisted"; librdkafka then takes the next
+        batch's OUT_OF_ORDER_SEQUENCE answer as a gap, bumps its epoch and sends the
+        batch again under new sequence numbers: a duplicate no broker can recognise
+        (the 30-minute campaign's 30,071, docs/operations.md)."""
         self.broken = True
-        for _target, fut in self._waiting:
+        unknown = CommitError(
+            E.request_timed_out, f"{error.message}; the commit of these appends was "
+            "under way, its outcome unknown (possibly persisted)", error.failed)
+        for target, fut in self._waiting:
             if not fut.done():
-                fut.set_exception(error)
+                fut.set_exception(unknown if target <= self.flushed else error)
         self._waiting = []
 
 
@@ -523,7 +535,8 @@ class SharedStore:
         for result in results:
             if isinstance(result, CommitError):
                 failed |= result.failed
-                code = result.code
+                if code != E.request_timed_out:  # "possibly persisted" wins: it is safe
+                    code = result.code
             elif isinstance(result, BaseException):
                 raise result
         if failed:

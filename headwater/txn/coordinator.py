@@ -44,7 +44,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_KEY_TYPE = 1
 RETRIABLE_MARKER_ERRORS = frozenset({
     E.not_leader_or_follower, E.coordinator_load_in_progress, E.coordinator_not_available,
-    E.not_coordinator, E.kafka_storage_error})
+    E.not_coordinator, E.kafka_storage_error,
+    E.request_timed_out})  # the marker's commit outcome unknown: write it again (harmless)
 RETRY_DELAY_S = 0.1
 
 TopicPartition = tuple[str, int]

@@ -14,6 +14,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode as E
+
+from ..storage.errors import CommitError
 from ..wire.dispatch import Dispatcher, Handler, RequestContext
 
 if TYPE_CHECKING:
@@ -63,6 +66,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
 def _wrap(handler: Handler, runtimes: list[CoordinatorRuntime]) -> Handler:
     async def wrapped(ctx: RequestContext, req: Any) -> Any:
+        failures = [runtime.commit_failures for runtime in runtimes]
         result = handler(ctx, req)
         if asyncio.iscoroutine(result):
             result = await result
@@ -70,5 +74,13 @@ def _wrap(handler: Handler, runtimes: list[CoordinatorRuntime]) -> Handler:
             pending = runtime.settled()
             if pending is not None:
                 await pending
+        if [runtime.commit_failures for runtime in runtimes] != failures:
+            # A commit failed while the request was handled, and its future may have
+            # left `settled()` before we asked: the request's own records may be among
+            # those dropped. Answering success here told a client its transaction was
+            # committed while the coordinator, rebuilt without the PrepareCommit, later
+            # aborted it (the 30-minute campaign's torn transactions). The client retries.
+            raise CommitError(E.not_coordinator, "a coordinator's records were not "
+                              "committed while this request was handled", set())
         return result
     return wrapped

@@ -177,6 +177,9 @@ class CoordinatorRuntime:
         self._placed: Callable[[int], bool] = lambda _p: False  # `follow_shards`
         self._taking: dict[int, asyncio.Future[None]] = {}  # partition -> its loader
         self._unsettled: set[asyncio.Future[None]] = set()
+        #: Commits of this runtime's records that failed, ever: a request that sees it
+        #: move while it is answered may have had its own records dropped (`settle.py`).
+        self.commit_failures = 0
 
     # ---- lifecycle -----------------------------------------------------------------
     def ensure_topic(self) -> None:
@@ -303,6 +306,7 @@ class CoordinatorRuntime:
             self._unsettled.discard(f)
             if f.cancelled() or f.exception() is None:
                 return
+            self.commit_failures += 1
             log.warning("%s-%d: records not committed (%s); loading it again", self.topic,
                         partition, f.exception())
             self._shards.pop(partition, None)

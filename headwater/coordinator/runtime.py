@@ -86,6 +86,11 @@ class Shard(Protocol):
 
     def on_loaded(self, now_ms: int) -> None: ...
 
+    def on_unloaded(self) -> None:
+        """The shard is dropped (moved, or its records' commit failed): answer what it
+        holds parked (NOT_COORDINATOR), as Kafka's onGroupUnloaded does; a client left
+        waiting would time out and rejoin into a rebalance that waits for it."""
+
     def replay_end_transaction(self, producer_id: int, producer_epoch: int,
                                commit: bool, marker_offset: int) -> None:
         """A COMMIT (`commit`) or ABORT marker of `producer_id` landed in the partition
@@ -262,8 +267,13 @@ class CoordinatorRuntime:
         timer = self._timers.pop(partition, None)
         if timer is not None:
             timer.cancel_all()
-        self._shards.pop(partition, None)
+        self._unload(partition)
         self._loading.discard(partition)
+
+    def _unload(self, partition: int) -> None:
+        shard = self._shards.pop(partition, None)
+        if shard is not None:
+            shard.on_unloaded()
 
     def _take(self, partition: int, delay_ms: int = 0) -> None:
         if partition in self._shards or partition in self._taking:
@@ -309,7 +319,7 @@ class CoordinatorRuntime:
             self.commit_failures += 1
             log.warning("%s-%d: records not committed (%s); loading it again", self.topic,
                         partition, f.exception())
-            self._shards.pop(partition, None)
+            self._unload(partition)
             timer = self._timers.pop(partition, None)
             if timer is not None:
                 timer.cancel_all()

@@ -66,6 +66,11 @@ class GroupShard:
         committed offsets (COMMIT) or are dropped (ABORT)."""
         self.offsets.replay_end_transaction(producer_id, commit, marker_offset)
 
+    def on_unloaded(self) -> None:
+        """Classic members parked in JoinGroup or SyncGroup are answered NOT_COORDINATOR
+        (consumer and share group heartbeats are never parked)."""
+        self.classic.on_unloaded()
+
     def on_loaded(self, now_ms: int) -> None:
         self.classic.on_loaded(now_ms)
         self.consumer.on_loaded(now_ms)

@@ -187,6 +187,9 @@ class ShareCoordinatorShard:
                                commit: bool, marker_offset: int) -> None:
         """Nothing in `__share_group_state` is written transactionally."""
 
+    def on_unloaded(self) -> None:
+        """Nothing parked: share-state requests are answered at once."""
+
     def on_loaded(self, now_ms: int) -> None:
         if self.config.cold_snapshot_interval_ms > 0:
             self.timer.schedule(COLD_TIMER, self.config.cold_snapshot_interval_ms,

@@ -81,6 +81,9 @@ class TxnShard:
                                commit: bool, marker_offset: int) -> None:
         """Nothing in `__transaction_state` is written transactionally."""
 
+    def on_unloaded(self) -> None:
+        """Nothing parked: EndTxn's wait for markers ends on its own timeout."""
+
     def on_loaded(self, now_ms: int) -> None:
         self.timer.schedule(ABORT_TIMER, self.config.abort_interval_ms, self.abort_timed_out)
         self.timer.schedule(EXPIRE_TIMER, self.config.expire_interval_ms, self.expire_ids)

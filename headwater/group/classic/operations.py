@@ -163,6 +163,16 @@ class ClassicGroupManager:
         self.shard.groups[group_id] = group
         return group
 
+    def on_unloaded(self) -> None:
+        """Every parked JoinGroup and SyncGroup answered NOT_COORDINATOR: the client
+        finds the new coordinator and rejoins there at once."""
+        for group in list(self.shard.groups.values()):
+            if not isinstance(group, ClassicGroup):
+                continue
+            for member in list(group.members.values()):
+                group.complete_join(member, join_error(member.member_id, E.not_coordinator))
+                group.complete_sync(member, sync_error(E.not_coordinator))
+
     def on_loaded(self, now_ms: int) -> None:
         self.loaded = True
         for group in list(self.shard.groups.values()):

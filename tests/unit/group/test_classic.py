@@ -395,3 +395,24 @@ def test_a_member_listing_a_protocol_twice_still_completes_the_join():
     assert parked.done and parked.value["error_code"] == 0
     assert parked.value["protocol_name"] == "range"
     assert group_of(ctx).state is State.COMPLETING_REBALANCE
+
+
+# ---- the shard unloaded ------------------------------------------------------------------
+def test_an_unloaded_shard_answers_parked_joins_and_syncs_not_coordinator():
+    """A cluster drops a coordinator shard when it moves or its records' commit fails.
+    Kafka's onGroupUnloaded answers the parked JoinGroup/SyncGroup requests
+    NOT_COORDINATOR; left unanswered, librdkafka waits out its request timeout (the
+    rebalance timeout + 3 s) and rejoins a rebalance that waits for it (the fault
+    campaign's reader that never caught up)."""
+    ctx = GroupContext({"t": 2}, **NO_DELAY)
+    a, _b = stable_group(ctx, "alpha", "beta")
+    parked_join = join(ctx, a, client="alpha")  # a rejoins: the group waits for beta
+    _c, join_c = new_member(ctx, "gamma", group="h")
+    _d, join_d = new_member(ctx, "delta", group="h")
+    ctx.advance(0)
+    follower = next(j for j in (join_c, join_d) if j.value["leader"] != j.value["member_id"])
+    parked_sync = sync(ctx, follower.value["member_id"], follower.value["generation_id"],
+                       group="h")  # waits for the leader's assignment
+    assert not parked_join.done and not parked_sync.done
+    ctx.shard.on_unloaded()
+    assert parked_join.error == 16 and parked_sync.error == 16  # NOT_COORDINATOR

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -29,6 +30,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from headwater.faults import ACK_BEFORE_COMMIT_KEY
 from tests.chaos.checker import Report, archived, check
 from tests.chaos.faults import Nemesis, schedule
 from tests.chaos.history import Op, Produced, ShareGroupConfig, TxnEnded, dump
@@ -65,6 +67,7 @@ class Outcome:
     elapsed: float
     phases: dict[str, float] = field(default_factory=dict)  # seconds from the start
     revived: int = 0  # brokers that exited on their own and were started again
+    skipped: list[str] = field(default_factory=list)  # faults the harness could not inject
 
     def summary(self) -> str:
         ops = Counter(type(op).__name__ for op in self.history)
@@ -85,13 +88,30 @@ class Outcome:
                       for k, found in sorted(self.report.by_kind().items())),
             "time clients went unserved around each fault, by kind:",
             *recovery_summary(recoveries(self.history)),
+            *(f"fault not injected (harness): {s}" for s in self.skipped),
             *(f"client error: {e}" for e in self.errors),
         ])
 
 
+class Budget:
+    """One deadline for a phase of the campaign: every wait in it takes what is left, so
+    a campaign that goes wrong ends in bounded time with its report, never hangs."""
+
+    def __init__(self, seconds: float) -> None:
+        self.ends = time.monotonic() + seconds
+
+    def left(self, floor: float = 1.0) -> float:
+        return max(self.ends - time.monotonic(), floor)
+
+
+#: Seconds for reading every partition whole and the dead letters, after the settle.
+FINAL_S = 150.0
+
+
 def run(cluster: Cluster, seed: int, duration: float, settle: float = 180.0) -> Outcome:
     """The workloads under `duration` seconds of seeded faults, then at most `settle`
-    seconds each for the copiers to copy and the readers to read what they must."""
+    seconds in all for healing, flushing, copying and reading what must be read, and
+    at most FINAL_S for the final reads."""
     started = time.monotonic()
     history: list[Op] = []
     record = history.append  # atomic under the GIL: every client thread records here
@@ -116,29 +136,42 @@ def run(cluster: Cluster, seed: int, duration: float, settle: float = 180.0) -> 
         worker.start()
     nemesis = Nemesis(cluster, schedule(seed, duration), record).start()
     time.sleep(duration)  # the campaign's length (faults run meanwhile)
-    nemesis.stop()
+    budget = Budget(settle)
+    nemesis.stop(timeout=min(120.0, budget.left()))
+    errors: list[str] = []
     for node in (1, 2, 3):
-        _wait_listed(cluster.bootstrap(node))
+        try:
+            _wait_listed(cluster.bootstrap(node), timeout=budget.left())
+        except (AssertionError, KafkaException) as exc:
+            errors.append(f"broker {node} does not list all three after the faults: {exc}")
     for writer in writers:
-        writer.stop()
+        writer.stop(timeout=budget.left())
     phases = {"faults": time.monotonic() - started}
-    _drain_copiers(copiers, history, timeout=settle)
+    _drain_copiers(copiers, history, timeout=budget.left())
     phases["copied"] = time.monotonic() - started
     for reader in readers:
         reader.wanted = _must_read(history, reader)
-        reader.stop(timeout=settle)
-    monitor.stop()
+    for reader in readers:
+        reader.stop(timeout=budget.left())
+    monitor.stop(timeout=budget.left())
     for sharer in sharers:
-        sharer.stop()
+        sharer.stop(timeout=budget.left())
     phases["read"] = time.monotonic() - started
-    history.extend(final_logs(bootstrap, {DATA: PARTITIONS, OUT: PARTITIONS}))
-    history.extend(dead_letters(bootstrap, DEAD_LETTERS, SHARE_GROUP,
-                                expect=len(archived(history))))
+    final = Budget(FINAL_S)
+    try:
+        history.extend(final_logs(bootstrap, {DATA: PARTITIONS, OUT: PARTITIONS},
+                                  deadline=final.ends))
+        history.extend(dead_letters(bootstrap, DEAD_LETTERS, SHARE_GROUP,
+                                    expect=len(archived(history)),
+                                    timeout=min(60.0, final.left())))
+    except (AssertionError, KafkaException) as exc:
+        errors.append(f"final reads: {exc}")
     phases["final logs"] = time.monotonic() - started
-    errors = [e for w in workers for e in w.errors] + nemesis.errors
+    errors += [e for w in workers for e in w.errors] + nemesis.errors
     errors += [f"{w.name} did not finish" for w in workers if w.is_alive()]
     return Outcome(seed, duration, check(history), Counter(nemesis.injected), history,
-                   errors, time.monotonic() - started, phases, nemesis.revived)
+                   errors, time.monotonic() - started, phases, nemesis.revived,
+                   nemesis.skipped)
 
 
 def share_group(bootstrap: str) -> None:
@@ -181,7 +214,7 @@ def _drain_copiers(copiers: list[Copier], history: list[Op], timeout: float) -> 
             break
         time.sleep(0.5)
     for copier in copiers:
-        copier.stop()
+        copier.stop(timeout=max(deadline - time.monotonic(), 1.0))
 
 
 def _committed_reads(history: list[Op]) -> set[str]:
@@ -208,16 +241,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     parser.add_argument("--duration", type=float, default=1800.0,
                         help="seconds of faults (the drain and the check follow)")
+    parser.add_argument("--settle", type=float, default=180.0,
+                        help="seconds at most for healing, copying and reading after them")
+    parser.add_argument("--planted", action="store_true",
+                        help="brokers built with a bug (produce acknowledged before its "
+                             "commit, faults.py) that the checker must catch")
     parser.add_argument("--history", type=Path, help="write the history here (JSON lines)")
+    parser.add_argument("--result", type=Path,
+                        help="write the outcome here (JSON: faults, anomalies by kind, "
+                             "errors, summary)")
     args = parser.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="headwater-chaos-"))
     postgres = PostgresServer(base / "pg").start()
     gateway = VersityGateway(base / "gw").start()
     proxies = Toxiproxy(base / "toxiproxy").start()
-    clusters = start_cluster(postgres, gateway, base / "cluster", proxies=proxies)
+    overrides = (f"{ACK_BEFORE_COMMIT_KEY}=true",) if args.planted else ()
+    clusters = start_cluster(postgres, gateway, base / "cluster", overrides=overrides,
+                             proxies=proxies)
     cluster = next(clusters)
     try:
-        outcome = run(cluster, args.seed, args.duration)
+        outcome = run(cluster, args.seed, args.duration, settle=args.settle)
     finally:
         for _ in clusters:  # stops the brokers
             pass
@@ -229,9 +272,16 @@ def main(argv: list[str] | None = None) -> int:
     print(outcome.summary())
     if outcome.report.anomalies:
         print(outcome.report.render())
+    if args.result:
+        args.result.write_text(json.dumps({
+            "seed": outcome.seed, "faults": dict(outcome.faults),
+            "anomalies": {k: len(v) for k, v in outcome.report.by_kind().items()},
+            "counts": dict(outcome.report.counts), "errors": outcome.errors,
+            "summary": outcome.summary(),
+            "report": outcome.report.render()[:20000] if outcome.report.anomalies else ""}))
     print(json.dumps({"seed": outcome.seed, "anomalies": len(outcome.report.anomalies)}))
     failed = bool(outcome.report.anomalies or outcome.errors)
-    if failed:  # the brokers' logs, for whoever looks into it
+    if failed and not args.planted:  # the brokers' logs, for whoever looks into it
         print(f"kept the brokers' data and logs under {base}")
     else:
         shutil.rmtree(base, ignore_errors=True)
@@ -239,4 +289,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Not sys.exit: a client thread still blocked in librdkafka (a reader that never
+    # read what it must) would hold the interpreter's shutdown; the outcome is written.
+    os._exit(code)

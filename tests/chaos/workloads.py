@@ -279,7 +279,8 @@ class Reader(Worker):
         super().__init__(name)
         config: dict[str, Any] = {
             "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "isolation.level": READ_COMMITTED}
+            "auto.offset.reset": "earliest", "isolation.level": READ_COMMITTED,
+            "on_commit": self._committed}
         if protocol == "consumer":
             config["group.protocol"] = "consumer"
         else:
@@ -314,12 +315,20 @@ class Reader(Worker):
         self._consumer.close()
 
     def _commit(self) -> None:
+        """Asynchronous, recorded once acknowledged (`_committed`): a synchronous commit
+        blocks while the group's coordinator moves, and a reader blocked past
+        max.poll.interval.ms leaves its group (the campaign's reader that never caught up
+        in CI was one)."""
         try:
-            done = self._consumer.commit(asynchronous=False)
+            self._consumer.commit(asynchronous=True)
         except KafkaException:
+            return  # nothing to commit, or refused at once: nothing recorded
+
+    def _committed(self, error: Any, partitions: list[TopicPartition]) -> None:
+        if error is not None:
             return  # not acknowledged: nothing recorded
         now = time.time()
-        for tp in done or ():
+        for tp in partitions:
             if tp.error is None and tp.offset >= 0:
                 self._record(Committed(group=self._group, topic=tp.topic,
                                        partition=tp.partition, offset=tp.offset,
@@ -431,16 +440,17 @@ def _high_watermark(consumer: Consumer, tp: TopicPartition, timeout: float) -> i
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return int(consumer.get_watermark_offsets(tp, timeout=30)[1])
+            return int(consumer.get_watermark_offsets(
+                tp, timeout=min(30.0, max(deadline - time.monotonic(), 1.0)))[1])
         except KafkaException:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
 
 
-def final_logs(bootstrap: str, topics: dict[str, int], timeout: float = 120.0
-               ) -> list[FinalLog]:
-    """Every partition of `topics` read from its start to its end, read_committed."""
+def final_logs(bootstrap: str, topics: dict[str, int], deadline: float) -> list[FinalLog]:
+    """Every partition of `topics` read from its start to its end, read_committed, all
+    by `deadline` (time.monotonic())."""
     out = []
     for topic, partitions in topics.items():
         for partition in range(partitions):
@@ -449,10 +459,10 @@ def final_logs(bootstrap: str, topics: dict[str, int], timeout: float = 120.0
                                  "isolation.level": READ_COMMITTED,
                                  "enable.partition.eof": True})
             try:
-                high = _high_watermark(consumer, TopicPartition(topic, partition), timeout)
+                high = _high_watermark(consumer, TopicPartition(topic, partition),
+                                       max(deadline - time.monotonic(), 1.0))
                 consumer.assign([TopicPartition(topic, partition, 0)])
                 records: list[tuple[int, str]] = []
-                deadline = time.monotonic() + timeout
                 while time.monotonic() < deadline:
                     m: Any = consumer.poll(1.0)
                     if m is None:
@@ -463,8 +473,9 @@ def final_logs(bootstrap: str, topics: dict[str, int], timeout: float = 120.0
                         continue
                     records.append((m.offset(), m.value().decode()))
                 else:
-                    raise AssertionError(f"{topic}-{partition} not read to its end "
-                                         f"in {timeout} s")
+                    raise AssertionError(f"{topic}-{partition} not read to its end in time "
+                                         f"({len(records)} records read, high watermark "
+                                         f"{high})")
                 out.append(FinalLog(topic=topic, partition=partition,
                                     records=tuple(records), data_offsets_end=high))
             finally:

@@ -13,7 +13,10 @@ import os
 import shutil
 import signal
 import subprocess
+import time
+import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +68,34 @@ class Toxiproxy:
             "name": name, "type": kind, "stream": stream, "toxicity": 1.0,
             "attributes": attributes})
 
-    def remove_toxic(self, proxy: str, name: str) -> None:
-        self._call("DELETE", f"/proxies/{proxy}/toxics/{name}")
+    def remove_toxic(self, proxy: str, name: str, timeout: float = 60.0) -> None:
+        """Removed, asked again while the server is slow to answer (a reset_peer toxic
+        under a retry storm keeps it busy); one already gone is fine."""
+        self._until_done(lambda: self._call("DELETE", f"/proxies/{proxy}/toxics/{name}"),
+                         timeout)
+
+    def reset(self, timeout: float = 60.0) -> None:
+        """Every toxic removed and every proxy enabled (Toxiproxy's POST /reset): the
+        heal that holds even if a fault's own heal, or an add whose answer was lost,
+        left a toxic behind."""
+        self._until_done(lambda: self._call("POST", "/reset"), timeout)
+
+    @staticmethod
+    def _until_done(call: Callable[[], Any], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                call()
+                return
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404:
+                    return
+                if time.monotonic() > deadline:
+                    raise
+            except OSError:  # timed out, refused: the server is busy
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.5)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

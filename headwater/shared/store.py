@@ -268,8 +268,10 @@ class SharedPartition:
                     log.exception("append subscriber failed for %s-%d", self.topic,
                                   self.partition)
 
-    def fail(self, error: CommitError) -> None:
-        """The partition is dropped: its waiting commits fail. Appends that a window
+    def fail(self, error: CommitError, *, outcome_known: bool = False) -> None:
+        """The partition is dropped: its waiting commits fail. Unless the windows'
+        outcome is known (`outcome_known`: fenced, stale, or the upload failed, so
+        nothing of this partition past `committed` can land), appends that a window
         already carries may commit all the same (the window is in flight, or its
         outcome was lost with a connection), so their waiters get REQUEST_TIMED_OUT,
         which clients take as "possibly persisted" and retry under the same sequence:
@@ -284,7 +286,8 @@ class SharedPartition:
             "under way, its outcome unknown (possibly persisted)", error.failed)
         for target, fut in self._waiting:
             if not fut.done():
-                fut.set_exception(unknown if target <= self.flushed else error)
+                fut.set_exception(unknown if target <= self.flushed and not outcome_known
+                                  else error)
         self._waiting = []
 
 
@@ -842,6 +845,7 @@ class SharedStore:
                 await self.objects.put_new(w.key, w.chunks)
         except Exception as exc:
             failure = exc
+        uploaded = failure is None
         if previous is not None:
             await asyncio.wait({previous})
         try:
@@ -853,8 +857,9 @@ class SharedStore:
         if failure is not None:
             log.warning("commit of %d partitions failed (%s: %s); taking them again",
                         len(w.commits), type(failure).__name__, failure)
-            for part, _c in w.commits:
-                self._drop(part, E.kafka_storage_error, f"commit failed: {failure}")
+            for part, _c in w.commits:  # an upload that failed: the window never landed
+                self._drop(part, E.kafka_storage_error, f"commit failed: {failure}",
+                           outcome_known=not uploaded)
             return
         for part, c in w.commits:
             if c.outcome is Outcome.COMMITTED:
@@ -865,11 +870,14 @@ class SharedStore:
                     part.unmerged.add(c.first_offset, c.end_offset, size, self._now_ms())
             else:
                 assert c.outcome is not None
-                self._drop(part, E.not_leader_or_follower, f"commit {c.outcome.value}")
+                self._drop(part, E.not_leader_or_follower, f"commit {c.outcome.value}",
+                           outcome_known=True)
 
-    def _drop(self, part: SharedPartition, code: int, why: str) -> None:
+    def _drop(self, part: SharedPartition, code: int, why: str, *,
+              outcome_known: bool = False) -> None:
         key = (part.topic, part.partition)
-        part.fail(CommitError(code, f"{part.topic}-{part.partition}: {why}", {key}))
+        part.fail(CommitError(code, f"{part.topic}-{part.partition}: {why}", {key}),
+                  outcome_known=outcome_known)
         if self._owned.get(key) is part:
             del self._owned[key]
             part.plog.close(sync=False)
@@ -929,7 +937,8 @@ class SharedStore:
                                 part.partition, type(exc).__name__, exc)
                     continue
                 if outcome is Outcome.FENCED:
-                    self._drop(part, E.not_leader_or_follower, "fenced")
+                    self._drop(part, E.not_leader_or_follower, "fenced",
+                               outcome_known=True)
                 elif outcome is not None:
                     log.warning("compacting/merging %s-%d: %s", part.topic,
                                 part.partition, outcome.value)

@@ -39,3 +39,21 @@ def test_appends_under_way_answer_possibly_persisted_the_others_not_persisted(
     assert "possibly persisted" in under_way.message
     assert unsent.code == E.not_leader_or_follower
     assert under_way.failed == unsent.failed == {("topic", 0)}
+
+
+def test_a_known_outcome_answers_the_drops_own_code(open_log, batch) -> None:
+    """Fenced, stale, or an upload that failed: nothing past `committed` can land."""
+    async def scenario() -> CommitError:
+        part = SharedPartition(open_log(), uuid.uuid4(), epoch=1, committed=0)
+        part.append(batch(3), 0)
+        waiting = part.wait_committed()
+        part.flushed = part.log_end_offset
+        part.fail(CommitError(E.kafka_storage_error, "upload failed", {("topic", 0)}),
+                  outcome_known=True)
+        try:
+            await waiting
+        except CommitError as exc:
+            return exc
+        raise AssertionError("acknowledged")
+
+    assert asyncio.run(scenario()).code == E.kafka_storage_error

@@ -68,6 +68,9 @@ class Outcome:
     phases: dict[str, float] = field(default_factory=dict)  # seconds from the start
     revived: int = 0  # brokers that exited on their own and were started again
     skipped: list[str] = field(default_factory=list)  # faults the harness could not inject
+    #: Workers still busy when the settle budget ran out: liveness, not safety (what they
+    #: did is checked; a reader that did not read what it must shows as `never_read`).
+    stalled: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         ops = Counter(type(op).__name__ for op in self.history)
@@ -88,7 +91,8 @@ class Outcome:
                       for k, found in sorted(self.report.by_kind().items())),
             "time clients went unserved around each fault, by kind:",
             *recovery_summary(recoveries(self.history)),
-            *(f"fault not injected (harness): {s}" for s in self.skipped),
+            *(f"harness: {s}" for s in self.skipped),
+            *(f"stalled: {s}" for s in self.stalled),
             *(f"client error: {e}" for e in self.errors),
         ])
 
@@ -160,7 +164,7 @@ def run(cluster: Cluster, seed: int, duration: float, settle: float = 180.0) -> 
     final = Budget(FINAL_S)
     try:
         history.extend(final_logs(bootstrap, {DATA: PARTITIONS, OUT: PARTITIONS},
-                                  deadline=final.ends))
+                                  deadline=final.ends, errors=errors))
         history.extend(dead_letters(bootstrap, DEAD_LETTERS, SHARE_GROUP,
                                     expect=len(archived(history)),
                                     timeout=min(60.0, final.left())))
@@ -168,10 +172,11 @@ def run(cluster: Cluster, seed: int, duration: float, settle: float = 180.0) -> 
         errors.append(f"final reads: {exc}")
     phases["final logs"] = time.monotonic() - started
     errors += [e for w in workers for e in w.errors] + nemesis.errors
-    errors += [f"{w.name} did not finish" for w in workers if w.is_alive()]
+    stalled = [f"{w.name} did not finish within the settle budget" for w in workers
+               if w.is_alive()]
     return Outcome(seed, duration, check(history), Counter(nemesis.injected), history,
                    errors, time.monotonic() - started, phases, nemesis.revived,
-                   nemesis.skipped)
+                   nemesis.skipped, stalled)
 
 
 def share_group(bootstrap: str) -> None:
@@ -277,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             "seed": outcome.seed, "faults": dict(outcome.faults),
             "anomalies": {k: len(v) for k, v in outcome.report.by_kind().items()},
             "counts": dict(outcome.report.counts), "errors": outcome.errors,
+            "stalled": outcome.stalled,
             "summary": outcome.summary(),
             "report": outcome.report.render()[:20000] if outcome.report.anomalies else ""}))
     print(json.dumps({"seed": outcome.seed, "anomalies": len(outcome.report.anomalies)}))

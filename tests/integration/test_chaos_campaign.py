@@ -69,7 +69,11 @@ def test_a_short_seeded_campaign_finds_no_anomaly(tmp_path: Path) -> None:
     assert set(outcome["faults"]) == set(KINDS), f"not every kind of fault: {outcome['faults']}"
     assert not outcome["anomalies"], outcome["report"]
     assert not outcome["errors"], outcome["summary"]
+    assert outcome["counts"].get("FinalLog") == 12, "every partition judged"
     assert outcome["counts"].get("Read", 0) > 0
+    # Safety is asserted; liveness (a copier still inside a transaction call when the
+    # settle budget ran out: `stalled`, in the summary) is reported, and measured by the
+    # long campaign (docs/operations.md, availability under dense faults).
 
 
 @pytest.mark.timeout(_limit(PLANTED_DURATION, PLANTED_SETTLE) + 60)

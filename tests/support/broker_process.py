@@ -185,9 +185,9 @@ class BrokerProcess:
         assert self.proc is not None
         return self.proc.wait(timeout)
 
-    def restart(self) -> BrokerProcess:
+    def restart(self, timeout: float = 30.0) -> BrokerProcess:
         self.stop()
-        return self.start()
+        return self.start(timeout)
 
     def rss_bytes(self) -> int:
         assert self.proc is not None

@@ -152,9 +152,9 @@ class BrokerTrio:
                 raise TimeoutError(f"no broker exited within {timeout} s")
             time.sleep(0.05)
 
-    def restart(self) -> BrokerTrio:
+    def restart(self, timeout: float = 60.0) -> BrokerTrio:
         self.stop()
-        return self.start()
+        return self.start(timeout)
 
     def open_fds(self) -> int:
         """The most descriptors any of the three holds (a limit holds per process)."""

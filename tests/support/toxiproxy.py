@@ -87,12 +87,9 @@ class Toxiproxy:
             try:
                 call()
                 return
-            except urllib.error.HTTPError as exc:
-                if exc.code == 404:
+            except OSError as exc:  # timed out, refused (the server is busy), or HTTP
+                if isinstance(exc, urllib.error.HTTPError) and exc.code == 404:
                     return
-                if time.monotonic() > deadline:
-                    raise
-            except OSError:  # timed out, refused: the server is busy
                 if time.monotonic() > deadline:
                     raise
             time.sleep(0.5)

@@ -282,6 +282,9 @@ class DeadLetterWriter:
         #: A cluster: the dead-letter partition may be another broker's.
         self._remote = remote
         self._written: dict[ShareKey, set[int]] = {}
+        #: Share-partitions whose last write failed with its outcome perhaps unknown:
+        #: the next one first reads back what landed.
+        self._uncertain: set[ShareKey] = set()
         # (group, "written" | "failed") -> records, since start (the metrics endpoint).
         self.counts: Counter[tuple[str, str]] = Counter()
         self._faults = faults if faults is not None else Faults()  # test-only (faults.py)
@@ -290,12 +293,15 @@ class DeadLetterWriter:
                     group_config: Mapping[str, str], *, recovering: bool = False) -> None:
         """Write the dead letters of `letters` (ARCHIVING ranges of share-partition
         `key`, their state persisted) that are not written yet. Returns when they are in
-        the log, or when the topic refuses them (logged and counted: the caller archives
-        them either way)."""
+        the log, or when the topic refuses them for good (logged and counted: the caller
+        archives them either way). A retriable failure (the partition moving, its commit
+        failed or timed out) is raised: the records stay ARCHIVING and the caller tries
+        again, first reading back what may have landed."""
         self._faults.hit(SHARE_DEAD_LETTER_BEFORE_WRITE)
         group_id, _topic_id, partition = key
         done = self._written.setdefault(key, set())
         total = sum(x.last_offset - x.first_offset + 1 for x in letters)
+        recovering = recovering or key in self._uncertain
         try:
             target = validate(group_id, group_config, self._image(), self._config)
             plog, dest = await self._destination(target, partition)
@@ -313,16 +319,31 @@ class DeadLetterWriter:
             await plog.append(list(batches([r for _o, r in records], max_bytes)),
                               self._clock())
             done.update(o for o, _r in records)
+            self._uncertain.discard(key)
             self.counts[(group_id, "written")] += len(records)
             log.debug("%d dead letters of %s-%d (group %s) written to %s-%d", len(records),
                       source_topic, partition, group_id, target.topic, dest)
-        except (DeadLetterConfigError, LogError) as exc:
-            message = getattr(exc, "message", None) or str(exc)
-            log.warning("archiving %d records of %s-%d (group %s) without a dead letter: %s",
-                        total, source_topic, partition, group_id, message)
-            self.counts[(group_id, "failed")] += total
+        except LogError as exc:
+            if E(exc.code).retriable:
+                # The dead-letter partition is moving, or its commit failed (perhaps
+                # after all): raised, so the records stay ARCHIVING and are written at
+                # the next try, which first looks for the ones that did land.
+                self._uncertain.add(key)
+                raise
+            self._archive_without(group_id, source_topic, partition, total, exc.message)
+            return
+        except DeadLetterConfigError as exc:
+            self._archive_without(group_id, source_topic, partition, total, str(exc))
             return
         self._faults.hit(SHARE_DEAD_LETTER_AFTER_WRITE)
+
+    def _archive_without(self, group_id: str, source_topic: str, partition: int,
+                         total: int, message: str) -> None:
+        """The topic refuses the dead letters for good: the records are archived
+        without them (as in Kafka: an ARCHIVING record must not hold the SPSO back)."""
+        log.warning("archiving %d records of %s-%d (group %s) without a dead letter: %s",
+                    total, source_topic, partition, group_id, message)
+        self.counts[(group_id, "failed")] += total
 
     def finished(self, key: ShareKey, letters: Iterable[DeadLetter]) -> None:
         """The ARCHIVED state of `letters` is persisted: forget their offsets."""
@@ -337,6 +358,7 @@ class DeadLetterWriter:
     def forget(self, key: ShareKey) -> None:
         """The share-partition's state was reset or deleted: its offsets start over."""
         self._written.pop(key, None)
+        self._uncertain.discard(key)
 
     # ---- helpers -------------------------------------------------------------------
     async def _destination(self, target: Target, partition: int) -> tuple[_Destination, int]:

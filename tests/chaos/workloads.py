@@ -29,6 +29,7 @@ import random
 import threading
 import time
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal
 
@@ -198,8 +199,13 @@ class Copier(Worker):
         producer_name = f"{self.name}/{self._instance}"
         try:
             self._producer.begin_transaction()
+            seen: Counter[str] = Counter()
             for m in batch:
-                value = f"{txn}:{m.value().decode()}"
+                source = m.value().decode()
+                seen[source] += 1  # a source value read twice (a duplicate upstream,
+                # which the checker reports there) still gets a value of its own here
+                repeat = "" if seen[source] == 1 else f"~{seen[source] - 1}"
+                value = f"{txn}:{source}{repeat}"
                 partition = zlib.crc32(value.encode()) % self._sink_partitions
 
                 def report(err: Any, msg: Any, seq: int = self._seq, value: str = value,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -115,12 +116,10 @@ def test_minus_leaves_what_is_not_written():
     assert list(_minus(letters, set(range(10)))) == []
 
 
-def test_a_dead_letter_partition_another_broker_leads_is_written_there_once():
-    """A cluster: the dead-letter partition is led by another broker, so the letters go
-    there in a Produce, and after a crash (recovering) the ones it already holds, found
-    with a Fetch, are not written again."""
-    import asyncio
-
+def _cluster(answers: list[int] | None = None) -> tuple[Any, Any, Any]:
+    """A dead-letter topic `dlq.x` whose partition another broker leads: (its image,
+    that broker, a writer). The broker appends every Produce, then answers the next of
+    `answers` (0 once they run out)."""
     from kio.schema.errors import ErrorCode
 
     from headwater.metadata.image import PartitionImage
@@ -161,7 +160,7 @@ def test_a_dead_letter_partition_another_broker_leads_is_written_there_once():
                                   base_offset=self.next)
             self.next += len(records)
             self.log.append(rebuilt)
-            return 0
+            return (answers or [0]).pop(0) if answers else 0
 
         async def fetch(self, topic: str, topic_id: uuid.UUID, partition: int, offset: int,
                         max_bytes: int) -> tuple[int, bytes, int, int]:
@@ -177,17 +176,65 @@ def test_a_dead_letter_partition_another_broker_leads_is_written_there_once():
     leader = Leader()
     writer = DeadLetterWriter(BrokerConfig({}), image=lambda: image, store=Elsewhere(),
                               topics=None, clock=lambda: 0, remote=leader)  # type: ignore[arg-type]
+    return image, leader, writer
+
+
+def test_a_dead_letter_partition_another_broker_leads_is_written_there_once():
+    """A cluster: the dead-letter partition is led by another broker, so the letters go
+    there in a Produce, and after a crash (recovering) the ones it already holds, found
+    with a Fetch, are not written again."""
+    import asyncio
+
+    from headwater.share.dead_letter import DeadLetterWriter
+
+    image, leader, writer = _cluster()
     key = ("g", uuid.uuid4(), 0)
     config = {"errors.deadletterqueue.topic.name": "dlq.x"}
     letters = [DeadLetter(3, 4, 1, REJECTED)]
     asyncio.run(writer.write(key, "src", letters, config))
     assert leader.next == 2 and writer.counts[("g", "written")] == 2
     # A restart between the write and ARCHIVED: the new writer finds both there.
-    again = DeadLetterWriter(BrokerConfig({}), image=lambda: image, store=Elsewhere(),
-                             topics=None, clock=lambda: 0, remote=leader)  # type: ignore[arg-type]
+    again = DeadLetterWriter(BrokerConfig({}), image=lambda: image, store=writer._store,
+                             topics=None, clock=lambda: 0, remote=leader)
     asyncio.run(again.write(key, "src", [*letters, DeadLetter(7, 7, 2, LIMIT)], config,
                             recovering=True))
     assert leader.next == 3  # only offset 7 was new
     offsets = [dict(r.headers)["__dlq.errors.offset"] for b in leader.log
                for r in decode_records(b)]
     assert offsets == [b"3", b"4", b"7"]
+
+
+def test_a_write_whose_outcome_is_unknown_is_retried_without_writing_twice():
+    """The leader appended the letters but its answer says "timed out, possibly
+    persisted" (a commit cut off by a fault): the records are not archived without
+    their dead letters (the chaos campaign found two so lost); the write raises, and
+    the caller's next try reads back what landed and writes only the rest."""
+    import asyncio
+
+    from kio.schema.errors import ErrorCode
+
+    from headwater.storage.errors import LogError
+
+    _image, leader, writer = _cluster([ErrorCode.request_timed_out])
+    key = ("g", uuid.uuid4(), 0)
+    config = {"errors.deadletterqueue.topic.name": "dlq.x"}
+    letters = [DeadLetter(3, 4, 1, REJECTED)]
+    with pytest.raises(LogError):
+        asyncio.run(writer.write(key, "src", letters, config))
+    assert writer.counts[("g", "failed")] == 0
+    asyncio.run(writer.write(key, "src", letters, config))
+    offsets = [dict(r.headers)["__dlq.errors.offset"] for b in leader.log
+               for r in decode_records(b)]
+    assert offsets == [b"3", b"4"]
+
+
+def test_a_topic_that_refuses_the_letters_for_good_archives_them_without():
+    import asyncio
+
+    from kio.schema.errors import ErrorCode
+
+    _image, leader, writer = _cluster([ErrorCode.policy_violation])
+    config = {"errors.deadletterqueue.topic.name": "dlq.x"}
+    asyncio.run(writer.write(("g", uuid.uuid4(), 0), "src",
+                             [DeadLetter(3, 4, 1, REJECTED)], config))
+    assert writer.counts[("g", "failed")] == 2

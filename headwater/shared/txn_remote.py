@@ -184,7 +184,13 @@ class MarkerSender:
             for t in marker.topics:
                 for p in t.partitions:
                     if t.name == topic and p.partition_index == partition:
-                        return int(p.error_code)
+                        code = int(p.error_code)
+                        if code == E.unknown_topic_or_partition and \
+                                self._topic_id(topic) is not None:
+                            # The owner has not caught up with a topic the coordinator
+                            # knows (it just started): asked again, as a moved leader.
+                            return E.not_leader_or_follower
+                        return code
         return E.not_leader_or_follower
 
 

@@ -67,8 +67,9 @@ def campaign(tmp_path: Path, seed: int, duration: float, settle: float,
 def test_a_short_seeded_campaign_finds_no_anomaly(tmp_path: Path) -> None:
     outcome = campaign(tmp_path, SEED, DURATION, SETTLE)
     assert set(outcome["faults"]) == set(KINDS), f"not every kind of fault: {outcome['faults']}"
-    assert not outcome["anomalies"], outcome["report"]
-    assert not outcome["errors"], outcome["summary"]
+    assert not outcome["anomalies"], (f"{outcome['report'][:6000]}\n"
+                                      f"{outcome.get('digest', '')}")
+    assert not outcome["errors"], f"{outcome['summary']}\n{outcome.get('digest', '')}"
     assert outcome["counts"].get("FinalLog") == 12, "every partition judged"
     assert outcome["counts"].get("Read", 0) > 0
     # Safety is asserted; liveness (a copier still inside a transaction call when the

@@ -75,15 +75,22 @@ async def renew_all(conn: Connection, owner: int, held: list[tuple[str, int]],
                     ttl_ms: int) -> set[str]:
     """Renew, in one statement, the unexpired leases `owner` holds at the given
     (resource, epoch); the resources renewed (a missing one is lost: expired, or taken
-    with a newer epoch)."""
+    with a newer epoch). The rows are locked in resource order, as `acquire_all` locks
+    them: an UPDATE over a join locks in whatever order the join yields, and a renewal
+    and another broker's take of the same leases then deadlocked (PostgreSQL aborted
+    one; seen in the fault campaign under load)."""
     if not held:
         return set()
     rows = await conn.fetch(
         """
+        WITH mine AS (
+            SELECT l.resource FROM leases AS l
+            JOIN unnest($2::text[], $3::int[]) AS h(resource, epoch)
+              ON l.resource = h.resource AND l.epoch = h.epoch
+            WHERE l.owner = $1 AND l.expires_at > clock_timestamp()
+            ORDER BY l.resource FOR UPDATE OF l)
         UPDATE leases AS l SET expires_at = clock_timestamp() + $4 * interval '1 millisecond'
-        FROM unnest($2::text[], $3::int[]) AS h(resource, epoch)
-        WHERE l.resource = h.resource AND l.owner = $1 AND l.epoch = h.epoch
-          AND l.expires_at > clock_timestamp()
+        FROM mine WHERE l.resource = mine.resource
         RETURNING l.resource
         """, owner, [r for r, _e in held], [e for _r, e in held], ttl_ms)
     return {row["resource"] for row in rows}

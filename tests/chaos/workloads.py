@@ -123,6 +123,9 @@ class Writer(Worker):
             except BufferError:
                 self._producer.poll(0.1)
                 continue
+            except KafkaException:
+                self._producer.poll(0)  # the fatal error's reason, to `_client_error`
+                raise
             self.sent += 1
             self._producer.poll(0)
             ahead = self.sent / self._rate - (time.monotonic() - started)

@@ -168,7 +168,9 @@ class MarkerHolds:
             self._finish(part, hold)
 
     async def _stage(self, part: SharedPartition, hold: Hold) -> None:
-        await part.committed_future(hold.offset)
+        # Bounded like the hold itself: appends below the marker that never commit
+        # (and never fail) would keep the hold, and its coordinator's job, waiting.
+        await asyncio.wait_for(part.committed_future(hold.offset), self.timeout_s)
         data = part.plog.read(hold.offset, 1 << 20, hold.offset + 1)
         (_pos, header), = iter_batches(data)
         async with self._pool().acquire() as conn:

@@ -47,6 +47,8 @@ RETRIABLE_MARKER_ERRORS = frozenset({
     E.not_coordinator, E.kafka_storage_error,
     E.request_timed_out})  # the marker's commit outcome unknown: write it again (harmless)
 RETRY_DELAY_S = 0.1
+#: At most this long for one attempt at a transaction's markers written together.
+TOGETHER_TIMEOUT_S = 30.0
 
 TopicPartition = tuple[str, int]
 
@@ -108,6 +110,8 @@ class TransactionCoordinator:
         self._inflight: dict[tuple[tuple[str, int, int], TopicPartition],
                              asyncio.Future[int]] = {}
         # Per job, its markers being written together (a cluster's).
+        #: The `__transaction_state` partition of each job in `_together`.
+        self._together_shard: dict[tuple[str, int, int], int] = {}
         self._together: dict[tuple[str, int, int],
                              asyncio.Future[dict[TopicPartition, int]]] = {}
         # The job whose markers are held (or being held) on a partition, until it ends.
@@ -145,6 +149,7 @@ class TransactionCoordinator:
             future.cancel()
         self._inflight.clear()
         self._together.clear()
+        self._together_shard.clear()
         self._claims.clear()
         self._release_completions()
         await self.runtime.stop()
@@ -389,6 +394,13 @@ class TransactionCoordinator:
         ownership."""
         for tp in [tp for tp, (_k, p) in self._claims.items() if p == partition]:
             del self._claims[tp]
+        for key in [k for k, p in self._together_shard.items() if p == partition]:
+            # an attempt of the earlier ownership: the job starts afresh (its holds, if
+            # granted, answer at once)
+            self._together_shard.pop(key)
+            future = self._together.pop(key, None)
+            if future is not None:
+                future.cancel()
         self._drive(partition)
 
     def _settle(self, job: MarkerJob, tp: TopicPartition, code: int | None,
@@ -433,13 +445,20 @@ class TransactionCoordinator:
             if not future.done():
                 return None
             del self._together[key]
+            self._together_shard.pop(key, None)
             if future.cancelled() or future.exception() is not None:
                 return dict.fromkeys(data, E.kafka_storage_error)
             return future.result()
-        future = asyncio.ensure_future(self._remote.write_together(
+        # Bounded: an attempt that hangs (a hold whose partition never commits what lies
+        # below the marker, a connection that stopped answering) would keep the job, and
+        # every InitProducerId of its transactional id (CONCURRENT_TRANSACTIONS), waiting
+        # for good, its partitions open to read_committed consumers (the fault campaign).
+        # Holds already granted stay, and answer the next attempt at once.
+        future = asyncio.ensure_future(asyncio.wait_for(self._remote.write_together(
             data, job.producer_id, job.producer_epoch, job.commit, coordinator_epoch,
-            job.transaction_version))
+            job.transaction_version), TOGETHER_TIMEOUT_S))
         self._together[key] = future
+        self._together_shard[key] = txn_partition
         future.add_done_callback(lambda _f: self._drive(txn_partition))
         return None
 
@@ -459,6 +478,7 @@ class TransactionCoordinator:
             except NotReady:
                 del self._claims[tp]
                 self._together.pop(claim[0], None)
+                self._together_shard.pop(claim[0], None)
 
     def _marker_outcome(self, key: tuple[str, int, int], tp: TopicPartition, job: MarkerJob,
                         coordinator_epoch: int, txn_partition: int) -> int | None:

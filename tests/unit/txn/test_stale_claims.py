@@ -32,6 +32,7 @@ def test_claims_of_shards_moved_away_are_dropped_and_the_others_kept() -> None:
         pending = loop.create_future()
         coordinator._claims = {("t", 0): (gone, 7), ("t", 1): (here, 3)}
         coordinator._together = {gone: pending}
+        coordinator._together_shard = {gone: 7}
         coordinator.runtime = _Runtime({3})  # type: ignore[assignment]
         coordinator._drop_stale_claims([("t", 0), ("t", 1), ("t", 2)])
         assert coordinator._claims == {("t", 1): (here, 3)}
@@ -39,5 +40,28 @@ def test_claims_of_shards_moved_away_are_dropped_and_the_others_kept() -> None:
         coordinator.runtime.served.clear()  # type: ignore[attr-defined]
         coordinator._drop_stale_claims([("t", 1)])
         assert coordinator._claims == {}
+    finally:
+        loop.close()
+
+
+def test_a_reloaded_shard_starts_its_jobs_markers_afresh() -> None:
+    """An attempt at a job's markers from before its shard was reloaded (a commit of the
+    shard failed, as when PostgreSQL restarts) is dropped at the reload: kept, a hung
+    one held the transaction in PrepareCommit for good (InitProducerId answered
+    CONCURRENT_TRANSACTIONS for minutes, read_committed consumers stopped at it)."""
+    coordinator = object.__new__(TransactionCoordinator)
+    old, other = ("tx-1", 5, 0), ("tx-2", 6, 0)
+    loop = asyncio.new_event_loop()
+    try:
+        hung, elsewhere = loop.create_future(), loop.create_future()
+        coordinator._claims = {("t", 0): (old, 1), ("t", 1): (other, 2)}
+        coordinator._together = {old: hung, other: elsewhere}
+        coordinator._together_shard = {old: 1, other: 2}
+        driven: list[int] = []
+        coordinator._drive = driven.append  # type: ignore[method-assign]
+        coordinator._loaded(1)
+        assert hung.cancelled() and not elsewhere.done()
+        assert coordinator._together == {other: elsewhere}
+        assert coordinator._claims == {("t", 1): (other, 2)} and driven == [1]
     finally:
         loop.close()

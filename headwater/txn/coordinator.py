@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -49,6 +50,7 @@ RETRIABLE_MARKER_ERRORS = frozenset({
 RETRY_DELAY_S = 0.1
 #: At most this long for one attempt at a transaction's markers written together.
 TOGETHER_TIMEOUT_S = 30.0
+SLOW_MARKERS_S = 10.0  # how often a job whose markers keep being refused is logged
 
 TopicPartition = tuple[str, int]
 
@@ -110,6 +112,8 @@ class TransactionCoordinator:
         self._inflight: dict[tuple[tuple[str, int, int], TopicPartition],
                              asyncio.Future[int]] = {}
         # Per job, its markers being written together (a cluster's).
+        #: Jobs whose markers were refused: (first refusal, last logged), monotonic.
+        self._slow: dict[tuple[str, int, int], tuple[float, float]] = {}
         #: The `__transaction_state` partition of each job in `_together`.
         self._together_shard: dict[tuple[str, int, int], int] = {}
         self._together: dict[tuple[str, int, int],
@@ -351,6 +355,7 @@ class TransactionCoordinator:
         for job in jobs:
             if self._write_markers(job, epoch, partition):
                 self._marked.pop(_job_key(job), None)
+                self._slow.pop(_job_key(job), None)
                 self._unclaim(_job_key(job))
                 def complete(s: TxnShard, now: int, job: MarkerJob = job) -> Result:
                     return s.complete(job, now)
@@ -446,9 +451,13 @@ class TransactionCoordinator:
                 return None
             del self._together[key]
             self._together_shard.pop(key, None)
+            codes: dict[TopicPartition, int]
             if future.cancelled() or future.exception() is not None:
-                return dict.fromkeys(data, E.kafka_storage_error)
-            return future.result()
+                codes = dict.fromkeys(data, int(E.kafka_storage_error))
+            else:
+                codes = future.result()
+            self._report_slow(key, job, codes)
+            return codes
         # Bounded: an attempt that hangs (a hold whose partition never commits what lies
         # below the marker, a connection that stopped answering) would keep the job, and
         # every InitProducerId of its transactional id (CONCURRENT_TRANSACTIONS), waiting
@@ -461,6 +470,23 @@ class TransactionCoordinator:
         self._together_shard[key] = txn_partition
         future.add_done_callback(lambda _f: self._drive(txn_partition))
         return None
+
+    def _report_slow(self, key: tuple[str, int, int], job: MarkerJob,
+                     codes: dict[TopicPartition, int]) -> None:
+        """Logs, every `SLOW_MARKERS_S`, a job whose markers keep being refused: which
+        partitions answered what (a transaction stuck in Prepare* is otherwise silent,
+        its producer only told CONCURRENT_TRANSACTIONS)."""
+        now = time.monotonic()
+        if all(code == 0 for code in codes.values()):
+            self._slow.pop(key, None)
+            return
+        first, logged = self._slow.setdefault(key, (now, now))
+        if now - logged >= SLOW_MARKERS_S:
+            self._slow[key] = (first, now)
+            log.info("%s markers of %r (producer %d epoch %d) not all written after %.0f s: "
+                     "%s", "COMMIT" if job.commit else "ABORT", job.transactional_id,
+                     job.producer_id, job.producer_epoch, now - first,
+                     ", ".join(f"{t}-{p}: {c}" for (t, p), c in sorted(codes.items())))
 
     def _drop_stale_claims(self, data: list[TopicPartition]) -> None:
         """Claims of jobs whose `__transaction_state` shard this broker no longer

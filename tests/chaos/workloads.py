@@ -96,6 +96,13 @@ class Writer(Worker):
         self._producer = Producer({
             "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
             "linger.ms": 5, "message.timeout.ms": 90000, "request.timeout.ms": 10000,
+            # One request in flight per broker: with more, a request that fails makes the
+            # next one OUT_OF_ORDER_SEQUENCE, and librdkafka then bumps the producer's
+            # epoch and renumbers every unacknowledged message, also those "possibly
+            # persisted" on another partition whose leader just died: a duplicate no
+            # broker can recognise, on Kafka too (librdkafka issue #4953, fix in PR
+            # #4972, not merged in 2.16). docs/operations.md.
+            "max.in.flight.requests.per.connection": 1,
             "error_cb": self._client_error,
             # HEADWATER_CHAOS_DEBUG=eos: librdkafka's idempotence states (epoch bumps)
             **({"debug": os.environ["HEADWATER_CHAOS_DEBUG"]}

@@ -47,6 +47,7 @@ log = logging.getLogger("headwater.share")
 
 LeaderKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 READ_COMMITTED = "read_committed"
+DEAD_LETTER_RETRY_S = 1.0  # a failed dead-letter write is tried again this much later
 _MIN_READ = 16 << 10  # bytes a ShareFetch reads from a partition log at least (see _read)
 _NOT_INITIALIZED = {int(ErrorCode.unknown_topic_or_partition), int(ErrorCode.invalid_request)}
 # What a failed state write means to the client (Kafka's SharePartition.fetchPersisterError).
@@ -87,6 +88,7 @@ class _Leader:
     last_used_ms: int = 0
     bytes_per_offset: float = 1024.0  # in this partition's log, as last read (see _read)
     dead_letters_due: bool = False  # ARCHIVING records whose finishing failed: retry
+    dead_letter_retry: asyncio.TimerHandle | None = None  # the retry of those, timed
 
 
 class SharePersister(Protocol):
@@ -331,8 +333,8 @@ class SharePartitionManager:
     async def _dead_letter(self, leader: _Leader, recovering: bool = False) -> None:
         """KIP-1191: the ARCHIVING records are persisted; write their dead letters, then
         finish them (ARCHIVED). A failure leaves them ARCHIVING, retried after the
-        leader's next state write; the dead letters already written are not written
-        again (see `dead_letter.py`)."""
+        leader's next state write or `DEAD_LETTER_RETRY_S`, whichever comes first; the
+        dead letters already written are not written again (see `dead_letter.py`)."""
         part = leader.part
         letters = part.dead_letters()
         if not letters:
@@ -348,10 +350,30 @@ class SharePartitionManager:
         except Exception as exc:
             leader.dead_letters_due = True
             log.warning("dead letters of %s not finished (retried later): %s", leader.key, exc)
+            self._retry_dead_letters(leader)
             return
         self.dead_letters.finished(leader.key, letters)
         self.counts["dead_lettered"] += result.released
         self.wake(leader.key[1], leader.key[2])  # the window shrank
+
+    def _retry_dead_letters(self, leader: _Leader) -> None:
+        """Try again in `DEAD_LETTER_RETRY_S`, not only at the leader's next state write:
+        a share-partition nobody fetches from any more would keep its ARCHIVING records,
+        and their dead letters, waiting (a dead-letter partition just created, or moving,
+        refuses the first write)."""
+        if leader.dead_letter_retry is not None:
+            return
+
+        async def retry() -> None:
+            leader.dead_letter_retry = None
+            if self._leaders.get(leader.key) is not leader or not leader.dead_letters_due:
+                return
+            async with leader.lock:
+                if leader.dead_letters_due:
+                    await self._dead_letter(leader)
+
+        leader.dead_letter_retry = asyncio.get_running_loop().call_later(
+            DEAD_LETTER_RETRY_S, lambda: asyncio.ensure_future(retry()))
 
     def forget(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
         """Drop the cached leader (an admin reset or deleted its state): the next fetch
@@ -382,6 +404,9 @@ class SharePartitionManager:
             del self._leaders[leader.key]
         if leader.timer is not None:
             leader.timer.cancel()
+        if leader.dead_letter_retry is not None:
+            leader.dead_letter_retry.cancel()
+            leader.dead_letter_retry = None
 
     # ---- operations ----------------------------------------------------------------
     async def fetch(self, key: LeaderKey, member_id: str, max_records: int, max_bytes: int,

@@ -111,13 +111,12 @@ class TransactionCoordinator:
         # Markers whose commit (or leader's answer) is awaited, per (job, partition).
         self._inflight: dict[tuple[tuple[str, int, int], TopicPartition],
                              asyncio.Future[int]] = {}
-        # Per job, its markers being written together (a cluster's).
         #: Jobs whose markers were refused: (first refusal, last logged), monotonic.
         self._slow: dict[tuple[str, int, int], tuple[float, float]] = {}
-        #: The `__transaction_state` partition of each job in `_together`.
-        self._together_shard: dict[tuple[str, int, int], int] = {}
+        # Per job, its markers being written together (a cluster's): the attempt, and
+        # the job's `__transaction_state` partition.
         self._together: dict[tuple[str, int, int],
-                             asyncio.Future[dict[TopicPartition, int]]] = {}
+                             tuple[asyncio.Future[dict[TopicPartition, int]], int]] = {}
         # The job whose markers are held (or being held) on a partition, until it ends.
         self._claims: dict[TopicPartition, tuple[tuple[str, int, int], int]] = {}
 
@@ -148,12 +147,11 @@ class TransactionCoordinator:
             handle.cancel()
         self._retries.clear()
         pending: list[asyncio.Future[Any]] = [*self._inflight.values(),
-                                              *self._together.values()]
+                                              *(f for f, _p in self._together.values())]
         for future in pending:
             future.cancel()
         self._inflight.clear()
         self._together.clear()
-        self._together_shard.clear()
         self._claims.clear()
         self._release_completions()
         await self.runtime.stop()
@@ -399,13 +397,10 @@ class TransactionCoordinator:
         ownership."""
         for tp in [tp for tp, (_k, p) in self._claims.items() if p == partition]:
             del self._claims[tp]
-        for key in [k for k, p in self._together_shard.items() if p == partition]:
+        for key in [k for k, (_f, p) in self._together.items() if p == partition]:
             # an attempt of the earlier ownership: the job starts afresh (its holds, if
             # granted, answer at once)
-            self._together_shard.pop(key)
-            future = self._together.pop(key, None)
-            if future is not None:
-                future.cancel()
+            self._together.pop(key)[0].cancel()
         self._drive(partition)
 
     def _settle(self, job: MarkerJob, tp: TopicPartition, code: int | None,
@@ -445,12 +440,12 @@ class TransactionCoordinator:
                 if self._claims.get(tp) == (key, txn_partition):
                     del self._claims[tp]
             return None
-        future = self._together.get(key)
-        if future is not None:
+        attempt = self._together.get(key)
+        if attempt is not None:
+            future = attempt[0]
             if not future.done():
                 return None
             del self._together[key]
-            self._together_shard.pop(key, None)
             codes: dict[TopicPartition, int]
             if future.cancelled() or future.exception() is not None:
                 codes = dict.fromkeys(data, int(E.kafka_storage_error))
@@ -466,8 +461,7 @@ class TransactionCoordinator:
         future = asyncio.ensure_future(asyncio.wait_for(self._remote.write_together(
             data, job.producer_id, job.producer_epoch, job.commit, coordinator_epoch,
             job.transaction_version), TOGETHER_TIMEOUT_S))
-        self._together[key] = future
-        self._together_shard[key] = txn_partition
+        self._together[key] = (future, txn_partition)
         future.add_done_callback(lambda _f: self._drive(txn_partition))
         return None
 
@@ -504,7 +498,6 @@ class TransactionCoordinator:
             except NotReady:
                 del self._claims[tp]
                 self._together.pop(claim[0], None)
-                self._together_shard.pop(claim[0], None)
 
     def _marker_outcome(self, key: tuple[str, int, int], tp: TopicPartition, job: MarkerJob,
                         coordinator_epoch: int, txn_partition: int) -> int | None:

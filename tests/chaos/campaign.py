@@ -177,7 +177,7 @@ def run(cluster: Cluster, seed: int, duration: float, settle: float = 180.0) -> 
     stalled = [f"{w.name} did not finish within the settle budget" for w in workers
                if w.is_alive()]
     report = check(history)
-    late = {DATA if r.name == "reader-classic" else OUT for r in readers if r.is_alive()}
+    late = {_topic_of(r) for r in readers if r.is_alive()}
     unread = [a for a in report.anomalies if a.kind == NEVER_READ and a.ops
               and isinstance(a.ops[0], Produced) and a.ops[0].topic in late]
     if unread:
@@ -244,12 +244,17 @@ def _committed_reads(history: list[Op]) -> set[str]:
             and op.txn in committed}
 
 
+def _topic_of(reader: Reader) -> str:
+    """The classic reader reads the writers' topic, the KIP-848 one the copiers'."""
+    return DATA if reader.name == "reader-classic" else OUT
+
+
 def _must_read(history: list[Op], reader: Reader) -> set[str]:
     """What the reader's topic holds for certain: acknowledged writes outside
     transactions, and those of committed transactions."""
     ops = list(history)
     committed = {op.txn for op in ops if isinstance(op, TxnEnded) and op.outcome == "commit"}
-    topic = DATA if reader.name == "reader-classic" else OUT
+    topic = _topic_of(reader)
     return {op.value for op in ops if isinstance(op, Produced) and op.topic == topic
             and op.acked and (op.txn is None or op.txn in committed)}
 

@@ -31,8 +31,7 @@ def test_claims_of_shards_moved_away_are_dropped_and_the_others_kept() -> None:
     try:
         pending = loop.create_future()
         coordinator._claims = {("t", 0): (gone, 7), ("t", 1): (here, 3)}
-        coordinator._together = {gone: pending}
-        coordinator._together_shard = {gone: 7}
+        coordinator._together = {gone: (pending, 7)}
         coordinator.runtime = _Runtime({3})  # type: ignore[assignment]
         coordinator._drop_stale_claims([("t", 0), ("t", 1), ("t", 2)])
         assert coordinator._claims == {("t", 1): (here, 3)}
@@ -55,13 +54,12 @@ def test_a_reloaded_shard_starts_its_jobs_markers_afresh() -> None:
     try:
         hung, elsewhere = loop.create_future(), loop.create_future()
         coordinator._claims = {("t", 0): (old, 1), ("t", 1): (other, 2)}
-        coordinator._together = {old: hung, other: elsewhere}
-        coordinator._together_shard = {old: 1, other: 2}
+        coordinator._together = {old: (hung, 1), other: (elsewhere, 2)}
         driven: list[int] = []
         coordinator._drive = driven.append  # type: ignore[method-assign]
         coordinator._loaded(1)
         assert hung.cancelled() and not elsewhere.done()
-        assert coordinator._together == {other: elsewhere}
+        assert coordinator._together == {other: (elsewhere, 2)}
         assert coordinator._claims == {("t", 1): (other, 2)} and driven == [1]
     finally:
         loop.close()

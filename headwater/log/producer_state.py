@@ -85,11 +85,22 @@ class ProducerEntry:
                              self.coordinator_epoch, self.current_txn_first_offset)
 
     def find_duplicate(self, h: BatchHeader) -> DuplicateBatch | None:
+        """The retained batch `h` repeats, if any. A transactional batch repeats only one
+        of the producer's open transaction: a client sends EndTxn only once its produce
+        requests have ended, so a batch matching one before the last marker is a new
+        batch under reused sequence numbers (librdkafka purges a batch queued for retry
+        on abort_transaction and gives its sequences to the next transaction, TV1 keeping
+        the epoch). Answering it with the old offsets would tear the new transaction:
+        they are another transaction's, perhaps aborted. Kafka answers them; we let the
+        sequence check answer OUT_OF_ORDER_SEQUENCE_NUMBER (docs/differences.md)."""
         if h.producer_epoch != self.epoch:
             return None
         last_seq = h.last_sequence
         for b in self.batches:
             if b.first_seq == h.base_sequence and b.last_seq == last_seq:
+                if h.is_transactional and not (
+                        0 <= self.current_txn_first_offset <= b.first_offset):
+                    return None
                 return DuplicateBatch(b.first_offset, b.last_offset, b.timestamp)
         return None
 

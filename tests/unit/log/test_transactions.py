@@ -128,6 +128,37 @@ def test_retried_transactional_batch_is_a_duplicate(open_log) -> None:
     assert plog.log_end_offset == 3 and plog.last_stable_offset == 0
 
 
+@pytest.mark.parametrize("commit", [False, True])
+def test_a_batch_repeating_one_of_an_ended_transaction_is_out_of_order(open_log,
+                                                                       commit) -> None:
+    """librdkafka purges a batch queued for retry on abort_transaction and hands its
+    sequence numbers to the next transaction (same epoch under TV1). Its new batch
+    matched the old one's sequences and got the old offsets back, which the marker had
+    aborted: the next transaction committed without its records (the chaos campaign's
+    torn transaction). Only a batch of the open transaction is a retry."""
+    plog = open_log()
+    a = Producer(plog, A)
+    first = a.batch(3)
+    plog.append(first, 0)
+    a.end(commit)
+    a.seq = 0  # the next transaction reuses sequences 0..2
+    assert code_of(lambda: plog.append(a.batch(3), 0)) == E.out_of_order_sequence_number
+    assert plog.log_end_offset == 4 and plog.last_stable_offset == 4
+
+
+def test_a_retry_within_the_open_transaction_is_still_a_duplicate(open_log) -> None:
+    plog = open_log()
+    a = Producer(plog, A)
+    a.send(2)
+    a.end(True)
+    second = a.batch(2)
+    plog.append(second, 0)
+    a.send(1)
+    retry = plog.append(second, 0)
+    assert retry.duplicate and (retry.base_offset, retry.last_offset) == (3, 4)
+    assert plog.log_end_offset == 6 and plog.last_stable_offset == 3
+
+
 def test_non_idempotent_transactional_batch_is_not_tracked(open_log) -> None:
     """Kafka tracks transactions by producer id; a batch without one opens none."""
     plog = open_log()

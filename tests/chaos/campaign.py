@@ -174,8 +174,8 @@ def run(cluster: Cluster, seed: int, duration: float, settle: float = 180.0) -> 
         errors.append(f"final reads: {exc}")
     phases["final logs"] = time.monotonic() - started
     errors += [e for w in workers for e in w.errors] + nemesis.errors
-    stalled = [f"{w.name} did not finish within the settle budget" for w in workers
-               if w.is_alive()]
+    stalled = [f"{w.name} did not finish within the settle budget ({w.where()})"
+               for w in workers if w.is_alive()]
     report = check(history)
     late = {_topic_of(r) for r in readers if r.is_alive()}
     unread = [a for a in report.anomalies if a.kind == NEVER_READ and a.ops

@@ -68,6 +68,15 @@ class Worker(threading.Thread):
         super().__init__(name=name, daemon=True)
         self.stopping = threading.Event()
         self.errors: list[str] = []
+        self._step: tuple[str, float] = ("starting", time.time())
+
+    def _at(self, step: str) -> None:
+        """Note the client call under way: a stalled worker's report names it."""
+        self._step = (step, time.time())
+
+    def where(self) -> str:
+        step, since = self._step
+        return f"in {step} for {time.time() - since:.0f} s"
 
     def stop(self, timeout: float = 120.0) -> None:
         self.stopping.set()
@@ -171,10 +180,13 @@ class Copier(Worker):
         producer = Producer({"bootstrap.servers": self._servers,
                              "transactional.id": self._txn_id, "linger.ms": 5,
                              "transaction.timeout.ms": 60000, "message.timeout.ms": 60000,
-                             "request.timeout.ms": 10000})
+                             "request.timeout.ms": 10000,
+                             **({"debug": os.environ["HEADWATER_CHAOS_DEBUG"]}
+                                if os.environ.get("HEADWATER_CHAOS_DEBUG") else {})})
         deadline = time.monotonic() + 120
         while True:
             try:
+                self._at("init_transactions")
                 producer.init_transactions(30)
                 return producer
             except KafkaException as exc:
@@ -189,6 +201,7 @@ class Copier(Worker):
         self._consumer.subscribe([self._source], on_assign=self._assigned,
                                  on_revoke=self._assigned)
         while not self.stopping.is_set():
+            self._at("consume")
             batch = [m for m in self._consumer.consume(100, 0.5) if not m.error()]
             if batch:
                 self._copy(batch)
@@ -208,7 +221,9 @@ class Copier(Worker):
         offsets = [(self._group, self._source, p, o) for p, o in sorted(positions.items())]
         producer_name = f"{self.name}/{self._instance}"
         try:
+            self._at(f"begin_transaction of {txn}")
             self._producer.begin_transaction()
+            self._at(f"produce of {txn}")
             seen: Counter[str] = Counter()
             for m in batch:
                 source = m.value().decode()
@@ -228,10 +243,12 @@ class Copier(Worker):
                 self._producer.produce(self._sink, value=value.encode(),
                                        partition=partition, on_delivery=report)
                 self._seq += 1
+            self._at(f"send_offsets_to_transaction of {txn}")
             self._producer.send_offsets_to_transaction(
                 [TopicPartition(self._source, p, o) for p, o in sorted(positions.items())],
                 self._consumer.consumer_group_metadata(), 30)
             aborted = self._rng.randrange(self._abort_every) == 0
+            self._at(f"{'abort' if aborted else 'commit'}_transaction of {txn}")
             if aborted:
                 self._producer.abort_transaction(30)
             else:
@@ -256,6 +273,7 @@ class Copier(Worker):
                 offsets: list[tuple[str, str, int, int]]) -> None:
         if error.txn_requires_abort():
             try:
+                self._at(f"abort_transaction of {txn} after {error.name()}")
                 self._producer.abort_transaction(30)
             except KafkaException:
                 pass
@@ -277,6 +295,7 @@ class Copier(Worker):
         deadline = time.monotonic() + 120
         while True:  # NOT_COORDINATOR while the group's coordinator moves: ask again
             try:
+                self._at("committed (rewinding)")
                 committed = self._consumer.committed(assignment, 30)
                 break
             except KafkaException:
@@ -330,6 +349,10 @@ class Reader(Worker):
             if batch:
                 self._commit()
         self._consumer.close()
+
+    def where(self) -> str:
+        missing = len(self.wanted - self.seen) if self.wanted is not None else "?"
+        return f"{missing} wanted values not read yet"
 
     def _commit(self) -> None:
         """Asynchronous, recorded once acknowledged (`_committed`): a synchronous commit

@@ -176,6 +176,8 @@ def run(cluster: Cluster, seed: int, duration: float, settle: float = 180.0) -> 
     errors += [e for w in workers for e in w.errors] + nemesis.errors
     stalled = [f"{w.name} did not finish within the settle budget ({w.where()})"
                for w in workers if w.is_alive()]
+    stalled += [f"{c.name} gave up {c.gave_up} producer(s) stuck in "
+                f"send_offsets_to_transaction (librdkafka #5456)" for c in copiers if c.gave_up]
     report = check(history)
     late = {_topic_of(r) for r in readers if r.is_alive()}
     unread = [a for a in report.anomalies if a.kind == NEVER_READ and a.ops
@@ -326,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     if digest:
         print(digest)
     print(json.dumps({"seed": outcome.seed, "anomalies": len(outcome.report.anomalies)}))
-    if failed and not args.planted:  # the brokers' logs, for whoever looks into it
+    if (failed or outcome.stalled) and not args.planted:  # the brokers' logs, to look into
         print(f"kept the brokers' data and logs under {base}")
     else:
         shutil.rmtree(base, ignore_errors=True)

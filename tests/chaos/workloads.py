@@ -150,6 +150,36 @@ class Writer(Worker):
         self._producer.flush(120)
 
 
+#: How long a copier waits for send_offsets_to_transaction before it gives the producer up.
+#: librdkafka can block in it for good although it takes a timeout: its group-coordinator
+#: request is never timed out (confluentinc/librdkafka#5456), and waits for a state change
+#: of a broker dropped from Metadata while it was down (#5511).
+SEND_OFFSETS_GIVE_UP_S: Final = 90.0
+
+
+class _GaveUp(Exception):
+    """A client call that did not return in its time: the producer is given up."""
+
+
+def _bounded(call: Callable[[], None], seconds: float) -> None:
+    """`call` in a thread of its own; _GaveUp if it has not returned after `seconds` (the
+    thread is left blocked, daemonic: nothing can unblock librdkafka's wait)."""
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append(exc)
+    thread = threading.Thread(target=run, name="bounded-call", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise _GaveUp(f"no answer in {seconds:.0f} s")
+    if outcome:
+        raise outcome[0]
+
+
 class Copier(Worker):
     def __init__(self, bootstrap: str, index: int, source: str, sink: str,
                  sink_partitions: int, group: str, record: Record, seed: int,
@@ -173,6 +203,7 @@ class Copier(Worker):
             "max.poll.interval.ms": 30000})
         self._producer = self._new_producer()
         self.copied = 0
+        self.gave_up = 0  # producers given up in send_offsets_to_transaction
 
     def _new_producer(self) -> Producer:
         self._instance += 1
@@ -205,6 +236,7 @@ class Copier(Worker):
             batch = [m for m in self._consumer.consume(100, 0.5) if not m.error()]
             if batch:
                 self._copy(batch)
+        self._at("close")
         self._consumer.close()
 
     def _copy(self, batch: list[Any]) -> None:
@@ -244,9 +276,10 @@ class Copier(Worker):
                                        partition=partition, on_delivery=report)
                 self._seq += 1
             self._at(f"send_offsets_to_transaction of {txn}")
-            self._producer.send_offsets_to_transaction(
+            producer, group = self._producer, self._consumer.consumer_group_metadata()
+            _bounded(lambda: producer.send_offsets_to_transaction(
                 [TopicPartition(self._source, p, o) for p, o in sorted(positions.items())],
-                self._consumer.consumer_group_metadata(), 30)
+                group, 30), SEND_OFFSETS_GIVE_UP_S)
             aborted = self._rng.randrange(self._abort_every) == 0
             self._at(f"{'abort' if aborted else 'commit'}_transaction of {txn}")
             if aborted:
@@ -255,6 +288,12 @@ class Copier(Worker):
                 self._producer.commit_transaction(30)
         except KafkaException as exc:
             self._failed(txn, exc.args[0], offsets)
+            return
+        except _GaveUp:
+            self.gave_up += 1  # as after a fatal error: a new instance fences this one
+            self._ended(txn, "unknown", offsets)
+            self._producer = self._new_producer()
+            self._rewind()
             return
         if aborted:
             self._ended(txn, "abort", offsets)
@@ -348,6 +387,7 @@ class Reader(Worker):
                                   offset=m.offset(), value=value, time=time.time()))
             if batch:
                 self._commit()
+        self._at("close")
         self._consumer.close()
 
     def where(self) -> str:
@@ -427,6 +467,7 @@ class Sharer(Worker):
                 decided.append((m, value, kind))
             if decided:
                 self._commit(decided)
+        self._at("close")
         self._consumer.close()
 
     def _commit(self, decided: list[tuple[Any, str, AckKind]]) -> None:

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from headwater.config import LogConfig
-from headwater.log.batch import build_batch
 from headwater.log.partition_log import PartitionLog
+from headwater.records.batch import build_batch
 
 RECORD_BYTES = 1024
 RECORDS_PER_BATCH = 16

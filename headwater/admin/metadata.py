@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from ..log.batch import iter_batches
 from ..metadata import snapshot
 from ..metadata.image import MetadataImage
 from ..metadata.replay import Replay, read_directory, replay
+from ..records.batch import iter_batches
 from ..security import acl
 from .groups import AdminError
 from .tables import emit

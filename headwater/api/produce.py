@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode as E
 
 from ..faults import PRODUCE_ACK_BEFORE_COMMIT
-from ..log.batch import has_transactional_batch, parse_header
 from ..metadata.assignments import reported_replicas
 from ..metadata.image import TopicImage
+from ..records.batch import has_transactional_batch, parse_header
 from ..security import acl as A
 from ..storage.errors import CommitError, LogError
 from ..txn.verification import FIRST_TV2_PRODUCE, RemoteVerification

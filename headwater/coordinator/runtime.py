@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from kio.schema.errors import ErrorCode as E
 
-from ..log.batch import BatchRecord, build_batch, decode_records, iter_batches
-from ..log.control import parse_marker
+from ..records.batch import BatchRecord, build_batch, decode_records, iter_batches
+from ..records.control import parse_marker
 from ..storage.errors import LogError
 from .hashing import partition_for
 from .record_codec import CoordinatorRecord, RecordCodec

@@ -18,7 +18,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
-from ..log.batch import batches_end_offset
+from ..records.batch import batches_end_offset
 from ..storage.errors import LogError
 from ..storage.partition import Partition
 from ..storage.store import PartitionSource

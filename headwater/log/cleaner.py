@@ -55,7 +55,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from kio.schema.errors import ErrorCode as E
 
 from headwater.log import swap
-from headwater.log.batch import (
+from headwater.log.index import OffsetIndex, TimeIndex
+from headwater.log.segment import IndexBuilder, LogSegment
+from headwater.log.txn_index import write_index_file
+from headwater.records.batch import (
     HEADER_SIZE,
     INT32_MAX,
     BatchHeader,
@@ -64,10 +67,7 @@ from headwater.log.batch import (
     parse_header,
     rebuild_batch,
 )
-from headwater.log.control import parse_marker
-from headwater.log.index import OffsetIndex, TimeIndex
-from headwater.log.segment import IndexBuilder, LogSegment
-from headwater.log.txn_index import write_index_file
+from headwater.records.control import parse_marker
 from headwater.storage.errors import LogError
 
 if TYPE_CHECKING:

@@ -34,7 +34,10 @@ from kio.schema.errors import ErrorCode as E
 
 from headwater.config import LogConfig
 from headwater.log import swap
-from headwater.log.batch import (
+from headwater.log.producer_state import ProducerStateManager
+from headwater.log.segment import LogSegment
+from headwater.log.txn_index import AbortedTxn
+from headwater.records.batch import (
     HEADER_SIZE,
     INT32_MAX,
     TIMESTAMP_TYPE_BIT,
@@ -48,10 +51,7 @@ from headwater.log.batch import (
     set_log_append_time,
     validate_produce_records,
 )
-from headwater.log.control import EndTxnMarker, build_marker, parse_marker, parse_markers
-from headwater.log.producer_state import ProducerStateManager
-from headwater.log.segment import LogSegment
-from headwater.log.txn_index import AbortedTxn
+from headwater.records.control import EndTxnMarker, build_marker, parse_marker, parse_markers
 from headwater.storage.errors import LogError
 from headwater.storage.partition import AppendResult, ProducerStateInfo
 

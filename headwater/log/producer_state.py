@@ -28,9 +28,9 @@ from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode as E
 
-from headwater.log.batch import INT32_MAX, TRANSACTIONAL_BIT, BatchHeader
-from headwater.log.control import EndTxnMarker
 from headwater.log.txn_index import AbortedTxn
+from headwater.records.batch import INT32_MAX, TRANSACTIONAL_BIT, BatchHeader
+from headwater.records.control import EndTxnMarker
 from headwater.storage.errors import LogError
 from headwater.storage.partition import ProducerStateInfo
 

@@ -18,7 +18,10 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode as E
 
-from headwater.log.batch import (
+from headwater.log.fdcache import FILES
+from headwater.log.index import OffsetIndex, TimeIndex
+from headwater.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+from headwater.records.batch import (
     HEADER_SIZE,
     INT32_MAX,
     MIN_BATCH_LENGTH,
@@ -27,9 +30,6 @@ from headwater.log.batch import (
     check_header,
     parse_header,
 )
-from headwater.log.fdcache import FILES
-from headwater.log.index import OffsetIndex, TimeIndex
-from headwater.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from headwater.storage.errors import LogError
 
 _SCAN_CHUNK = 32 * 1024  # header walks: covers a few index intervals per pread

@@ -28,8 +28,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from headwater.log.batch import HEADER_SIZE, check_header, parse_header
 from headwater.log.segment import segment_path
+from headwater.records.batch import HEADER_SIZE, check_header, parse_header
 
 CLEANED = ".cleaned"
 SWAP = ".swap"

@@ -25,8 +25,8 @@ from kio.schema.errors import ErrorCode as E
 
 from ..config import BrokerConfig, ConfigError, validate_topic_config
 from ..faults import METADATA_AFTER_BEGIN, Faults
-from ..log.batch import BatchRecord, batches_end_offset, build_batch
 from ..log.partition_log import PartitionLog
+from ..records.batch import BatchRecord, batches_end_offset, build_batch
 from ..storage.errors import LogError
 from . import records as R
 from . import snapshot

@@ -17,7 +17,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..log.batch import (
+from ..log.swap import fsync_dir
+from ..records.batch import (
     BatchRecord,
     Record,
     build_batch,
@@ -25,7 +26,6 @@ from ..log.batch import (
     iter_batches,
     set_base_offset,
 )
-from ..log.swap import fsync_dir
 from . import kraft
 from . import records as R
 

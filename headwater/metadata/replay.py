@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..log.batch import decode_records, iter_batches
+from ..records.batch import decode_records, iter_batches
 from . import records as R
 
 log = logging.getLogger("headwater.controller")

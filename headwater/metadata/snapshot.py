@@ -29,7 +29,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..log.batch import (
+from ..log.swap import fsync_dir, write_synced
+from ..records.batch import (
     CRC_OFFSET,
     HEADER_SIZE,
     MIN_BATCH_LENGTH,
@@ -40,7 +41,6 @@ from ..log.batch import (
     decode_records,
     parse_header,
 )
-from ..log.swap import fsync_dir, write_synced
 from ..storage.errors import LogError
 from . import kraft
 from . import records as R

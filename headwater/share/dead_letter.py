@@ -55,9 +55,9 @@ from kio.schema.errors import ErrorCode as E
 from ..config import BrokerConfig, LogConfig
 from ..faults import SHARE_DEAD_LETTER_AFTER_WRITE, SHARE_DEAD_LETTER_BEFORE_WRITE, Faults
 from ..group.group_configs import DLQ_COPY_RECORD, DLQ_TOPIC
-from ..log.batch import BatchRecord, build_batch, decode_records, iter_batches
 from ..metadata.controller import ControllerError, NewTopic
 from ..metadata.image import TOPIC_RESOURCE, TopicImage
+from ..records.batch import BatchRecord, build_batch, decode_records, iter_batches
 from ..storage.errors import LogError
 from .outcomes import DeadLetter
 

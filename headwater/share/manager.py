@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from ..group.group_configs import DLQ_TOPIC
-from ..log.batch import iter_batches
 from ..metadata.features import feature_level
+from ..records.batch import iter_batches
 from ..storage.errors import LogError
 from ..storage.waiters import PartitionWaiters
 from .config import AcquireMode, OffsetReset, SharePartitionConfig, initial_start_offset

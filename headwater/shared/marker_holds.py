@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import asyncpg
 from kio.schema.errors import ErrorCode as E
 
-from ..log.batch import iter_batches
+from ..records.batch import iter_batches
 from ..storage.errors import CommitError, LogError
 from .sequencer import NOTIFY_CHANNEL
 from .staged_markers import StagedMarker, stage

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import asyncpg
 
-from ..log.batch import iter_batches
 from ..log.partition_log import LOG_START_CHECKPOINT
+from ..records.batch import iter_batches
 from . import leases
 from .cluster import CONTROLLER
 from .database import COMMAND_TIMEOUT_S, CONNECT_TIMEOUT_S, session_settings

@@ -53,8 +53,8 @@ import asyncpg
 from kio.schema.errors import ErrorCode as E
 
 from ..config import LogConfig
-from ..log.batch import BatchHeader, iter_batches
 from ..log.partition_log import LOG_START_CHECKPOINT, PartitionLog
+from ..records.batch import BatchHeader, iter_batches
 from ..storage.errors import CommitError, LogError
 from ..storage.partition import AppendResult, Partition, ProducerStateInfo
 from . import cluster, leases

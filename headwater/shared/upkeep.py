@@ -37,8 +37,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..log.batch import iter_batches
 from ..log.cleaner import LogCleaner
+from ..records.batch import iter_batches
 from .objects import SEGMENT_PREFIX, ObjectStore
 from .schema import Connection
 from .sequencer import BatchRow, Outcome, replace

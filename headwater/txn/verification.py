@@ -28,7 +28,7 @@ from typing import Protocol
 from kio.schema.errors import ErrorCode as E
 
 from ..coordinator.runtime import NotReady
-from ..log.batch import has_transactional_batch, parse_header
+from ..records.batch import has_transactional_batch, parse_header
 from ..storage.partition import Partition
 from .offset_commit import Transactions
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from kio.serial import entity_writer
 
-from headwater.log.batch import build_batch
+from headwater.records.batch import build_batch
 from headwater.wire.header import uvarint
 from headwater.wire.schemas import load_request_schema
 from tests.fuzz.structured import _INTS, _MS, _NAMES, _hints, _unwrap

@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from headwater.log.batch import build_batch
+from headwater.records.batch import build_batch
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.kafka_reference import KafkaReference, run_tool
 from tests.support.wire import RawClient

@@ -29,7 +29,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
-from headwater.log.batch import build_batch
+from headwater.records.batch import build_batch
 from headwater.security import acl as A
 from headwater.security.acl import AclBinding
 from headwater.wire.client_security import ClientSecurity

@@ -213,8 +213,8 @@ def test_kcat_metadata_produce_consume_and_group(broker, topic_name):
 def test_topic_compression_type_is_applied_by_the_broker(broker, topic_name):
     """compression.type=zstd on the topic: an lz4 producer's batches are stored as zstd
     (Kafka recompresses on the broker) and read back byte-exact."""
-    from headwater.log.batch import iter_batches
-    from headwater.log.compression import ZSTD
+    from headwater.records.batch import iter_batches
+    from headwater.records.compression import ZSTD
     from tests.support.wire import RawClient
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})

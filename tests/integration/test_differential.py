@@ -35,7 +35,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from headwater.log.batch import build_batch
+from headwater.records.batch import build_batch
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_reference import KafkaReference
 from tests.support.wire import RawClient

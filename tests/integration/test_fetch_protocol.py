@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from headwater.log.batch import build_batch
+from headwater.records.batch import build_batch
 from tests.support.routing import led_together
 from tests.support.wire import RawClient
 

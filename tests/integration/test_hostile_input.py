@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from headwater.log.batch import build_batch
+from headwater.records.batch import build_batch
 from tests.support.wire import RawClient, encode_request
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from headwater.log.batch import build_batch
+from headwater.records.batch import build_batch
 from tests.support.wire import RawClient
 
 LIMIT = 300 * 1024 * 1024

@@ -12,8 +12,8 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from headwater.log.batch import decode_records, iter_batches
 from headwater.metadata import records as R
+from headwater.records.batch import decode_records, iter_batches
 from tests.support.wire import RawClient
 
 pytestmark = pytest.mark.timeout(180)

@@ -17,9 +17,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.config import LogConfig
-from headwater.log.batch import build_batch
 from headwater.log.partition_log import PartitionLog
 from headwater.metadata import records as R
+from headwater.records.batch import build_batch
 from tests.support.kafka_reference import MetadataShell, run_tool
 
 SEGMENT = "__cluster_metadata-0/00000000000000000000.log"

@@ -24,7 +24,7 @@ from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 from kafka import KafkaProducer
 from kafka import errors as kerrors
 
-from headwater.log.batch import build_batch
+from headwater.records.batch import build_batch
 from tests.support import kafka_reference
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_reference import KafkaReference

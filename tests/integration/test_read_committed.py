@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from headwater.config import LogConfig
-from headwater.log.batch import build_batch, decode_records, iter_batches
 from headwater.log.partition_log import PartitionLog
+from headwater.records.batch import build_batch, decode_records, iter_batches
 from tests.support.wire import RawClient
 
 INVALID_TXN_STATE = 48

@@ -7,7 +7,7 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from headwater.log.batch import build_batch
+from headwater.records.batch import build_batch
 from tests.integration.test_clients_round_trip import create_topic
 from tests.support.wire import RawClient
 

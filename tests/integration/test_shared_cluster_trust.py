@@ -28,7 +28,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from headwater.log.batch import build_batch
+from headwater.records.batch import build_batch
 from tests.integration.test_transactions_v2 import retry
 from tests.support.cluster import (
     LEASE_MS,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode as E
 
-from headwater.log.batch import build_batch, decode_records, iter_batches
+from headwater.records.batch import build_batch, decode_records, iter_batches
 from tests.support.broker_process import BrokerProcess
 from tests.support.engines import PostgresServer, VersityGateway, create_database
 from tests.support.wire import RawClient

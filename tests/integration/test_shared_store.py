@@ -14,7 +14,7 @@ import pytest
 from kio.schema.errors import ErrorCode as E
 
 from headwater.config import BrokerConfig, LogConfig
-from headwater.log.batch import build_batch
+from headwater.records.batch import build_batch
 from headwater.shared.settings import SharedSettings
 from headwater.shared.store import SharedStore
 from headwater.storage.errors import CommitError

@@ -21,7 +21,7 @@ from kafka.structs import OffsetAndMetadata
 from kio.schema.errors import ErrorCode as E
 
 from headwater.admin.transactions import TxnDescription, describe_transaction
-from headwater.log.batch import build_batch
+from headwater.records.batch import build_batch
 from tests.integration.test_clients_round_trip import create_topic
 from tests.support.broker_process import BrokerProcess
 from tests.support.wire import RawClient

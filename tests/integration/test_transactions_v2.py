@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from headwater.log.batch import build_batch
+from headwater.records.batch import build_batch
 from tests.integration.test_clients_round_trip import create_topic
 from tests.integration.test_kafka_tools import table, tool
 from tests.integration.test_transactions import (

@@ -14,8 +14,8 @@ from kio.schema.errors import ErrorCode as E
 from headwater.config import LogConfig
 from headwater.fetch.service import READ_COMMITTED, FetchService, epoch_error
 from headwater.fetch.sessions import CachedPartition, FetchSessionCache, FetchSessionError
-from headwater.log.batch import build_batch
 from headwater.log.store import LocalStore
+from headwater.records.batch import build_batch
 from headwater.storage import PartitionWaiters
 
 CONFIG = LogConfig(segment_bytes=1 << 20, retention_ms=-1)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from headwater.config import LogConfig
-from headwater.log.batch import build_batch
 from headwater.log.partition_log import PartitionLog
+from headwater.records.batch import build_batch
 
 BatchFactory = Callable[..., bytes]
 

@@ -13,12 +13,13 @@ from kafka.record import MemoryRecords
 from kio.schema.errors import ErrorCode as E
 
 from headwater.config import ConfigError, LogConfig, validate_topic_config
-from headwater.log import compression, swap
-from headwater.log.batch import build_batch, decode_records, iter_batches
+from headwater.log import swap
 from headwater.log.cleaner import CHECKPOINT, CleanStats, LogCleaner
 from headwater.log.manager import LogManager
 from headwater.log.partition_log import PartitionLog
 from headwater.log.segment import LogSegment
+from headwater.records import compression
+from headwater.records.batch import build_batch, decode_records, iter_batches
 from headwater.storage.errors import LogError
 from tests.unit.log.crash import clean_until_crash
 

@@ -12,9 +12,9 @@ import pytest
 
 from headwater.config import LogConfig
 from headwater.log import fdcache
-from headwater.log.batch import build_batch, decode_records, iter_batches
 from headwater.log.fdcache import FdCache
 from headwater.log.manager import LogManager
+from headwater.records.batch import build_batch, decode_records, iter_batches
 
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=128, retention_ms=-1)
 FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from kio.schema.errors import ErrorCode as E
 
-from headwater.log.batch import build_batch, decode_records, iter_batches
+from headwater.records.batch import build_batch, decode_records, iter_batches
 from headwater.storage.errors import LogError
 
 
@@ -150,7 +150,7 @@ def test_roll_by_segment_ms_counts_from_first_append(open_log, batch, config) ->
 
 
 def test_log_append_time_rewrites_timestamp_with_valid_crc(open_log, batch, config) -> None:
-    from headwater.log.batch import validate_produce_records
+    from headwater.records.batch import validate_produce_records
 
     plog = open_log(dataclasses.replace(config, message_timestamp_type="LogAppendTime"))
     result = plog.append(batch(3, ts=1000, compression=1), now_ms=77_000)
@@ -263,7 +263,7 @@ def test_past_bound_checks_every_record(open_log, batch, config) -> None:
 
 
 def test_client_batches_must_carry_base_offset_zero(open_log, batch) -> None:
-    from headwater.log.batch import set_base_offset
+    from headwater.records.batch import set_base_offset
 
     plog = open_log()
     bad = bytearray(batch(2))
@@ -276,7 +276,7 @@ def test_client_batches_must_carry_base_offset_zero(open_log, batch) -> None:
 
 @pytest.mark.parametrize("target", ["zstd", "uncompressed", "gzip"])
 def test_topic_compression_type_recompresses_client_batches(open_log, config, target) -> None:
-    from headwater.log.batch import TOPIC_CODECS, validate_produce_records
+    from headwater.records.batch import TOPIC_CODECS, validate_produce_records
 
     plog = open_log(dataclasses.replace(config, compression_type=target,
                                         segment_bytes=1 << 20))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from headwater.log.batch import build_batch, parse_header
 from headwater.log.index import OffsetIndex, TimeIndex
 from headwater.log.segment import LogSegment
+from headwater.records.batch import build_batch, parse_header
 
 
 def test_offset_index_lookup_and_persistence(tmp_path: Path) -> None:

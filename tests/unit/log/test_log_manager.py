@@ -6,8 +6,8 @@ import dataclasses
 from pathlib import Path
 
 from headwater.config import LogConfig
-from headwater.log.batch import build_batch
 from headwater.log.manager import CLEAN_SHUTDOWN_MARKER, LogManager, parse_partition_dir
+from headwater.records.batch import build_batch
 
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=128)
 

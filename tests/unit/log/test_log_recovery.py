@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from headwater.log.batch import iter_batches
+from headwater.records.batch import iter_batches
 
 
 def fill(plog, batch, count: int) -> None:

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from kio.schema.errors import ErrorCode as E
 
-from headwater.log.batch import build_batch, iter_batches
+from headwater.records.batch import build_batch, iter_batches
 from headwater.storage.errors import LogError
 
 

@@ -15,15 +15,15 @@ import pytest
 from kio.schema.errors import ErrorCode as E
 
 from headwater.config import LogConfig
-from headwater.log import compression
-from headwater.log.batch import (
+from headwater.log.partition_log import PartitionLog
+from headwater.records import compression
+from headwater.records.batch import (
     CRC_OFFSET,
     HEADER_SIZE,
     batch_crc,
     build_batch,
     set_log_append_time,
 )
-from headwater.log.partition_log import PartitionLog
 from headwater.storage.errors import LogError, RecordValidationError
 
 OpenLog = Callable[..., PartitionLog]

@@ -16,13 +16,13 @@ from kio.schema.errors import ErrorCode as E
 
 from headwater.config import LogConfig
 from headwater.log import swap
-from headwater.log.batch import build_batch, decode_records, iter_batches, parse_header
 from headwater.log.cleaner import LogCleaner
-from headwater.log.control import build_marker, parse_marker
 from headwater.log.partition_log import PartitionLog
 from headwater.log.producer_state import SNAPSHOT_VERSION
 from headwater.log.segment import LogSegment
 from headwater.log.txn_index import ENTRY_SIZE, AbortedTxn
+from headwater.records.batch import build_batch, decode_records, iter_batches, parse_header
+from headwater.records.control import build_marker, parse_marker
 from headwater.storage.errors import LogError
 from headwater.storage.waiters import PartitionWaiters
 from tests.unit.log.crash import Crash, clean_until_crash

@@ -8,7 +8,6 @@ import pytest
 from kio.schema.errors import ErrorCode as E
 
 from headwater.config import BrokerConfig, LogConfig
-from headwater.log.batch import build_batch
 from headwater.log.partition_log import PartitionLog
 from headwater.metadata import records as R
 from headwater.metadata.controller import (
@@ -19,6 +18,7 @@ from headwater.metadata.controller import (
     NewTopic,
 )
 from headwater.metadata.image import TOPIC_RESOURCE
+from headwater.records.batch import build_batch
 
 CLOCK = [1_000]
 
@@ -76,7 +76,7 @@ def test_large_change_is_one_metadata_transaction(tmp_path):
     c = open_controller(tmp_path / "meta")
     c.create_topics([NewTopic("wide", RECORDS_PER_BATCH * 2)])
     items = []
-    from headwater.log.batch import decode_records, iter_batches
+    from headwater.records.batch import decode_records, iter_batches
 
     data = c.log.read(0, 1 << 24)
     for pos, h in iter_batches(data):

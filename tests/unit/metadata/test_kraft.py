@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from headwater.config import BrokerConfig, LogConfig
-from headwater.log.batch import build_batch, decode_records, iter_batches
 from headwater.log.partition_log import PartitionLog
 from headwater.metadata import kraft
 from headwater.metadata import records as R
@@ -18,6 +17,7 @@ from headwater.metadata.controller import (
     NewTopic,  # noqa: I001
 )
 from headwater.metadata.convert import BACKUP, CONVERTING, convert_json_log, needs_conversion
+from headwater.records.batch import build_batch, decode_records, iter_batches
 
 CLOCK = [1_000]
 

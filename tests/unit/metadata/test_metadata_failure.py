@@ -9,10 +9,10 @@ from kio.schema.errors import ErrorCode as E
 
 from headwater import faults
 from headwater.config import BrokerConfig, LogConfig
-from headwater.log.batch import decode_records, iter_batches
 from headwater.log.partition_log import PartitionLog
 from headwater.metadata import records as R
 from headwater.metadata.controller import Controller, ControllerError, NewTopic
+from headwater.records.batch import decode_records, iter_batches
 from headwater.storage.errors import LogError
 
 CLOCK = [1_000]

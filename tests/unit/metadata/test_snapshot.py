@@ -11,13 +11,13 @@ import pytest
 
 from headwater import faults
 from headwater.config import BrokerConfig, LogConfig
-from headwater.log.batch import decode_records, iter_batches, parse_header
 from headwater.log.partition_log import PartitionLog
 from headwater.metadata import records as R
 from headwater.metadata import snapshot
 from headwater.metadata.controller import Controller, NewTopic
 from headwater.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from headwater.metadata.replay import Replay, read_batches
+from headwater.records.batch import decode_records, iter_batches, parse_header
 
 pytestmark = pytest.mark.timeout(60)
 CLOCK = [1_000]

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from headwater.config import BrokerConfig
-from headwater.log.batch import Record, decode_records, iter_batches
 from headwater.metadata.image import TOPIC_RESOURCE, TopicImage
+from headwater.records.batch import Record, decode_records, iter_batches
 from headwater.share.dead_letter import (
     DeadLetterConfigError,
     _minus,
@@ -155,7 +155,7 @@ def _cluster(answers: list[int] | None = None) -> tuple[Any, Any, Any]:
                           batch: bytes) -> int:
             assert (topic, topic_id, partition) == ("dlq.x", dlq_id, 0)
             records = list(decode_records(batch))
-            from headwater.log.batch import build_batch
+            from headwater.records.batch import build_batch
             rebuilt = build_batch([(r.key, r.value, r.headers, 0) for r in records],
                                   base_offset=self.next)
             self.next += len(records)

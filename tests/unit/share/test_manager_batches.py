@@ -3,8 +3,8 @@ transactions never become deliverable, and only batches with acquired offsets tr
 
 from __future__ import annotations
 
-from headwater.log.batch import build_batch, iter_batches
-from headwater.log.control import build_marker
+from headwater.records.batch import build_batch, iter_batches
+from headwater.records.control import build_marker
 from headwater.share.manager import SharePartitionManager, _Leader, _trim
 from headwater.share.outcomes import AcquiredRecords
 

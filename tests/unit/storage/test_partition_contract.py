@@ -20,8 +20,8 @@ import pytest
 from kio.schema.errors import ErrorCode as E
 
 from headwater.config import LogConfig
-from headwater.log.batch import build_batch, iter_batches
 from headwater.log.store import LocalStore
+from headwater.records.batch import build_batch, iter_batches
 from headwater.storage import LogError, Partition, PartitionStore
 
 TOPIC = "orders"

@@ -11,8 +11,8 @@ from kio.schema.errors import ErrorCode as E
 
 from headwater.config import LogConfig
 from headwater.coordinator.runtime import NotReady
-from headwater.log.batch import build_batch
 from headwater.log.partition_log import PartitionLog
+from headwater.records.batch import build_batch
 from headwater.txn.verification import ProduceVerification
 
 TP = tuple[str, int]

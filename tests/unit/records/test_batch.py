@@ -11,7 +11,7 @@ from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode as E
 
-from headwater.log.batch import (
+from headwater.records.batch import (
     HEADER_SIZE,
     build_batch,
     decode_records,
@@ -21,7 +21,7 @@ from headwater.log.batch import (
     set_log_append_time,
     validate_produce_records,
 )
-from headwater.log.compression import compress, decompress
+from headwater.records.compression import compress, decompress
 from headwater.storage.errors import LogError
 
 RECORDS = [

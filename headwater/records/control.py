@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode as E
 
-from headwater.log.batch import BatchHeader, Buffer, build_batch, decode_records
+from headwater.records.batch import BatchHeader, Buffer, build_batch, decode_records
 from headwater.storage.errors import LogError
 
 ABORT = 0

@@ -19,7 +19,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 from kio.schema.errors import ErrorCode as E
 
-from headwater.log.compression import compress, decompress
+from headwater.records.compression import compress, decompress
 from headwater.storage.errors import LogError, RecordValidationError
 
 HEADER = struct.Struct(">qiibIhiqqqhii")

@@ -63,9 +63,12 @@ def _committed(client: RawClient, group: str) -> dict[tuple[str, int], int]:
             for t in g.topics for p in t.partitions if p.committed_offset >= 0}
 
 
-def _assignment_owners(client: RawClient, group: str) -> tuple[str, dict[tuple[str, int], tuple]]:
+Owner = tuple[str, str, str]  # member id, host, client id
+
+
+def _assignment_owners(client: RawClient, group: str) -> tuple[str, dict[tuple[str, int], Owner]]:
     """(state, {(topic, partition): (member id, host, client id)})."""
-    owners: dict[tuple[str, int], tuple] = {}
+    owners: dict[tuple[str, int], Owner] = {}
     versions = client.request(18, 3, {"client_software_name": "headwater-cli",
                                       "client_software_version": "1"})
     if any(k.api_key == 69 for k in versions.api_keys):

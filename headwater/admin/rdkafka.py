@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from confluent_kafka import KafkaError, KafkaException
 
 from ..wire.client_properties import read_properties, to_librdkafka
-from .groups import AdminError
+from .groups import AdminError as AdminError  # re-exported: callers catch it as rdkafka.AdminError
 
 CONNECT_TIMEOUT_S = 5.0
 T = TypeVar("T")

@@ -75,7 +75,9 @@ def cmd_list(args: argparse.Namespace) -> str:
 def _offsets(admin: AdminClient, topic: str, partitions: list[int],
              args: argparse.Namespace) -> dict[tuple[str, int], int]:
     out: dict[tuple[str, int], int] = {}
-    for label, spec in (("earliest", OffsetSpec.earliest()), ("latest", OffsetSpec.latest())):
+    specs = (("earliest", OffsetSpec.earliest()),  # type: ignore[no-untyped-call]
+             ("latest", OffsetSpec.latest()))  # type: ignore[no-untyped-call]
+    for label, spec in specs:
         request = {TopicPartition(topic, p): spec for p in partitions}
         if not request:
             continue

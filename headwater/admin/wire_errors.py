@@ -35,7 +35,7 @@ def check(code: int, message: str | None, args: argparse.Namespace, subject: str
     raise AdminError(f"{text}; hint: {given or hint}")
 
 
-def request(client: RawClient, api: tuple[int, int, str], body: dict,
+def request(client: RawClient, api: tuple[int, int, str], body: dict[str, Any],
             args: argparse.Namespace) -> Any:
     """Send `body` as API (key, version, name); a broker that drops the connection (an
     API or version it does not serve) is one line with a hint."""

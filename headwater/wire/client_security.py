@@ -175,7 +175,8 @@ def authenticate(sock: socket.socket, mechanism: str, username: str, password: s
                      SaslAuthenticateResponse, correlation)
         if resp.error_code != ErrorCode.none:
             raise AuthenticationError(resp.error_message or resp.error_code.name)
-        return resp.auth_bytes
+        token_back: bytes = resp.auth_bytes
+        return token_back
 
     if mechanism == "PLAIN":
         step(b"\x00" + username.encode() + b"\x00" + password.encode())

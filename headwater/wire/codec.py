@@ -142,7 +142,8 @@ def request_reader(api_key: int, version: int) -> Callable[[bytes, int], tuple[i
 
 @cache
 def response_class(api_key: int, version: int) -> type:
-    return load_response_schema(api_key, version)
+    response: type = load_response_schema(api_key, version)
+    return response
 
 
 @cache

@@ -285,6 +285,6 @@ def body_checker(api_key: int, version: int) -> Callable[[bytes, int], int]:
                                  "_I16": struct.Struct(">h").unpack_from,
                                  "_I32": struct.Struct(">i").unpack_from}
     exec(compile(source, f"<guard {api_key} v{version}>", "exec"), namespace)
-    check = namespace[root]
-    check.source = source  # for reading, and the tests
+    check: Callable[[bytes, int], int] = namespace[root]
+    check.source = source  # type: ignore[attr-defined]  # for reading, and the tests
     return check

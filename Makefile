@@ -143,7 +143,7 @@ test-cluster: $(STAMP) java kcat kafka postgres $(VERSITYGW)
 	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow and not chaos" -n 2 --dist loadfile \
 	  --storage=cluster -rs tests/integration
 
-# ruff, mypy (strict on coordinator, group, share, txn, metadata, log) and import-linter's
+# ruff, mypy (strict on all of headwater; not yet the Spark connector) and import-linter's
 # layer contracts; all three configured in pyproject.toml.
 lint: $(STAMP)
 	$(BIN)/ruff check headwater pyspark_headwater tests bench examples

@@ -26,6 +26,7 @@ from .faults import Faults
 from .fetch.service import FetchService
 from .fetch.sessions import FetchSessionCache
 from .group.coordinator import GroupCoordinator
+from .group.offsets import PartitionCommit
 from .limits import MAX_PARTITIONS, open_file_capacity, raise_nofile_limit
 from .log.fdcache import FILES
 from .log.manager import partition_dir_name
@@ -135,7 +136,7 @@ class Broker:
         self.producer_ids: ProducerIds | None = None
         self._producer_id_blocks: ProducerIdBlocks | None = None
         self.share_coordinator: ShareCoordinator | None = None
-        self.txn_offsets: TxnOffsetCommitter | None = None
+        self.txn_offsets: TxnOffsetCommitter[PartitionCommit] | None = None
         self.metrics: MetricsServer | None = None
         self.server: KafkaServer | None = None
         self.dispatcher = Dispatcher()

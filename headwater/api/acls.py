@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
-def _binding_dict(b: AclBinding) -> dict:
+def _binding_dict(b: AclBinding) -> dict[str, Any]:
     return {"resource_type": b.resource_type, "resource_name": b.resource_name,
             "pattern_type": b.pattern_type, "principal": b.principal, "host": b.host,
             "operation": b.operation, "permission_type": b.permission}
@@ -40,7 +40,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def denied(ctx: RequestContext, op: int) -> bool:
         return not broker.access.allowed(ctx, op, A.CLUSTER, A.CLUSTER_NAME)
 
-    def handle_describe(ctx: RequestContext, req: Any) -> dict:
+    def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         empty = {"throttle_time": 0, "resources": []}
         if not broker.access.enabled:
             return {**empty, "error_code": E.security_disabled, "error_message": NO_AUTHORIZER}
@@ -62,8 +62,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                  "permission_type": b.permission} for b in bindings]}
             for (rt, name, pt), bindings in sorted(grouped.items())]}
 
-    def handle_create(ctx: RequestContext, req: Any) -> dict:
-        def every(code: int, message: str | None) -> dict:
+    def handle_create(ctx: RequestContext, req: Any) -> dict[str, Any]:
+        def every(code: int, message: str | None) -> dict[str, Any]:
             return {"throttle_time": 0, "results": [
                 {"error_code": code, "error_message": message} for _ in req.creations]}
         if not broker.access.enabled:
@@ -94,8 +94,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             broker.controller.commit(records)
         return {"throttle_time": 0, "results": results}
 
-    def handle_delete(ctx: RequestContext, req: Any) -> dict:
-        def every(code: int, message: str | None) -> dict:
+    def handle_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
+        def every(code: int, message: str | None) -> dict[str, Any]:
             return {"throttle_time": 0, "filter_results": [
                 {"error_code": code, "error_message": message, "matching_acls": []}
                 for _ in req.filters]}

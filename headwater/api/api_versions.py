@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..broker import Broker
 
 
-def _levels(features: Mapping[str, int]) -> list[dict]:
+def _levels(features: Mapping[str, int]) -> list[dict[str, Any]]:
     return [{"name": k, "min_version_level": v, "max_version_level": v}
             for k, v in features.items()]
 
@@ -48,7 +48,7 @@ def request_error(req: Any, version: int, cluster_id: str, node_id: int) -> int:
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def handle(ctx: RequestContext, req: Any) -> dict:
+    def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         code = request_error(req, ctx.api_version, broker.cluster_id, broker.node_id)
         if code:  # Kafka's error answer: the code alone
             return {"error_code": code, "api_keys": (), "throttle_time": 0}

@@ -23,6 +23,7 @@ from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
+    from ..group.coordinator import GroupCoordinator
 
 log = logging.getLogger("headwater.api.classic_groups")
 
@@ -37,20 +38,20 @@ def _ms(value: Any, default: int) -> int:
     return int(value)
 
 
-async def _answer(future: asyncio.Future[dict]) -> dict:
+async def _answer(future: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
     return {"throttle_time": 0, **await future}
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def groups():
+    def groups() -> GroupCoordinator:
         assert broker.groups is not None
         return broker.groups
 
     def parked(group_id: str, op: Any, error_response: Any) -> Any:
         """Run a parking operation now (in request order); return a wait for its answer."""
-        future: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 
-        def respond(response: dict) -> None:
+        def respond(response: dict[str, Any]) -> None:
             if not future.done():
                 future.set_result(response)
 
@@ -100,7 +101,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             sync, respond, now), sync_error)
 
     # ---- Heartbeat -----------------------------------------------------------------
-    def handle_heartbeat(ctx: RequestContext, req: Any) -> dict:
+    def handle_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if denied(ctx, req.group_id):
             return {"throttle_time": 0, "error_code": E.group_authorization_failed}
         try:
@@ -112,7 +113,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0, "error_code": code}
 
     # ---- LeaveGroup ----------------------------------------------------------------
-    def handle_leave(ctx: RequestContext, req: Any) -> dict:
+    def handle_leave(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if denied(ctx, req.group_id):
             return {"throttle_time": 0, "error_code": E.group_authorization_failed,
                     "members": []}

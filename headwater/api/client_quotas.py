@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def handle_describe(ctx: RequestContext, req: Any) -> dict:
+    def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if broker.access.denies(ctx, A.DESCRIBE_CONFIGS, A.CLUSTER, A.CLUSTER_NAME):
             return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
                     "error_message": None, "entries": None}
@@ -32,7 +32,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
              "values": [{"key": k, "value": v} for k, v in sorted(values.items())]}
             for entity, values in found]}
 
-    def handle_alter(ctx: RequestContext, req: Any) -> dict:
+    def handle_alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
         alterations = [Alteration(tuple((e.entity_type, e.entity_name) for e in entry.entity),
                                   tuple((op.key, None if op.remove else op.value)
                                         for op in entry.ops))

@@ -28,7 +28,7 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state",
                              "__share_group_state"})
 
 
-def topic_entry(broker: Broker, topic: TopicImage) -> dict:
+def topic_entry(broker: Broker, topic: TopicImage) -> dict[str, Any]:
     return {
         "error_code": 0,
         "name": topic.name,
@@ -39,7 +39,7 @@ def topic_entry(broker: Broker, topic: TopicImage) -> dict:
 
 
 def partition_entry(broker: Broker, topic: TopicImage, p: PartitionImage,
-                    **extra: Any) -> dict:
+                    **extra: Any) -> dict[str, Any]:
     """One partition as Metadata and DescribeTopicPartitions describe it. In a cluster the
     leader is the broker serving it (the holder of its lease, epoch the lease's); the
     coordinators' internal topics too, unless they follow the controller
@@ -73,20 +73,20 @@ def controller_id(broker: Broker) -> int:
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def brokers(ctx: RequestContext) -> list[dict]:
+    def brokers(ctx: RequestContext) -> list[dict[str, Any]]:
         return [{"node_id": n, "host": h, "port": p, "rack": r}
                 for n, h, p, r in broker_entries(broker, ctx)]
 
-    def handle_metadata(ctx: RequestContext, req: Any) -> dict:
+    def handle_metadata(ctx: RequestContext, req: Any) -> dict[str, Any]:
         image = broker.image
         access = broker.access
-        topics_out: list[dict] = []
+        topics_out: list[dict[str, Any]] = []
         requested = req.topics
 
         def hidden(name: str) -> bool:
             return access.enabled and not access.allowed(ctx, A.DESCRIBE, A.TOPIC, name)
 
-        def denied(name: str | None, topic_id: Any) -> dict:
+        def denied(name: str | None, topic_id: Any) -> dict[str, Any]:
             return {"error_code": E.topic_authorization_failed, "name": name,
                     "topic_id": ZERO_UUID if topic_id is None else topic_id,
                     "partitions": ()}
@@ -170,7 +170,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             "cluster_authorized_operations": cluster_ops,
         }
 
-    def handle_describe_cluster(ctx: RequestContext, req: Any) -> dict:
+    def handle_describe_cluster(ctx: RequestContext, req: Any) -> dict[str, Any]:
         endpoint_type = getattr(req, "endpoint_type", 1)
         if endpoint_type not in (1,):
             return {"error_code": E.unsupported_endpoint_type, "cluster_id": broker.cluster_id,
@@ -189,7 +189,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 if req.include_cluster_authorized_operations else -2147483648),
         }
 
-    def handle_describe_topic_partitions(ctx: RequestContext, req: Any) -> dict:
+    def handle_describe_topic_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return describe_topic_partitions(broker, ctx, req)
 
     dispatcher.register(3, 0, 13, handle_metadata)
@@ -197,7 +197,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     dispatcher.register(75, 0, 0, handle_describe_topic_partitions)
 
 
-def _dtp_error(req: Any, code: int) -> dict:
+def _dtp_error(req: Any, code: int) -> dict[str, Any]:
     """Kafka's error response (DescribeTopicPartitionsRequest.getErrorResponse): every
     requested topic with the error, nothing else (no cursor)."""
     return {"throttle_time": 0, "next_cursor": None, "topics": [
@@ -205,7 +205,7 @@ def _dtp_error(req: Any, code: int) -> dict:
          "partitions": ()} for t in req.topics]}
 
 
-def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> dict:
+def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     """DescribeTopicPartitions (KIP-966), as Kafka 4.4's
     DescribeTopicPartitionsRequestHandler and KRaftMetadataCache.describeTopicResponse
     answer it: the requested topics (all topics when none is named) from the cursor's
@@ -234,8 +234,8 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> 
         return _dtp_error(req, E.invalid_request)
     limit = broker.config.get_int("max.request.partition.size.limit", 2000)
     remaining = max(min(limit, req.response_partition_limit), 1)
-    topics: list[dict] = []
-    denied: list[dict] = []
+    topics: list[dict[str, Any]] = []
+    denied: list[dict[str, Any]] = []
     next_cursor = None
     for name in sorted(names):
         if access.enabled and not access.allowed(ctx, A.DESCRIBE, A.TOPIC, name):

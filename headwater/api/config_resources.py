@@ -34,7 +34,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return sorted(name for (kind, name), values in broker.image.configs.items()
                       if kind == rtype and values)
 
-    def handle(ctx: RequestContext, req: Any) -> dict:
+    def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if broker.access.denies(ctx, A.DESCRIBE_CONFIGS, A.CLUSTER, A.CLUSTER_NAME):
             return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
                     "config_resources": []}
@@ -43,7 +43,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if any(t not in LISTED for t in asked):
             return {"throttle_time": 0, "error_code": E.unsupported_version,
                     "config_resources": []}
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         for rtype in LISTED:
             if rtype not in asked:
                 continue

@@ -74,14 +74,14 @@ _SOURCE_IDS = {DYNAMIC_NODE: DYNAMIC_BROKER_CONFIG, DYNAMIC_CLUSTER: DYNAMIC_DEF
                STATIC: STATIC_BROKER_CONFIG}
 
 
-def _broker_synonyms(broker: Broker, broker_key: str) -> list[dict]:
+def _broker_synonyms(broker: Broker, broker_key: str) -> list[dict[str, Any]]:
     return [{"name": broker_key, "value": value, "source": _SOURCE_IDS.get(source, DEFAULT_CONFIG)}
             for source, value in broker.config.layers(broker_key)]
 
 
 def describe_topic_configs(broker: Broker, topic: str, keys: set[str] | None,
                            overrides: Mapping[str, str | None] | None = None,
-                           synonyms: bool = False) -> list[dict]:
+                           synonyms: bool = False) -> list[dict[str, Any]]:
     """Every topic config with value and source; `overrides` replaces the image's."""
     if overrides is None:
         overrides = broker.image.resource_configs(TOPIC_RESOURCE, topic)
@@ -90,7 +90,7 @@ def describe_topic_configs(broker: Broker, topic: str, keys: set[str] | None,
         if keys is not None and key not in keys:
             continue
         broker_key = TOPIC_CONFIG_SYNONYMS.get(key)
-        syn: list[dict] = []
+        syn: list[dict[str, Any]] = []
         override = overrides.get(key)
         if override is not None:
             value, source = override, DYNAMIC_TOPIC_CONFIG
@@ -112,7 +112,7 @@ def describe_topic_configs(broker: Broker, topic: str, keys: set[str] | None,
 
 
 def describe_broker_configs(broker: Broker, name: str, keys: set[str] | None,
-                            synonyms: bool = False) -> list[dict]:
+                            synonyms: bool = False) -> list[dict[str, Any]]:
     """This broker's configs (name = its id), or only the cluster-wide dynamic defaults
     (name = ""), as Kafka describes them."""
     out = []
@@ -135,7 +135,7 @@ def describe_broker_configs(broker: Broker, name: str, keys: set[str] | None,
 
 
 def describe_group_configs(broker: Broker, group: str, keys: set[str] | None,
-                           synonyms: bool = False) -> list[dict]:
+                           synonyms: bool = False) -> list[dict[str, Any]]:
     """Kafka's group configs (KIP-848 / KIP-932): the group's override (GROUP_CONFIG),
     else the broker default of its synonym (`group.share.*`, DEFAULT_CONFIG)."""
     stored = broker.image.resource_configs(GROUP_RESOURCE, group)
@@ -145,7 +145,7 @@ def describe_group_configs(broker: Broker, group: str, keys: set[str] | None,
             continue
         value = stored.get(name)
         default = group_configs.default_value(key, broker.config)
-        syn: list[dict] = []
+        syn: list[dict[str, Any]] = []
         if value is not None:
             syn.append({"name": name, "value": value, "source": GROUP_CONFIG})
         if key.synonym is not None:
@@ -161,7 +161,7 @@ def describe_group_configs(broker: Broker, group: str, keys: set[str] | None,
 
 def describe_client_metrics_configs(broker: Broker, name: str, keys: set[str] | None,
                                     synonyms: bool = False,
-                                    documentation: bool = False) -> list[dict]:
+                                    documentation: bool = False) -> list[dict[str, Any]]:
     """A subscription's three keys, as Kafka describes them even for a name never set."""
     stored = broker.image.resource_configs(CLIENT_METRICS_RESOURCE, name)
     out = []
@@ -219,7 +219,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         else:
             raise _Invalid(E.invalid_request, f"Unsupported resource type {rtype}")
 
-    def handle_describe(ctx: RequestContext, req: Any) -> dict:
+    def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         results = []
         for res in req.resources:
             keys = set(res.configuration_keys) if res.configuration_keys else None
@@ -264,7 +264,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             except ConfigError as exc:
                 raise _Invalid(E.invalid_config, str(exc)) from None
 
-    def alter(ctx: RequestContext, req: Any, incremental: bool) -> dict:
+    def alter(ctx: RequestContext, req: Any, incremental: bool) -> dict[str, Any]:
         assert broker.controller is not None
         responses = []
         records: list[object] = []

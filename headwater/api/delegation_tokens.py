@@ -39,18 +39,18 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def refused(ctx: RequestContext) -> int:
         return refusal(protocols.get(ctx.attrs.get(LISTENER, ""), "PLAINTEXT"), ctx)
 
-    def create(ctx: RequestContext, req: Any) -> dict:
+    def create(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": refused(ctx), "principal_type": "",
                 "principal_name": "", "token_requester_principal_type": "",
                 "token_requester_principal_name": "", "issue_timestamp": NO_TIMESTAMP,
                 "expiry_timestamp": NO_TIMESTAMP, "max_timestamp": NO_TIMESTAMP,
                 "token_id": "", "hmac": b""}
 
-    def renew_or_expire(ctx: RequestContext, req: Any) -> dict:
+    def renew_or_expire(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": refused(ctx),
                 "expiry_timestamp": NO_TIMESTAMP}
 
-    def describe(ctx: RequestContext, req: Any) -> dict:
+    def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": refused(ctx), "tokens": []}
 
     dispatcher.register(38, 1, 3, create)

@@ -24,7 +24,7 @@ ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def handle(ctx: RequestContext, req: Any) -> dict:
+    def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if req.topic_partitions is None:
             return {"throttle_time": 0, "error_code": 0, "replica_election_results": []}
         denied = broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME)

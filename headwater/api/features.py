@@ -116,7 +116,7 @@ def check_update(node_id: int, current_levels: dict[str, int], name: str, level:
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def handle_update_features(ctx: RequestContext, req: Any) -> dict:
+    def handle_update_features(ctx: RequestContext, req: Any) -> dict[str, Any]:
         version = ctx.api_version
         updates: dict[str, tuple[int, int]] = {}
         for u in req.feature_updates:  # a name given twice: the last one counts (a map)
@@ -124,7 +124,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                   getattr(u, "upgrade_type", UPGRADE) if version >= 1
                                   else UPGRADE)
 
-        def answer(code: int, message: str | None) -> dict:
+        def answer(code: int, message: str | None) -> dict[str, Any]:
             results = [{"feature": name, "error_code": 0, "error_message": "NONE"}
                        for name in updates] if code == 0 else []
             return {"throttle_time": 0, "error_code": code, "error_message": message,
@@ -165,7 +165,7 @@ _GATED_APIS = {76: "share.version", 77: "share.version", 78: "share.version",
 _UNSUPPORTED_MESSAGE = "The version of API is not supported."
 
 
-def _refusal(api_key: int, req: Any) -> dict:
+def _refusal(api_key: int, req: Any) -> dict[str, Any]:
     code = E.unsupported_version
     if api_key in (69, 77):
         return {"throttle_time": 0, "groups": [

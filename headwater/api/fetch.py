@@ -43,7 +43,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     for pid, first in data.aborted],
                 "preferred_read_replica": -1}
 
-    async def handle(ctx: RequestContext, req: Any) -> dict:
+    async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         isolation = getattr(req, "isolation_level", 0)
         unknown: list[tuple[str | None, Any, int, int]] = []
         requested: list[tuple[PartitionKey, int, int, Any]] = []
@@ -96,7 +96,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return {"throttle_time": throttle, "error_code": 0,
                     "session_id": session.session_id if session is not None and not plan.full
                     else 0, "responses": ()}
-        by_topic: dict[str, dict] = {}
+        by_topic: dict[str, dict[str, Any]] = {}
         for (name, index), cached, data in service.answer(plan, result):
             topic = by_topic.get(name)
             if topic is None:

@@ -21,7 +21,7 @@ GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def answer(ctx: RequestContext, key: str, key_type: int) -> dict:
+    def answer(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
         host, port = broker.advertised_for(ctx)
         if key_type not in broker.coordinator_key_types:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
@@ -64,7 +64,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"key": key, "node_id": node_id, "host": host, "port": port,
                 "error_code": 0, "error_message": "" if ctx.api_version >= 4 else "NONE"}
 
-    def handle(ctx: RequestContext, req: Any) -> dict:
+    def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         key_type = getattr(req, "key_type", GROUP)
         if ctx.api_version >= 4:
             return {"throttle_time": 0,

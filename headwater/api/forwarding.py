@@ -71,7 +71,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             dispatcher.register(key, entry.min_version, entry.max_version,
                                 _wrap(broker, entry.handler), entry.accepted_max)
 
-    async def handle_envelope(ctx: RequestContext, req: Any) -> dict:
+    async def handle_envelope(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
             return {"error_code": E.cluster_authorization_failed, "response_data": None}
         if not broker.is_controller():

@@ -17,14 +17,17 @@ from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
+    from ..coordinator.runtime import Result
+    from ..group.coordinator import GroupCoordinator
+    from ..group.shard import GroupShard
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def groups():
+    def groups() -> GroupCoordinator:
         assert broker.groups is not None
         return broker.groups
 
-    def handle_list(ctx: RequestContext, req: Any) -> dict:
+    def handle_list(ctx: RequestContext, req: Any) -> dict[str, Any]:
         states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
         types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
         error = 0 if groups().runtime.is_loaded() else E.coordinator_load_in_progress
@@ -38,7 +41,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                                           g["group_id"])]
         return {"throttle_time": 0, "error_code": error, "groups": listed}
 
-    def handle_describe(ctx: RequestContext, req: Any) -> dict:
+    def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         out = []
         for group_id in req.groups:
             if broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
@@ -47,7 +50,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                             "members": (), "authorized_operations": -2147483648})
                 continue
             try:
-                entry = groups().read(group_id, lambda s, g=group_id: s.describe_group(g))
+                def describe(shard: GroupShard, g: str = group_id) -> Any:
+                    return shard.describe_group(g)
+                entry = groups().read(group_id, describe)
             except NotReady as exc:
                 entry = {"error_code": exc.code, "group_id": group_id, "group_state": "",
                          "protocol_type": "", "protocol_data": "", "members": ()}
@@ -61,7 +66,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             out.append(entry)
         return {"throttle_time": 0, "groups": out}
 
-    async def handle_delete(ctx: RequestContext, req: Any) -> dict:
+    async def handle_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
         results = []
         share_admin = broker.share_admin
         for group_id in req.groups_names:
@@ -76,8 +81,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 # group's tombstones below (KIP-932; api/share_admin.py).
                 code = await share_admin.delete_group(group_id) if group_id else None
                 if not code:
-                    code = groups().write(group_id,
-                                          lambda s, now, g=group_id: s.delete_group(g))
+                    def delete(shard: GroupShard, _now: int, g: str = group_id) -> Result:
+                        return shard.delete_group(g)
+                    code = groups().write(group_id, delete)
             except NotReady as exc:
                 code = exc.code
             results.append({"group_id": group_id, "error_code": code})

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def handle(ctx: RequestContext, req: Any) -> dict:
+    def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if broker.access.denies(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
             return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
                     "results": []}

@@ -40,7 +40,7 @@ def to_response(resp: HeartbeatResponse) -> dict[str, Any]:
 
 
 def heartbeat_refused(broker: Broker, ctx: RequestContext, group_id: str,
-                      topics: Any) -> dict | None:
+                      topics: Any) -> dict[str, Any] | None:
     """The answer to a Consumer/ShareGroupHeartbeat the principal may not send (READ on
     the group, DESCRIBE on every subscribed topic, as Kafka checks), else None."""
     access = broker.access
@@ -70,7 +70,7 @@ def register_group_apis(dispatcher: Dispatcher, broker: Broker,
         assert broker.groups is not None
         return broker.groups
 
-    def handle_heartbeat(ctx: RequestContext, req: Any) -> dict:
+    def handle_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
         refused = heartbeat_refused(broker, ctx, req.group_id, req.subscribed_topic_names)
         if refused is not None:
             return refused
@@ -82,7 +82,7 @@ def register_group_apis(dispatcher: Dispatcher, broker: Broker,
             resp = HeartbeatResponse(exc.code)
         return to_response(resp)
 
-    def handle_describe(ctx: RequestContext, req: Any) -> dict:
+    def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         include = bool(getattr(req, "include_authorized_operations", False))
         out = []
         for group_id in req.group_ids:

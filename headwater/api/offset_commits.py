@@ -23,12 +23,13 @@ from ..wire.dispatch import Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
+    from ..group.coordinator import GroupCoordinator
 
 ZERO_UUID = uuid.UUID(int=0)
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def groups():
+    def groups() -> GroupCoordinator:
         assert broker.groups is not None
         return broker.groups
 
@@ -42,7 +43,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return t.name, None
 
     # ---- OffsetCommit --------------------------------------------------------------
-    def handle_commit(ctx: RequestContext, req: Any) -> dict:
+    def handle_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
         unknown: list[tuple[Any, list[int]]] = []
         topics: list[tuple[str, list[PartitionCommit]]] = []
         missing: dict[str, dict[int, int]] = {}  # topic -> partition -> error
@@ -98,7 +99,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     # ---- OffsetFetch ---------------------------------------------------------------
     def fetch_group(ctx: RequestContext, group_id: str, member_id: str | None,
                     member_epoch: int, req_topics: Any, by_id: bool,
-                    require_stable: bool = False) -> dict:
+                    require_stable: bool = False) -> dict[str, Any]:
         access = broker.access
         if access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
             return {"group_id": group_id, "topics": [],
@@ -139,7 +140,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             out = [t for t in out if t["topic_id"] != ZERO_UUID or not t["partitions"]]
         return {"group_id": group_id, "topics": out, "error_code": error}
 
-    def handle_fetch(ctx: RequestContext, req: Any) -> dict:
+    def handle_fetch(ctx: RequestContext, req: Any) -> dict[str, Any]:
         # RequireStable (v7+): UNSTABLE_OFFSET_COMMIT for partitions whose offsets an
         # open transaction is about to change.
         stable = bool(getattr(req, "require_stable", False))
@@ -157,7 +158,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0, "topics": one["topics"], "error_code": one["error_code"]}
 
     # ---- OffsetDelete --------------------------------------------------------------
-    def handle_delete(ctx: RequestContext, req: Any) -> dict:
+    def handle_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if broker.access.denies(ctx, A.DELETE, A.GROUP, req.group_id):
             return {"error_code": E.group_authorization_failed, "throttle_time": 0,
                     "topics": ()}

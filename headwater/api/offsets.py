@@ -29,7 +29,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def allowed(ctx: RequestContext, op: int, topic: str) -> bool:
         return not broker.access.enabled or broker.access.allowed(ctx, op, A.TOPIC, topic)
 
-    def handle_list_offsets(ctx: RequestContext, req: Any) -> dict:
+    def handle_list_offsets(ctx: RequestContext, req: Any) -> dict[str, Any]:
         isolation = getattr(req, "isolation_level", 0)
         topics = []
         for t in req.topics:
@@ -88,7 +88,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             topics.append({"name": t.name, "partitions": parts})
         return {"throttle_time": 0, "topics": topics}
 
-    def handle_offset_for_leader_epoch(ctx: RequestContext, req: Any) -> dict:
+    def handle_offset_for_leader_epoch(ctx: RequestContext, req: Any) -> dict[str, Any]:
         topics = []
         for t in req.topics:
             parts = []
@@ -117,7 +117,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             topics.append({"topic": t.topic, "partitions": parts})
         return {"throttle_time": 0, "topics": topics}
 
-    def handle_delete_records(ctx: RequestContext, req: Any) -> dict:
+    def handle_delete_records(ctx: RequestContext, req: Any) -> dict[str, Any]:
         topics = []
         for t in req.topics:
             parts = []

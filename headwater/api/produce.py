@@ -61,7 +61,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     ack_early = broker.faults.armed(PRODUCE_ACK_BEFORE_COMMIT)  # a planted bug (faults.py)
 
     def partition_error(index: int, code: int, message: str | None = None,
-                        record_errors: Sequence[tuple[int, str]] = ()) -> dict:
+                        record_errors: Sequence[tuple[int, str]] = ()) -> dict[str, Any]:
         return {"index": index, "error_code": code, "base_offset": -1,
                 "log_append_time": None, "log_start_offset": -1,
                 "record_errors": [{"batch_index": i, "batch_index_error_message": m}
@@ -129,7 +129,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 appended.set_result(None)
         return await result if asyncio.iscoroutine(result) else result
 
-    def reject_all(req: Any, code: int) -> dict:
+    def reject_all(req: Any, code: int) -> dict[str, Any]:
         """The whole request fails with `code` (Kafka's request-level produce errors)."""
         return {"throttle_time": 0, "responses": [{
             "name": getattr(td, "name", None) or "",
@@ -275,8 +275,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return _once_durable(response, durable, req.timeout.total_seconds())
         return response
 
-    async def _once_durable(response: dict, durable: Awaitable[None],
-                            timeout_s: float) -> dict:
+    async def _once_durable(response: dict[str, Any], durable: Awaitable[None],
+                            timeout_s: float) -> dict[str, Any]:
         """The response once the appends are durable; partitions whose commit failed
         answer its (retriable) error instead of their offsets: never acknowledged.
 
@@ -303,7 +303,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     dispatcher.register(0, 3, 13, handle)
 
 
-def _fail(response: dict, failed: Any, code: int, message: str) -> None:
+def _fail(response: dict[str, Any], failed: Any, code: int, message: str) -> None:
     """Partitions (all written ones when `failed` is None) answer `code`, no offset."""
     for topic in response["responses"]:
         for entry in topic["partition_responses"]:

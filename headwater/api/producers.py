@@ -32,7 +32,7 @@ MAX_EPOCH = 32767
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def handle_init(ctx: RequestContext, req: Any) -> dict:
+    def handle_init(ctx: RequestContext, req: Any) -> dict[str, Any]:
         assert broker.controller is not None
         pid = getattr(req, "producer_id", -1)
         epoch = getattr(req, "producer_epoch", -1)
@@ -80,8 +80,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0, "error_code": 0, "producer_id": new_pid,
                 "producer_epoch": 0}
 
-    async def handle_allocate(ctx: RequestContext, req: Any) -> dict:
-        def answer(code: int, start: int = -1, length: int = 0) -> dict:
+    async def handle_allocate(ctx: RequestContext, req: Any) -> dict[str, Any]:
+        def answer(code: int, start: int = -1, length: int = 0) -> dict[str, Any]:
             return {"throttle_time": 0, "error_code": code, "producer_id_start": start,
                     "producer_id_len": length}
         if broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
@@ -102,7 +102,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 return answer(E.not_controller)
         return answer(E.none, start, length)
 
-    def handle_describe(ctx: RequestContext, req: Any) -> dict:
+    def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         topics = []
         for t in req.topics:
             parts = []

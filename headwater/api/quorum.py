@@ -44,7 +44,7 @@ METADATA_LEADER_EPOCH = 0
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def describe_quorum(ctx: RequestContext, req: Any) -> dict:
+    def describe_quorum(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if broker.access.denies(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
             return {"error_code": E.cluster_authorization_failed, "topics": (), "nodes": ()}
         wanted = [(t.topic_name, p.partition_index) for t in req.topics for p in t.partitions]
@@ -75,7 +75,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     "current_voters": [voter], "observers": []}]}],
                 "nodes": [{"node_id": broker.node_id, "listeners": listeners}]}
 
-    def unregister_broker(ctx: RequestContext, req: Any) -> dict:
+    def unregister_broker(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
             return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
                     "error_message": None}
@@ -94,13 +94,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                  "single-node cluster and serves this request; it cannot "
                                  "be unregistered"}
 
-    def voter_change(ctx: RequestContext, req: Any, verb: str) -> dict:
+    def voter_change(ctx: RequestContext, req: Any, verb: str) -> dict[str, Any]:
         """AddRaftVoter / RemoveRaftVoter (`kafka-metadata-quorum add-controller /
         remove-controller`), checked as Kafka 4.4's KafkaRaftClient checks them, in its
         order: ALTER on the cluster, the cluster id, a valid voter (id >= 0, a directory
         id), for an addition an endpoint; then, as Kafka with a static quorum, refused:
         kraft.version is 0 (headwater supports no other), the voter set cannot change."""
-        def answer(code: int, message: str | None) -> dict:
+        def answer(code: int, message: str | None) -> dict[str, Any]:
             return {"throttle_time": 0, "error_code": code, "error_message": message}
         if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
             return answer(E.cluster_authorization_failed, None)
@@ -123,7 +123,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     dispatcher.register(55, 0, 2, describe_quorum)
     dispatcher.register(64, 0, 0, unregister_broker)
-    def unregister_controller(ctx: RequestContext, req: Any) -> dict:
+    def unregister_controller(ctx: RequestContext, req: Any) -> dict[str, Any]:
         """`kafka-cluster unregister-controller` (Kafka 4.4): the only controller is this
         node, active, so as Kafka: itself INVALID_REQUEST, any other id
         CONTROLLER_ID_NOT_REGISTERED (136, not in kio's ErrorCode)."""

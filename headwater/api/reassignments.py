@@ -29,7 +29,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def denied(ctx: RequestContext, op: int) -> bool:
         return broker.access.denies(ctx, op, A.CLUSTER, A.CLUSTER_NAME)
 
-    def alter(ctx: RequestContext, req: Any) -> dict:
+    def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
         allow_rf_change = getattr(req, "allow_replication_factor_change", True)
         base = {"throttle_time": 0, "allow_replication_factor_change": allow_rf_change}
         if denied(ctx, A.ALTER):
@@ -64,16 +64,16 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             responses.append({"name": t.name, "partitions": out})
         return {**base, "error_code": 0, "error_message": None, "responses": responses}
 
-    def list_reassignments(ctx: RequestContext, req: Any) -> dict:
+    def list_reassignments(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if denied(ctx, A.DESCRIBE):
             return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
                     "error_message": None, "topics": []}
         return {"throttle_time": 0, "error_code": 0, "error_message": None, "topics": []}
 
-    def alter_log_dirs(ctx: RequestContext, req: Any) -> dict:
+    def alter_log_dirs(ctx: RequestContext, req: Any) -> dict[str, Any]:
         refused = denied(ctx, A.ALTER)
         image = broker.image
-        results: dict[str, list[dict]] = {}
+        results: dict[str, list[dict[str, Any]]] = {}
         for d in req.dirs:
             # (a NUL byte is no path: resolve() would raise)
             here = "\0" not in d.path and Path(d.path).resolve() == broker.data_dir

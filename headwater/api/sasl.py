@@ -31,7 +31,7 @@ SESSION = SASL_SESSION
 
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def handshake(ctx: RequestContext, req: Any) -> dict:
+    def handshake(ctx: RequestContext, req: Any) -> dict[str, Any]:
         session: SaslSession | None = ctx.attrs.get(SESSION)
         if session is None:
             return {"error_code": E.illegal_sasl_state, "mechanisms": []}
@@ -40,7 +40,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return {"error_code": E.unsupported_sasl_mechanism, "mechanisms": offered}
         return {"error_code": 0, "mechanisms": offered}
 
-    def authenticate(ctx: RequestContext, req: Any) -> dict:
+    def authenticate(ctx: RequestContext, req: Any) -> dict[str, Any]:
         session: SaslSession | None = ctx.attrs.get(SESSION)
         base = {"auth_bytes": b"", "session_lifetime": 0}
         if session is None:
@@ -62,7 +62,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {**base, "error_code": 0, "error_message": None, "auth_bytes": reply,
                 "session_lifetime": session.session_lifetime_ms}
 
-    def describe(ctx: RequestContext, req: Any) -> dict:
+    def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if broker.access.denies(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
             return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
                     "error_message": None, "results": []}
@@ -90,7 +90,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0, "error_code": 0, "error_message": None,
                 "results": results}
 
-    def alter(ctx: RequestContext, req: Any) -> dict:
+    def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
         scram = broker.image.scram
         names = Counter([d.name for d in req.deletions] + [u.name for u in req.upsertions])
         if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):

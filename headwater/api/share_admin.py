@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     admin = broker.share_admin
 
-    async def handle_describe(ctx: RequestContext, req: Any) -> dict:
+    async def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         out = []
         for group in req.groups:
             if broker.access.denies(ctx, ACL.DESCRIBE, ACL.GROUP, group.group_id):
@@ -33,7 +33,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0, "groups": out}
 
     def refused(ctx: RequestContext, group_op: int, group_id: str,
-                names: list[str]) -> dict | None:
+                names: list[str]) -> dict[str, Any] | None:
         """As Kafka: `group_op` on the group, READ on every topic named."""
         if broker.access.denies(ctx, group_op, ACL.GROUP, group_id):
             code, message = E.group_authorization_failed, "Group authorization failed."
@@ -44,7 +44,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0, "error_code": code, "error_message": message,
                 "responses": []}
 
-    async def handle_alter(ctx: RequestContext, req: Any) -> dict:
+    async def handle_alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
         denied = refused(ctx, ACL.READ, req.group_id, [t.topic_name for t in req.topics])
         if denied is not None:
             return denied
@@ -56,7 +56,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     {"partition_index": p, "error_code": c, "error_message": m}
                     for p, (c, m) in r.partitions.items()]} for r in rows]}
 
-    async def handle_delete(ctx: RequestContext, req: Any) -> dict:
+    async def handle_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
         denied = refused(ctx, ACL.DELETE, req.group_id, [t.topic_name for t in req.topics])
         if denied is not None:
             return denied

@@ -30,7 +30,7 @@ ACQUIRE_MODES = frozenset(int(m) for m in AcquireMode)
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     service = broker.share_fetch
 
-    def top_error(code: E, message: str, lock_ms: int = 0) -> dict:
+    def top_error(code: E, message: str, lock_ms: int = 0) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": code, "error_message": message,
                 "acquisition_lock_timeout": lock_ms, "responses": (), "node_endpoints": ()}
 

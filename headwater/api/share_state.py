@@ -69,7 +69,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def unavailable(partition: int, **fields: Any) -> dict[str, Any]:
         return _row(partition, E.coordinator_not_available, **fields)
 
-    async def initialize(ctx: RequestContext, req: Any) -> dict:
+    async def initialize(ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
             sc = coordinator()
             if sc is None:
@@ -79,7 +79,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return _row(p.partition, code)
         return await each(req, op)
 
-    async def read(ctx: RequestContext, req: Any) -> dict:
+    async def read(ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
             sc = coordinator()
             if sc is None:
@@ -95,7 +95,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                             for b in state.state_batches])
         return await each(req, op)
 
-    async def write(ctx: RequestContext, req: Any) -> dict:
+    async def write(ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
             sc = coordinator()
             if sc is None:
@@ -109,7 +109,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return _row(p.partition, code)
         return await each(req, op)
 
-    async def delete(ctx: RequestContext, req: Any) -> dict:
+    async def delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
             sc = coordinator()
             if sc is None:
@@ -117,7 +117,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return _row(p.partition, await sc.delete(req.group_id, topic_id, p.partition))
         return await each(req, op)
 
-    async def read_summary(ctx: RequestContext, req: Any) -> dict:
+    async def read_summary(ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
             sc = coordinator()
             if sc is None:
@@ -130,12 +130,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
 
     def guarded(handler: Any) -> Any:
         """Brokers' own APIs: CLUSTER_ACTION on the cluster, as Kafka asks."""
-        async def run(ctx: RequestContext, req: Any) -> dict:
+        async def run(ctx: RequestContext, req: Any) -> dict[str, Any]:
             if broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
                 return {"results": [{"topic_id": t.topic_id, "partitions": [
                     _row(p.partition, E.cluster_authorization_failed) for p in t.partitions]}
                     for t in getattr(req, "topics", ())]}
-            return await handler(ctx, req)
+            answer: dict[str, Any] = await handler(ctx, req)
+            return answer
         return run
 
     dispatcher.register(83, 0, 0, guarded(initialize))

@@ -106,7 +106,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             t.num_partitions if t.num_partitions > 0
             else len(t.assignments or {}) or broker.config.get_int("num.partitions"))
 
-    def handle_delete(ctx: RequestContext, req: Any) -> dict:
+    def handle_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
         assert broker.controller is not None
         image = broker.image
         responses = []
@@ -204,7 +204,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     dispatcher.register(37, 0, 3, handle_create_partitions)
 
 
-async def _after(ready: Awaitable[None], response: dict) -> dict:
+async def _after(ready: Awaitable[None], response: dict[str, Any]) -> dict[str, Any]:
     """The response once the new partitions are served here (the shared log)."""
     await ready
     return response

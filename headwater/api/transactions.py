@@ -61,13 +61,13 @@ CONFIRM_WAIT_S = 3.0
 
 
 def _after_markers(coordinator: TransactionCoordinator, txn_id: str,
-                   answer: dict) -> dict | Awaitable[dict]:
+                   answer: dict[str, Any]) -> dict[str, Any] | Awaitable[dict[str, Any]]:
     """`answer` once `txn_id`'s markers are written (`TransactionCoordinator.completion`)."""
     pending = coordinator.completion(txn_id)
     if pending is None:
         return answer
 
-    async def wait() -> dict:
+    async def wait() -> dict[str, Any]:
         try:
             await asyncio.wait_for(pending, END_TXN_MARKERS_WAIT_S)
         except TimeoutError:
@@ -126,12 +126,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         code = fenced_as(code, version, 2)
         return {tp: code for tp in parts}
 
-    def topic_results(codes: dict[TopicPartition, int]) -> list[dict]:
+    def topic_results(codes: dict[TopicPartition, int]) -> list[dict[str, Any]]:
         return [{"name": topic, "results_by_partition": [
             {"partition_index": p, "partition_error_code": c} for p, c in parts.items()]}
             for topic, parts in by_topic(codes).items()]
 
-    def handle_add_partitions(ctx: RequestContext, req: Any) -> dict:
+    def handle_add_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if ctx.api_version <= 3:
             codes = add_or_verify(ctx, req.v3_and_below_transactional_id,
                                   req.v3_and_below_producer_id,
@@ -156,7 +156,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return E.group_authorization_failed
         return 0
 
-    def handle_add_offsets(ctx: RequestContext, req: Any) -> dict:
+    def handle_add_offsets(ctx: RequestContext, req: Any) -> dict[str, Any]:
         refused = txn_refused(ctx, req)
         if refused:
             return {"throttle_time": 0, "error_code": refused}
@@ -171,7 +171,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0,
                 "error_code": fenced_as(call(add), ctx.api_version, 2)}
 
-    def handle_end_txn(ctx: RequestContext, req: Any) -> dict | Awaitable[dict]:
+    def handle_end_txn(ctx: RequestContext, req: Any) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         refused = txn_refused(ctx, req)
         if refused:
             return {"throttle_time": 0, "error_code": refused, "producer_id": -1,
@@ -191,7 +191,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return _after_markers(coordinator(), req.transactional_id, answer)
 
     # ---- TxnOffsetCommit -----------------------------------------------------------
-    async def handle_txn_offset_commit(ctx: RequestContext, req: Any) -> dict:
+    async def handle_txn_offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
         commits: list[tuple[str, list[PartitionCommit]]] = []
         codes: dict[TopicPartition, int] = {}
         refused = txn_refused(ctx, req)
@@ -233,7 +233,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             getattr(req, "generation_id", -1), commits, version)
 
     # ---- WriteTxnMarkers -----------------------------------------------------------
-    async def handle_write_markers(ctx: RequestContext, req: Any) -> dict:
+    async def handle_write_markers(ctx: RequestContext, req: Any) -> dict[str, Any]:
         """Answered once every marker is committed (the coordinator that sent them then
         completes the transaction)."""
         results = []
@@ -278,7 +278,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"markers": results}
 
     # ---- DescribeTransactions / ListTransactions -----------------------------------
-    def handle_describe(ctx: RequestContext, req: Any) -> dict:
+    def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         states = []
         for txn_id in req.transactional_ids:
             if broker.access.denies(ctx, A.DESCRIBE, A.TRANSACTIONAL_ID, txn_id):
@@ -296,7 +296,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                "producer_epoch": -1, "topics": ()})
         return {"throttle_time": 0, "transaction_states": states}
 
-    def handle_list(ctx: RequestContext, req: Any) -> dict:
+    def handle_list(ctx: RequestContext, req: Any) -> dict[str, Any]:
         wanted: set[TxnState] = set()
         unknown = []
         for name in req.state_filters:

@@ -117,7 +117,7 @@ def alter(quotas: Quotas, alterations: Iterable[Alteration]
     nothing, setting a key to its value writes nothing (as Kafka)."""
     records: list[ClientQuotaRecord] = []
     results: list[tuple[int, str | None]] = []
-    done: set[tuple] = set()
+    done: set[Entity] = set()
     for alt in alterations:
         try:
             ops: dict[str, float | None] = {}

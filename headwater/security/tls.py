@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
+from typing import Any
 
 from ..config import BrokerConfig, ConfigError
 from .listeners import Listener, listener_config
@@ -64,7 +65,7 @@ def server_context(config: BrokerConfig, listener: Listener) -> ssl.SSLContext:
     return ctx
 
 
-def peer_principal(peercert: dict | None) -> str | None:
+def peer_principal(peercert: dict[str, Any] | None) -> str | None:
     """Kafka's default SSL principal: the client certificate's subject DN."""
     if not peercert:
         return None

@@ -290,12 +290,21 @@ class CoordinatorRuntime:
             try:
                 while self._wanted(partition):
                     try:
-                        if await logs.ready(self.topic, partition) is not None:
-                            await self._load(partition)
-                            break
-                    except Exception:
-                        log.exception("loading %s-%d failed (trying again)", self.topic,
-                                      partition)
+                        part = await logs.ready(self.topic, partition)
+                    except Exception as exc:
+                        # The store could not take it (PostgreSQL or the object store
+                        # away) and logged why: one line here, every TAKE_RETRY_S.
+                        log.warning("loading %s-%d: not taken yet (trying again): %s: %s",
+                                    self.topic, partition, type(exc).__name__, exc)
+                        part = None
+                    else:
+                        try:
+                            if part is not None:
+                                await self._load(partition)
+                                break
+                        except Exception:
+                            log.exception("loading %s-%d failed (trying again)", self.topic,
+                                          partition)
                     await asyncio.sleep(TAKE_RETRY_S)
             finally:
                 if self._taking.get(partition) is asyncio.current_task():

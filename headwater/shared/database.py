@@ -28,6 +28,13 @@ class DatabaseUnavailable(RuntimeError):
     """The database named by `headwater.shared.database` cannot be used."""
 
 
+#: What the database going away looks like to a statement (restarted, a connection reset
+#: or timed out, a server starting up): the broker retries these, logging one line.
+OUTAGES = (TimeoutError, OSError, asyncpg.PostgresConnectionError,
+           asyncpg.CannotConnectNowError, asyncpg.InterfaceError,
+           asyncpg.IdleInTransactionSessionTimeoutError)
+
+
 def session_settings(lease_ms: int) -> dict[str, str]:
     """Server settings of every broker connection that writes. A broker paused or stalled
     inside a transaction (SIGSTOP, a VM freeze) keeps its row locks while its session

@@ -28,20 +28,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import asyncpg
 from kio.schema.errors import ErrorCode as E
 
 from ..records.batch import iter_batches
 from ..storage.errors import CommitError, LogError
+from .partition import Hold, SharedPartition
 from .sequencer import NOTIFY_CHANNEL
 from .staged_markers import StagedMarker, stage
 from .tasks import cancel_and_wait
-
-if TYPE_CHECKING:
-    from .store import SharedPartition
 
 log = logging.getLogger("headwater.shared")
 
@@ -51,21 +47,6 @@ HOLD_CLIENT_ID = "headwater-txn-hold"
 #: before the transaction completes (`MarkerHolds.confirm`).
 CONFIRM_CLIENT_ID = "headwater-txn-confirm"
 POLL_S = 0.25  # how often a ready hold asks PostgreSQL whether it was committed
-
-
-@dataclass(slots=True)
-class Hold:
-    offset: int  # the marker's
-    producer: tuple[int, int, bool]  # producer id, epoch, commit
-    txn_first: int  # the transaction's first offset here (the marker's, if none)
-    ready: asyncio.Future[int]
-    deadline: float  # monotonic seconds; renewed by every ask
-    ended: asyncio.Event = field(default_factory=asyncio.Event)
-    finished: asyncio.Event = field(default_factory=asyncio.Event)  # the hold is over
-
-    @property
-    def stable_bound(self) -> int:
-        return min(self.txn_first, self.offset)
 
 
 class MarkerHolds:

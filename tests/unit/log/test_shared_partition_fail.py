@@ -9,7 +9,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode as E
 
-from headwater.shared.store import SharedPartition
+from headwater.shared.partition import SharedPartition
 from headwater.storage.errors import CommitError
 
 

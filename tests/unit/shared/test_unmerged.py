@@ -3,7 +3,7 @@ only), kept right while windows keep committing during a merge."""
 
 from __future__ import annotations
 
-from headwater.shared.upkeep import SMALL_PIECE, Unmerged
+from headwater.shared.unmerged import SMALL_PIECE, Unmerged
 
 
 def row(base: int, last: int, key: str | None, size: int) -> dict[str, object]:

@@ -287,15 +287,20 @@ class CoordinatorRuntime:
             await asyncio.sleep(delay_ms / 1000)
         logs = cast(CoordinatorLogs, self._partitions)
         for partition in partitions:
+            failures = 0
             try:
                 while self._wanted(partition):
                     try:
                         part = await logs.ready(self.topic, partition)
                     except Exception as exc:
                         # The store could not take it (PostgreSQL or the object store
-                        # away) and logged why: one line here, every TAKE_RETRY_S.
-                        log.warning("loading %s-%d: not taken yet (trying again): %s: %s",
-                                    self.topic, partition, type(exc).__name__, exc)
+                        # away) and logged why: a line here at the first failure, then
+                        # about once a minute.
+                        failures += 1
+                        if failures % int(60 / TAKE_RETRY_S) == 1:
+                            log.warning("loading %s-%d: not taken yet (%d in a row; trying "
+                                        "again): %s: %s", self.topic, partition, failures,
+                                        type(exc).__name__, exc)
                         part = None
                     else:
                         try:

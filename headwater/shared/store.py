@@ -75,6 +75,10 @@ log = logging.getLogger("headwater.shared")
 
 Key = tuple[str, int]
 LOAD_RETRY_S = 1.0  # a partition that could not be taken (a store down) is tried again
+#: A partition failing to be taken again and again is logged at its first failure and then
+#: every this many (a minute at LOAD_RETRY_S), not every second: a store down for a while
+#: would otherwise log a line per partition per second.
+LOG_EVERY_FAILURES = 60
 TAKE_BATCH = 256  # partitions taken in one transaction
 DOWNLOADS_IN_FLIGHT = 8  # ranged reads at once when a partition is taken
 WINDOWS_IN_FLIGHT = 4  # commit windows uploading or committing at once
@@ -128,6 +132,8 @@ class SharedStore:
         #: meanwhile (a download may take longer than a lease).
         self._opening: dict[Key, _Opening] = {}
         self._to_take: list[Key] = []
+        self._take_failures: dict[Key, int] = {}  # failed takes in a row, for the log
+        self._failed_in_batch: set[Key] = set()  # their batch's failure is logged
         self._take_wanted = asyncio.Event()
         self._ids: dict[Key, uuid.UUID] = {}
         self._configs: dict[Key, LogConfig] = {}
@@ -306,6 +312,7 @@ class SharedStore:
 
     def remove(self, topic: str, partition: int) -> bool:
         key = (topic, partition)
+        self._take_failures.pop(key, None)
         task = self._loading.pop(key, None)
         if task is not None:
             task.cancel()
@@ -390,8 +397,12 @@ class SharedStore:
             if self._loading.get(key) is f:
                 del self._loading[key]
             if not f.cancelled() and f.exception() is not None:
-                log.error("taking %s-%d failed (again in %.0f s): %s", *key,
-                          LOAD_RETRY_S, f.exception())
+                failed = self._take_failures[key] = self._take_failures.get(key, 0) + 1
+                if key in self._failed_in_batch:
+                    self._failed_in_batch.discard(key)
+                elif failed == 1 or failed % LOG_EVERY_FAILURES == 0:
+                    log.error("taking %s-%d failed (%d in a row; again in %.0f s): %s", *key,
+                              failed, LOAD_RETRY_S, f.exception())
                 asyncio.get_running_loop().call_later(LOAD_RETRY_S, self._retry_load, key)
         fut.add_done_callback(done)
 
@@ -419,6 +430,9 @@ class SharedStore:
                     asked = time.monotonic()  # the leases run from no earlier than this
                     taken = await self._take(list(futures))
                 except Exception as exc:
+                    log.error("taking %d partition(s) failed (again in %.0f s): %s: %s",
+                              len(futures), LOAD_RETRY_S, type(exc).__name__, exc)
+                    self._failed_in_batch.update(futures)
                     for fut in futures.values():
                         if not fut.done():
                             fut.set_exception(exc)
@@ -485,7 +499,9 @@ class SharedStore:
             part.plog.close(sync=False)
             return
         self._owned[key] = part
-        log.info("serving %s-%d (lease epoch %d, high watermark %d)", *key, epoch, hw)
+        failed = self._take_failures.pop(key, 0)
+        log.info("serving %s-%d (lease epoch %d, high watermark %d%s)", *key, epoch, hw,
+                 f", after {failed} failed attempts" if failed else "")
         fut.set_result(part)
 
     async def _materialise(self, key: Key, epoch: int, hw: int, log_start: int,

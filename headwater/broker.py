@@ -19,10 +19,9 @@ from kio.schema.errors import ErrorCode as E
 
 from . import __version__
 from .api import register_all
-from .api.cluster_metadata import INTERNAL_TOPICS
 from .config import BrokerConfig, LogConfig
 from .coordinator.runtime import CoordinatorRuntime
-from .faults import Faults
+from .faults import PRODUCE_ACK_BEFORE_COMMIT, Faults
 from .fetch.service import FetchService
 from .fetch.sessions import FetchSessionCache
 from .group.coordinator import GroupCoordinator
@@ -31,10 +30,13 @@ from .limits import MAX_PARTITIONS, open_file_capacity, raise_nofile_limit
 from .log.fdcache import FILES
 from .log.manager import partition_dir_name
 from .log.store import LocalStore
+from .metadata.assignments import reported_replicas
 from .metadata.controller import METADATA_TOPIC, Controller, ControllerError
 from .metadata.convert import convert_json_log
 from .metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, TopicImage
+from .metadata.topics import INTERNAL_TOPICS
 from .metrics import MetricsServer
+from .produce.service import ProduceService
 from .quota.enforce import ClientQuotas
 from .security import listeners, tls
 from .security.access import AccessControl
@@ -102,6 +104,7 @@ class Broker:
     share_admin: ShareAdmin
     share_fetch: ShareFetchService
     fetch: FetchService
+    produce: ProduceService
     produce_verification: ProduceVerification
 
     def __init__(self, config: BrokerConfig) -> None:
@@ -247,7 +250,32 @@ class Broker:
         self.quotas = ClientQuotas(self.config, lambda: controller.image.client_quotas,
                                    self.now_ms)
         self.access = AccessControl(self.config.get, lambda: controller.image.acls)
+        self.produce = self._build_produce(controller, self.store)
         register_all(self.dispatcher, self)
+
+    def _build_produce(self, controller: Controller, store: PartitionStore) -> ProduceService:
+        quotas, faults = self.quotas, self.faults
+
+        def in_sync(topic: TopicImage, partition: int) -> int:
+            """The in-sync replicas of a partition this broker leads: itself on one node;
+            on the shared log as many live brokers as its replication factor (an acks=all
+            append is acknowledged once committed to PostgreSQL and the object store,
+            which every one of them reads: metadata/assignments.py)."""
+            if self.cluster is None:
+                return 1
+            stored = next((p.replicas for p in topic.partitions
+                           if p.partition_id == partition), ())
+            return len(reported_replicas(stored, self.node_id, self.broker_ids()))
+
+        def throttle(ctx: RequestContext, size: int) -> int:
+            return (quotas.throttle(quotas.produce, ctx, size)
+                    if controller.image.client_quotas else 0)
+
+        return ProduceService(
+            store, lambda: controller.image, self.access, self.produce_verification,
+            in_sync, throttle, self.now_ms, transactions=self.transactions is not None,
+            ack_early=faults.armed(PRODUCE_ACK_BEFORE_COMMIT),  # a planted bug (faults.py)
+            hit=lambda: faults.hit(PRODUCE_ACK_BEFORE_COMMIT))
 
     def broker_ids(self) -> list[int]:
         """The ids of the live brokers: this one on one node."""

@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode as E
 from ..metadata.assignments import reported_replicas
 from ..metadata.controller import NewTopic
 from ..metadata.image import PartitionImage, TopicImage
-from ..metadata.topics import topic_name_error
+from ..metadata.topics import INTERNAL_TOPICS, topic_name_error
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 
@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from ..broker import Broker
 
 ZERO_UUID = uuid.UUID(int=0)
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state",
-                             "__share_group_state"})
 
 
 def topic_entry(broker: Broker, topic: TopicImage) -> dict[str, Any]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 
 MAX_NAME_LENGTH = 249
+#: The coordinators' topics: Metadata marks them internal, and clients may not write them.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state",
+                             "__share_group_state"})
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 

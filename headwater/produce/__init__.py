@@ -1,0 +1,1 @@
+"""Produce: the write hot path (`service.py`); the wire handler is `api/produce.py`."""

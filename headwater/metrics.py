@@ -54,11 +54,8 @@ class BrokerCollector:
         lag gauges report."""
         coordinator = self.broker.groups
         if coordinator is not None:
-            for shard in coordinator.loaded_shards():
-                for topics in shard.offsets.offsets.values():
-                    for topic, parts in topics.items():
-                        for partition in parts:
-                            yield topic, partition
+            for _group, topic, partition, _offset in coordinator.committed_offsets():
+                yield topic, partition
         image, shares = self.broker.image, self.broker.share_coordinator
         for share_shard in cast("list[ShareCoordinatorShard]",
                                 shares.runtime.shards() if shares is not None else []):
@@ -124,13 +121,10 @@ class BrokerCollector:
                 states[key] = states.get(key, 0) + 1
             for protocol, count in shard.rebalances.items():
                 rebalance_counts[protocol] = rebalance_counts.get(protocol, 0) + count
-            for group_id, topics in shard.offsets.offsets.items():
-                for topic, parts in topics.items():
-                    for partition, committed in parts.items():
-                        high = self._high_watermark(topic, partition)
-                        if high is not None:
-                            lag.add_metric([group_id, topic, str(partition)],
-                                           max(high - committed.offset, 0))
+        for group_id, topic, partition, offset in coordinator.committed_offsets():
+            high = self._high_watermark(topic, partition)
+            if high is not None:
+                lag.add_metric([group_id, topic, str(partition)], max(high - offset, 0))
         for protocol, count in protocols.items():
             by_protocol.add_metric([protocol], count)
         for (protocol, state), count in states.items():

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import BrokerConfig
@@ -89,6 +89,15 @@ class GroupCoordinator:
 
     def loaded_shards(self) -> list[GroupShard]:
         return self.runtime.shards()  # type: ignore[return-value]
+
+    def committed_offsets(self) -> Iterator[tuple[str, str, int, int]]:
+        """(group, topic, partition, committed offset) of every group of the loaded
+        shards: what the lag gauges read, without reaching into a shard."""
+        for shard in self.loaded_shards():
+            for group_id, topics in list(shard.offsets.offsets.items()):
+                for topic, parts in topics.items():
+                    for partition, committed in parts.items():
+                        yield group_id, topic, partition, committed.offset
 
     # ---- share groups: the interface of the share fetch path -----------------------
     def share_assignment(self, group_id: str, member_id: str

@@ -195,7 +195,8 @@ class Broker:
                 reserved=(METADATA_TOPIC,),
                 advertised=BrokerInfo(self.node_id, *self.advertised,
                                       self.config.get("broker.rack") or None))
-            await self._shared.open()
+            await self._shared.open(wait_s=self.config.get_int(
+                "headwater.shared.startup.wait.ms", 60_000) / 1000)
             self._meta = SharedMetadata(
                 self._shared, self.data_dir / partition_dir_name(METADATA_TOPIC, 0))
             await self._meta.download()

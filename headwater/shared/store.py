@@ -48,6 +48,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import asyncpg
 from kio.schema.errors import ErrorCode as E
@@ -59,9 +60,9 @@ from ..storage.errors import CommitError
 from ..storage.partition import Partition
 from . import cluster, leases
 from .cluster import BrokerInfo, ClusterView
-from .database import OUTAGES, open_pool
+from .database import OUTAGES, DatabaseUnavailable, open_pool
 from .marker_holds import MarkerHolds
-from .objects import WAL_PREFIX, ObjectStore
+from .objects import WAL_PREFIX, ObjectStore, ObjectStoreUnavailable
 from .partition import Hold, SharedPartition
 from .sequencer import BatchRow, Outcome, PartitionCommit, commit
 from .settings import SharedSettings
@@ -150,10 +151,18 @@ class SharedStore:
         #: held marker committed: a coordinator topic's runtime replays it.
         self.on_marker: Callable[[str, int, int, int, bool, int], None] | None = None
 
-    async def open(self) -> None:
-        """Connect (and migrate) the database, probe the object store, empty the cache."""
-        self._pool = await open_pool(self.settings, lease_ms=self.lease_ms)
-        await self.objects.check()
+    async def open(self, wait_s: float = 0.0) -> None:
+        """Connect (and migrate) the database, probe the object store, empty the cache.
+        Either unreachable: tried again every second for `wait_s` seconds (a broker
+        starting during a database restart or an object-store outage), a line each try,
+        then the last error (it names the setting)."""
+        self._pool = await _waiting(lambda: open_pool(self.settings, lease_ms=self.lease_ms),
+                                    wait_s)
+        try:
+            await _waiting(self.objects.check, wait_s)
+        except BaseException:
+            await self._pool.close()
+            raise
         shutil.rmtree(self.cache_dir, ignore_errors=True)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         await self.refresh_view()
@@ -869,3 +878,27 @@ def _written(part: SharedPartition) -> list[tuple[bytes | bytearray, list[BatchH
     log.warning("%r: appends since offset %d not in the tee; read back", plog, start)
     data = plog.read(start, 1 << 62, end)
     return [(data, [h for _pos, h in iter_batches(data)])] if data else []
+
+
+_T = TypeVar("_T")
+
+#: How often a starting broker tries an unreachable database or object store again.
+STARTUP_RETRY_S = 1.0
+
+
+async def _waiting(attempt: Callable[[], Awaitable[_T]], wait_s: float) -> _T:
+    """`attempt()`, again each STARTUP_RETRY_S while it finds the database or the object
+    store unreachable and `wait_s` seconds have not passed; then its error."""
+    deadline = time.monotonic() + wait_s
+    tries = 0
+    while True:
+        try:
+            return await attempt()
+        except (DatabaseUnavailable, ObjectStoreUnavailable) as exc:
+            tries += 1
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            log.warning("waiting for the shared log (try %d; giving up in %.0f s, "
+                        "headwater.shared.startup.wait.ms): %s", tries, left, exc)
+            await asyncio.sleep(min(STARTUP_RETRY_S, left))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -115,13 +116,46 @@ def test_a_wrong_dsn_is_one_line_at_start(tmp_path: Path) -> None:
          f"127.0.0.1:{free_port()}", "--data-dir", str(tmp_path / "data"),
          "--override", "headwater.storage=shared",
          "--override", f"headwater.shared.database={dsn}",
-         "--override", f"headwater.shared.objects=file://{tmp_path}/objects"],
+         "--override", f"headwater.shared.objects=file://{tmp_path}/objects",
+         "--override", "headwater.shared.startup.wait.ms=2500"],
         capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stderr
-    assert "cannot start: headwater.shared.database=postgresql://headwater:***@" in lines[0]
+    # a line each second it tried again, then one that it gives up: each names the setting
+    assert 2 <= len(lines) <= 5, done.stderr
+    assert all("waiting for the shared log" in line for line in lines[:-1]), done.stderr
+    assert all("headwater.shared.database=postgresql://headwater:***@" in line
+               for line in lines), done.stderr
+    assert "cannot start: headwater.shared.database=postgresql://headwater:***@" in lines[-1]
     assert "s3cret" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_broker_started_while_the_object_store_is_down_serves_once_it_is_back(
+        postgres: PostgresServer, tmp_path: Path) -> None:
+    """A broker that starts during an object-store outage waits for the store (a line
+    each try) instead of exiting, and serves once the store answers."""
+    gateway = VersityGateway(tmp_path / "gw")  # its port chosen, not started yet
+    proc = BrokerProcess(tmp_path / "data",
+                         *shared_broker_args(postgres, gateway, tmp_path / "data"))
+    starting = threading.Thread(target=proc.start, kwargs={"timeout": 60}, daemon=True)
+    starting.start()
+    try:
+        deadline = time.monotonic() + 30
+        while "waiting for the shared log" not in proc.logs():
+            assert time.monotonic() < deadline, proc.logs()
+            assert proc.proc is None or proc.proc.poll() is None, proc.logs()
+            time.sleep(0.1)
+        assert "headwater.shared.objects=s3://headwater" in proc.logs()
+        gateway.start()
+        starting.join(60)
+        assert not starting.is_alive()
+        topic = f"t-{uuid.uuid4().hex[:8]}"
+        assert produce(proc.bootstrap, topic, 50) == 50
+        assert sorted(consume(proc.bootstrap, topic, 50)) == sorted(
+            f"v{i}".encode() for i in range(50))
+    finally:
+        proc.kill()
+        gateway.kill()
 
 
 def test_retention_on_the_shared_log_moves_the_log_start_and_drops_the_rows(

@@ -128,12 +128,15 @@ class VersityGateway:
             raise RuntimeError("versitygw not found: `make test` installs it into .tools/bin")
         (self.root / self.bucket).mkdir(parents=True, exist_ok=True)
         log = open(self.base / "versitygw.log", "ab")  # noqa: SIM115 (kept by the child)
+        # --keep-alive: versitygw answers every request with "Connection: close" without
+        # it, so each GET and PUT paid a new TCP connection (S3 keeps them alive).
         # --data-integrity-etag: ETags from a CRC rather than MD5. Nothing here reads
         # ETags, and on a machine it shares with the brokers the gateway's MD5 cost as
         # much CPU as the broker itself (bench/README.md).
         self.proc = subprocess.Popen(
             [binary, "--access", ACCESS_KEY, "--secret", SECRET_KEY,
-             "--port", f"127.0.0.1:{self.port}", "posix", "--data-integrity-etag",
+             "--port", f"127.0.0.1:{self.port}", "--keep-alive",
+             "posix", "--data-integrity-etag",
              str(self.root)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_for_port(self.port, 30, "versitygw")

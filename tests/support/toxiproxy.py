@@ -39,8 +39,11 @@ class Toxiproxy:
                                ".tools/toxiproxy")
         self.base.mkdir(parents=True, exist_ok=True)
         log = open(self.base / "toxiproxy.log", "ab")  # noqa: SIM115 (kept by the child)
+        # LOG_LEVEL: unset, Toxiproxy logs at trace, a JSON line per read and write of
+        # every proxied connection (millions in a long campaign, and a core's worth of CPU)
         self.proc = subprocess.Popen([binary, "-host", "127.0.0.1", "-port", str(self.port)],
                                      stdout=log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, "LOG_LEVEL": "warn"},
                                      start_new_session=True)
         wait_for_port(self.port, 30, "toxiproxy")
         return self

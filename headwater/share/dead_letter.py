@@ -301,14 +301,19 @@ class DeadLetterWriter:
         group_id, _topic_id, partition = key
         done = self._written.setdefault(key, set())
         total = sum(x.last_offset - x.first_offset + 1 for x in letters)
-        recovering = recovering or key in self._uncertain
+        if recovering:
+            # Until a read-back succeeds: a try cut off by anything (a connection to
+            # the partition's leader reset, not only a Kafka error) leaves the next one
+            # reading back too, never writing blind.
+            self._uncertain.add(key)
         try:
             target = validate(group_id, group_config, self._image(), self._config)
             plog, dest = await self._destination(target, partition)
-            if recovering:
+            if key in self._uncertain:
                 done |= await self._already_written(plog, key, source_topic, letters)
             todo = list(_minus(letters, done)) if done else list(letters)
             if not todo:
+                self._uncertain.discard(key)
                 return
             sources = await self._read_sources(source_topic, partition, todo) \
                 if target.copy_record else {}
@@ -316,6 +321,9 @@ class DeadLetterWriter:
                                                sources, self._clock()))
             max_bytes = LogConfig.resolve(self._config, self._image().resource_configs(
                 TOPIC_RESOURCE, target.topic)).max_message_bytes
+            # From here a failure of any kind leaves the outcome unknown (the leader may
+            # have appended before its answer was lost): the next try reads back first.
+            self._uncertain.add(key)
             await plog.append(list(batches([r for _o, r in records], max_bytes)),
                               self._clock())
             done.update(o for o, _r in records)

@@ -238,3 +238,55 @@ def test_a_topic_that_refuses_the_letters_for_good_archives_them_without():
     asyncio.run(writer.write(("g", uuid.uuid4(), 0), "src",
                              [DeadLetter(3, 4, 1, REJECTED)], config))
     assert writer.counts[("g", "failed")] == 2
+
+
+def test_a_read_back_cut_off_is_tried_again_before_anything_is_written():
+    """A new leader finds records ARCHIVING (a crash came before ARCHIVED) and reads back
+    what the dead-letter partition holds; the broker leading it is unreachable for that
+    read (not a Kafka error: the connection failed). The next try must read back again,
+    not write every letter: the campaign found a letter written twice so."""
+    import asyncio
+
+    from headwater.share.dead_letter import DeadLetterWriter
+
+    image, leader, writer = _cluster()
+    key = ("g", uuid.uuid4(), 0)
+    config = {"errors.deadletterqueue.topic.name": "dlq.x"}
+    letters = [DeadLetter(3, 4, 1, REJECTED)]
+    asyncio.run(writer.write(key, "src", letters, config))
+    assert leader.next == 2
+    again = DeadLetterWriter(BrokerConfig({}), image=lambda: image, store=writer._store,
+                             topics=None, clock=lambda: 0, remote=leader)
+    fetch = leader.fetch
+
+    async def unreachable(*_args: Any) -> Any:
+        raise ConnectionResetError("broker 127.0.0.1:9 unreachable")
+    leader.fetch = unreachable
+    with pytest.raises(ConnectionResetError):
+        asyncio.run(again.write(key, "src", letters, config, recovering=True))
+    leader.fetch = fetch
+    asyncio.run(again.write(key, "src", letters, config))  # the retry: not "recovering"
+    assert leader.next == 2  # nothing written twice
+
+
+def test_an_append_cut_off_is_read_back_before_it_is_tried_again():
+    """The Produce to the leader of the dead-letter partition fails without an answer
+    (its connection reset after the leader appended): the outcome is unknown, so the
+    next try reads back first."""
+    import asyncio
+
+    _image, leader, writer = _cluster()
+    key = ("g", uuid.uuid4(), 0)
+    config = {"errors.deadletterqueue.topic.name": "dlq.x"}
+    letters = [DeadLetter(3, 4, 1, REJECTED)]
+    produce = leader.produce
+
+    async def appended_then_lost(*args: Any) -> int:
+        await produce(*args)
+        raise ConnectionResetError("connection reset by peer")
+    leader.produce = appended_then_lost
+    with pytest.raises(ConnectionResetError):
+        asyncio.run(writer.write(key, "src", letters, config))
+    leader.produce = produce
+    asyncio.run(writer.write(key, "src", letters, config))
+    assert leader.next == 2

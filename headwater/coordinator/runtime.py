@@ -301,7 +301,6 @@ class CoordinatorRuntime:
                             log.warning("loading %s-%d: not taken yet (%d in a row; trying "
                                         "again): %s: %s", self.topic, partition, failures,
                                         type(exc).__name__, exc)
-                        part = None
                     else:
                         try:
                             if part is not None:

@@ -114,7 +114,12 @@ class Budget:
 FINAL_S = 150.0
 
 
-def run(cluster: Cluster, seed: int, duration: float, settle: float = 180.0) -> Outcome:
+#: Quiet seconds between a heal and the next fault (the seed picks within them).
+GAP: tuple[float, float] = (2.0, 6.0)
+
+
+def run(cluster: Cluster, seed: int, duration: float, settle: float = 180.0,
+        gap: tuple[float, float] = GAP) -> Outcome:
     """The workloads under `duration` seconds of seeded faults, then at most `settle`
     seconds in all for healing, flushing, copying and reading what must be read, and
     at most FINAL_S for the final reads."""
@@ -140,7 +145,7 @@ def run(cluster: Cluster, seed: int, duration: float, settle: float = 180.0) -> 
     workers: list[Worker] = [*writers, *copiers, *readers, *sharers, monitor]
     for worker in workers:
         worker.start()
-    nemesis = Nemesis(cluster, schedule(seed, duration), record).start()
+    nemesis = Nemesis(cluster, schedule(seed, duration, gap), record).start()
     time.sleep(duration)  # the campaign's length (faults run meanwhile)
     budget = Budget(settle)
     nemesis.stop(timeout=min(120.0, budget.left()))
@@ -278,6 +283,26 @@ def log_digest(cluster: Path, top: int = 25) -> str:
                       *(f"{n:6d} {shape}" for shape, n in shapes.most_common(top))])
 
 
+#: Seconds the harness's threads may all be held up (one holding the GIL in a client
+#: library's call) before faulthandler writes every thread's stack.
+STALL_S = 10.0
+
+
+def _watch_the_harness(path: Path) -> None:
+    """Every thread's stack to `path` whenever no Python code of this process ran for
+    STALL_S: faulthandler's own thread needs no GIL. A thread re-arms it each second."""
+    import faulthandler
+    import threading
+
+    out = open(path, "w")  # noqa: SIM115 (for the process's life)
+
+    def rearm() -> None:
+        while True:
+            faulthandler.dump_traceback_later(STALL_S, file=out)
+            time.sleep(1.0)
+    threading.Thread(target=rearm, name="stall-watch", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
@@ -292,8 +317,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--result", type=Path,
                         help="write the outcome here (JSON: faults, anomalies by kind, "
                              "errors, summary)")
+    parser.add_argument("--gap", type=lambda text: tuple(map(float, text.split(","))),
+                        default=GAP, help="quiet seconds after each heal, LOW,HIGH "
+                                          "(default %(default)s)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the brokers' data and logs whatever the outcome")
     args = parser.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="headwater-chaos-"))
+    _watch_the_harness(base / "harness-stalls.txt")
     postgres = PostgresServer(base / "pg").start()
     gateway = VersityGateway(base / "gw").start()
     proxies = Toxiproxy(base / "toxiproxy").start()
@@ -302,13 +333,13 @@ def main(argv: list[str] | None = None) -> int:
                              proxies=proxies)
     cluster = next(clusters)
     try:
-        outcome = run(cluster, args.seed, args.duration, settle=args.settle)
+        outcome = run(cluster, args.seed, args.duration, settle=args.settle, gap=args.gap)
     finally:
         for _ in clusters:  # stops the brokers
             pass
         proxies.kill()
         gateway.kill()
-        postgres.remove()
+        postgres.stop("immediate")  # its directory (and log) is removed below, or kept
     if args.history:
         dump(outcome.history, args.history)
     failed = bool(outcome.report.anomalies or outcome.errors)
@@ -328,10 +359,12 @@ def main(argv: list[str] | None = None) -> int:
     if digest:
         print(digest)
     print(json.dumps({"seed": outcome.seed, "anomalies": len(outcome.report.anomalies)}))
-    if (failed or outcome.stalled) and not args.planted:  # the brokers' logs, to look into
-        print(f"kept the brokers' data and logs under {base}")
+    if args.keep or ((failed or outcome.stalled) and not args.planted):  # to look into
+        print(f"kept the brokers' data and logs under {base}, PostgreSQL's under "
+              f"{postgres.base}")
     else:
         shutil.rmtree(base, ignore_errors=True)
+        postgres.remove()
     return 1 if failed else 0
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,9 @@ Key = tuple[uuid.UUID, int]  # (topic id, partition)
 Acks = Mapping[Key, tuple[AcknowledgementBatch, ...]]
 Unreadable = Callable[[Iterable[Key]], set[Key]]
 """The share-partitions among these whose topic the principal may not READ."""
+
+
+log = logging.getLogger("headwater.share")
 
 
 class ShareLeaders(Protocol):
@@ -229,6 +233,17 @@ class ShareFetchService:
                                                    req.mode, batch_size)
                 except ShareError as exc:
                     errors[key] = exc
+                    continue
+                except Exception as exc:
+                    # The partition's storage failed it (PostgreSQL or the object store
+                    # away while its share-partition loads): this partition answers a
+                    # retriable error, as Kafka's KafkaStorageException does, and the
+                    # rest of the fetch is served (the whole request failing closed the
+                    # client's connection).
+                    first = str(exc).split("\n")[0]
+                    log.warning("share fetch of %s-%d: %s: %s", key[0], key[1],
+                                type(exc).__name__, first)
+                    errors[key] = ShareError(E.kafka_storage_error, first)
                     continue
                 if got.acquired:
                     fetched[key] = got

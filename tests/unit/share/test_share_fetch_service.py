@@ -34,6 +34,7 @@ class FakeLeaders:
         self.config: dict[str, str] = {}
         self.failing: set[Key] = set()
         self.unknown: set[Key] = set()  # topic ids that name no topic
+        self.unreadable: set[Key] = set()
 
     async def fetch(self, key: tuple[str, uuid.UUID, int], member_id: str, max_records: int,
                     max_bytes: int, mode: AcquireMode,
@@ -42,6 +43,8 @@ class FakeLeaders:
         self.calls.append(("fetch", part, max_records))
         if part in self.failing:
             raise ShareError(E.unknown_topic_or_partition)
+        if part in self.unreadable:  # the log's storage away (an object store outage)
+            raise OSError("Generic S3 error: error sending request")
         count = min(self.ready.pop(part, 0), max_records)
         if not count:
             return PartitionFetch()
@@ -233,3 +236,19 @@ def test_a_member_that_left_is_released_now_or_after_its_grace() -> None:
     asyncio.run(story())
     assert ("release", "gone", None) in leaders.calls
     assert not any(c[:2] == ("release", "m") for c in leaders.calls)
+
+
+def test_a_partition_whose_storage_fails_gets_an_error_and_the_others_are_served() -> None:
+    """The object store away while a share-partition is loaded: that partition answers
+    KAFKA_STORAGE_ERROR (retriable) and the rest of the fetch is served; the request does
+    not fail whole (which closed the client's connection)."""
+    svc, leaders = service("m")
+    leaders.ready = {A: 2}
+    leaders.unreadable = {B}
+
+    async def story() -> None:
+        out = await svc.fetch(req(0, {A: (), B: ()}), everyone)
+        assert out.error is None and list(out.fetched) == [A]
+        assert out.errors[B].code == E.kafka_storage_error
+
+    asyncio.run(story())

@@ -201,6 +201,7 @@ class Copier(Worker):
             # the classic protocol's rebalance timeout: a member that does not rejoin
             # holds the group that long (300 s by default)
             "max.poll.interval.ms": 30000})
+        self._group_metadata: Any = None  # the group's, as of the last rebalance
         self._producer = self._new_producer()
         self.copied = 0
         self.gave_up = 0  # producers given up in send_offsets_to_transaction
@@ -214,19 +215,26 @@ class Copier(Worker):
                              "request.timeout.ms": 10000,
                              **({"debug": os.environ["HEADWATER_CHAOS_DEBUG"]}
                                 if os.environ.get("HEADWATER_CHAOS_DEBUG") else {})})
-        deadline = time.monotonic() + 120
-        while True:
+        while True:  # as an application would, for as long as it runs: an outage
+            # longer than a fixed budget (InitProducerId answering CONCURRENT_TRANSACTIONS
+            # or COORDINATOR_LOAD_IN_PROGRESS meanwhile) left the campaign without copiers
             try:
                 self._at("init_transactions")
                 producer.init_transactions(30)
                 return producer
             except KafkaException as exc:
-                if time.monotonic() > deadline or exc.args[0].fatal():
+                if exc.args[0].fatal() or self.stopping.is_set():
                     raise
                 time.sleep(0.5)
 
-    def _assigned(self, _consumer: Any, _parts: list[TopicPartition]) -> None:
+    def _assigned(self, consumer: Any, _parts: list[TopicPartition]) -> None:
         self._generation += 1
+        # Read here, once a rebalance, not before every send_offsets_to_transaction:
+        # confluent-kafka calls librdkafka's consumer_group_metadata holding the GIL, and
+        # librdkafka waits without a timeout for its main thread to answer. During a
+        # fault that held every thread of the campaign (the nemesis too) for over 10 s
+        # (faulthandler's dump, harness-stalls.txt).
+        self._group_metadata = consumer.consumer_group_metadata()
 
     def work(self) -> None:
         self._consumer.subscribe([self._source], on_assign=self._assigned,
@@ -276,7 +284,7 @@ class Copier(Worker):
                                        partition=partition, on_delivery=report)
                 self._seq += 1
             self._at(f"send_offsets_to_transaction of {txn}")
-            producer, group = self._producer, self._consumer.consumer_group_metadata()
+            producer, group = self._producer, self._group_metadata
             _bounded(lambda: producer.send_offsets_to_transaction(
                 [TopicPartition(self._source, p, o) for p, o in sorted(positions.items())],
                 group, 30), SEND_OFFSETS_GIVE_UP_S)

@@ -81,6 +81,7 @@ LOAD_RETRY_S = 1.0  # a partition that could not be taken (a store down) is trie
 #: would otherwise log a line per partition per second.
 LOG_EVERY_FAILURES = 60
 TAKE_BATCH = 256  # partitions taken in one transaction
+TAKE_TIMEOUT_S = 10.0  # a take's transaction, at most (then tried again)
 DOWNLOADS_IN_FLIGHT = 8  # ranged reads at once when a partition is taken
 WINDOWS_IN_FLIGHT = 4  # commit windows uploading or committing at once
 
@@ -437,7 +438,11 @@ class SharedStore:
                     continue
                 try:
                     asked = time.monotonic()  # the leases run from no earlier than this
-                    taken = await self._take(list(futures))
+                    # Bounded: a connection that blackholed (its bytes dropped by a
+                    # network fault, the socket still open) held this one loop, and with it
+                    # every take of the broker, for the command timeout (30 s).
+                    taken = await asyncio.wait_for(self._take(list(futures)),
+                                                   TAKE_TIMEOUT_S)
                 except Exception as exc:
                     log.error("taking %d partition(s) failed (again in %.0f s): %s: %s",
                               len(futures), LOAD_RETRY_S, type(exc).__name__, exc)

@@ -5,8 +5,9 @@ The coordinators' topics are partitions of the shared log there, and an append i
 durable only once its commit window lands. The requests that write coordinator records
 (`WRITES`: group, offset, transaction and share-state requests) and those that read them
 (`READS`) are wrapped: the answer waits until every record the coordinators appended so
-far is committed. A failed commit closes the connection (the outcome is unknown: the
-client retries, and finds the shard rebuilt from what was committed).
+far is committed. A failed commit answers NOT_COORDINATOR, as Kafka's coordinators answer a
+failed append (the outcome is unknown: the client finds the coordinator again, retries,
+and meets the shard rebuilt from what was committed).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
-from ..storage.errors import CommitError
+from ..storage.errors import CommitError, LogError
 from ..wire.dispatch import Dispatcher, Handler, RequestContext
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ WRITES = frozenset({
 # show an offset that then vanishes (the fault campaign saw committed offsets go backwards
 # during an object-store outage). Kafka reads at the coordinator's last committed offset;
 # here a read waits until everything appended before it is committed, and a failed commit
-# closes the connection as it does for a write (the client asks again).
+# answers NOT_COORDINATOR as it does for a write (the client asks again).
 READS = frozenset({
     9,  # OffsetFetch
     15, 16,  # DescribeGroups, ListGroups
@@ -70,17 +71,52 @@ def _wrap(handler: Handler, runtimes: list[CoordinatorRuntime]) -> Handler:
         result = handler(ctx, req)
         if asyncio.iscoroutine(result):
             result = await result
-        for runtime in runtimes:
-            pending = runtime.settled()
-            if pending is not None:
-                await pending
-        if [runtime.commit_failures for runtime in runtimes] != failures:
+        failed: LogError | None = None
+        try:
+            for runtime in runtimes:
+                pending = runtime.settled()
+                if pending is not None:
+                    await pending
+        except LogError as exc:
+            failed = exc
+        if failed is None and [runtime.commit_failures for runtime in runtimes] != failures:
             # A commit failed while the request was handled, and its future may have
             # left `settled()` before we asked: the request's own records may be among
             # those dropped. Answering success here told a client its transaction was
             # committed while the coordinator, rebuilt without the PrepareCommit, later
             # aborted it (the 30-minute campaign's torn transactions). The client retries.
-            raise CommitError(E.not_coordinator, "a coordinator's records were not "
-                              "committed while this request was handled", set())
+            failed = CommitError(E.not_coordinator, "a coordinator's records were not "
+                                 "committed while this request was handled", set())
+        if failed is not None:
+            # As Kafka's coordinators answer a failed append: NOT_COORDINATOR, and the
+            # client finds the coordinator again and retries (closing the connection
+            # instead cost it a reconnect, with librdkafka's growing backoff).
+            answer = _not_coordinator(result)
+            if answer is None:  # no error code to carry it: the connection is closed
+                raise failed
+            return answer
         return result
     return wrapped
+
+
+def _not_coordinator(result: Any) -> Any:
+    """`result` (a response as a dict) with every error code that said success saying
+    NOT_COORDINATOR; None if it has no error code at all (or is already encoded)."""
+    found = False
+
+    def mark(value: Any) -> Any:
+        nonlocal found
+        if isinstance(value, dict):
+            out = {}
+            for key, item in value.items():
+                if key == "error_code":
+                    found = True
+                    out[key] = E.not_coordinator if int(item) == 0 else item
+                else:
+                    out[key] = mark(item)
+            return out
+        if isinstance(value, list):
+            return [mark(item) for item in value]
+        return value
+    answer = mark(result)
+    return answer if found else None

@@ -53,3 +53,37 @@ def test_a_request_answers_once_its_records_are_committed() -> None:
 
     early, answer = asyncio.run(scenario())
     assert not early and answer == "ok"
+
+
+def test_a_failed_commit_answers_not_coordinator_where_the_response_said_success() -> None:
+    """As Kafka's coordinators answer a failed append: every error code that said
+    success says NOT_COORDINATOR (the client finds the coordinator again and retries);
+    a code that said something else stays. The connection is not closed."""
+    runtime = Runtime()
+
+    async def handler(_ctx: Any, _req: Any) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        runtime.commit_failures += 1
+        return {"throttle_time": 0, "topics": [{"name": "t", "partitions": [
+            {"partition_index": 0, "error_code": 0},
+            {"partition_index": 1, "error_code": 3}]}]}
+
+    answer = asyncio.run(_wrap(handler, [runtime])(None, None))  # type: ignore[list-item]
+    codes = [p["error_code"] for p in answer["topics"][0]["partitions"]]
+    assert codes == [16, 3]
+
+
+def test_a_commit_failing_under_a_wait_answers_not_coordinator() -> None:
+    runtime = Runtime()
+
+    async def scenario() -> Any:
+        loop = asyncio.get_running_loop()
+        commit: asyncio.Future[None] = loop.create_future()
+        runtime.unsettled.append(commit)
+        answer = asyncio.ensure_future(_wrap(
+            lambda _c, _r: {"error_code": 0, "member_id": "m"}, [runtime])(None, None))  # type: ignore[list-item]
+        await asyncio.sleep(0.01)
+        commit.set_exception(CommitError(56, "not committed: __consumer_offsets-3", set()))
+        return await answer
+
+    assert asyncio.run(scenario()) == {"error_code": 16, "member_id": "m"}

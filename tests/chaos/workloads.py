@@ -202,6 +202,7 @@ class Copier(Worker):
             # holds the group that long (300 s by default)
             "max.poll.interval.ms": 30000})
         self._group_metadata: Any = None  # the group's, as of the last rebalance
+        self._assignment: list[TopicPartition] = []  # as of the last rebalance
         self._producer = self._new_producer()
         self.copied = 0
         self.gave_up = 0  # producers given up in send_offsets_to_transaction
@@ -227,18 +228,26 @@ class Copier(Worker):
                     raise
                 time.sleep(0.5)
 
-    def _assigned(self, consumer: Any, _parts: list[TopicPartition]) -> None:
+    # confluent-kafka calls librdkafka's consumer_group_metadata() and assignment() holding
+    # the GIL, and librdkafka waits for its main thread to answer without a timeout. Once
+    # that thread is deadlocked (confluentinc/librdkafka#5476: rk_lock against a
+    # partition's lock when a broker is decommissioned while an OffsetForLeaderEpoch is in
+    # flight) every thread of the campaign, the nemesis too, stopped for good (gdb on a
+    # frozen run). So the copier asks neither in its loop: the group's metadata is read
+    # once a rebalance (the main thread is running then: it delivered the rebalance) and
+    # the assignment is kept from the rebalance callbacks.
+    def _assigned(self, consumer: Any, parts: list[TopicPartition]) -> None:
         self._generation += 1
-        # Read here, once a rebalance, not before every send_offsets_to_transaction:
-        # confluent-kafka calls librdkafka's consumer_group_metadata holding the GIL, and
-        # librdkafka waits without a timeout for its main thread to answer. During a
-        # fault that held every thread of the campaign (the nemesis too) for over 10 s
-        # (faulthandler's dump, harness-stalls.txt).
+        self._assignment = list(parts)
         self._group_metadata = consumer.consumer_group_metadata()
+
+    def _revoked(self, _consumer: Any, _parts: list[TopicPartition]) -> None:
+        self._generation += 1
+        self._assignment = []
 
     def work(self) -> None:
         self._consumer.subscribe([self._source], on_assign=self._assigned,
-                                 on_revoke=self._assigned)
+                                 on_revoke=self._revoked)
         while not self.stopping.is_set():
             self._at("consume")
             batch = [m for m in self._consumer.consume(100, 0.5) if not m.error()]
@@ -336,7 +345,7 @@ class Copier(Worker):
 
     def _rewind(self) -> None:
         """Back to the group's committed offsets (what the transactions committed)."""
-        assignment = self._consumer.assignment()
+        assignment = [TopicPartition(tp.topic, tp.partition) for tp in self._assignment]
         if not assignment:
             return
         deadline = time.monotonic() + 120

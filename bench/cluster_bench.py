@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
 import tempfile
 import time
@@ -153,6 +154,7 @@ def main() -> int:
     finally:
         gateway.kill()
         postgres.remove()
+        shutil.rmtree(base, ignore_errors=True)  # a run leaves 1.6-5 GB of logs and objects
     report(results)
     return 0
 

@@ -157,10 +157,11 @@ class SharedStore:
         Either unreachable: tried again every second for `wait_s` seconds (a broker
         starting during a database restart or an object-store outage), a line each try,
         then the last error (it names the setting)."""
+        deadline = time.monotonic() + wait_s  # one budget for both, as documented
         self._pool = await _waiting(lambda: open_pool(self.settings, lease_ms=self.lease_ms),
-                                    wait_s)
+                                    deadline)
         try:
-            await _waiting(self.objects.check, wait_s)
+            await _waiting(self.objects.check, deadline)
         except BaseException:
             await self._pool.close()
             raise
@@ -891,10 +892,9 @@ _T = TypeVar("_T")
 STARTUP_RETRY_S = 1.0
 
 
-async def _waiting(attempt: Callable[[], Awaitable[_T]], wait_s: float) -> _T:
+async def _waiting(attempt: Callable[[], Awaitable[_T]], deadline: float) -> _T:
     """`attempt()`, again each STARTUP_RETRY_S while it finds the database or the object
-    store unreachable and `wait_s` seconds have not passed; then its error."""
-    deadline = time.monotonic() + wait_s
+    store unreachable and the monotonic `deadline` has not passed; then its error."""
     tries = 0
     while True:
         try:

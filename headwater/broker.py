@@ -115,6 +115,8 @@ class Broker:
         self.data_dir = Path(config.get("log.dirs") or "./data").resolve()
         self.listeners = listeners.parse(config)
         first = self.listeners[0]
+        #: Where the other brokers of a cluster reach this one.
+        self.inter_broker = listeners.inter_broker(config, self.listeners)
         self.listen_host, self.listen_port = first.host, first.port
         self._advertised = ((first.advertised_host, first.advertised_port)
                             if config.get("advertised.listeners") else None)
@@ -168,6 +170,15 @@ class Broker:
         host = self.listen_host if self.listen_host not in ("0.0.0.0", "") else "127.0.0.1"
         return host, self.listen_port
 
+    def _broker_info(self) -> BrokerInfo:
+        """What this broker registers: its inter-broker address and every listener's."""
+        inter = self.inter_broker
+        return BrokerInfo(
+            self.node_id, inter.advertised_host, inter.advertised_port,
+            self.config.get("broker.rack") or None,
+            tuple((li.name, li.advertised_host, li.advertised_port)
+                  for li in self.listeners))
+
     async def open_shared(self) -> None:
         """headwater.storage=shared: connect the shared log (database migrated, object
         store probed) before `open`; a wrong setting raises one clear error."""
@@ -193,8 +204,7 @@ class Broker:
                     object_max_bytes=self.config.get_int(
                         "headwater.shared.merge.object.max.bytes", 64 << 20)),
                 reserved=(METADATA_TOPIC,),
-                advertised=BrokerInfo(self.node_id, *self.advertised,
-                                      self.config.get("broker.rack") or None))
+                advertised=self._broker_info())
             await self._shared.open(wait_s=self.config.get_int(
                 "headwater.shared.startup.wait.ms", 60_000) / 1000)
             self._meta = SharedMetadata(

@@ -18,7 +18,7 @@ from ..metadata.controller import NewTopic
 from ..metadata.image import PartitionImage, TopicImage
 from ..metadata.topics import INTERNAL_TOPICS, topic_name_error
 from ..security import acl as A
-from ..wire.dispatch import Dispatcher, RequestContext
+from ..wire.dispatch import LISTENER, Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -63,7 +63,8 @@ def broker_entries(broker: Broker, ctx: RequestContext) -> list[tuple[int, str, 
     if broker.cluster is None:
         host, port = broker.advertised_for(ctx)
         return [(broker.node_id, host, port, None)]
-    return [(b.node_id, b.host, b.port, b.rack) for b in broker.cluster.brokers()]
+    listener = ctx.attrs.get(LISTENER)
+    return [(b.node_id, *b.address(listener), b.rack) for b in broker.cluster.brokers()]
 
 
 def controller_id(broker: Broker) -> int:

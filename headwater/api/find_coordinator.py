@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode as E
 
 from ..security import acl as A
 from ..share.coordinator import parse_coordinator_key
-from ..wire.dispatch import Dispatcher, RequestContext
+from ..wire.dispatch import LISTENER, Dispatcher, RequestContext
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -59,7 +59,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
                         "error_code": E.coordinator_not_available,
                         "error_message": "no coordinator is live"}
-            node_id, host, port = found.node_id, found.host, found.port
+            node_id = found.node_id
+            host, port = found.address(ctx.attrs.get(LISTENER))
         # Kafka's success messages: "NONE" (the error's name) before v4, "" after
         return {"key": key, "node_id": node_id, "host": host, "port": port,
                 "error_code": 0, "error_message": "" if ctx.api_version >= 4 else "NONE"}

@@ -80,6 +80,21 @@ def parse(config: BrokerConfig) -> list[Listener]:
     return out
 
 
+def inter_broker(config: BrokerConfig, listeners: list[Listener]) -> Listener:
+    """The listener the other brokers of a cluster reach this one on: Kafka's
+    `inter.broker.listener.name`, else the listener named for
+    `security.inter.broker.protocol`, else (headwater's default) the first listener."""
+    names = {listener.name: listener for listener in listeners}
+    for key in ("inter.broker.listener.name", "security.inter.broker.protocol"):
+        wanted = (config.get(key) or "").strip().upper()
+        if wanted:
+            if wanted not in names:
+                raise ConfigError(f"{key}={wanted}: no listener of that name in listeners "
+                                  f"({', '.join(names)})")
+            return names[wanted]
+    return listeners[0]
+
+
 def listener_config(config: BrokerConfig, listener: str, key: str,
                     mechanism: str | None = None) -> str | None:
     """Kafka's lookup order: `listener.name.<listener>[.<mechanism>].<key>`, then `<key>`."""

@@ -13,6 +13,7 @@ lease epoch as `leader_epoch`, so clients move as they do with Kafka.
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from dataclasses import dataclass, field
 
@@ -24,10 +25,34 @@ CONTROLLER = "controller"
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A live broker. `host`/`port` are where the other brokers reach it (its
+    inter-broker listener, Kafka's `inter.broker.listener.name`); `endpoints` are all
+    its listeners, (name, advertised host, port), so that a client is told each broker's
+    address on the listener the client itself came in on, as Kafka does."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def address(self, listener: str | None) -> tuple[str, int]:
+        """The broker's address on `listener` (by name); its inter-broker address when
+        it has no listener of that name (a broker registered by an older headwater)."""
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return self.host, self.port
+
+
+def _endpoints_json(node: BrokerInfo) -> str:
+    return json.dumps([list(e) for e in node.endpoints])
+
+
+def _endpoints(text: str) -> tuple[tuple[str, str, int], ...]:
+    if not text:
+        return ()
+    return tuple((str(n), str(h), int(p)) for n, h, p in json.loads(text))
 
 
 @dataclass(slots=True)
@@ -79,11 +104,11 @@ def rendezvous(key: str, brokers: dict[int, BrokerInfo] | list[int]) -> int:
 
 async def register(conn: Connection, node: BrokerInfo) -> None:
     await conn.execute(
-        "INSERT INTO brokers (node_id, host, port, rack, heartbeat_at) "
-        "VALUES ($1, $2, $3, $4, clock_timestamp()) ON CONFLICT (node_id) DO UPDATE SET "
-        "host = EXCLUDED.host, port = EXCLUDED.port, rack = EXCLUDED.rack, "
-        "heartbeat_at = EXCLUDED.heartbeat_at", node.node_id, node.host, node.port,
-        node.rack)
+        "INSERT INTO brokers (node_id, host, port, rack, endpoints, heartbeat_at) "
+        "VALUES ($1, $2, $3, $4, $5, clock_timestamp()) ON CONFLICT (node_id) DO UPDATE "
+        "SET host = EXCLUDED.host, port = EXCLUDED.port, rack = EXCLUDED.rack, "
+        "endpoints = EXCLUDED.endpoints, heartbeat_at = EXCLUDED.heartbeat_at",
+        node.node_id, node.host, node.port, node.rack, _endpoints_json(node))
 
 
 async def deregister(conn: Connection, node_id: int) -> None:
@@ -95,10 +120,11 @@ async def read_view(conn: Connection, session_ms: int) -> ClusterView:
     """The live brokers, the controller and the partition leases, on the database clock."""
     view = ClusterView()
     for row in await conn.fetch(
-            "SELECT node_id, host, port, rack FROM brokers WHERE heartbeat_at > "
+            "SELECT node_id, host, port, rack, endpoints FROM brokers WHERE heartbeat_at > "
             "clock_timestamp() - $1 * interval '1 millisecond'", session_ms):
         view.brokers[int(row["node_id"])] = BrokerInfo(
-            int(row["node_id"]), row["host"], int(row["port"]), row["rack"])
+            int(row["node_id"]), row["host"], int(row["port"]), row["rack"],
+            _endpoints(row["endpoints"]))
     for row in await conn.fetch(
             "SELECT resource, owner, epoch, expires_at > clock_timestamp() AS live "
             "FROM leases"):

@@ -16,6 +16,9 @@ expiry on the database clock) and live brokers (`brokers`).
 Version 2: the cluster id (`cluster`), the same for every broker.
 Version 3: markers staged by their partitions' owners (`staged_markers`), which a
 transaction coordinator commits together in one transaction (`sequencer.promote_markers`).
+Version 4: each broker's listeners (`brokers.endpoints`), so that a client is told the
+other brokers' addresses on its own listener while brokers reach each other on the
+inter-broker listener (`host`, `port`).
 """
 
 from __future__ import annotations
@@ -119,6 +122,11 @@ MIGRATIONS: tuple[str, ...] = (
         data bytea NOT NULL,
         PRIMARY KEY (topic_id, partition)
     );
+    """,
+    # 3 -> 4: every listener of a broker, as JSON [[name, host, port], ...]; `host` and
+    # `port` are its inter-broker listener's
+    """
+    ALTER TABLE brokers ADD COLUMN endpoints text NOT NULL DEFAULT '';
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

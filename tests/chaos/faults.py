@@ -8,9 +8,10 @@ overlap an anomaly.
 
 Kinds: `kill9` (kill -9 of a broker, restarted at heal), `pause` (SIGSTOP past the
 lease, SIGCONT at heal), `postgres` (`pg_ctl -m immediate`, started at heal), `objects`
-(versitygw killed, restarted at heal), `network` (between one broker and PostgreSQL or
-the object store, through Toxiproxy: a second of latency, every connection reset, or
-connections that blackhole; the toxic removed at heal). The controller's and the coordinators' brokers are
+(versitygw killed, restarted at heal), `network` (between one broker and PostgreSQL,
+the object store, or the other brokers (what they send to its inter-broker listener),
+through Toxiproxy: a second of latency, every connection reset, or connections that
+blackhole; the toxic removed at heal). The controller's and the coordinators' brokers are
 among the targets like any other: the seed picks a node, whatever it runs.
 
 The nemesis is also the brokers' supervisor, as systemd's `Restart=always` would be: a
@@ -46,7 +47,7 @@ NODES = (1, 2, 3)
 class Planned:
     at: float  # seconds after the campaign's start
     kind: str
-    target: str  # "broker-N", "postgres", "objects", "TOXIC:postgres-N", "TOXIC:objects-N"
+    target: str  # "broker-N", "postgres", "objects", "TOXIC:{postgres,objects,peers}-N"
     hold: float  # seconds until healed
 
 
@@ -68,7 +69,7 @@ def schedule(seed: int, duration: float, gap: tuple[float, float] = (2.0, 6.0)
             target = f"broker-{rng.choice(NODES)}"
         elif kind == "network":
             target = (f"{rng.choice(sorted(TOXICS))}:"
-                      f"{rng.choice(('postgres', 'objects'))}-{rng.choice(NODES)}")
+                      f"{rng.choice(('postgres', 'objects', 'peers'))}-{rng.choice(NODES)}")
         else:
             target = kind
         hold = {"kill9": rng.uniform(0.5, 2 * lease),

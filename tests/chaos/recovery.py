@@ -46,7 +46,7 @@ def recoveries(history: Iterable[Op]) -> list[Recovery]:
             unserved = max((b - a for a, b in zip(window, window[1:], strict=False)),
                            default=0.0)
         i = bisect_right(commits, fault.end)
-        out.append(Recovery(fault.kind, unserved,
+        out.append(Recovery(_label(fault), unserved,
                             commits[i] - fault.end if i < len(commits) else None))
     return out
 
@@ -68,3 +68,11 @@ def summary(found: Iterable[Recovery]) -> list[str]:
                if commits else "none")
             + (f" ({never} never)" if never else ""))
     return lines
+
+
+def _label(fault: Fault) -> str:
+    """A network fault's kind with the link it cut ("network postgres"): how long
+    clients wait differs with what the broker lost."""
+    if fault.kind != "network" or ":" not in fault.target:
+        return fault.kind
+    return f"network {fault.target.split(':', 1)[1].rsplit('-', 1)[0]}"

@@ -15,8 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
-from tests.support.cluster import Cluster, create, settled_leaders, start_cluster
+from headwater.wire.client import RawClient
+from tests.support.cluster import Cluster, create, settled_leaders, start_cluster, wait_listed
 from tests.support.engines import PostgresServer, VersityGateway
 from tests.support.toxiproxy import Toxiproxy
 
@@ -69,3 +71,54 @@ def test_a_broker_whose_database_connection_blackholed_serves_again_after_it(
     assert producer.flush(60) == 0
     print(f"broker {victim} served its partitions again {time.monotonic() - healed:.1f} s "
           f"after the heal")
+
+
+def _listed_ports(bootstrap: str) -> dict[int, int]:
+    brokers = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).brokers
+    return {n: int(b.port) for n, b in brokers.items()}
+
+
+def test_brokers_reach_each_other_on_the_inter_broker_listener(proxied: Cluster) -> None:
+    """Each broker has a client listener and an INTERNAL one (inter.broker.listener.name),
+    advertised through proxy peers-N. A client is told every broker's address on its
+    own listener; a CreateTopics a broker forwards to the controller travels to the
+    controller's INTERNAL listener, so resetting what reaches that proxy stops it, and
+    nothing else. (A client's admin sends CreateTopics to the controller itself, so the
+    test sends it to another broker with the raw client.)"""
+    assert proxied.proxies is not None
+    wait_listed(proxied.bootstrap(1), [1, 2, 3])
+    assert _listed_ports(proxied.bootstrap(1)) == proxied.ports
+    internal = {n: proxied.proxies.port_of(f"peers-{n}") for n in (1, 2, 3)}
+    assert _listed_ports(f"127.0.0.1:{internal[1]}") == internal
+    controller = AdminClient({"bootstrap.servers": proxied.bootstrap(1)}).list_topics(
+        timeout=10).controller_id
+    other = next(n for n in (1, 2, 3) if n != controller)
+    proxied.proxies.add_toxic(f"peers-{controller}", "cut", "reset_peer", "upstream",
+                              {"timeout": 0})
+    try:  # CreateTopics sent to another broker itself (not routed as a client would)
+        assert _create_via(proxied.ports[other], f"cut-{uuid.uuid4().hex[:8]}") != 0
+        # the client listeners are not cut: the controller itself still creates topics
+        assert _create_via(proxied.ports[controller], f"direct-{uuid.uuid4().hex[:8]}") == 0
+    finally:
+        proxied.proxies.remove_toxic(f"peers-{controller}", "cut")
+    healed = f"healed-{uuid.uuid4().hex[:8]}"
+    deadline = time.monotonic() + 60
+    while (code := _create_via(proxied.ports[other], healed)) not in (0, 36):
+        assert time.monotonic() < deadline, f"forwarding still fails: error {code}"
+        time.sleep(0.5)
+
+
+def _create_via(port: int, topic: str) -> int:
+    """CreateTopics sent to the broker on `port` itself: its error code, -1 when the
+    broker closed the connection instead (how headwater answers a forward that failed;
+    Kafka answers REQUEST_TIMED_OUT)."""
+    raw = RawClient("127.0.0.1", port, timeout=40)
+    try:
+        answer = raw.request(19, 7, {"topics": [{
+            "name": topic, "num_partitions": 1, "replication_factor": 1,
+            "assignments": [], "configs": []}], "timeout_ms": 15000, "validate_only": False})
+        return int(answer.topics[0].error_code)
+    except ConnectionError:
+        return -1
+    finally:
+        raw.close()

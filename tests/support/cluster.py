@@ -43,6 +43,8 @@ class Cluster:
         self.per_node: dict[int, tuple[str, ...]] = {}
         #: The fault proxy between the brokers and the services, if they go through one.
         self.proxies: Toxiproxy | None = None
+        #: Behind proxies: each node's INTERNAL (inter-broker) listener's own port.
+        self.inter_ports: dict[int, int] = {}
 
     def start(self, node: int, *extra: str) -> BrokerProcess:
         """Broker `node`, with `extra` arguments (say, a fault point's override)."""
@@ -301,7 +303,9 @@ def start_cluster(postgres: PostgresServer, versitygw: VersityGateway, base: Pat
     (`overrides`: broker configs, "key=value", of every broker). With `controller`
     (its extra arguments), broker 1 starts alone first, so it is the controller. With
     `proxies`, each broker reaches PostgreSQL through proxy `postgres-N` and the object
-    store through `objects-N`, for network faults between one broker and one service."""
+    store through `objects-N`, and the other brokers reach broker N (its INTERNAL
+    inter-broker listener) through `peers-N`: network faults between one broker and
+    one service, or the other brokers."""
     shared = shared_broker_args(postgres, versitygw, base / "shared")
     dsn = next(a.split("=", 1)[1] for a in shared if a.startswith("headwater.shared.database="))
     c = Cluster(base, shared, dsn, overrides)
@@ -310,9 +314,19 @@ def start_cluster(postgres: PostgresServer, versitygw: VersityGateway, base: Pat
         for node in (1, 2, 3):
             pg = proxies.proxy(f"postgres-{node}", postgres.port)
             s3 = proxies.proxy(f"objects-{node}", versitygw.port)
+            inter = c.inter_ports[node] = free_port()
+            peers = proxies.proxy(f"peers-{node}", inter)
             c.per_node[node] = (
                 f"headwater.shared.database={dsn.replace(f':{postgres.port}/', f':{pg}/')}",
-                f"headwater.shared.objects.endpoint=http://127.0.0.1:{s3}")
+                f"headwater.shared.objects.endpoint=http://127.0.0.1:{s3}",
+                # the other brokers reach this one on its INTERNAL listener, advertised
+                # as proxy peers-N: a toxic there cuts what the others send to it
+                f"listeners=PLAINTEXT://127.0.0.1:{c.ports[node]},"
+                f"INTERNAL://127.0.0.1:{inter}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{c.ports[node]},"
+                f"INTERNAL://127.0.0.1:{peers}",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+                "inter.broker.listener.name=INTERNAL")
     if controller is not None:
         c.start(1, *controller)
         wait_listed(c.bootstrap(1), [1])

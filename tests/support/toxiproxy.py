@@ -31,6 +31,8 @@ class Toxiproxy:
         self.base = base
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        #: Proxy name -> the port it listens on.
+        self.ports: dict[str, int] = {}
 
     def start(self) -> Toxiproxy:
         binary = str(TOXIPROXY) if TOXIPROXY.exists() else shutil.which("toxiproxy-server")
@@ -63,7 +65,11 @@ class Toxiproxy:
         self._call("POST", "/proxies", {"name": name, "listen": f"127.0.0.1:{port}",
                                         "upstream": f"127.0.0.1:{upstream_port}",
                                         "enabled": True})
+        self.ports[name] = port
         return port
+
+    def port_of(self, name: str) -> int:
+        return self.ports[name]
 
     def add_toxic(self, proxy: str, name: str, kind: str, stream: str,
                   attributes: dict[str, int]) -> None:

@@ -36,3 +36,11 @@ def test_never_served_again_and_an_unhealed_fault() -> None:
     [line] = summary([r])
     assert line.startswith("  objects (1): writes unserved median inf s")
     assert "(1 never)" in line
+
+
+def test_network_faults_are_told_apart_by_the_link_they_cut() -> None:
+    history = [ack(1.0), Fault(kind="network", target="blackhole:peers-2", start=1.5,
+                               end=2.0),
+               ack(3.0), Fault(kind="network", target="reset:postgres-1", start=3.5,
+                               end=4.0), ack(5.0)]
+    assert [r.kind for r in recoveries(history)] == ["network peers", "network postgres"]

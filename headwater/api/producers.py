@@ -28,14 +28,10 @@ from ..wire.dispatch import Dispatcher, RequestContext
 if TYPE_CHECKING:
     from ..broker import Broker
 
-MAX_EPOCH = 32767
-
 
 def register(dispatcher: Dispatcher, broker: Broker) -> None:
     def handle_init(ctx: RequestContext, req: Any) -> dict[str, Any]:
         assert broker.controller is not None
-        pid = getattr(req, "producer_id", -1)
-        epoch = getattr(req, "producer_epoch", -1)
         access = broker.access
         if access.enabled:
             if req.transactional_id is not None:
@@ -53,6 +49,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             timeout = req.transaction_timeout
             timeout_ms = int(timeout.total_seconds() * 1000) if hasattr(
                 timeout, "total_seconds") else int(timeout)
+            pid = getattr(req, "producer_id", -1)
+            epoch = getattr(req, "producer_epoch", -1)
             expected = (pid, epoch) if pid >= 0 else None
             error: int
             if broker.transactions is None:
@@ -67,10 +65,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 error = E.invalid_producer_epoch  # PRODUCER_FENCED is v4+ (KIP-588)
             return {"throttle_time": 0, "error_code": error, "producer_id": pid,
                     "producer_epoch": epoch}
-        if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
-            # KIP-360: an idempotent producer bumps its epoch to reset sequences.
-            return {"throttle_time": 0, "error_code": 0, "producer_id": pid,
-                    "producer_epoch": epoch + 1}
+        # Without a transactional id Kafka "always blindly accepts the request and
+        # returns a new producerId" at epoch 0, whatever id and epoch the producer names
+        # (an idempotent producer resetting its sequences, KIP-360). Bumping the named
+        # epoch instead, as headwater did, ran a producer's epoch into the tens of
+        # thousands in a campaign's outages (librdkafka bumps on every message timeout).
         assert broker.producer_ids is not None
         try:
             new_pid = broker.producer_ids.allocate_producer_id()

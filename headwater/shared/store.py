@@ -515,8 +515,10 @@ class SharedStore:
             return
         self._owned[key] = part
         failed = self._take_failures.pop(key, 0)
-        log.info("serving %s-%d (lease epoch %d, high watermark %d%s)", *key, epoch, hw,
-                 f", after {failed} failed attempts" if failed else "")
+        log.info("serving %s-%d (lease epoch %d, high watermark %d; %d rows, %d bytes in "
+                 "%.2f s%s)", *key, epoch, hw, len(batches), part.plog.size_bytes,
+                 time.monotonic() - asked,
+                 f"; after {failed} failed attempts" if failed else "")
         fut.set_result(part)
 
     async def _materialise(self, key: Key, epoch: int, hw: int, log_start: int,

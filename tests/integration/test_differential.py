@@ -254,6 +254,25 @@ def test_fetch_past_the_end(both: dict[str, Target]) -> None:
                              "librdkafka": KafkaError._AUTO_OFFSET_RESET}
 
 
+def idempotent_reinit(bootstrap: str) -> tuple[int, bool, int]:
+    """An idempotent producer's InitProducerId naming its id and epoch (as librdkafka
+    sends it to reset its sequences, KIP-360): (error, a new producer id?, its epoch)."""
+    body = {"transactional_id": None, "transaction_timeout": 60000,
+            "producer_id": -1, "producer_epoch": -1}
+    first = raw_call(bootstrap, 22, 4, body, lambda r: int(r.error_code))
+    again = raw_call(bootstrap, 22, 4, {**body, "producer_id": first.producer_id,
+                                        "producer_epoch": first.producer_epoch},
+                     lambda r: int(r.error_code))
+    return (int(again.error_code), int(again.producer_id) != int(first.producer_id),
+            int(again.producer_epoch))
+
+
+def test_an_idempotent_producer_reinitialised_gets_a_new_id(both: dict[str, Target]
+                                                             ) -> None:
+    seen = observe(both, idempotent_reinit)
+    assert seen["headwater"] == seen["kafka"] == (0, True, 0)
+
+
 def find_coordinator(bootstrap: str, group: str) -> None:
     """FindCoordinator v3 until it answers: Kafka creates __consumer_offsets on the first
     lookup, and answers group requests with NOT_COORDINATOR before."""

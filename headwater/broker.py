@@ -201,6 +201,7 @@ class Broker:
                     merge_bytes=self.config.get_int("headwater.shared.merge.bytes", 8 << 20),
                     merge_age_ms=self.config.get_int("headwater.shared.merge.age.ms",
                                                      600_000),
+                    merge_pieces=self.config.get_int("headwater.shared.merge.pieces", 256),
                     object_max_bytes=self.config.get_int(
                         "headwater.shared.merge.object.max.bytes", 64 << 20)),
                 reserved=(METADATA_TOPIC,),

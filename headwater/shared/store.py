@@ -82,7 +82,7 @@ LOAD_RETRY_S = 1.0  # a partition that could not be taken (a store down) is trie
 LOG_EVERY_FAILURES = 60
 TAKE_BATCH = 256  # partitions taken in one transaction
 TAKE_TIMEOUT_S = 10.0  # a take's transaction, at most (then tried again)
-DOWNLOADS_IN_FLIGHT = 8  # ranged reads at once when a partition is taken
+DOWNLOADS_IN_FLIGHT = 32  # ranged reads at once when a partition is taken
 WINDOWS_IN_FLIGHT = 4  # commit windows uploading or committing at once
 
 

@@ -21,6 +21,9 @@ class Unmerged:
         self.ranges = ranges or []
         self.total = sum(size for _s, _e, size in self.ranges)
         self.since_ms = now_ms
+        #: How many pieces (rows of windows) the ranges hold: what a takeover downloads
+        #: one ranged read each, so merging is due once they are many.
+        self.pieces = len(self.ranges)
 
     @classmethod
     def of_rows(cls, rows: Sequence[Any], now_ms: int) -> Unmerged:
@@ -42,6 +45,7 @@ class Unmerged:
     def add(self, start: int, end: int, size: int, now_ms: int) -> None:
         if not self.ranges:
             self.since_ms = now_ms
+        self.pieces += 1
         if self.ranges and self.ranges[-1][1] == start:
             first, _end, before = self.ranges[-1]
             self.ranges[-1] = (first, end, before + size)
@@ -49,8 +53,10 @@ class Unmerged:
             self.ranges.append((start, end, size))
         self.total += size
 
-    def done(self, taken: Sequence[tuple[int, int, int]], now_ms: int) -> None:
-        """`taken` (a copy of the first ranges, the last maybe grown since) is merged."""
+    def done(self, taken: Sequence[tuple[int, int, int]], now_ms: int,
+             pieces: int | None = None) -> None:
+        """`taken` (a copy of the first ranges, the last maybe grown since), which held
+        `pieces` pieces (None: count what is left as one piece a range), is merged."""
         for start, end, size in taken:
             first, last, now_size = self.ranges[0]
             assert first == start, (first, start)
@@ -60,6 +66,8 @@ class Unmerged:
                 self.ranges[0] = (end, last, now_size - size)
             self.total -= size
         self.since_ms = now_ms
+        self.pieces = (len(self.ranges) if pieces is None
+                       else max(self.pieces - pieces, len(self.ranges)))
 
     def clip(self, end: int) -> None:
         """Everything before `end` was rewritten (compaction)."""
@@ -73,3 +81,5 @@ class Unmerged:
             kept.append((first, last, size))
         self.ranges = kept
         self.total = sum(size for _s, _e, size in kept)
+        if not kept:
+            self.pieces = 0

@@ -13,7 +13,10 @@ both are a rewrite of a committed range's batch rows from that copy:
 * **Merging**: a commit window leaves a partition's batches inline in PostgreSQL, or
   as a piece of an object shared with other partitions. Small pieces (under
   `SMALL_PIECE`) are what merging is for: once a partition has `merge_bytes` of them,
-  or has had some for `merge_age_ms`, the owner rewrites their ranges (`Unmerged`) into
+  or `merge_pieces` of them (a takeover reads each piece with a request of its own: a
+  partition written in a window every few milliseconds had thousands after a minute,
+  and a takeover took tens of seconds), or has had some for `merge_age_ms`, the owner
+  rewrites their ranges (`Unmerged`) into
   objects of its own; a window object is deleted by the orphan cleaner once no
   partition's rows point into it. Large pieces stay where they are: rewriting them
   would double the bytes written for objects that are already large.
@@ -50,6 +53,7 @@ class UpkeepSettings:
     interval_ms: int = 15_000  # log.cleaner.backoff.ms
     merge_bytes: int = 8 << 20  # headwater.shared.merge.bytes
     merge_age_ms: int = 600_000  # headwater.shared.merge.age.ms
+    merge_pieces: int = 256  # headwater.shared.merge.pieces
     object_max_bytes: int = 64 << 20  # headwater.shared.merge.object.max.bytes
 
 
@@ -77,14 +81,15 @@ class Upkeep:
         unmerged = part.unmerged
         if not unmerged.ranges or (
                 unmerged.total < self.settings.merge_bytes
+                and unmerged.pieces < self.settings.merge_pieces
                 and self._now_ms() - unmerged.since_ms < self.settings.merge_age_ms):
             return None
-        taken = list(unmerged.ranges)
+        taken, pieces = list(unmerged.ranges), unmerged.pieces
         for start, end, _size in taken:
             outcome = await self.rewrite(part, start, end)
             if outcome is not Outcome.COMMITTED:
                 return outcome
-        unmerged.done(taken, self._now_ms())
+        unmerged.done(taken, self._now_ms(), pieces)
         return None
 
     async def _compact(self, part: SharedPartition) -> tuple[int, int] | None:

@@ -37,14 +37,27 @@ KEYS = 20
 @pytest.fixture
 def broker(postgres: PostgresServer, versitygw: VersityGateway,
            tmp_path: Path) -> Iterator[tuple[BrokerProcess, dict[str, str]]]:
+    yield from _broker(postgres, versitygw, tmp_path, "headwater.shared.merge.bytes=20000")
+
+
+@pytest.fixture
+def by_pieces(postgres: PostgresServer, versitygw: VersityGateway,
+              tmp_path: Path) -> Iterator[tuple[BrokerProcess, dict[str, str]]]:
+    """Merging due by the number of pieces alone (bytes and age far off)."""
+    yield from _broker(postgres, versitygw, tmp_path, "headwater.shared.merge.pieces=10",
+                       "headwater.shared.merge.bytes=100000000")
+
+
+def _broker(postgres: PostgresServer, versitygw: VersityGateway, tmp_path: Path,
+            *overrides: str) -> Iterator[tuple[BrokerProcess, dict[str, str]]]:
     extra = shared_broker_args(postgres, versitygw, tmp_path / "data")
     settings = dict(a.split("=", 1) for a in extra if a != "--override")
     proc = BrokerProcess(
         tmp_path / "data", *extra, "--override", "log.cleaner.backoff.ms=200",
         "--override", "headwater.shared.inline.max.bytes=0",  # every window an object
-        "--override", "headwater.shared.merge.bytes=20000",
         "--override", "headwater.shared.merge.object.max.bytes=50000",
-        "--override", "headwater.shared.cleaner.interval.ms=500").start()
+        "--override", "headwater.shared.cleaner.interval.ms=500",
+        *(a for o in overrides for a in ("--override", o))).start()
     yield proc, settings
     proc.kill()
 
@@ -212,3 +225,28 @@ def query_all(settings: dict[str, str]) -> list[Any]:
         finally:
             await conn.close()
     return asyncio.run(run())
+
+
+def test_many_small_pieces_are_merged_before_their_bytes_or_age_are_due(
+        by_pieces: tuple[BrokerProcess, dict[str, str]]) -> None:
+    """A takeover reads each piece with a request of its own: a partition written in a
+    window every few milliseconds must not pile up thousands of them for ten minutes."""
+    proc, settings = by_pieces
+    topic = f"pieces-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
+    for i in range(40):
+        producer.produce(topic, value=b"%03d" % i)
+        assert producer.flush(30) == 0  # a window, a piece, each
+    sql = ("SELECT count(*) FILTER (WHERE b.object_key LIKE $1 || '%') AS merged, "
+           "count(*) FILTER (WHERE b.object_key NOT LIKE $1 || '%') AS unmerged "
+           "FROM batches b JOIN partitions p USING (topic_id, partition) "
+           "WHERE p.high_watermark = 40")
+
+    def counts() -> tuple[int, int]:
+        row = query(settings, sql, SEGMENT_PREFIX)
+        return int(row["merged"]), int(row["unmerged"])
+    poll(lambda: counts()[0] >= 30 and counts()[1] < 10, 60, counts)
+    values = [v for _o, _k, v in read_all(proc.bootstrap, topic)]
+    assert values == [b"%03d" % i for i in range(40)]

@@ -37,3 +37,16 @@ def test_compaction_clips_what_it_rewrote() -> None:
     u = Unmerged([(0, 10, 100), (20, 40, 200)])
     u.clip(30)
     assert u.ranges == [(30, 40, 100)] and u.total == 100
+
+
+def test_pieces_are_counted_and_a_merge_leaves_those_added_meanwhile() -> None:
+    u = Unmerged.of_rows([row(0, 9, "wal/a", 10), row(10, 19, "wal/b", 10),
+                          row(20, 29, "wal/c", 10)], now_ms=0)
+    assert u.ranges == [(0, 30, 30)] and u.pieces == 3  # joined, each still a read
+    taken, pieces = list(u.ranges), u.pieces
+    u.add(30, 40, 10, now_ms=1)
+    u.add(40, 50, 10, now_ms=2)  # two windows committed while the merge ran
+    u.done(taken, now_ms=3, pieces=pieces)
+    assert u.ranges == [(30, 50, 20)] and u.pieces == 2
+    u.clip(50)
+    assert u.ranges == [] and u.pieces == 0

@@ -411,7 +411,9 @@ def test_raw_join_sync_heartbeat_errors(gbroker):
 
 
 def test_group_requests_while_loading_get_coordinator_load_in_progress(broker_factory):
-    b = broker_factory("--override", "headwater.coordinator.load.delay.ms=3000")
+    # 10 s: on three brokers (--storage=cluster) the shard may be loaded well before the
+    # trio is ready on a loaded machine, and 3 s had passed when the request came
+    b = broker_factory("--override", "headwater.coordinator.load.delay.ms=10000")
     client = RawClient("127.0.0.1", b.port)
     try:
         joined = client.request(11, 5, {

@@ -135,6 +135,7 @@ class SharedStore:
         self._opening: dict[Key, _Opening] = {}
         self._to_take: list[Key] = []
         self._take_failures: dict[Key, int] = {}  # failed takes in a row, for the log
+        self._retries: dict[Key, asyncio.TimerHandle] = {}  # a failed take's next try
         self._failed_in_batch: set[Key] = set()  # their batch's failure is logged
         self._take_wanted = asyncio.Event()
         self._ids: dict[Key, uuid.UUID] = {}
@@ -372,6 +373,9 @@ class SharedStore:
         await cancel_and_wait([*self._tasks, *self._loading.values(), *self._background,
                                *self._windows])
         self._tasks, self._loading = [], {}
+        for handle in self._retries.values():
+            handle.cancel()
+        self._retries.clear()
         await self.holds.close()
         if self._pool is not None:
             async with self._pool.acquire() as conn:
@@ -414,10 +418,15 @@ class SharedStore:
                 elif failed == 1 or failed % LOG_EVERY_FAILURES == 0:
                     log.error("taking %s-%d failed (%d in a row; again in %.0f s): %s", *key,
                               failed, LOAD_RETRY_S, f.exception())
-                asyncio.get_running_loop().call_later(LOAD_RETRY_S, self._retry_load, key)
+                if key not in self._retries:  # one retry pending at most, however
+                    # many callers' loads failed meanwhile (they multiplied: a partition
+                    # was tried several times a second after an outage)
+                    self._retries[key] = asyncio.get_running_loop().call_later(
+                        LOAD_RETRY_S, self._retry_load, key)
         fut.add_done_callback(done)
 
     def _retry_load(self, key: Key) -> None:
+        self._retries.pop(key, None)
         if (key in self._configs and key not in self._owned and key not in self._loading
                 and self._should_own(key)):
             self._load_soon(key)

@@ -6,6 +6,7 @@ was committed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from pathlib import Path
@@ -130,3 +131,38 @@ def test_an_object_store_outage_fails_the_commit_and_loses_nothing_committed(
     code, hw, duplicate = asyncio.run(story())
     assert code == E.kafka_storage_error
     assert hw == 3 and not duplicate
+
+
+def test_a_partition_failing_to_be_taken_is_tried_again_once_a_second(
+        postgres: PostgresServer, tmp_path: Path) -> None:
+    """However many callers asked for it while its takes failed: each failed take
+    scheduled a retry of its own, so a partition its clients kept asking for was soon
+    tried many times a second (346 failed takes of one partition in two minutes of a
+    campaign), hammering the stores just as they came back."""
+    gw = VersityGateway(tmp_path / "gw").start()
+
+    async def story() -> int:
+        settings = await settings_for(postgres, gw)
+        s = await store(settings, 1, tmp_path, lease_ms=10_000)
+        takes = 0
+
+        async def unreachable(*args: object, **kw: object) -> bytes:
+            nonlocal takes
+            takes += 1
+            raise OSError("the object store is down")  # at once, as a refused connect
+        s.download = unreachable  # type: ignore[method-assign]
+        try:
+            s.ensure("t", 0, CONFIG, topic_id=uuid.uuid4())
+            for _ in range(30):  # clients asking for it, 3 s long
+                with contextlib.suppress(Exception):  # the take's failure
+                    await s.ready("t", 0)
+                await asyncio.sleep(0.1)
+            takes = 0
+            await asyncio.sleep(3)
+            return takes
+        finally:
+            await s.close()
+            gw.kill()
+
+    # its retry each second, and the placement check of each refresh (1 s): 59 before
+    assert asyncio.run(story()) <= 8

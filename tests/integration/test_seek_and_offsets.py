@@ -130,10 +130,13 @@ def test_duplicate_retry_returns_original_offset(broker, topic_name):
         assert int(retry.error_code) == 0 and retry.base_offset == 0
         gap = send(5, 5)
         assert int(gap.error_code) == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
-        bumped = raw.request(22, 4, {"transactional_id": None, "transaction_timeout": 60000,
-                                     "producer_id": pid, "producer_epoch": epoch},
-                             correlation_id=6)
-        assert bumped.producer_epoch == epoch + 1
+        renewed = raw.request(22, 4, {"transactional_id": None, "transaction_timeout": 60000,
+                                      "producer_id": pid, "producer_epoch": epoch},
+                              correlation_id=6)
+        # As Kafka: a new producer id at epoch 0, whatever id and epoch it names.
+        assert renewed.producer_id != pid and renewed.producer_epoch == 0
+        # The log fences by epoch all the same: a higher one starts at sequence 0, and
+        # the older one is refused.
         assert send(0, 7, ep=epoch + 1).base_offset == 2
         assert int(send(2, 8, ep=epoch).error_code) == 47  # INVALID_PRODUCER_EPOCH
         hw = raw.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [

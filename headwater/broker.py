@@ -358,7 +358,8 @@ class Broker:
 
         dead_letters = DeadLetterWriter(self.config, image=image, store=store,
                                         topics=controller, clock=self.now_ms,
-                                        faults=self.faults, remote=self.cluster)
+                                        faults=self.faults, remote=self.cluster,
+                                        producer_ids=self.producer_ids)
         # In a cluster a leader's coordinators, and the share coordinator of a group's
         # share-partitions, may be on other brokers (share/remote.py).
         persister: SharePersister = coordinator

@@ -34,6 +34,13 @@ letters already there for this share-partition (the headers name group, topic, p
 and offset) and writes only the others. Between the append and the ARCHIVED write, a
 failed state write leaves the records ARCHIVING in memory; the offsets written are
 remembered per share-partition until `finished`, so the retry writes nothing again.
+A write whose outcome is unknown (its answer lost: a connection reset, a timeout) is not
+read back but sent again as it was: each share-partition's dead letters go under a
+producer id of their own with sequences, so the dead-letter partition's leader answers
+the second copy as a duplicate whichever comes first, the retry or the first request
+delivered late (a read-back cannot see a request still in the network; a 30-minute
+campaign found letters written twice so). A leader that lost the writer's sequences
+gets a new producer id and a read-back.
 The dedup key is (group, topic, partition, offset): after an admin reset or a deleted and
 recreated group, an offset dead-lettered before and again in the new history, with a crash
 in that window, is found as written (the old dead letter) and not written a second time.
@@ -53,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kio.schema.errors import ErrorCode as E
 
 from ..config import BrokerConfig, LogConfig
+from ..coordinator.runtime import NotReady
 from ..faults import SHARE_DEAD_LETTER_AFTER_WRITE, SHARE_DEAD_LETTER_BEFORE_WRITE, Faults
 from ..group.group_configs import DLQ_COPY_RECORD, DLQ_TOPIC
 from ..metadata.controller import ControllerError, NewTopic
@@ -84,6 +92,18 @@ _BATCH_OVERHEAD = 61  # a v2 batch header
 _READ_BYTES = 1 << 20  # one read of the source or the dead-letter log (Kafka: 1 MB)
 
 ShareKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
+
+
+#: A dead-letter partition's leader that lost the writer's sequences (OUT_OF_ORDER_SEQUENCE,
+#: INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID).
+_SEQUENCE_LOST = frozenset({int(E.out_of_order_sequence_number),
+                            int(E.invalid_producer_epoch), int(E.unknown_producer_id)})
+
+
+class ProducerIds(Protocol):
+    """Hands out producer ids (NotReady while none is available)."""
+
+    def allocate_producer_id(self) -> int: ...
 
 
 class DeadLetterConfigError(Exception):
@@ -160,9 +180,11 @@ def dead_letter_records(group_id: str, source_topic: str, partition: int,
                 yield offset, (source.key, source.value, [*source.headers, *context], now_ms)
 
 
-def batches(records: Sequence[BatchRecord], max_bytes: int) -> Iterator[bytes]:
+def batches(records: Sequence[BatchRecord], max_bytes: int, producer_id: int = -1,
+            base_sequence: int = -1) -> Iterator[bytes]:
     """Encoded batches of `records` each within `max_bytes` where a record allows it
-    (one record over the limit goes alone and the log reports it, as in Kafka)."""
+    (one record over the limit goes alone and the log reports it, as in Kafka); with a
+    producer id, the records' sequences run on from `base_sequence` (epoch 0)."""
     start = 0
     while start < len(records):
         end, size = start, _BATCH_OVERHEAD
@@ -173,7 +195,11 @@ def batches(records: Sequence[BatchRecord], max_bytes: int) -> Iterator[bytes]:
             if size > max_bytes and end > start:
                 break
             end += 1
-        yield build_batch(records[start:end])
+        if producer_id < 0:
+            yield build_batch(records[start:end])
+        else:
+            yield build_batch(records[start:end], producer_id=producer_id, producer_epoch=0,
+                              base_sequence=base_sequence + start)
         start = end
 
 
@@ -273,7 +299,8 @@ class DeadLetterWriter:
 
     def __init__(self, config: BrokerConfig, *, image: ImageSource, store: PartitionStore,
                  topics: TopicCreator, clock: Clock, faults: Faults | None = None,
-                 remote: RemoteLogs | None = None) -> None:
+                 remote: RemoteLogs | None = None,
+                 producer_ids: ProducerIds | None = None) -> None:
         self._config = config
         self._image = image
         self._store = store
@@ -285,6 +312,13 @@ class DeadLetterWriter:
         #: Share-partitions whose last write failed with its outcome perhaps unknown:
         #: the next one first reads back what landed.
         self._uncertain: set[ShareKey] = set()
+        #: Idempotent writes: each share-partition's dead letters go under a producer id
+        #: of its own, [id, next sequence]; the batches of a write whose outcome is
+        #: unknown are kept and sent again as they were, so that the leader recognises
+        #: whichever copy comes second (a first one delivered late, after its retry).
+        self._producer_ids = producer_ids
+        self._producers: dict[ShareKey, list[int]] = {}
+        self._pending: dict[ShareKey, tuple[list[bytes], list[int]]] = {}
         # (group, "written" | "failed") -> records, since start (the metrics endpoint).
         self.counts: Counter[tuple[str, str]] = Counter()
         self._faults = faults if faults is not None else Faults()  # test-only (faults.py)
@@ -309,7 +343,15 @@ class DeadLetterWriter:
         try:
             target = validate(group_id, group_config, self._image(), self._config)
             plog, dest = await self._destination(target, partition)
-            if key in self._uncertain:
+            pending = self._pending.get(key)
+            if pending is not None:
+                # The same batches again, same sequences: landed already (or landing
+                # late), the leader answers them as duplicates; else they land now.
+                await plog.append(pending[0], self._clock())
+                del self._pending[key]
+                done.update(pending[1])
+                self.counts[(group_id, "written")] += len(pending[1])
+            elif key in self._uncertain:
                 done |= await self._already_written(plog, key, source_topic, letters)
             todo = list(_minus(letters, done)) if done else list(letters)
             if not todo:
@@ -321,29 +363,63 @@ class DeadLetterWriter:
                                                sources, self._clock()))
             max_bytes = LogConfig.resolve(self._config, self._image().resource_configs(
                 TOPIC_RESOURCE, target.topic)).max_message_bytes
+            producer = self._producer(key)
+            encoded = list(batches([r for _o, r in records], max_bytes, *producer))
+            offsets = [o for o, _r in records]
+            if producer[0] >= 0:
+                self._producers[key][1] += len(records)  # these sequences are theirs now
+                self._pending[key] = (encoded, offsets)
             # From here a failure of any kind leaves the outcome unknown (the leader may
-            # have appended before its answer was lost): the next try reads back first.
+            # have appended before its answer was lost): the next try sends the same
+            # batches again (or, without a producer id, reads back first).
             self._uncertain.add(key)
-            await plog.append(list(batches([r for _o, r in records], max_bytes)),
-                              self._clock())
-            done.update(o for o, _r in records)
+            await plog.append(encoded, self._clock())
+            self._pending.pop(key, None)
+            done.update(offsets)
             self._uncertain.discard(key)
             self.counts[(group_id, "written")] += len(records)
             log.debug("%d dead letters of %s-%d (group %s) written to %s-%d", len(records),
                       source_topic, partition, group_id, target.topic, dest)
         except LogError as exc:
+            if exc.code in _SEQUENCE_LOST:
+                # The leader no longer knows the writer's sequences (its state expired or
+                # was lost): a new producer id, and the next try reads back first.
+                self._reset(key)
+                self._uncertain.add(key)
+                raise LogError(E.not_enough_replicas, exc.message) from exc
             if E(exc.code).retriable:
                 # The dead-letter partition is moving, or its commit failed (perhaps
                 # after all): raised, so the records stay ARCHIVING and are written at
                 # the next try, which first looks for the ones that did land.
                 self._uncertain.add(key)
                 raise
+            self._reset(key)
             self._archive_without(group_id, source_topic, partition, total, exc.message)
             return
         except DeadLetterConfigError as exc:
+            self._reset(key)
             self._archive_without(group_id, source_topic, partition, total, str(exc))
             return
         self._faults.hit(SHARE_DEAD_LETTER_AFTER_WRITE)
+
+    def _producer(self, key: ShareKey) -> tuple[int, int]:
+        """(producer id, next sequence) of the share-partition's writes; (-1, -1) without
+        producer ids (not idempotent). LogError (retriable) while none can be had."""
+        if self._producer_ids is None:
+            return -1, -1
+        entry = self._producers.get(key)
+        if entry is None:
+            try:
+                entry = self._producers[key] = [self._producer_ids.allocate_producer_id(), 0]
+            except NotReady as exc:
+                raise LogError(exc.code, "no producer id for dead letters yet") from exc
+        return entry[0], entry[1]
+
+    def _reset(self, key: ShareKey) -> None:
+        """Its batches will never be sent again: the next write takes a new producer id
+        (its sequences would leave a gap)."""
+        self._pending.pop(key, None)
+        self._producers.pop(key, None)
 
     def _archive_without(self, group_id: str, source_topic: str, partition: int,
                          total: int, message: str) -> None:
@@ -367,6 +443,7 @@ class DeadLetterWriter:
         """The share-partition's state was reset or deleted: its offsets start over."""
         self._written.pop(key, None)
         self._uncertain.discard(key)
+        self._reset(key)
 
     # ---- helpers -------------------------------------------------------------------
     async def _destination(self, target: Target, partition: int) -> tuple[_Destination, int]:

@@ -290,3 +290,64 @@ def test_an_append_cut_off_is_read_back_before_it_is_tried_again():
     leader.produce = produce
     asyncio.run(writer.write(key, "src", letters, config))
     assert leader.next == 2
+
+
+def test_a_write_delivered_late_after_its_retry_lands_once():
+    """The Produce carrying the letters is held in the network (a partition that later
+    heals delivers it: Toxiproxy's blackhole does the same) and the writer gives up on
+    it. Reading back cannot see it, so its retry would write the letters again and the
+    late copy land beside them: the 30-minute campaign found 36 letters so written
+    twice. With a producer id the retry sends the same batches, and the leader answers
+    whichever copy comes second as a duplicate, as for any idempotent producer."""
+    import asyncio
+
+    from headwater.share.dead_letter import DeadLetterWriter
+
+    image, leader, _writer = _cluster()
+    seen: set[tuple[int, int, int]] = set()
+    held: list[bytes] = []
+    sent: list[Any] = []
+    append = leader.produce
+
+    async def idempotent(topic: str, topic_id: uuid.UUID, partition: int,
+                         batch: bytes) -> int:
+        h = next(iter_batches(batch))[1]
+        sent.append(h)
+        if not held and not seen:
+            held.append(batch)  # the first request: delayed, its answer never comes
+            raise ConnectionResetError("broker 127.0.0.1:9 unreachable")
+        sequence = (h.producer_id, h.base_sequence, h.last_sequence)
+        if h.producer_id >= 0 and sequence in seen:
+            return 0  # DUPLICATE_SEQUENCE: answered as written, not appended
+        seen.add(sequence)
+        return await append(topic, topic_id, partition, batch)
+    leader.produce = idempotent
+
+    class Ids:
+        def allocate_producer_id(self) -> int:
+            return 4711
+
+    writer = DeadLetterWriter(BrokerConfig({}), image=lambda: image, store=_writer._store,
+                              topics=None, clock=lambda: 0, remote=leader,
+                              producer_ids=Ids())
+    key = ("g", uuid.uuid4(), 0)
+    config = {"errors.deadletterqueue.topic.name": "dlq.x"}
+    letters = [DeadLetter(3, 4, 1, REJECTED)]
+    with pytest.raises(ConnectionResetError):
+        asyncio.run(writer.write(key, "src", letters, config))
+    asyncio.run(writer.write(key, "src", letters, config))  # the retry
+    [late] = held
+    asyncio.run(leader.produce("dlq.x", leader_topic_id(image), 0, late))  # delivered now
+    offsets = [dict(r.headers)["__dlq.errors.offset"] for b in leader.log
+               for r in decode_records(b)]
+    assert offsets == [b"3", b"4"]
+    assert writer.counts[("g", "written")] == 2
+    # the next letters follow on in sequence
+    asyncio.run(writer.write(key, "src", [DeadLetter(9, 9, 1, REJECTED)], config))
+    assert (sent[-1].producer_id, sent[-1].base_sequence) == (4711, 2)
+
+
+def leader_topic_id(image: Any) -> uuid.UUID:
+    topic = image.topic("dlq.x")
+    assert topic is not None
+    return topic.topic_id

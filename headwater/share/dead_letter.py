@@ -363,11 +363,11 @@ class DeadLetterWriter:
                                                sources, self._clock()))
             max_bytes = LogConfig.resolve(self._config, self._image().resource_configs(
                 TOPIC_RESOURCE, target.topic)).max_message_bytes
-            producer = self._producer(key)
-            encoded = list(batches([r for _o, r in records], max_bytes, *producer))
+            producer_id, sequence = self._reserve(key, len(records))
+            encoded = list(batches([r for _o, r in records], max_bytes, producer_id,
+                                   sequence))
             offsets = [o for o, _r in records]
-            if producer[0] >= 0:
-                self._producers[key][1] += len(records)  # these sequences are theirs now
+            if producer_id >= 0:
                 self._pending[key] = (encoded, offsets)
             # From here a failure of any kind leaves the outcome unknown (the leader may
             # have appended before its answer was lost): the next try sends the same
@@ -402,9 +402,10 @@ class DeadLetterWriter:
             return
         self._faults.hit(SHARE_DEAD_LETTER_AFTER_WRITE)
 
-    def _producer(self, key: ShareKey) -> tuple[int, int]:
-        """(producer id, next sequence) of the share-partition's writes; (-1, -1) without
-        producer ids (not idempotent). LogError (retriable) while none can be had."""
+    def _reserve(self, key: ShareKey, count: int) -> tuple[int, int]:
+        """(producer id, first sequence) for the share-partition's next `count` dead
+        letters, those sequences theirs from now on; (-1, -1) without producer ids (not
+        idempotent). LogError (retriable) while no id can be had."""
         if self._producer_ids is None:
             return -1, -1
         entry = self._producers.get(key)
@@ -413,7 +414,9 @@ class DeadLetterWriter:
                 entry = self._producers[key] = [self._producer_ids.allocate_producer_id(), 0]
             except NotReady as exc:
                 raise LogError(exc.code, "no producer id for dead letters yet") from exc
-        return entry[0], entry[1]
+        producer_id, sequence = entry
+        entry[1] += count
+        return producer_id, sequence
 
     def _reset(self, key: ShareKey) -> None:
         """Its batches will never be sent again: the next write takes a new producer id

@@ -53,10 +53,9 @@ class Unmerged:
             self.ranges.append((start, end, size))
         self.total += size
 
-    def done(self, taken: Sequence[tuple[int, int, int]], now_ms: int,
-             pieces: int | None = None) -> None:
+    def done(self, taken: Sequence[tuple[int, int, int]], now_ms: int, pieces: int) -> None:
         """`taken` (a copy of the first ranges, the last maybe grown since), which held
-        `pieces` pieces (None: count what is left as one piece a range), is merged."""
+        `pieces` pieces, is merged."""
         for start, end, size in taken:
             first, last, now_size = self.ranges[0]
             assert first == start, (first, start)
@@ -66,8 +65,7 @@ class Unmerged:
                 self.ranges[0] = (end, last, now_size - size)
             self.total -= size
         self.since_ms = now_ms
-        self.pieces = (len(self.ranges) if pieces is None
-                       else max(self.pieces - pieces, len(self.ranges)))
+        self.pieces = max(self.pieces - pieces, len(self.ranges))
 
     def clip(self, end: int) -> None:
         """Everything before `end` was rewritten (compaction)."""

@@ -29,7 +29,7 @@ def test_contiguous_pieces_join_and_a_merge_keeps_what_grew_meanwhile() -> None:
     assert u.ranges == [(0, 20, 200), (30, 40, 50)] and u.since_ms == 1
     taken = list(u.ranges)
     u.add(40, 45, 25, now_ms=4)  # committed while the merge ran
-    u.done(taken, now_ms=5)
+    u.done(taken, now_ms=5, pieces=3)
     assert u.ranges == [(40, 45, 25)] and u.total == 25 and u.since_ms == 5
 
 

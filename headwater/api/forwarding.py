@@ -5,7 +5,9 @@ handler runs and its answer waits until the change is committed to the shared lo
 that fails the connection is closed: the outcome is unknown, the client retries); on any
 other broker the request is forwarded to the controller in an EnvelopeRequest (key 58,
 KIP-590) and the controller's answer goes back to the client, once this broker's own image
-has followed the change. InitProducerId is not forwarded: every broker answers it from a
+has followed the change. A forward that finds no controller in time is answered as Kafka
+does, REQUEST_TIMED_OUT on every entry of the request, and an envelope the controller
+refuses UNKNOWN_SERVER_ERROR (`forward_errors.py`). InitProducerId is not forwarded: every broker answers it from a
 block of producer ids it asked the controller for (AllocateProducerIds, KIP-730:
 `api/producers.py`), or through its transaction coordinator.
 
@@ -26,7 +28,9 @@ from ..security import acl as A
 from ..wire.codec import decode_request, request_is_flexible
 from ..wire.dispatch import LISTENER, PRINCIPAL, Dispatcher, Handler, RequestContext
 from ..wire.header import parse_request_header, skip_tagged_fields
+from ..wire.peer_errors import EnvelopeRefused, ForwardError
 from ..wire.server import encode_frame
+from .forward_errors import error_response
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -119,8 +123,22 @@ def _wrap(broker: Broker, handler: Handler) -> Handler:
         if not broker.is_controller():
             if ctx.attrs.get(FORWARDED_ATTR):
                 raise NotForwardable("forwarded to a broker that is not the controller")
-            body = await cluster.forward(ctx, req)
-            await cluster.follow_now(FOLLOW_TIMEOUT_S)
+            try:
+                body = await cluster.forward(ctx, req)
+            except EnvelopeRefused as exc:
+                log.warning("a request (key %d) not forwarded: %s", ctx.api_key, exc)
+                return error_response(ctx.api_key, ctx.api_version, req,
+                                      E.unknown_server_error, str(exc))
+            except ForwardError as exc:
+                log.warning("a request (key %d) not forwarded: %s", ctx.api_key, exc)
+                return error_response(ctx.api_key, ctx.api_version, req,
+                                      E.request_timed_out, str(exc))
+            try:
+                await cluster.follow_now(FOLLOW_TIMEOUT_S)
+            except (TimeoutError, OSError) as exc:
+                # The controller made the change; this broker's image catches up later
+                # (as a Kafka broker answers a forwarded request without waiting).
+                log.info("a forwarded change not yet followed here: %r", exc)
             return body
         result = handler(ctx, req)
         if asyncio.iscoroutine(result):

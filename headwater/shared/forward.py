@@ -23,15 +23,11 @@ from ..wire.client import encode_request
 from ..wire.codec import build, request_is_flexible
 from ..wire.dispatch import PRINCIPAL, RequestContext
 from ..wire.header import skip_tagged_fields
+from ..wire.peer_errors import EnvelopeRefused, ForwardError
 from ..wire.schemas import load_request_schema, load_response_schema
 
 ENVELOPE = 58
 _ids = itertools.count(1)
-
-
-class ForwardError(RuntimeError):
-    """The controller could not be reached or refused the envelope; the client's
-    connection is closed so it retries (its request's outcome is unknown)."""
 
 
 def envelope_body(ctx: RequestContext, request: Any) -> dict[str, Any]:
@@ -78,8 +74,8 @@ async def forward(host: str, port: int, ctx: RequestContext, request: Any,
     server frames it with the client's correlation id)."""
     response = await call(host, port, ENVELOPE, 0, envelope_body(ctx, request), timeout_s)
     if response.error_code != E.none or response.response_data is None:
-        raise ForwardError(f"controller {host}:{port} refused the envelope: "
-                           f"{response.error_code}")
+        raise EnvelopeRefused(f"controller {host}:{port} refused the envelope: "
+                              f"{response.error_code}", int(response.error_code))
     inner = response.response_data
     pos = 4  # the inner response's correlation id
     if request_is_flexible(ctx.api_key, ctx.api_version):

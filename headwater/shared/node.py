@@ -10,9 +10,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kio.schema.errors import ErrorCode as E
+
 from ..wire.dispatch import RequestContext
+from ..wire.peer_errors import EnvelopeRefused, ForwardError
 from .cluster import BrokerInfo
-from .forward import ForwardError, call, forward
+from .forward import call, forward
 from .marker_holds import CONFIRM_CLIENT_ID, HOLD_CLIENT_ID
 from .metadata_log import SharedMetadata
 from .store import SharedStore
@@ -384,16 +387,27 @@ class ClusterNode:
         return self.metadata.durable()
 
     async def forward(self, ctx: RequestContext, request: Any) -> bytes:
-        """The controller's answer to a metadata change asked of this broker."""
-        deadline = asyncio.get_running_loop().time() + CONTROLLER_WAIT_S
-        while True:
+        """The controller's answer to a metadata change asked of this broker. As Kafka's
+        channel to the controller, it asks again (the controller of the moment) when the
+        controller cannot be reached or answers NOT_CONTROLLER, until CONTROLLER_WAIT_S
+        has passed: then ForwardError; EnvelopeRefused for any other envelope error."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONTROLLER_WAIT_S
+        why = "no controller is live"
+        while loop.time() < deadline:
             target = self.broker(self.controller_id())
             if target is not None and target.node_id != self.node_id:
-                return await forward(target.host, target.port, ctx, request,
-                                     CONTROLLER_WAIT_S)
-            if asyncio.get_running_loop().time() >= deadline:
-                raise ForwardError("no controller is live")
+                try:
+                    return await forward(target.host, target.port, ctx, request,
+                                         max(deadline - loop.time(), 0.1))
+                except EnvelopeRefused as exc:
+                    if exc.code != E.not_controller:
+                        raise
+                    why = str(exc)
+                except ForwardError as exc:
+                    why = str(exc)
             await asyncio.sleep(0.1)
+        raise ForwardError(f"not forwarded in {CONTROLLER_WAIT_S:.0f} s: {why}")
 
     async def allocate_producer_ids(self) -> tuple[int, int]:
         """A block of producer ids from the controller (AllocateProducerIds, KIP-730):

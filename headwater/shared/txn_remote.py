@@ -33,7 +33,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode as E
 
 from ..faults import TXN_AFTER_HOLDS, Faults
-from .forward import ForwardError, call
+from ..wire.peer_errors import ForwardError
+from .forward import call
 from .marker_holds import CONFIRM_CLIENT_ID, HOLD_CLIENT_ID
 from .node import ClusterNode
 from .sequencer import Outcome

@@ -15,7 +15,8 @@ import pytest
 from headwater.share import remote
 from headwater.share.coordinator import coordinator_key
 from headwater.share.records import StateBatch, StateWrite
-from headwater.shared.forward import ForwardError, call
+from headwater.shared.forward import call
+from headwater.wire.peer_errors import ForwardError
 from tests.support.share_state import create_topic
 from tests.support.wire import RawClient
 

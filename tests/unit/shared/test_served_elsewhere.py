@@ -14,8 +14,8 @@ import pytest
 
 from headwater.shared import node as node_module
 from headwater.shared.cluster import BrokerInfo
-from headwater.shared.forward import ForwardError
 from headwater.shared.node import ClusterNode
+from headwater.wire.peer_errors import ForwardError
 
 BROKERS = {n: BrokerInfo(n, f"host{n}", 9000 + n) for n in (1, 2, 3)}
 TID = uuid.uuid4()

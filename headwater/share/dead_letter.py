@@ -40,7 +40,11 @@ producer id of their own with sequences, so the dead-letter partition's leader a
 the second copy as a duplicate whichever comes first, the retry or the first request
 delivered late (a read-back cannot see a request still in the network; a 30-minute
 campaign found letters written twice so). A leader that lost the writer's sequences
-gets a new producer id and a read-back.
+gets a new producer id and a read-back. Writes for one share-partition run one at a
+time (a leader reloaded while its previous copy is still writing hands over the same
+records), and a loaded state's ARCHIVING records are always read back, even when a lost
+write is sent again first. Not fenced: a request of a previous process (before a
+restart, or another broker's) still in the network when its successor reads back.
 The dedup key is (group, topic, partition, offset): after an admin reset or a deleted and
 recreated group, an offset dead-lettered before and again in the new history, with a crash
 in that window, is found as written (the old dead letter) and not written a second time.
@@ -50,6 +54,7 @@ The fault points `share.dead-letter.before-write` and `share.dead-letter.after-w
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections import Counter
@@ -319,6 +324,7 @@ class DeadLetterWriter:
         self._producer_ids = producer_ids
         self._producers: dict[ShareKey, list[int]] = {}
         self._pending: dict[ShareKey, tuple[list[bytes], list[int]]] = {}
+        self._locks: dict[ShareKey, asyncio.Lock] = {}
         # (group, "written" | "failed") -> records, since start (the metrics endpoint).
         self.counts: Counter[tuple[str, str]] = Counter()
         self._faults = faults if faults is not None else Faults()  # test-only (faults.py)
@@ -330,10 +336,20 @@ class DeadLetterWriter:
         the log, or when the topic refuses them for good (logged and counted: the caller
         archives them either way). A retriable failure (the partition moving, its commit
         failed or timed out) is raised: the records stay ARCHIVING and the caller tries
-        again, first reading back what may have landed."""
+        again, first reading back what may have landed.
+
+        One write at a time per share-partition: a leader reloaded while its previous
+        copy is still writing (the partition's lease moved and came back, its state
+        write was fenced) must not write the same letters beside it (a campaign found
+        letters written two and three times so)."""
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            await self._write(key, source_topic, letters, group_config, recovering)
+
+    async def _write(self, key: ShareKey, source_topic: str, letters: Sequence[DeadLetter],
+                     group_config: Mapping[str, str], recovering: bool) -> None:
         self._faults.hit(SHARE_DEAD_LETTER_BEFORE_WRITE)
         group_id, _topic_id, partition = key
-        done = self._written.setdefault(key, set())
         total = sum(x.last_offset - x.first_offset + 1 for x in letters)
         if recovering:
             # Until a read-back succeeds: a try cut off by anything (a connection to
@@ -349,13 +365,18 @@ class DeadLetterWriter:
                 # late), the leader answers them as duplicates; else they land now.
                 await plog.append(pending[0], self._clock())
                 del self._pending[key]
-                done.update(pending[1])
+                self._done(key, pending[1])
                 self.counts[(group_id, "written")] += len(pending[1])
-            elif key in self._uncertain:
-                done |= await self._already_written(plog, key, source_topic, letters)
+            if key in self._uncertain:
+                # Not only what this process sent: a loaded state's ARCHIVING records
+                # may have been written before (a crash, or a leader copy that finished
+                # them after this one read the state).
+                self._done(key, await self._already_written(plog, key, source_topic,
+                                                            letters))
+                self._uncertain.discard(key)
+            done = self._written.get(key)
             todo = list(_minus(letters, done)) if done else list(letters)
             if not todo:
-                self._uncertain.discard(key)
                 return
             sources = await self._read_sources(source_topic, partition, todo) \
                 if target.copy_record else {}
@@ -367,16 +388,17 @@ class DeadLetterWriter:
             encoded = list(batches([r for _o, r in records], max_bytes, producer_id,
                                    sequence))
             offsets = [o for o, _r in records]
-            if producer_id >= 0:
-                self._pending[key] = (encoded, offsets)
             # From here a failure of any kind leaves the outcome unknown (the leader may
             # have appended before its answer was lost): the next try sends the same
-            # batches again (or, without a producer id, reads back first).
-            self._uncertain.add(key)
+            # batches again or, without a producer id, reads back first.
+            if producer_id >= 0:
+                self._pending[key] = (encoded, offsets)
+            else:
+                self._uncertain.add(key)
             await plog.append(encoded, self._clock())
             self._pending.pop(key, None)
-            done.update(offsets)
             self._uncertain.discard(key)
+            self._done(key, offsets)
             self.counts[(group_id, "written")] += len(records)
             log.debug("%d dead letters of %s-%d (group %s) written to %s-%d", len(records),
                       source_topic, partition, group_id, target.topic, dest)
@@ -390,8 +412,9 @@ class DeadLetterWriter:
             if E(exc.code).retriable:
                 # The dead-letter partition is moving, or its commit failed (perhaps
                 # after all): raised, so the records stay ARCHIVING and are written at
-                # the next try, which first looks for the ones that did land.
-                self._uncertain.add(key)
+                # the next try (the same batches again, or after a read-back).
+                if key not in self._pending:
+                    self._uncertain.add(key)
                 raise
             self._reset(key)
             self._archive_without(group_id, source_topic, partition, total, exc.message)
@@ -401,6 +424,11 @@ class DeadLetterWriter:
             self._archive_without(group_id, source_topic, partition, total, str(exc))
             return
         self._faults.hit(SHARE_DEAD_LETTER_AFTER_WRITE)
+
+    def _done(self, key: ShareKey, offsets: Iterable[int]) -> None:
+        """`offsets` hold a dead letter now (looked up afresh: `finished` may have
+        dropped the share-partition's set while a write was under way)."""
+        self._written.setdefault(key, set()).update(offsets)
 
     def _reserve(self, key: ShareKey, count: int) -> tuple[int, int]:
         """(producer id, first sequence) for the share-partition's next `count` dead
@@ -445,6 +473,9 @@ class DeadLetterWriter:
     def forget(self, key: ShareKey) -> None:
         """The share-partition's state was reset or deleted: its offsets start over."""
         self._written.pop(key, None)
+        lock = self._locks.get(key)
+        if lock is not None and not lock.locked():
+            del self._locks[key]
         self._uncertain.discard(key)
         self._reset(key)
 

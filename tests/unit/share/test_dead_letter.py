@@ -351,3 +351,90 @@ def leader_topic_id(image: Any) -> uuid.UUID:
     topic = image.topic("dlq.x")
     assert topic is not None
     return topic.topic_id
+
+
+def _idempotent(leader: Any, delay_s: float = 0.0, drop_first: bool = False) -> list[Any]:
+    """The leader answers a batch whose sequences it has seen as a duplicate (not
+    appended), as for any idempotent producer; with `drop_first` the first Produce
+    lands but its answer is lost (a connection reset). The headers of every batch
+    sent, in order."""
+    import asyncio
+
+    seen: set[tuple[int, int, int]] = set()
+    sent: list[Any] = []
+    append = leader.produce
+
+    async def produce(topic: str, topic_id: uuid.UUID, partition: int, batch: bytes) -> int:
+        h = next(iter_batches(batch))[1]
+        sent.append(h)
+        await asyncio.sleep(delay_s)
+        sequence = (h.producer_id, h.base_sequence, h.last_sequence)
+        if h.producer_id >= 0 and sequence in seen:
+            return 0
+        seen.add(sequence)
+        code = await append(topic, topic_id, partition, batch)
+        if drop_first and len(sent) == 1:
+            raise ConnectionResetError("the answer was lost")
+        return int(code)
+    leader.produce = produce
+    return sent
+
+
+def _written_offsets(leader: Any) -> list[bytes]:
+    return [dict(r.headers)["__dlq.errors.offset"] for b in leader.log
+            for r in decode_records(b)]
+
+
+def _idempotent_writer(image: Any, leader: Any, store: Any) -> Any:
+    from headwater.share.dead_letter import DeadLetterWriter
+
+    class Ids:
+        def allocate_producer_id(self) -> int:
+            return 4711
+
+    return DeadLetterWriter(BrokerConfig({}), image=lambda: image, store=store,
+                            topics=None, clock=lambda: 0, remote=leader, producer_ids=Ids())
+
+
+def test_two_copies_of_a_leader_writing_at_once_write_each_letter_once():
+    """A share-partition's leader is loaded again while its previous copy is still
+    writing dead letters (its lease moved and came back, its state write was fenced):
+    both hand the writer the same ARCHIVING records at once. A campaign found letters
+    written two and three times so (sequences 38 and 41, the same three letters)."""
+    import asyncio
+
+    image, leader, plain = _cluster()
+    _idempotent(leader, delay_s=0.05)
+    writer = _idempotent_writer(image, leader, plain._store)
+    key = ("g", uuid.uuid4(), 0)
+    config = {"errors.deadletterqueue.topic.name": "dlq.x"}
+    letters = [DeadLetter(3, 5, 1, REJECTED)]
+
+    async def both() -> None:
+        await asyncio.gather(writer.write(key, "src", letters, config),
+                             writer.write(key, "src", letters, config, recovering=True))
+    asyncio.run(both())
+    assert _written_offsets(leader) == [b"3", b"4", b"5"]
+
+
+def test_a_reloaded_leader_reads_back_even_when_it_resends_a_lost_write():
+    """Letters 3-4 are written and finished by one copy of the leader; a reloaded copy
+    read the state before that finish and finds them ARCHIVING with 7, whose write's
+    answer was lost (kept to be sent again). Sending 7 again must not stand in for the
+    read-back: 3-4 are in the log already."""
+    import asyncio
+
+    image, leader, plain = _cluster()
+    writer = _idempotent_writer(image, leader, plain._store)
+    key = ("g", uuid.uuid4(), 0)
+    config = {"errors.deadletterqueue.topic.name": "dlq.x"}
+    asyncio.run(writer.write(key, "src", [DeadLetter(3, 4, 1, REJECTED)], config))
+    writer.finished(key, [DeadLetter(3, 4, 1, REJECTED)])
+    lost = _idempotent(leader, drop_first=True)
+    with pytest.raises(ConnectionResetError):
+        asyncio.run(writer.write(key, "src", [DeadLetter(7, 7, 1, REJECTED)], config))
+    asyncio.run(writer.write(key, "src", [DeadLetter(3, 4, 1, REJECTED),
+                                          DeadLetter(7, 7, 1, REJECTED)], config,
+                             recovering=True))
+    assert _written_offsets(leader) == [b"3", b"4", b"7"]
+    assert [h.base_sequence for h in lost] == [2, 2]  # the lost write, sent again

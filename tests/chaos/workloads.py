@@ -24,6 +24,7 @@ Each client stops when told, drains where told, and records with `time.time()`.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
@@ -371,7 +372,10 @@ class Reader(Worker):
         config: dict[str, Any] = {
             "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "isolation.level": READ_COMMITTED,
-            "on_commit": self._committed}
+            "on_commit": self._committed,
+            # The client's own view, for a stall's report (`where`): its group state and
+            # each partition's fetch state, every 10 s.
+            "statistics.interval.ms": 10000, "stats_cb": self._stats}
         if protocol == "consumer":
             config["group.protocol"] = "consumer"
         else:
@@ -382,6 +386,7 @@ class Reader(Worker):
         self._generation = 0
         self._committing = False  # an asynchronous commit awaits its answer
         self.seen: set[str] = set()
+        self._client_view = "no statistics yet"
         #: Values the reader must read before it stops (set by the campaign's drain).
         self.wanted: set[str] | None = None
 
@@ -393,8 +398,10 @@ class Reader(Worker):
                                  on_revoke=self._assigned)
         while not (self.stopping.is_set() and (self.wanted is None
                                                or self.wanted <= self.seen)):
+            self._at("consume")
             batch: list[Any] = [m for m in self._consumer.consume(200, 0.5)
                                 if not m.error()]
+            self._at("recording")
             for m in batch:
                 value = m.value().decode()
                 self.seen.add(value)
@@ -409,7 +416,25 @@ class Reader(Worker):
 
     def where(self) -> str:
         missing = len(self.wanted - self.seen) if self.wanted is not None else "?"
-        return f"{missing} wanted values not read yet"
+        return (f"{missing} wanted values not read yet, {super().where()}; the client's "
+                f"last statistics: {self._client_view}")
+
+    def _stats(self, raw: str) -> None:
+        """librdkafka's statistics: the consumer group's state and the partitions not
+        fetching, kept for `where`."""
+        try:
+            stats = json.loads(raw)
+        except ValueError:
+            return
+        cgrp = stats.get("cgrp") or {}
+        fetch = Counter(p.get("fetch_state") for t in (stats.get("topics") or {}).values()
+                        for n, p in (t.get("partitions") or {}).items() if n != "-1"
+                        and p.get("fetch_state") != "none")
+        self._client_view = (f"group {cgrp.get('state')}/{cgrp.get('join_state')}, "
+                             f"{cgrp.get('assignment_size')} assigned, rebalanced "
+                             f"{cgrp.get('rebalance_age', 0) / 1000:.0f} s ago "
+                             f"({cgrp.get('rebalance_reason')!r}), fetch states "
+                             f"{dict(fetch)} at {time.strftime('%H:%M:%S')}")
 
     def _commit(self) -> None:
         """Asynchronous, recorded once acknowledged (`_committed`): a synchronous commit
@@ -419,6 +444,7 @@ class Reader(Worker):
         then overwrites the newer (a 20-minute campaign's 12 `commit_lost` were that)."""
         if self._committing:
             return
+        self._at("commit")
         try:
             self._consumer.commit(asynchronous=True)
             self._committing = True

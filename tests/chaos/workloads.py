@@ -104,7 +104,8 @@ class Writer(Worker):
                  record: Record, rate: float = 150.0) -> None:
         super().__init__(f"writer-{index}")
         self._producer = Producer({
-            "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+            "bootstrap.servers": bootstrap, "client.id": self.name,
+            "enable.idempotence": True, "acks": "all",
             "linger.ms": 5, "message.timeout.ms": 90000, "request.timeout.ms": 10000,
             # One request in flight per broker: with more, a request that fails makes the
             # next one OUT_OF_ORDER_SEQUENCE, and librdkafka then bumps the producer's
@@ -196,7 +197,8 @@ class Copier(Worker):
         self._instance = 0  # a replaced producer is another producer in the history
         self._seq = 0
         self._consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+            "bootstrap.servers": bootstrap, "client.id": self.name, "group.id": group,
+            "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "isolation.level": READ_COMMITTED,
             "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
             # the classic protocol's rebalance timeout: a member that does not rejoin
@@ -211,7 +213,7 @@ class Copier(Worker):
     def _new_producer(self) -> Producer:
         self._instance += 1
         self._seq = 0
-        producer = Producer({"bootstrap.servers": self._servers,
+        producer = Producer({"bootstrap.servers": self._servers, "client.id": self.name,
                              "transactional.id": self._txn_id, "linger.ms": 5,
                              "transaction.timeout.ms": 60000, "message.timeout.ms": 60000,
                              "request.timeout.ms": 10000,
@@ -370,7 +372,8 @@ class Reader(Worker):
                  record: Record) -> None:
         super().__init__(name)
         config: dict[str, Any] = {
-            "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+            "bootstrap.servers": bootstrap, "client.id": name, "group.id": group,
+            "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "isolation.level": READ_COMMITTED,
             "on_commit": self._committed,
             # The client's own view, for a stall's report (`where`): its group state and
@@ -478,7 +481,7 @@ class Sharer(Worker):
                  record: Record, seed: int, every: int = 20) -> None:
         super().__init__(f"sharer-{index}")
         self._consumer = ShareConsumer({
-            "bootstrap.servers": bootstrap, "group.id": group,
+            "bootstrap.servers": bootstrap, "client.id": self.name, "group.id": group,
             "share.acknowledgement.mode": "explicit", "max.poll.records": 100})
         self._topic, self._group, self._record = topic, group, record
         self._rng = random.Random(seed)

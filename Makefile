@@ -126,22 +126,20 @@ test: $(STAMP) java kcat kafka postgres chromium $(VERSITYGW)
 	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow and not chaos" -n 2 --dist loadfile \
 	  --durations=15 tests/spark tests/integration tests/fuzz tests/unit
 
-# The client-facing integration tests again, every broker on the shared log (a private
-# PostgreSQL and versitygw per worker; docs/shared-log.md), and the cluster campaigns
-# (`cluster_campaign`: coordinators killed under load, Kafka's tools and a Spark streaming
-# query against three brokers); then the short seeded fault campaign alone (`chaos-short`:
-# beside another worker its readers once did not finish in time, docs/operations.md).
-# About 19 minutes here: its own target, which .ci/run calls after `make test`.
-test-shared: $(STAMP) java kcat kafka postgres $(VERSITYGW) $(TOXIPROXY)
-	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow and not chaos" -n 2 --dist loadfile \
-	  --storage=shared -rs tests/integration tests/spark/test_cluster.py
+# The client-facing integration tests again, every broker fixture three brokers on one
+# shared log (tests/support/broker_trio.py: a private PostgreSQL and versitygw per
+# worker, clients bootstrapping on one broker; docs/shared-log.md), and the cluster
+# campaigns (`cluster_campaign`: coordinators killed under load, Kafka's tools and a Spark
+# streaming query on clusters of their own); then the short seeded fault campaign alone
+# (`chaos-short`: beside another worker its readers once did not finish in time,
+# docs/operations.md). Its own target, which .ci/run calls after `make test`.
+# `pytest --storage=shared` runs the same tests on one broker of the shared log.
+test-shared: test-cluster
 	$(MAKE) --no-print-directory chaos-short
 
-# The client-facing integration tests with every broker fixture three brokers on one shared
-# log (tests/support/broker_trio.py); not yet in .ci/run (docs/shared-log.md).
-test-cluster: $(STAMP) java kcat kafka postgres $(VERSITYGW)
+test-cluster: $(STAMP) java kcat kafka postgres chromium $(VERSITYGW) $(TOXIPROXY)
 	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow and not chaos" -n 2 --dist loadfile \
-	  --storage=cluster -rs tests/integration
+	  --storage=cluster -rs tests/integration tests/spark/test_cluster.py
 
 # ruff, mypy (strict on all of headwater; not yet the Spark connector) and import-linter's
 # layer contracts; all three configured in pyproject.toml.

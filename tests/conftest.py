@@ -36,7 +36,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skips = {"local": {"cluster_campaign": "run by make test-shared"},
              "shared": {"local_storage": "local engine only"},
              "cluster": {"local_storage": "local engine only",
-                         "cluster_campaign": "starts its own cluster (make test-shared)",
                          "one_node": "one node only"}}[storage]
     for item in items:
         for name, prefix in skips.items():

@@ -78,6 +78,14 @@ def _listed_ports(bootstrap: str) -> dict[int, int]:
     return {n: int(b.port) for n, b in brokers.items()}
 
 
+def _until_listed(bootstrap: str, ports: dict[int, int], timeout: float = 30.0) -> None:
+    """Until a client bootstrapping on `bootstrap` is told exactly `ports`."""
+    deadline = time.monotonic() + timeout
+    while (listed := _listed_ports(bootstrap)) != ports:
+        assert time.monotonic() < deadline, f"listed {listed}, not {ports}"
+        time.sleep(0.2)
+
+
 def test_brokers_reach_each_other_on_the_inter_broker_listener(proxied: Cluster) -> None:
     """Each broker has a client listener and an INTERNAL one (inter.broker.listener.name),
     advertised through proxy peers-N. A client is told every broker's address on its
@@ -87,9 +95,12 @@ def test_brokers_reach_each_other_on_the_inter_broker_listener(proxied: Cluster)
     test sends it to another broker with the raw client.)"""
     assert proxied.proxies is not None
     wait_listed(proxied.bootstrap(1), [1, 2, 3])
-    assert _listed_ports(proxied.bootstrap(1)) == proxied.ports
     internal = {n: proxied.proxies.port_of(f"peers-{n}") for n in (1, 2, 3)}
-    assert _listed_ports(f"127.0.0.1:{internal[1]}") == internal
+    # Polled: the previous test blackholed one broker's database connection, and a
+    # broker whose heartbeat is a lease late drops out of the others' lists for a moment
+    # (a CI run saw broker 1 missing from one answer right after wait_listed).
+    _until_listed(proxied.bootstrap(1), proxied.ports)
+    _until_listed(f"127.0.0.1:{internal[1]}", internal)
     controller = AdminClient({"bootstrap.servers": proxied.bootstrap(1)}).list_topics(
         timeout=10).controller_id
     other = next(n for n in (1, 2, 3) if n != controller)

@@ -125,14 +125,11 @@ def _wrap(broker: Broker, handler: Handler) -> Handler:
                 raise NotForwardable("forwarded to a broker that is not the controller")
             try:
                 body = await cluster.forward(ctx, req)
-            except EnvelopeRefused as exc:
-                log.warning("a request (key %d) not forwarded: %s", ctx.api_key, exc)
-                return error_response(ctx.api_key, ctx.api_version, req,
-                                      E.unknown_server_error, str(exc))
             except ForwardError as exc:
                 log.warning("a request (key %d) not forwarded: %s", ctx.api_key, exc)
-                return error_response(ctx.api_key, ctx.api_version, req,
-                                      E.request_timed_out, str(exc))
+                code = (E.unknown_server_error if isinstance(exc, EnvelopeRefused)
+                        else E.request_timed_out)
+                return error_response(ctx.api_key, ctx.api_version, req, code, str(exc))
             try:
                 await cluster.follow_now(FOLLOW_TIMEOUT_S)
             except (TimeoutError, OSError) as exc:

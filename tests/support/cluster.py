@@ -63,6 +63,15 @@ class Cluster:
     def bootstrap(self, *nodes: int) -> str:
         return ",".join(f"127.0.0.1:{self.ports[n]}" for n in (nodes or self.ports))
 
+    def fetch(self, query: str, *args: object) -> list[asyncpg.Record]:
+        async def run() -> list[asyncpg.Record]:
+            conn = await asyncpg.connect(self.dsn)
+            try:
+                return list(await conn.fetch(query, *args))
+            finally:
+                await conn.close()
+        return asyncio.run(run())
+
     def fetchval(self, query: str, *args: object) -> object:
         async def run() -> object:
             conn = await asyncpg.connect(self.dsn)
@@ -207,6 +216,31 @@ class Load:
         assert self.producer.flush(120) == 0, "records still unacknowledged"
 
 
+def _disorder(cluster: Cluster, topic: str, partition: int,
+              records: list[tuple[int, bytes]]) -> str:
+    """Where a partition's records leave producer order, whether the record out of
+    place is a duplicate (a batch written twice reads as out of order first), the batch
+    rows around it (producer id, epoch, sequence) and what the brokers logged of the
+    partition: all CI keeps of a rare failure is this message."""
+    first = next(i for i in range(1, len(records)) if records[i][1] < records[i - 1][1])
+    offset, value = records[first]
+    earlier = [o for o, v in records[:first] if v == value]
+    around = [(o, v.decode()) for o, v in records[max(first - 3, 0):first + 3]]
+    rows = cluster.fetch(
+        "SELECT b.base_offset, b.last_offset, b.producer_id, b.producer_epoch, "
+        "b.base_sequence FROM batches b WHERE b.topic_id = $1 AND b.partition = $2 AND "
+        "b.last_offset >= $3 - 60 AND b.base_offset <= $3 + 30 ORDER BY b.base_offset",
+        topic_id_of(cluster, topic), partition, offset)
+    logged = [f"{n}: {line}" for n, proc in sorted(cluster.brokers.items())
+              for line in proc.log_path.read_text(errors="replace").splitlines()
+              if f"{topic}-{partition}" in line or "commit of" in line][-30:]
+    return "\n".join([
+        f"partition {partition} out of producer order at offset {offset}: {around}; "
+        + (f"a duplicate of offset {earlier[0]}" if earlier else "not a duplicate"),
+        "batches (base, last, producer id, epoch, base sequence):",
+        *(str(tuple(r)) for r in rows), "brokers logged:", *logged])
+
+
 def verify(cluster: Cluster, load: Load, partitions: int, *nodes: int) -> None:
     """Everything acknowledged is read back once, at its offset; no offset hole; each
     partition's records in the order they were produced."""
@@ -219,7 +253,7 @@ def verify(cluster: Cluster, load: Load, partitions: int, *nodes: int) -> None:
             assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), \
                 f"offset hole in partition {partition}"
         values = [v for _o, v in records]
-        assert values == sorted(values), f"partition {partition} out of producer order"
+        assert values == sorted(values), _disorder(cluster, load.topic, partition, records)
         for offset, value in records:
             assert value not in seen, f"{value!r} duplicated"
             seen[value] = (partition, offset)

@@ -193,6 +193,7 @@ class Broker:
                 settings, self.node_id, self.data_dir / "shared-cache", self.now_ms,
                 linger_ms=self.config.get_int("headwater.shared.commit.linger.ms", 2),
                 lease_ms=self.config.get_int("headwater.shared.lease.ms", 10_000),
+                listed_ms=self.config.get_int("broker.session.timeout.ms", 9_000),
                 inline_max_bytes=self.config.get_int("headwater.shared.inline.max.bytes",
                                                      INLINE_MAX_BYTES),
                 retention_check_ms=self.config.get_int("log.retention.check.interval.ms"),

@@ -59,8 +59,15 @@ def _endpoints(text: str) -> tuple[tuple[str, str, int], ...]:
 class ClusterView:
     """A snapshot of the cluster's state, as of the last `refresh`."""
 
-    #: Live brokers (heartbeat within the session timeout), by node id.
+    #: Live brokers (heartbeat within the lease time), by node id: placement's.
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    #: The brokers clients are told of (heartbeat within `broker.session.timeout.ms`,
+    #: at least the lease time), by node id: as Kafka lists a broker until its session
+    #: times out and it is fenced, so a pause or a restart shorter than that does not
+    #: make clients forget the broker (librdkafka decommissions a broker missing from
+    #: Metadata, and one decommissioned under an OffsetForLeaderEpoch in flight
+    #: deadlocked its main thread: librdkafka #5476, every campaign reader stuck).
+    listed: dict[int, BrokerInfo] = field(default_factory=dict)
     #: The controller lease's holder (-1: none live).
     controller: int = -1
     #: Partition leases: resource -> (owner or -1 when expired, epoch).
@@ -116,15 +123,21 @@ async def deregister(conn: Connection, node_id: int) -> None:
     await conn.execute("DELETE FROM brokers WHERE node_id = $1", node_id)
 
 
-async def read_view(conn: Connection, session_ms: int) -> ClusterView:
-    """The live brokers, the controller and the partition leases, on the database clock."""
+async def read_view(conn: Connection, session_ms: int, listed_ms: int = 0) -> ClusterView:
+    """The live brokers (heard within `session_ms`), the listed ones (within `listed_ms`,
+    at least the live), the controller and the partition leases, on the database
+    clock."""
     view = ClusterView()
     for row in await conn.fetch(
-            "SELECT node_id, host, port, rack, endpoints FROM brokers WHERE heartbeat_at > "
-            "clock_timestamp() - $1 * interval '1 millisecond'", session_ms):
-        view.brokers[int(row["node_id"])] = BrokerInfo(
-            int(row["node_id"]), row["host"], int(row["port"]), row["rack"],
-            _endpoints(row["endpoints"]))
+            "SELECT node_id, host, port, rack, endpoints, heartbeat_at > clock_timestamp() "
+            "- $1 * interval '1 millisecond' AS live FROM brokers WHERE heartbeat_at > "
+            "clock_timestamp() - $2 * interval '1 millisecond'",
+            session_ms, max(session_ms, listed_ms)):
+        info = BrokerInfo(int(row["node_id"]), row["host"], int(row["port"]), row["rack"],
+                          _endpoints(row["endpoints"]))
+        view.listed[info.node_id] = info
+        if row["live"]:
+            view.brokers[info.node_id] = info
     for row in await conn.fetch(
             "SELECT resource, owner, epoch, expires_at > clock_timestamp() AS live "
             "FROM leases"):

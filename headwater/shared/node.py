@@ -55,15 +55,16 @@ class ClusterNode:
         return self.store.node_id
 
     def brokers(self) -> list[BrokerInfo]:
-        """The live brokers (this one always among them)."""
-        live = dict(self.store.view.brokers)
-        live.setdefault(self.node_id, self.store.advertised)
-        return [live[n] for n in sorted(live)]
+        """The brokers clients are told of (`ClusterView.listed`; this one always among
+        them)."""
+        listed = dict(self.store.view.listed)
+        listed.setdefault(self.node_id, self.store.advertised)
+        return [listed[n] for n in sorted(listed)]
 
     def broker(self, node_id: int) -> BrokerInfo | None:
         if node_id == self.node_id:
             return self.store.advertised
-        return self.store.view.brokers.get(node_id)
+        return self.store.view.listed.get(node_id)
 
     def is_controller(self) -> bool:
         return self.metadata.active

@@ -97,6 +97,7 @@ class _Window:
 class SharedStore:
     def __init__(self, settings: SharedSettings, node_id: int, cache_dir: Path,
                  now_ms: Callable[[], int], *, linger_ms: int = 2, lease_ms: int = 10_000,
+                 listed_ms: int = 9_000,
                  reserved: Iterable[str] = (), advertised: BrokerInfo | None = None,
                  inline_max_bytes: int = 0, retention_check_ms: int = 300_000,
                  upkeep: UpkeepSettings | None = None) -> None:
@@ -112,6 +113,8 @@ class SharedStore:
         self._now_ms = now_ms
         self.linger_s = linger_ms / 1000
         self.lease_ms = lease_ms
+        #: How long a broker not heard from stays in Metadata (`ClusterView.listed`).
+        self.listed_ms = listed_ms
         #: How long a taken or renewed lease is served by this broker's own clock: a
         #: little less than the database gives it, for clocks that run apart.
         self._lease_s = lease_ms / 1000 * LOCAL_LEASE_FRACTION
@@ -176,7 +179,7 @@ class SharedStore:
         """Heartbeat (register this broker), then read the cluster's state."""
         async with self.pool.acquire() as conn:
             await cluster.register(conn, self.advertised)
-            self.view = await cluster.read_view(conn, self.lease_ms)
+            self.view = await cluster.read_view(conn, self.lease_ms, self.listed_ms)
             self._view_at = time.monotonic()
         return self.view
 

@@ -51,6 +51,7 @@ from .share.remote import RemoteMembership, RemotePersister
 from .share.sessions import ShareSessionCache
 from .shared.cleaner import delete_orphans
 from .shared.cluster import BrokerInfo, cluster_id
+from .shared.database import OUTAGES
 from .shared.errors import STARTUP_ERRORS
 from .shared.metadata_log import SharedMetadata
 from .shared.node import ClusterNode
@@ -467,6 +468,13 @@ class Broker:
         # ... and until some broker is the controller (this one, restarted, takes its
         # own lease back at once): its coordinators answer from then on, not
         # NOT_COORDINATOR to a client that found this broker through a stale view.
+        # The view is read again meanwhile (the heartbeats that refresh it start with
+        # the store, after this): one read a moment before the controller's first
+        # heartbeat after its own restart saw no live controller, and the broker waited
+        # the whole timeout for it (a restarted trio in make test-cluster).
+        shared = self._shared
+        assert shared is not None
+        read_at = time.monotonic()
         while not all(self.image.topic(t) is not None for t in wanted) or \
                 cluster.controller_id() in (-1, self.node_id) and not meta.active:
             if time.monotonic() > deadline:
@@ -474,6 +482,13 @@ class Broker:
                                    "headwater.shared.join.timeout.ms: is the shared "
                                    "database reachable by every broker?")
             await asyncio.sleep(0.05)
+            if time.monotonic() - read_at >= shared.refresh_s:
+                read_at = time.monotonic()
+                try:
+                    await asyncio.wait_for(shared.refresh_view(), shared.lease_ms / 1000)
+                except OUTAGES as exc:
+                    log.warning("reading the cluster's state failed: %s: %s",
+                                type(exc).__name__, exc)
 
     def _shard_of(self, key: str, key_type: int) -> tuple[str, uuid.UUID, int] | None:
         """The coordinator shard of a FindCoordinator key (`ClusterNode.shard_of`)."""

@@ -40,11 +40,23 @@ producer id of their own with sequences, so the dead-letter partition's leader a
 the second copy as a duplicate whichever comes first, the retry or the first request
 delivered late (a read-back cannot see a request still in the network; a 30-minute
 campaign found letters written twice so). A leader that lost the writer's sequences
-gets a new producer id and a read-back. Writes for one share-partition run one at a
-time (a leader reloaded while its previous copy is still writing hands over the same
-records), and a loaded state's ARCHIVING records are always read back, even when a lost
-write is sent again first. Not fenced: a request of a previous process (before a
-restart, or another broker's) still in the network when its successor reads back.
+reads back and continues. Writes for one share-partition run one at a time (a leader
+reloaded while its previous copy is still writing hands over the same records), and a
+loaded state's ARCHIVING records are always read back, even when a lost write is sent
+again first.
+
+**Across processes.** The producer id is the share-partition's own, the same in every
+process (`stable_producer_id`: a hash of group, topic id and partition, above any id the
+controller hands out), and a process's first write continues its sequence from the
+dead-letter partition (the read-back also finds the id's last batch there). So a
+request of a previous process (before a restart, or another broker's before the
+share-partition moved) still in the network when its successor reads back cannot land
+beside the successor's letters: whichever comes second repeats the other's sequences
+(answered as a duplicate) or breaks them (OUT_OF_ORDER_SEQUENCE: read back again, and
+what landed is found). A 2,000-second campaign found a letter written twice by two
+producer ids so. Should the leader keep sequences the log no longer holds (retention
+removed every batch of the id), the third OUT_OF_ORDER_SEQUENCE in a row gives the
+share-partition an allocated id, unfenced as before.
 The dedup key is (group, topic, partition, offset): after an admin reset or a deleted and
 recreated group, an offset dead-lettered before and again in the new history, with a crash
 in that window, is found as written (the old dead letter) and not written a second time.
@@ -55,6 +67,7 @@ The fault points `share.dead-letter.before-write` and `share.dead-letter.after-w
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import uuid
 from collections import Counter
@@ -103,6 +116,19 @@ ShareKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 #: INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID).
 _SEQUENCE_LOST = frozenset({int(E.out_of_order_sequence_number),
                             int(E.invalid_producer_epoch), int(E.unknown_producer_id)})
+#: Sequences lost this many times in a row with the stable id: an allocated one instead.
+_LOST_BEFORE_FALLBACK = 3
+_INT32_MAX = (1 << 31) - 1
+#: Stable producer ids lie at and above this (the controller's blocks count up from 0).
+STABLE_ID_BASE = 1 << 62
+
+
+def stable_producer_id(key: ShareKey) -> int:
+    """The share-partition's dead-letter producer id, the same in every process."""
+    group_id, topic_id, partition = key
+    digest = hashlib.blake2b(f"{group_id}\0{topic_id}\0{partition}".encode(),
+                             digest_size=8).digest()
+    return STABLE_ID_BASE + int.from_bytes(digest, "big") % STABLE_ID_BASE
 
 
 class ProducerIds(Protocol):
@@ -324,6 +350,9 @@ class DeadLetterWriter:
         self._producer_ids = producer_ids
         self._producers: dict[ShareKey, list[int]] = {}
         self._pending: dict[ShareKey, tuple[list[bytes], list[int]]] = {}
+        #: Sequences lost in a row, and the allocated ids that replaced a stable one.
+        self._lost: Counter[ShareKey] = Counter()
+        self._fallback: dict[ShareKey, int] = {}
         self._locks: dict[ShareKey, asyncio.Lock] = {}
         # (group, "written" | "failed") -> records, since start (the metrics endpoint).
         self.counts: Counter[tuple[str, str]] = Counter()
@@ -367,12 +396,18 @@ class DeadLetterWriter:
                 del self._pending[key]
                 self._done(key, pending[1])
                 self.counts[(group_id, "written")] += len(pending[1])
-            if key in self._uncertain:
+            learn = self._producer_ids is not None and key not in self._producers
+            if key in self._uncertain or learn:
                 # Not only what this process sent: a loaded state's ARCHIVING records
                 # may have been written before (a crash, or a leader copy that finished
-                # them after this one read the state).
-                self._done(key, await self._already_written(plog, key, source_topic,
-                                                            letters))
+                # them after this one read the state); and the producer id's sequence
+                # continues from its last batch there.
+                producer_id = self._producer_id(key)
+                found, sequence = await self._already_written(plog, key, source_topic,
+                                                              letters, producer_id)
+                self._done(key, found)
+                if learn:
+                    self._producers[key] = [producer_id, sequence]
                 self._uncertain.discard(key)
             done = self._written.get(key)
             todo = list(_minus(letters, done)) if done else list(letters)
@@ -398,16 +433,23 @@ class DeadLetterWriter:
             await plog.append(encoded, self._clock())
             self._pending.pop(key, None)
             self._uncertain.discard(key)
+            self._lost.pop(key, None)
             self._done(key, offsets)
             self.counts[(group_id, "written")] += len(records)
             log.debug("%d dead letters of %s-%d (group %s) written to %s-%d", len(records),
                       source_topic, partition, group_id, target.topic, dest)
         except LogError as exc:
             if exc.code in _SEQUENCE_LOST:
-                # The leader no longer knows the writer's sequences (its state expired or
-                # was lost): a new producer id, and the next try reads back first.
+                # Another process's write landed first (or the leader lost the
+                # sequences): the next try reads back and continues from what is there.
                 self._reset(key)
                 self._uncertain.add(key)
+                self._lost[key] += 1
+                if self._lost[key] >= _LOST_BEFORE_FALLBACK and self._producer_ids:
+                    # the leader holds sequences its log no longer shows (retention)
+                    self._fallback.pop(key, None)
+                    self._lost.pop(key, None)
+                    self._fallback[key] = self._allocate()
                 raise LogError(E.not_enough_replicas, exc.message) from exc
             if E(exc.code).retriable:
                 # The dead-letter partition is moving, or its commit failed (perhaps
@@ -430,25 +472,31 @@ class DeadLetterWriter:
         dropped the share-partition's set while a write was under way)."""
         self._written.setdefault(key, set()).update(offsets)
 
+    def _producer_id(self, key: ShareKey) -> int:
+        """The share-partition's producer id: its stable one, unless that was given up."""
+        return self._fallback.get(key) or stable_producer_id(key)
+
+    def _allocate(self) -> int:
+        assert self._producer_ids is not None
+        try:
+            return self._producer_ids.allocate_producer_id()
+        except NotReady as exc:
+            raise LogError(exc.code, "no producer id for dead letters yet") from exc
+
     def _reserve(self, key: ShareKey, count: int) -> tuple[int, int]:
         """(producer id, first sequence) for the share-partition's next `count` dead
         letters, those sequences theirs from now on; (-1, -1) without producer ids (not
-        idempotent). LogError (retriable) while no id can be had."""
-        if self._producer_ids is None:
-            return -1, -1
+        idempotent). The entry was set by the read-back that learnt the sequence."""
         entry = self._producers.get(key)
-        if entry is None:
-            try:
-                entry = self._producers[key] = [self._producer_ids.allocate_producer_id(), 0]
-            except NotReady as exc:
-                raise LogError(exc.code, "no producer id for dead letters yet") from exc
+        if self._producer_ids is None or entry is None:
+            return -1, -1
         producer_id, sequence = entry
-        entry[1] += count
+        entry[1] = (sequence + count) & _INT32_MAX
         return producer_id, sequence
 
     def _reset(self, key: ShareKey) -> None:
-        """Its batches will never be sent again: the next write takes a new producer id
-        (its sequences would leave a gap)."""
+        """Its batches will never be sent again: the next write learns the producer's
+        sequence afresh (from the dead-letter partition)."""
         self._pending.pop(key, None)
         self._producers.pop(key, None)
 
@@ -477,6 +525,8 @@ class DeadLetterWriter:
         if lock is not None and not lock.locked():
             del self._locks[key]
         self._uncertain.discard(key)
+        self._lost.pop(key, None)
+        self._fallback.pop(key, None)
         self._reset(key)
 
     # ---- helpers -------------------------------------------------------------------
@@ -511,10 +561,13 @@ class DeadLetterWriter:
         log.info("created dead-letter topic %s", name)
 
     async def _already_written(self, plog: _Destination, key: ShareKey, source_topic: str,
-                               letters: Sequence[DeadLetter]) -> set[int]:
+                               letters: Sequence[DeadLetter], producer_id: int = -1
+                               ) -> tuple[set[int], int]:
         """Offsets of `letters` that the dead-letter partition already holds a dead
-        letter of (a crash came between the append and the ARCHIVED state write)."""
+        letter of (a crash came between the append and the ARCHIVED state write), and
+        the sequence `producer_id`'s next batch there takes (0: none of its batches)."""
         group_id, _tid, partition = key
+        sequence = 0
         want = {o for x in letters for o in range(x.first_offset, x.last_offset + 1)}
         mine = {HEADER_GROUP: group_id.encode(), HEADER_TOPIC: source_topic.encode(),
                 HEADER_PARTITION: str(partition).encode()}
@@ -526,6 +579,8 @@ class DeadLetterWriter:
                 break
             for pos, h in iter_batches(data):
                 offset = h.last_offset + 1
+                if h.producer_id == producer_id >= 0:
+                    sequence = (h.last_sequence + 1) & _INT32_MAX
                 for record in decode_records(memoryview(data)[pos:pos + h.size]):
                     headers = dict(record.headers)
                     if all(headers.get(k) == v for k, v in mine.items()):
@@ -535,7 +590,7 @@ class DeadLetterWriter:
                             continue
                         if source in want:
                             found.add(source)
-        return found
+        return found, sequence
 
     async def _read_sources(self, topic: str, partition: int,
                       letters: Sequence[DeadLetter]) -> dict[int, Any]:

@@ -13,14 +13,17 @@ from headwater.config import BrokerConfig
 from headwater.metadata.image import TOPIC_RESOURCE, TopicImage
 from headwater.records.batch import Record, decode_records, iter_batches
 from headwater.share.dead_letter import (
+    STABLE_ID_BASE,
     DeadLetterConfigError,
     _minus,
     batches,
     dead_letter_records,
+    stable_producer_id,
     validate,
 )
 from headwater.share.outcomes import DeadLetter
 from headwater.share.record_state import DeadLetterReason
+from headwater.storage.errors import LogError
 
 REJECTED, LIMIT = DeadLetterReason.REJECTED, DeadLetterReason.DELIVERY_LIMIT
 
@@ -156,8 +159,11 @@ def _cluster(answers: list[int] | None = None) -> tuple[Any, Any, Any]:
             assert (topic, topic_id, partition) == ("dlq.x", dlq_id, 0)
             records = list(decode_records(batch))
             from headwater.records.batch import build_batch
+            h = next(iter_batches(batch))[1]
             rebuilt = build_batch([(r.key, r.value, r.headers, 0) for r in records],
-                                  base_offset=self.next)
+                                  base_offset=self.next, producer_id=h.producer_id,
+                                  producer_epoch=h.producer_epoch,
+                                  base_sequence=h.base_sequence)
             self.next += len(records)
             self.log.append(rebuilt)
             return (answers or [0]).pop(0) if answers else 0
@@ -344,7 +350,7 @@ def test_a_write_delivered_late_after_its_retry_lands_once():
     assert writer.counts[("g", "written")] == 2
     # the next letters follow on in sequence
     asyncio.run(writer.write(key, "src", [DeadLetter(9, 9, 1, REJECTED)], config))
-    assert (sent[-1].producer_id, sent[-1].base_sequence) == (4711, 2)
+    assert (sent[-1].producer_id, sent[-1].base_sequence) == (stable_producer_id(key), 2)
 
 
 def leader_topic_id(image: Any) -> uuid.UUID:
@@ -385,12 +391,13 @@ def _written_offsets(leader: Any) -> list[bytes]:
             for r in decode_records(b)]
 
 
-def _idempotent_writer(image: Any, leader: Any, store: Any) -> Any:
+def _idempotent_writer(image: Any, leader: Any, store: Any, allocated: int = 4711) -> Any:
+    """A writer whose controller hands out `allocated` (another process: another id)."""
     from headwater.share.dead_letter import DeadLetterWriter
 
     class Ids:
         def allocate_producer_id(self) -> int:
-            return 4711
+            return allocated
 
     return DeadLetterWriter(BrokerConfig({}), image=lambda: image, store=store,
                             topics=None, clock=lambda: 0, remote=leader, producer_ids=Ids())
@@ -438,3 +445,127 @@ def test_a_reloaded_leader_reads_back_even_when_it_resends_a_lost_write():
                              recovering=True))
     assert _written_offsets(leader) == [b"3", b"4", b"7"]
     assert [h.base_sequence for h in lost] == [2, 2]  # the lost write, sent again
+
+
+def _sequenced(leader: Any) -> list[bytes]:
+    """The leader checks sequences as a partition leader does: a batch repeating one it
+    holds is a duplicate (answered, not appended), one that does not follow its
+    producer's last is OUT_OF_ORDER_SEQUENCE. The batches held back, for delivering
+    late: every batch while the list holds None first."""
+    from kio.schema.errors import ErrorCode
+
+    last: dict[int, int] = {}
+    seen: set[tuple[int, int, int]] = set()
+    held: list[bytes] = []
+    append = leader.produce
+
+    async def produce(topic: str, topic_id: uuid.UUID, partition: int, batch: bytes) -> int:
+        if held and held[0] is None:
+            held.append(batch)
+            raise ConnectionResetError("held in the network")
+        h = next(iter_batches(batch))[1]
+        sequence = (h.producer_id, h.base_sequence, h.last_sequence)
+        if sequence in seen:
+            return 0
+        if h.producer_id in last and h.base_sequence != last[h.producer_id] + 1:
+            return int(ErrorCode.out_of_order_sequence_number)
+        seen.add(sequence)
+        last[h.producer_id] = h.last_sequence
+        return int(await append(topic, topic_id, partition, batch))
+    leader.produce = produce
+    return held
+
+
+def test_a_previous_process_write_delivered_after_its_successor_read_back_lands_once():
+    """A share-partition's leader moves to another broker while its Produce of letters
+    3-4 is held in the network; the new leader reads back (nothing there yet) and
+    writes them, then the old request arrives. Each process once took a producer id of
+    its own, so both copies landed (a 2,000-second campaign: producer ids 13002 and
+    11002). The share-partition's id is the same in both: the late copy repeats the
+    successor's sequences and is answered as a duplicate."""
+    import asyncio
+
+    image, leader, plain = _cluster()
+    held = _sequenced(leader)
+    key = ("g", uuid.uuid4(), 0)
+    config = {"errors.deadletterqueue.topic.name": "dlq.x"}
+    letters = [DeadLetter(3, 4, 1, REJECTED)]
+    old = _idempotent_writer(image, leader, plain._store)
+    held.append(None)  # type: ignore[arg-type]
+    with pytest.raises(ConnectionResetError):
+        asyncio.run(old.write(key, "src", letters, config))
+    held.pop(0)
+    new = _idempotent_writer(image, leader, plain._store, allocated=4712)
+    asyncio.run(new.write(key, "src", letters, config, recovering=True))
+    [late] = held
+    asyncio.run(leader.produce("dlq.x", leader_topic_id(image), 0, late))
+    assert _written_offsets(leader) == [b"3", b"4"]
+
+
+def test_a_previous_process_write_landing_first_is_found_and_not_repeated():
+    """The other order: the old process's letters 3-4 land after the successor read
+    back but before its write of 3-5. The successor's batch breaks the sequence
+    (OUT_OF_ORDER_SEQUENCE), its next try reads back, finds 3-4 and writes only 5."""
+    import asyncio
+
+    image, leader, plain = _cluster()
+    held = _sequenced(leader)
+    key = ("g", uuid.uuid4(), 0)
+    config = {"errors.deadletterqueue.topic.name": "dlq.x"}
+    old = _idempotent_writer(image, leader, plain._store)
+    held.append(None)  # type: ignore[arg-type]
+    with pytest.raises(ConnectionResetError):
+        asyncio.run(old.write(key, "src", [DeadLetter(3, 4, 1, REJECTED)], config))
+    held.pop(0)
+    [late] = held
+    new = _idempotent_writer(image, leader, plain._store, allocated=4712)
+    produce = leader.produce
+
+    async def late_lands_first(*args: Any) -> int:
+        leader.produce = produce
+        await produce("dlq.x", leader_topic_id(image), 0, late)
+        return int(await produce(*args))
+    leader.produce = late_lands_first
+    letters = [DeadLetter(3, 5, 1, REJECTED)]
+    with pytest.raises(LogError):
+        asyncio.run(new.write(key, "src", letters, config, recovering=True))
+    asyncio.run(new.write(key, "src", letters, config, recovering=True))
+    assert _written_offsets(leader) == [b"3", b"4", b"5"]
+
+
+def test_the_stable_id_is_given_up_when_the_leader_keeps_refusing_its_sequence():
+    """The leader holds sequences of the id that its log no longer shows (retention
+    removed every batch): the read-back learns 0 and the leader refuses it each time;
+    the third refusal gives the share-partition an allocated id."""
+    import asyncio
+
+    from kio.schema.errors import ErrorCode
+
+    image, leader, plain = _cluster()
+    append = leader.produce
+
+    async def remembers(topic: str, topic_id: uuid.UUID, partition: int,
+                        batch: bytes) -> int:
+        h = next(iter_batches(batch))[1]
+        if h.producer_id >= STABLE_ID_BASE:
+            return int(ErrorCode.out_of_order_sequence_number)
+        return int(await append(topic, topic_id, partition, batch))
+    leader.produce = remembers
+    writer = _idempotent_writer(image, leader, plain._store)
+    key = ("g", uuid.uuid4(), 0)
+    config = {"errors.deadletterqueue.topic.name": "dlq.x"}
+    letters = [DeadLetter(3, 3, 1, REJECTED)]
+    for _ in range(3):
+        with pytest.raises(LogError):
+            asyncio.run(writer.write(key, "src", letters, config))
+    asyncio.run(writer.write(key, "src", letters, config))
+    assert _written_offsets(leader) == [b"3"]
+    assert next(iter_batches(leader.log[0]))[1].producer_id == 4711
+
+
+def test_stable_ids_lie_above_the_controllers_and_differ_per_share_partition():
+    topic_id = uuid.UUID(int=7)
+    ids = {stable_producer_id(("g", topic_id, p)) for p in range(1000)}
+    assert len(ids) == 1000
+    assert all(STABLE_ID_BASE <= i < 2 * STABLE_ID_BASE for i in ids)
+    assert stable_producer_id(("g", topic_id, 1)) == stable_producer_id(("g", topic_id, 1))

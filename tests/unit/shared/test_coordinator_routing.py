@@ -31,7 +31,7 @@ class Spread(ClusterNode):
 
     def __init__(self, owners: dict[tuple[str, int], int]) -> None:
         store: Any = SimpleNamespace(node_id=1, advertised=BROKERS[1],
-                                     view=SimpleNamespace(brokers=BROKERS, controller=1))
+                                     view=SimpleNamespace(brokers=BROKERS, listed=BROKERS, controller=1))
         metadata: Any = SimpleNamespace(active=True)
         super().__init__(store, metadata)
         self.owners = owners
@@ -44,7 +44,7 @@ class Spread(ClusterNode):
 
 def test_the_default_coordinator_is_the_controller_for_every_key_type() -> None:
     store: Any = SimpleNamespace(node_id=2, advertised=BROKERS[2],
-                                 view=SimpleNamespace(brokers=BROKERS, controller=3))
+                                 view=SimpleNamespace(brokers=BROKERS, listed=BROKERS, controller=3))
     node = ClusterNode(store, SimpleNamespace(active=False))  # type: ignore[arg-type]
     for key_type in (0, 1, 2):
         assert node.coordinator("k", key_type) == BROKERS[3]
@@ -123,7 +123,7 @@ def test_a_shard_is_named_where_it_is_placed_not_where_a_stale_view_saw_its_leas
     next refresh, while the next owner answers COORDINATOR_LOAD_IN_PROGRESS."""
     tid = uuid.uuid4()
     served: set[tuple[str, int]] = set()
-    view = SimpleNamespace(brokers=BROKERS, controller=1,
+    view = SimpleNamespace(brokers=BROKERS, listed=BROKERS, controller=1,
                            owner_of=lambda topic_id, partition: 3,
                            leader=lambda topic_id, partition: (2, 4))  # holder 2 (stale)
     store: Any = SimpleNamespace(node_id=1, advertised=BROKERS[1], view=view,

@@ -23,7 +23,7 @@ TID = uuid.uuid4()
 
 def node(leaders: dict[int, int]) -> ClusterNode:
     """Broker 1 of three; partition -> leader of topic "t" as `leaders` says."""
-    view = SimpleNamespace(brokers=BROKERS, controller=1,
+    view = SimpleNamespace(brokers=BROKERS, listed=BROKERS, controller=1,
                            leader=lambda _tid, p: (leaders[p], 0),
                            owner_of=lambda _tid, p: leaders[p])
     store: Any = SimpleNamespace(node_id=1, advertised=BROKERS[1], view=view,

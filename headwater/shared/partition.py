@@ -219,24 +219,46 @@ class SharedPartition:
                     log.exception("append subscriber failed for %s-%d", self.topic,
                                   self.partition)
 
-    def fail(self, error: CommitError, *, outcome_known: bool = False) -> None:
-        """The partition is dropped: its waiting commits fail. Unless the windows'
-        outcome is known (`outcome_known`: fenced, stale, or the upload failed, so
-        nothing of this partition past `committed` can land), appends that a window
-        already carries may commit all the same (the window is in flight, or its
-        outcome was lost with a connection), so their waiters get REQUEST_TIMED_OUT,
-        which clients take as "possibly persisted" and retry under the same sequence:
-        the next owner finds the batch if it landed. `error`'s own code (NOT_LEADER,
-        KAFKA_STORAGE_ERROR) says "not persisted"; librdkafka then takes the next
-        batch's OUT_OF_ORDER_SEQUENCE answer as a gap, bumps its epoch and sends the
-        batch again under new sequence numbers: a duplicate no broker can recognise
-        (the 30-minute campaign's 30,071, docs/operations.md)."""
+    def fail(self, error: CommitError, *, unknown_until: int | None = None) -> None:
+        """The partition is dropped: waiting commits fail with `error`, which says "not
+        persisted" (NOT_LEADER, KAFKA_STORAGE_ERROR), except those a commit window
+        already carries, whose outcome this broker will know: their window commits
+        (`committed_to`), fails knowing that nothing of it landed (`fail` again, from
+        its first offset), or loses its answer and the store reads PostgreSQL for it
+        (`store._settle`); `abandon` answers what is left "possibly persisted".
+
+        `unknown_until`: waiters whose appends end at or before it wait for that outcome
+        (default: the end of the last window started; a window known not to have landed
+        passes its first offset). Answering "not persisted" for a batch that did land is
+        what must never happen: librdkafka takes a later batch's OUT_OF_ORDER_SEQUENCE
+        answer as a gap, bumps its epoch and sends the batch again under new sequence
+        numbers, a duplicate no broker can recognise (the 30-minute campaign's 30,071,
+        docs/operations.md). Even "possibly persisted" (REQUEST_TIMED_OUT) is not safe
+        when the next owner answers a later batch OUT_OF_ORDER_SEQUENCE (one in between
+        never reached it): librdkafka bumps its epoch for that gap and sends the
+        possibly persisted batch again too (a PostgreSQL restart under load in make
+        test wrote a partition out of producer order). Hence waiting for the outcome."""
         self.broken = True
-        unknown = CommitError(
-            E.request_timed_out, f"{error.message}; the commit of these appends was "
-            "under way, its outcome unknown (possibly persisted)", error.failed)
+        bound = self.flushed if unknown_until is None else unknown_until
+        still = []
         for target, fut in self._waiting:
+            if fut.done():
+                continue
+            if target <= bound:
+                still.append((target, fut))
+            else:
+                fut.set_exception(error)
+        self._waiting = still
+
+    def abandon(self, why: str, failed: set[tuple[str, int]]) -> None:
+        """Waiters whose window's outcome will never be known here (the broker stops, the
+        partition is removed, PostgreSQL stayed out of reach): REQUEST_TIMED_OUT, which
+        clients take as "possibly persisted" and retry under the same sequence."""
+        self.broken = True
+        unknown = CommitError(E.request_timed_out, f"{why}; the commit of these appends "
+                              "was under way, its outcome unknown (possibly persisted)",
+                              failed)
+        for _target, fut in self._waiting:
             if not fut.done():
-                fut.set_exception(unknown if target <= self.flushed and not outcome_known
-                                  else error)
+                fut.set_exception(unknown)
         self._waiting = []

@@ -117,6 +117,28 @@ async def commit(conn: Connection, object_key: str | None, object_size: int,
     return list(commits)
 
 
+async def landed(conn: Connection, firsts: Sequence[tuple[uuid.UUID, int, BatchRow]]
+                 ) -> set[tuple[uuid.UUID, int]]:
+    """The (topic id, partition)s whose batch `firsts` names is committed: a window's
+    transaction whose answer was lost landed for them. A row matches on its offsets,
+    producer, sequence, size and max timestamp (the same batch; rows survive merging
+    with these unchanged)."""
+    if not firsts:
+        return set()
+    rows = await conn.fetch(
+        "SELECT b.topic_id, b.partition FROM batches AS b JOIN unnest($1::uuid[], "
+        "$2::int[], $3::bigint[], $4::bigint[], $5::bigint[], $6::int[], $7::int[], "
+        "$8::bigint[]) AS w(topic_id, partition, base, last, pid, seq, length, ts) "
+        "ON b.topic_id = w.topic_id AND b.partition = w.partition AND b.base_offset = "
+        "w.base AND b.last_offset = w.last AND b.producer_id = w.pid AND "
+        "b.base_sequence = w.seq AND b.byte_length = w.length AND b.max_timestamp = w.ts",
+        [t for t, _p, _b in firsts], [p for _t, p, _b in firsts],
+        [b.base_offset for _t, _p, b in firsts], [b.last_offset for _t, _p, b in firsts],
+        [b.producer_id for _t, _p, b in firsts], [b.base_sequence for _t, _p, b in firsts],
+        [b.byte_length for _t, _p, b in firsts], [b.max_timestamp for _t, _p, b in firsts])
+    return {(r["topic_id"], r["partition"]) for r in rows}
+
+
 async def replace(conn: Connection, topic_id: uuid.UUID, partition: int, writer_epoch: int,
                   start: int, end: int, object_key: str | None, object_size: int,
                   batches: Sequence[BatchRow]) -> Outcome:

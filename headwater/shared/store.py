@@ -64,7 +64,7 @@ from .database import OUTAGES, DatabaseUnavailable, open_pool
 from .marker_holds import MarkerHolds
 from .objects import WAL_PREFIX, ObjectStore, ObjectStoreUnavailable
 from .partition import Hold, SharedPartition
-from .sequencer import BatchRow, Outcome, PartitionCommit, commit
+from .sequencer import BatchRow, Outcome, PartitionCommit, commit, landed
 from .settings import SharedSettings
 from .tasks import cancel_and_wait
 from .unmerged import SMALL_PIECE, Unmerged
@@ -84,6 +84,12 @@ TAKE_BATCH = 256  # partitions taken in one transaction
 TAKE_TIMEOUT_S = 10.0  # a take's transaction, at most (then tried again)
 DOWNLOADS_IN_FLIGHT = 32  # ranged reads at once when a partition is taken
 WINDOWS_IN_FLIGHT = 4  # commit windows uploading or committing at once
+#: A window whose transaction's answer was lost: PostgreSQL is asked whether it landed
+#: every SETTLE_RETRY_S for SETTLE_S (each ask at most SETTLE_ASK_S), then its appends
+#: are answered "possibly persisted".
+SETTLE_S = 30.0
+SETTLE_RETRY_S = 0.5
+SETTLE_ASK_S = 5.0
 
 
 @dataclass(slots=True)
@@ -336,6 +342,7 @@ class SharedStore:
         self._configs.pop(key, None)
         if part is not None:
             part.fail(CommitError(E.not_leader_or_follower, "partition removed", {key}))
+            part.abandon("partition removed", {key})
             part.plog.delete()
         if topic_id is not None:
             self._spawn(self._forget(topic_id, partition))
@@ -388,8 +395,9 @@ class SharedStore:
                         leases.partition_resource(part.topic_id, part.partition),
                         self.node_id, part.epoch, 0))
         for part in self._owned.values():
-            part.fail(CommitError(E.not_leader_or_follower, "broker stopping",
-                                  {(part.topic, part.partition)}))
+            key = (part.topic, part.partition)
+            part.fail(CommitError(E.not_leader_or_follower, "broker stopping", {key}))
+            part.abandon("broker stopping", {key})
             part.plog.close(sync=False)
         self._owned.clear()
         if self._pool is not None:
@@ -699,9 +707,11 @@ class SharedStore:
         if failure is not None:
             log.warning("commit of %d partitions failed (%s: %s); taking them again",
                         len(w.commits), type(failure).__name__, failure)
-            for part, _c in w.commits:  # an upload that failed: the window never landed
+            for part, c in w.commits:  # an upload that failed: the window never landed
                 self._drop(part, E.kafka_storage_error, f"commit failed: {failure}",
-                           outcome_known=not uploaded)
+                           unknown_until=None if uploaded else _before(part, c))
+            if uploaded:  # the transaction's answer was lost: did it land?
+                self._spawn(self._settle(w))
             return
         for part, c in w.commits:
             if c.outcome is Outcome.COMMITTED:
@@ -713,13 +723,54 @@ class SharedStore:
             else:
                 assert c.outcome is not None
                 self._drop(part, E.not_leader_or_follower, f"commit {c.outcome.value}",
-                           outcome_known=True)
+                           unknown_until=_before(part, c))
+
+    async def _settle(self, w: _Window) -> None:
+        """A window whose transaction's answer was lost (the connection died under it):
+        PostgreSQL says whether it landed, and its appends are answered accordingly, as
+        a Kafka leader answers an append only once it knows its fate (see
+        `SharedPartition.fail`). PostgreSQL out of reach for SETTLE_S: "possibly
+        persisted" after all."""
+        firsts = [(c.topic_id, c.partition, c.batches[0]) for _p, c in w.commits
+                  if c.batches]
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            try:
+                found = await asyncio.wait_for(self._landed(firsts), SETTLE_ASK_S)
+                break
+            except Exception as exc:
+                if time.monotonic() >= deadline:
+                    log.warning("whether the commit of %d partitions landed is unknown "
+                                "after %.0f s (%s: %s): answered as possibly persisted",
+                                len(w.commits), SETTLE_S, type(exc).__name__, exc)
+                    for part, _c in w.commits:
+                        part.abandon("PostgreSQL out of reach",
+                                     {(part.topic, part.partition)})
+                    return
+                await asyncio.sleep(SETTLE_RETRY_S)
+        for part, c in w.commits:
+            if (c.topic_id, c.partition) in found:
+                part.committed_to(c.end_offset, c.log_start is not None)
+            else:
+                part.fail(CommitError(E.kafka_storage_error, f"{part.topic}-"
+                                      f"{part.partition}: commit failed, not landed",
+                                      {(part.topic, part.partition)}),
+                          unknown_until=_before(part, c))
+        log.info("a commit of %d partitions whose answer was lost: %d landed",
+                 len(w.commits), len(found))
+
+    async def _landed(self, firsts: list[tuple[uuid.UUID, int, BatchRow]]
+                      ) -> set[tuple[uuid.UUID, int]]:
+        async with self.pool.acquire() as conn:
+            return await landed(conn, firsts)
 
     def _drop(self, part: SharedPartition, code: int, why: str, *,
-              outcome_known: bool = False) -> None:
+              unknown_until: int | None = None) -> None:
+        """Drop the partition (taken again from PostgreSQL if it should be here); its
+        waiters as `SharedPartition.fail` answers them."""
         key = (part.topic, part.partition)
         part.fail(CommitError(code, f"{part.topic}-{part.partition}: {why}", {key}),
-                  outcome_known=outcome_known)
+                  unknown_until=unknown_until)
         if self._owned.get(key) is part:
             del self._owned[key]
             part.plog.close(sync=False)
@@ -779,8 +830,7 @@ class SharedStore:
                                 part.partition, type(exc).__name__, exc)
                     continue
                 if outcome is Outcome.FENCED:
-                    self._drop(part, E.not_leader_or_follower, "fenced",
-                               outcome_known=True)
+                    self._drop(part, E.not_leader_or_follower, "fenced")
                 elif outcome is not None:
                     log.warning("compacting/merging %s-%d: %s", part.topic,
                                 part.partition, outcome.value)
@@ -877,6 +927,12 @@ class _Opening:
     epoch: int
     valid_until: float  # monotonic seconds, as SharedPartition.valid_until
     lost: bool = False
+
+
+def _before(part: SharedPartition, c: PartitionCommit) -> int:
+    """Where a window known not to have landed starts for `part`: its waiters past it
+    are answered at once, those before wait for the windows before it."""
+    return c.first_offset if c.batches else part.committed
 
 
 def _written(part: SharedPartition) -> list[tuple[bytes | bytearray, list[BatchHeader]]]:

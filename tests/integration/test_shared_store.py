@@ -166,3 +166,63 @@ def test_a_partition_failing_to_be_taken_is_tried_again_once_a_second(
 
     # its retry each second, and the placement check of each refresh (1 s): 59 before
     assert asyncio.run(story()) <= 8
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["landed", "not-landed"])
+def test_a_commit_whose_answer_is_lost_is_answered_by_what_landed(
+        postgres: PostgresServer, versitygw: VersityGateway, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, landed: bool) -> None:
+    """The connection dies under a commit's transaction (PostgreSQL restarted): the
+    store asks PostgreSQL whether it landed and answers the append by that,
+    acknowledged or "not persisted", never REQUEST_TIMED_OUT while it can know. (A
+    "possibly persisted" answer, and the next owner's OUT_OF_ORDER_SEQUENCE for a later
+    batch, made librdkafka resend a landed batch under a new epoch: a partition out of
+    producer order in make test.)"""
+    from headwater.shared import store as store_module
+
+    real = store_module.commit
+    lost = []
+
+    async def answer_lost(conn, key, size, commits):  # type: ignore[no-untyped-def]
+        if lost:
+            return await real(conn, key, size, commits)
+        lost.append(key)
+        if landed:
+            await real(conn, key, size, commits)
+        raise ConnectionResetError("connection lost under the commit")
+    monkeypatch.setattr(store_module, "commit", answer_lost)
+    tid = uuid.uuid4()
+
+    async def story() -> tuple[int, int, bool]:
+        settings = await settings_for(postgres, versitygw)
+        s = await store(settings, 1, tmp_path, lease_ms=10_000)
+        try:
+            s.ensure("t", 0, CONFIG, topic_id=tid)
+            p = await s.ready("t", 0)
+            assert p is not None
+            sent = batch(2, producer_id=5, producer_epoch=0, base_sequence=0)
+            p.append(sent, 1_000)
+            try:
+                await s.commit([p])  # type: ignore[misc]
+                code = 0
+            except CommitError as exc:
+                code = exc.code
+            deadline = time.monotonic() + 30
+            q = None
+            while q is None or q is p:  # taken again from what was committed
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.1)
+                q = await s.ready("t", 0)
+            again = q.append(sent, 1_000)  # the client's retry, had it one
+            durable = s.commit([q])  # nothing to commit for a duplicate
+            if durable is not None:
+                await durable
+            return code, q.high_watermark, again.duplicate
+        finally:
+            await s.close()
+
+    code, hw, duplicate = asyncio.run(story())
+    if landed:
+        assert (code, hw, duplicate) == (0, 2, True)
+    else:
+        assert (code, hw, duplicate) == (E.kafka_storage_error, 2, False)

@@ -241,7 +241,9 @@ class RemoteLogs(Protocol):
     ARCHIVING, and their dead letters are tried again."""
 
     async def produce(self, topic: str, topic_id: uuid.UUID, partition: int,
-                      batch: bytes) -> int: ...
+                      batch: bytes) -> tuple[int, int]:
+        """(error code, base offset answered)."""
+        ...
 
     async def fetch(self, topic: str, topic_id: uuid.UUID, partition: int, offset: int,
                     max_bytes: int) -> tuple[int, bytes, int, int]: ...
@@ -261,7 +263,11 @@ class _Destination(Protocol):
 
     async def read(self, offset: int, end: int) -> bytes: ...
 
-    async def append(self, batches: Sequence[bytes], now_ms: int) -> None: ...
+    async def append(self, batches: Sequence[bytes], now_ms: int) -> list[int | None]:
+        """Per batch, the base offset of the batch that holds it if it may be another
+        writer's (answered as a duplicate: its sequences repeat an earlier batch's),
+        else None."""
+        ...
 
 
 class _Local:
@@ -274,12 +280,12 @@ class _Local:
     async def read(self, offset: int, end: int) -> bytes:
         return self._plog.read(offset, _READ_BYTES, end)
 
-    async def append(self, batches: Sequence[bytes], now_ms: int) -> None:
-        for batch in batches:
-            self._plog.append(batch, now_ms)
+    async def append(self, batches: Sequence[bytes], now_ms: int) -> list[int | None]:
+        results = [self._plog.append(batch, now_ms) for batch in batches]
         durable = self._store.commit([self._plog])
         if durable is not None:
             await durable
+        return [r.base_offset if r.duplicate else None for r in results]
 
 
 class _Remote:
@@ -305,12 +311,16 @@ class _Remote:
             raise LogError(code, f"reading {self._topic}-{self._partition} failed ({code})")
         return _below(data, end)
 
-    async def append(self, batches: Sequence[bytes], now_ms: int) -> None:
+    async def append(self, batches: Sequence[bytes], now_ms: int) -> list[int | None]:
+        at: list[int | None] = []
         for batch in batches:
-            code = await self._remote.produce(self._topic, self._id, self._partition, batch)
+            code, base = await self._remote.produce(self._topic, self._id, self._partition,
+                                                    batch)
             if code:
                 raise LogError(code, f"the leader of {self._topic}-{self._partition} "
                                      f"refused the dead letters ({code})")
+            at.append(base)  # a Produce answer does not say whether it was a duplicate
+        return at
 
 
 def _below(data: bytes, end: int) -> bytes:
@@ -392,8 +402,9 @@ class DeadLetterWriter:
             if pending is not None:
                 # The same batches again, same sequences: landed already (or landing
                 # late), the leader answers them as duplicates; else they land now.
-                await plog.append(pending[0], self._clock())
+                at = await plog.append(pending[0], self._clock())
                 del self._pending[key]
+                await self._check_landed(plog, key, source_topic, pending[0], pending[1], at)
                 self._done(key, pending[1])
                 self.counts[(group_id, "written")] += len(pending[1])
             learn = self._producer_ids is not None and key not in self._producers
@@ -430,8 +441,9 @@ class DeadLetterWriter:
                 self._pending[key] = (encoded, offsets)
             else:
                 self._uncertain.add(key)
-            await plog.append(encoded, self._clock())
+            at = await plog.append(encoded, self._clock())
             self._pending.pop(key, None)
+            await self._check_landed(plog, key, source_topic, encoded, offsets, at)
             self._uncertain.discard(key)
             self._lost.pop(key, None)
             self._done(key, offsets)
@@ -466,6 +478,41 @@ class DeadLetterWriter:
             self._archive_without(group_id, source_topic, partition, total, str(exc))
             return
         self._faults.hit(SHARE_DEAD_LETTER_AFTER_WRITE)
+
+    async def _check_landed(self, plog: _Destination, key: ShareKey, source_topic: str,
+                            encoded: Sequence[bytes], offsets: Sequence[int],
+                            at: Sequence[int | None]) -> None:
+        """The batches answered at `at` hold these letters, not another writer's under
+        the same sequences (two processes of the share-partition, or one after a
+        sequence was learnt again, can build different batches with the same sequence
+        numbers: the leader answers the second as a duplicate of the first, and its
+        letters would never be written: a 2,000-second campaign lost one so). Raises
+        (retriable; the next try reads back and continues) when they are not."""
+        group_id, _tid, partition = key
+        mine = {HEADER_GROUP: group_id.encode(), HEADER_TOPIC: source_topic.encode(),
+                HEADER_PARTITION: str(partition).encode()}
+        start = 0
+        for batch, base in zip(encoded, at, strict=True):
+            h = next(iter_batches(batch))[1]
+            count = h.last_offset - h.base_offset + 1
+            want = set(offsets[start:start + count])
+            start += count
+            if base is None:
+                continue
+            found: set[int] = set()
+            data = await plog.read(base, base + count)
+            for pos, landed in iter_batches(data):
+                for record in decode_records(memoryview(data)[pos:pos + landed.size]):
+                    headers = dict(record.headers)
+                    if all(headers.get(k) == v for k, v in mine.items()):
+                        found.add(int(headers.get(HEADER_OFFSET) or b"-1"))
+            if found != want:
+                self._reset(key)
+                self._uncertain.add(key)
+                raise LogError(E.not_enough_replicas,
+                               f"dead letters of {source_topic}-{partition} (group "
+                               f"{group_id}) answered as a duplicate of other letters at "
+                               f"offset {base}: read back and written again")
 
     def _done(self, key: ShareKey, offsets: Iterable[int]) -> None:
         """`offsets` hold a dead letter now (looked up afresh: `finished` may have

@@ -190,18 +190,23 @@ class ClusterNode:
         return None
 
     async def produce(self, topic: str, topic_id: uuid.UUID, partition: int,
-                      batch: bytes) -> int:
+                      batch: bytes) -> tuple[int, int]:
         """A record batch appended at the partition's leader as a producer with acks=all
-        sends it (Produce v9): the error code of its answer, 0 once it is committed.
+        sends it (Produce v9): the error code of its answer (0 once it is committed) and
+        the base offset answered (of the batch it repeats, for a duplicate).
         ForwardError while the partition cannot be reached."""
         body = {"transactional_id": None, "acks": -1, "timeout": 30_000, "topic_data": [
             {"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
 
+        def answer(response: Any) -> Any:
+            return self._partition_code(response, "name", "index", topic, partition,
+                                        partitions="partition_responses")
+
         def code(response: Any) -> int:
-            p = self._partition_code(response, "name", "index", topic, partition,
-                                     partitions="partition_responses")
+            p = answer(response)
             return 6 if p is None else int(p.error_code)
-        return code(await self._at_leader(topic, topic_id, partition, PRODUCE, 9, body, code))
+        p = answer(await self._at_leader(topic, topic_id, partition, PRODUCE, 9, body, code))
+        return (6, -1) if p is None else (int(p.error_code), int(p.base_offset))
 
     async def fetch(self, topic: str, topic_id: uuid.UUID, partition: int, offset: int,
                     max_bytes: int) -> tuple[int, bytes, int, int]:

@@ -155,7 +155,7 @@ def _cluster(answers: list[int] | None = None) -> tuple[Any, Any, Any]:
             return False
 
         async def produce(self, topic: str, topic_id: uuid.UUID, partition: int,
-                          batch: bytes) -> int:
+                          batch: bytes) -> tuple[int, int]:
             assert (topic, topic_id, partition) == ("dlq.x", dlq_id, 0)
             records = list(decode_records(batch))
             from headwater.records.batch import build_batch
@@ -164,9 +164,10 @@ def _cluster(answers: list[int] | None = None) -> tuple[Any, Any, Any]:
                                   base_offset=self.next, producer_id=h.producer_id,
                                   producer_epoch=h.producer_epoch,
                                   base_sequence=h.base_sequence)
+            base = self.next
             self.next += len(records)
             self.log.append(rebuilt)
-            return (answers or [0]).pop(0) if answers else 0
+            return ((answers or [0]).pop(0) if answers else 0), base
 
         async def fetch(self, topic: str, topic_id: uuid.UUID, partition: int, offset: int,
                         max_bytes: int) -> tuple[int, bytes, int, int]:
@@ -287,7 +288,7 @@ def test_an_append_cut_off_is_read_back_before_it_is_tried_again():
     letters = [DeadLetter(3, 4, 1, REJECTED)]
     produce = leader.produce
 
-    async def appended_then_lost(*args: Any) -> int:
+    async def appended_then_lost(*args: Any) -> tuple[int, int]:
         await produce(*args)
         raise ConnectionResetError("connection reset by peer")
     leader.produce = appended_then_lost
@@ -310,13 +311,13 @@ def test_a_write_delivered_late_after_its_retry_lands_once():
     from headwater.share.dead_letter import DeadLetterWriter
 
     image, leader, _writer = _cluster()
-    seen: set[tuple[int, int, int]] = set()
+    seen: dict[tuple[int, int, int], int] = {}
     held: list[bytes] = []
     sent: list[Any] = []
     append = leader.produce
 
     async def idempotent(topic: str, topic_id: uuid.UUID, partition: int,
-                         batch: bytes) -> int:
+                         batch: bytes) -> tuple[int, int]:
         h = next(iter_batches(batch))[1]
         sent.append(h)
         if not held and not seen:
@@ -324,9 +325,10 @@ def test_a_write_delivered_late_after_its_retry_lands_once():
             raise ConnectionResetError("broker 127.0.0.1:9 unreachable")
         sequence = (h.producer_id, h.base_sequence, h.last_sequence)
         if h.producer_id >= 0 and sequence in seen:
-            return 0  # DUPLICATE_SEQUENCE: answered as written, not appended
-        seen.add(sequence)
-        return await append(topic, topic_id, partition, batch)
+            return 0, seen[sequence]  # a duplicate: answered as written, not appended
+        code, base = await append(topic, topic_id, partition, batch)
+        seen[sequence] = base
+        return code, base
     leader.produce = idempotent
 
     class Ids:
@@ -366,22 +368,23 @@ def _idempotent(leader: Any, delay_s: float = 0.0, drop_first: bool = False) -> 
     sent, in order."""
     import asyncio
 
-    seen: set[tuple[int, int, int]] = set()
+    seen: dict[tuple[int, int, int], int] = {}
     sent: list[Any] = []
     append = leader.produce
 
-    async def produce(topic: str, topic_id: uuid.UUID, partition: int, batch: bytes) -> int:
+    async def produce(topic: str, topic_id: uuid.UUID, partition: int,
+                      batch: bytes) -> tuple[int, int]:
         h = next(iter_batches(batch))[1]
         sent.append(h)
         await asyncio.sleep(delay_s)
         sequence = (h.producer_id, h.base_sequence, h.last_sequence)
         if h.producer_id >= 0 and sequence in seen:
-            return 0
-        seen.add(sequence)
-        code = await append(topic, topic_id, partition, batch)
+            return 0, seen[sequence]
+        code, base = await append(topic, topic_id, partition, batch)
+        seen[sequence] = base
         if drop_first and len(sent) == 1:
             raise ConnectionResetError("the answer was lost")
-        return int(code)
+        return int(code), base
     leader.produce = produce
     return sent
 
@@ -455,23 +458,25 @@ def _sequenced(leader: Any) -> list[bytes]:
     from kio.schema.errors import ErrorCode
 
     last: dict[int, int] = {}
-    seen: set[tuple[int, int, int]] = set()
+    seen: dict[tuple[int, int, int], int] = {}
     held: list[bytes] = []
     append = leader.produce
 
-    async def produce(topic: str, topic_id: uuid.UUID, partition: int, batch: bytes) -> int:
+    async def produce(topic: str, topic_id: uuid.UUID, partition: int,
+                      batch: bytes) -> tuple[int, int]:
         if held and held[0] is None:
             held.append(batch)
             raise ConnectionResetError("held in the network")
         h = next(iter_batches(batch))[1]
         sequence = (h.producer_id, h.base_sequence, h.last_sequence)
         if sequence in seen:
-            return 0
+            return 0, seen[sequence]
         if h.producer_id in last and h.base_sequence != last[h.producer_id] + 1:
-            return int(ErrorCode.out_of_order_sequence_number)
-        seen.add(sequence)
+            return int(ErrorCode.out_of_order_sequence_number), -1
+        code, base = await append(topic, topic_id, partition, batch)
+        seen[sequence] = base
         last[h.producer_id] = h.last_sequence
-        return int(await append(topic, topic_id, partition, batch))
+        return int(code), base
     leader.produce = produce
     return held
 
@@ -521,10 +526,10 @@ def test_a_previous_process_write_landing_first_is_found_and_not_repeated():
     new = _idempotent_writer(image, leader, plain._store, allocated=4712)
     produce = leader.produce
 
-    async def late_lands_first(*args: Any) -> int:
+    async def late_lands_first(*args: Any) -> tuple[int, int]:
         leader.produce = produce
         await produce("dlq.x", leader_topic_id(image), 0, late)
-        return int(await produce(*args))
+        return await produce(*args)  # type: ignore[no-any-return]
     leader.produce = late_lands_first
     letters = [DeadLetter(3, 5, 1, REJECTED)]
     with pytest.raises(LogError):
@@ -545,11 +550,11 @@ def test_the_stable_id_is_given_up_when_the_leader_keeps_refusing_its_sequence()
     append = leader.produce
 
     async def remembers(topic: str, topic_id: uuid.UUID, partition: int,
-                        batch: bytes) -> int:
+                        batch: bytes) -> tuple[int, int]:
         h = next(iter_batches(batch))[1]
         if h.producer_id >= STABLE_ID_BASE:
-            return int(ErrorCode.out_of_order_sequence_number)
-        return int(await append(topic, topic_id, partition, batch))
+            return int(ErrorCode.out_of_order_sequence_number), -1
+        return await append(topic, topic_id, partition, batch)  # type: ignore[no-any-return]
     leader.produce = remembers
     writer = _idempotent_writer(image, leader, plain._store)
     key = ("g", uuid.uuid4(), 0)
@@ -569,3 +574,29 @@ def test_stable_ids_lie_above_the_controllers_and_differ_per_share_partition():
     assert len(ids) == 1000
     assert all(STABLE_ID_BASE <= i < 2 * STABLE_ID_BASE for i in ids)
     assert stable_producer_id(("g", topic_id, 1)) == stable_producer_id(("g", topic_id, 1))
+
+
+def test_letters_answered_as_a_duplicate_of_other_letters_are_written_again():
+    """Two processes of a share-partition build different batches under the same
+    sequences (the second's read-back ran before the first's batch landed, and the
+    letters they hold differ): the leader answers the second as a duplicate of the
+    first, and its letters would never be written (a 2,000-second campaign lost one so).
+    The writer reads what the answer points at, finds other letters, and writes its own
+    after them."""
+    import asyncio
+
+    image, leader, plain = _cluster()
+    _sequenced(leader)
+    key = ("g", uuid.uuid4(), 0)
+    config = {"errors.deadletterqueue.topic.name": "dlq.x"}
+    first = _idempotent_writer(image, leader, plain._store)
+    second = _idempotent_writer(image, leader, plain._store, allocated=4712)
+    asyncio.run(first.write(key, "src", [DeadLetter(1, 1, 1, REJECTED)], config))
+    asyncio.run(second.write(key, "src", [DeadLetter(1, 1, 1, REJECTED)], config,
+                             recovering=True))  # found written; sequence 1 learnt
+    # the first writes on at sequence 1 before the second does
+    asyncio.run(first.write(key, "src", [DeadLetter(3, 4, 1, REJECTED)], config))
+    with pytest.raises(LogError):  # same sequences (1-2), other letters: a duplicate
+        asyncio.run(second.write(key, "src", [DeadLetter(5, 6, 1, REJECTED)], config))
+    asyncio.run(second.write(key, "src", [DeadLetter(5, 6, 1, REJECTED)], config))
+    assert _written_offsets(leader) == [b"1", b"3", b"4", b"5", b"6"]

@@ -315,12 +315,23 @@ class SharePartitionManager:
         return leader
 
     async def _persist(self, leader: _Leader, outcome: Outcome) -> None:
-        """Persist `outcome`'s write; on failure undo the change and raise."""
+        """Persist `outcome`'s write; on failure undo the change and raise. A write that
+        raises (its coordinator unreachable, its records not committed) may have landed
+        or not: the change is undone here and the leader dropped, so that the next use
+        reads the persisted state. Left in memory, an ARCHIVING the coordinator never
+        had was dead-lettered by the next write while the partition's next leader
+        delivered the record again (a 2,000-second campaign: rejected, answered failed,
+        delivered again, accepted, and on the dead-letter topic)."""
         if outcome.write is None:
             return
         group_id, topic_id, partition = leader.key
-        code = await self.persister.write(
-            group_id, topic_id, partition, outcome.write, leader.part.leader_epoch)
+        try:
+            code = await self.persister.write(
+                group_id, topic_id, partition, outcome.write, leader.part.leader_epoch)
+        except BaseException:
+            leader.part.rollback(outcome)
+            self._drop(leader)
+            raise
         if code != 0:
             leader.part.rollback(outcome)
             if code in (int(ErrorCode.fenced_state_epoch), int(ErrorCode.fenced_leader_epoch)):
@@ -366,7 +377,13 @@ class SharePartitionManager:
 
         async def retry() -> None:
             leader.dead_letter_retry = None
-            if self._leaders.get(leader.key) is not leader or not leader.dead_letters_due:
+            if not leader.dead_letters_due:
+                return
+            if self._leaders.get(leader.key) is not leader:
+                # dropped (a state write's fate unknown): loaded afresh, its ARCHIVING
+                # records, if persisted, are finished by the load
+                if leader.key not in self._leaders:
+                    await self._load_quietly(leader.key)
                 return
             async with leader.lock:
                 if leader.dead_letters_due:

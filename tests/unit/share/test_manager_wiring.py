@@ -174,3 +174,43 @@ def test_waiting_on_a_deleted_topic_sleeps_out_its_timeout() -> None:
         return time.monotonic() - start
 
     assert asyncio.run(scenario()) >= 0.09
+
+
+def test_a_state_write_that_raises_is_undone_and_the_state_read_again() -> None:
+    """The coordinator could not be reached for a reject's write (ARCHIVING): the write
+    may or may not have landed. The change is undone and the leader dropped, so no dead
+    letter is written for an ARCHIVING the coordinator may never have had, and the next
+    use reads what was persisted. Left in memory, the next write dead-lettered it while
+    the partition's next leader delivered the record again (a 2,000-second campaign)."""
+    from headwater.share import SharePartitionConfig
+    from headwater.share.outcomes import AcknowledgementBatch
+
+    m, _plog, persister, _w = manager({"g": {"share.auto.offset.reset": "earliest"}})
+    key = ("g", TID, 0)
+
+    async def unreachable(*_args: Any) -> int:
+        raise ConnectionResetError("the share coordinator's broker reset the connection")
+
+    async def scenario() -> tuple[Any, Any, bool]:
+        leader = await m.leader(key)
+        part = leader.part
+        part.config = SharePartitionConfig(dead_letter=True)
+        acquired = part.acquire("m1", [(3, 4)], 10, 1_000_000)
+        assert acquired.records
+        persister.write = unreachable  # type: ignore[method-assign]
+        outcome = part.acknowledge("m1", [AcknowledgementBatch(3, 4, (3,))], 1_000_000)
+        assert part.dead_letters()  # ARCHIVING, in memory only
+        try:
+            await m._persist(leader, outcome)
+        except ConnectionResetError:
+            pass
+        else:
+            raise AssertionError("the failed write was not raised")
+        again = await m.leader(key)
+        return part.dead_letters(), [part.record(o).state.name for o in (3, 4)], \
+            again is leader
+
+    letters, states, same = asyncio.run(scenario())
+    assert letters == []
+    assert states == ["ACQUIRED", "ACQUIRED"]
+    assert not same

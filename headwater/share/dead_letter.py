@@ -489,8 +489,7 @@ class DeadLetterWriter:
         letters would never be written: a 2,000-second campaign lost one so). Raises
         (retriable; the next try reads back and continues) when they are not."""
         group_id, _tid, partition = key
-        mine = {HEADER_GROUP: group_id.encode(), HEADER_TOPIC: source_topic.encode(),
-                HEADER_PARTITION: str(partition).encode()}
+        mine = _context(key, source_topic)
         start = 0
         for batch, base in zip(encoded, at, strict=True):
             h = next(iter_batches(batch))[1]
@@ -499,13 +498,9 @@ class DeadLetterWriter:
             start += count
             if base is None:
                 continue
-            found: set[int] = set()
             data = await plog.read(base, base + count)
-            for pos, landed in iter_batches(data):
-                for record in decode_records(memoryview(data)[pos:pos + landed.size]):
-                    headers = dict(record.headers)
-                    if all(headers.get(k) == v for k, v in mine.items()):
-                        found.add(int(headers.get(HEADER_OFFSET) or b"-1"))
+            found = {o for pos, landed in iter_batches(data)
+                     for o in _sources(memoryview(data)[pos:pos + landed.size], mine)}
             if found != want:
                 self._reset(key)
                 self._uncertain.add(key)
@@ -613,11 +608,9 @@ class DeadLetterWriter:
         """Offsets of `letters` that the dead-letter partition already holds a dead
         letter of (a crash came between the append and the ARCHIVED state write), and
         the sequence `producer_id`'s next batch there takes (0: none of its batches)."""
-        group_id, _tid, partition = key
         sequence = 0
         want = {o for x in letters for o in range(x.first_offset, x.last_offset + 1)}
-        mine = {HEADER_GROUP: group_id.encode(), HEADER_TOPIC: source_topic.encode(),
-                HEADER_PARTITION: str(partition).encode()}
+        mine = _context(key, source_topic)
         found: set[int] = set()
         offset, end = await plog.bounds()
         while offset < end:
@@ -628,15 +621,8 @@ class DeadLetterWriter:
                 offset = h.last_offset + 1
                 if h.producer_id == producer_id >= 0:
                     sequence = (h.last_sequence + 1) & _INT32_MAX
-                for record in decode_records(memoryview(data)[pos:pos + h.size]):
-                    headers = dict(record.headers)
-                    if all(headers.get(k) == v for k, v in mine.items()):
-                        try:
-                            source = int(headers.get(HEADER_OFFSET) or b"-1")
-                        except ValueError:
-                            continue
-                        if source in want:
-                            found.add(source)
+                found.update(want.intersection(
+                    _sources(memoryview(data)[pos:pos + h.size], mine)))
         return found, sequence
 
     async def _read_sources(self, topic: str, partition: int,
@@ -663,6 +649,24 @@ class DeadLetterWriter:
                     if record.offset in want:
                         out[record.offset] = record
         return out
+
+
+def _context(key: ShareKey, source_topic: str) -> dict[str, bytes]:
+    """The headers naming a share-partition's dead letters."""
+    group_id, _tid, partition = key
+    return {HEADER_GROUP: group_id.encode(), HEADER_TOPIC: source_topic.encode(),
+            HEADER_PARTITION: str(partition).encode()}
+
+
+def _sources(batch: memoryview, mine: Mapping[str, bytes]) -> Iterator[int]:
+    """The source offsets of the dead letters in `batch` whose headers are `mine`."""
+    for record in decode_records(batch):
+        headers = dict(record.headers)
+        if all(headers.get(k) == v for k, v in mine.items()):
+            try:
+                yield int(headers.get(HEADER_OFFSET) or b"-1")
+            except ValueError:
+                continue
 
 
 def _minus(letters: Iterable[DeadLetter], done: set[int]) -> Iterator[DeadLetter]:

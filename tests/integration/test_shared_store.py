@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode as E
 
 from headwater.config import BrokerConfig, LogConfig
 from headwater.records.batch import build_batch
+from headwater.shared.partition import SharedPartition
 from headwater.shared.settings import SharedSettings
 from headwater.shared.store import SharedStore
 from headwater.storage.errors import CommitError
@@ -47,6 +48,18 @@ async def store(settings: SharedSettings, node: int, path: Path, lease_ms: int,
     else:  # a broker that stopped renewing (paused): only its flusher (and taker) run
         s._tasks.append(asyncio.create_task(s._flusher()))
     return s
+
+
+async def taken_again(s: SharedStore, p: object) -> SharedPartition:
+    """Partition t-0 once `s` has dropped `p` and taken it again from what was
+    committed."""
+    deadline = time.monotonic() + 30
+    while True:
+        q = await s.ready("t", 0)
+        if q is not None and q is not p:
+            return q
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.1)
 
 
 def test_a_broker_paused_past_its_lease_writes_nothing(postgres: PostgresServer,
@@ -114,12 +127,7 @@ def test_an_object_store_outage_fails_the_commit_and_loses_nothing_committed(
             with pytest.raises(CommitError) as failed:
                 await s.commit([p])  # type: ignore[misc]
             gw.start()
-            deadline = time.monotonic() + 30
-            q = None
-            while q is None or q is p:  # taken again from what was committed
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.1)
-                q = await s.ready("t", 0)
+            q = await taken_again(s, p)
             assert q.high_watermark == 2 and q.log_end_offset == 2
             again = q.append(retry, 1_000)  # the client's retry: new, not a duplicate
             await s.commit([q])  # type: ignore[misc]
@@ -207,12 +215,7 @@ def test_a_commit_whose_answer_is_lost_is_answered_by_what_landed(
                 code = 0
             except CommitError as exc:
                 code = exc.code
-            deadline = time.monotonic() + 30
-            q = None
-            while q is None or q is p:  # taken again from what was committed
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.1)
-                q = await s.ready("t", 0)
+            q = await taken_again(s, p)
             again = q.append(sent, 1_000)  # the client's retry, had it one
             durable = s.commit([q])  # nothing to commit for a duplicate
             if durable is not None:

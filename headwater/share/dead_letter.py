@@ -459,7 +459,6 @@ class DeadLetterWriter:
                 self._lost[key] += 1
                 if self._lost[key] >= _LOST_BEFORE_FALLBACK and self._producer_ids:
                     # the leader holds sequences its log no longer shows (retention)
-                    self._fallback.pop(key, None)
                     self._lost.pop(key, None)
                     self._fallback[key] = self._allocate()
                 raise LogError(E.not_enough_replicas, exc.message) from exc

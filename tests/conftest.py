@@ -46,6 +46,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 break
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """A failed test's report carries its brokers' warnings and errors: CI shows only
+    the report, and the logs go with the machine."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed or call.when == "setup":
+        return
+    funcargs = getattr(item, "funcargs", {})
+    procs = [p for p in (funcargs.get("broker"), *getattr(item, "hw_started", ()))
+             if isinstance(p, (BrokerProcess, BrokerTrio))]
+    lines = [line for p in procs for line in _warnings(p)]
+    if lines:
+        report.sections.append(("broker warnings", "\n".join(lines[-WARNINGS_SHOWN:])))
+
+
+#: How many of a failed test's brokers' warning lines its report shows (the last ones).
+WARNINGS_SHOWN = 40
+
+
+def _warnings(proc: BrokerProcess | BrokerTrio) -> list[str]:
+    singles = proc.brokers.items() if isinstance(proc, BrokerTrio) else [(0, proc)]
+    out = []
+    for node, single in singles:
+        try:
+            text = single.log_path.read_text(errors="replace")
+        except OSError:
+            continue
+        out += [f"[{node}] {line}" if node else line for line in text.splitlines()
+                if " WARNING " in line or " ERROR " in line or " CRITICAL " in line]
+    return out
+
+
 @pytest.fixture(scope="session")
 def storage_args(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                  ) -> Iterator[Callable[[Path], list[str]]]:
@@ -111,9 +144,11 @@ def kafka_ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaReferen
 
 
 @pytest.fixture
-def broker_factory(tmp_path: Path, new_broker: Callable[..., BrokerProcess]) -> Iterator:
+def broker_factory(request: pytest.FixtureRequest, tmp_path: Path,
+                   new_broker: Callable[..., BrokerProcess]) -> Iterator:
     """Start private brokers (restart / kill tests); all are stopped afterwards."""
     started: list[BrokerProcess] = []
+    request.node.hw_started = started  # a failed test's report shows their warnings
 
     def make(*extra: str, data_dir: Path | None = None,
              nofile: int | None = None) -> BrokerProcess:

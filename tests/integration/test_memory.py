@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import time
 
 from headwater.records.batch import build_batch
 from tests.support.wire import RawClient
 
 LIMIT = 300 * 1024 * 1024
 TOTAL = 2 * 1024 * 1024 * 1024
+NOT_LEADER = 6
 
 
 def test_rss_under_300mb_with_2gb_of_log(broker_factory, topic_name):
@@ -28,10 +30,20 @@ def test_rss_under_300mb_with_2gb_of_log(broker_factory, topic_name):
             # The produce timeout is not what this test measures: on the shared log a
             # 1 MB window's PUT once took over 5 s beside the other test-shared worker
             # (REQUEST_TIMED_OUT, correctly), so it gets the client's 30 s.
-            resp = raw.request(0, 9, {"acks": 1, "timeout": 30000, "topic_data": [
-                {"name": topic_name, "partition_data": [
-                    {"index": cid % 2, "records": batch}]}]}, correlation_id=cid)
-            assert int(resp.responses[0].partition_responses[0].error_code) == 0
+            # NOT_LEADER_OR_FOLLOWER is sent again, as every client does: on a cluster a
+            # broker starved of CPU past its lease (Spark on the other worker) stops
+            # serving until it renews, and says so in its log (what this test measures
+            # is memory, not leadership).
+            deadline = time.monotonic() + 60
+            while True:
+                resp = raw.request(0, 9, {"acks": 1, "timeout": 30000, "topic_data": [
+                    {"name": topic_name, "partition_data": [
+                        {"index": cid % 2, "records": batch}]}]}, correlation_id=cid)
+                code = int(resp.responses[0].partition_responses[0].error_code)
+                if code != NOT_LEADER or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)  # the lease renews within a third of its time
+            assert code == 0
             written += len(batch)
         peak = b.rss_bytes()
         # Read everything back through Fetch, 4 MB at a time per partition.

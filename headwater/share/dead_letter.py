@@ -476,6 +476,16 @@ class DeadLetterWriter:
             self._reset(key)
             self._archive_without(group_id, source_topic, partition, total, str(exc))
             return
+        except BaseException:
+            # Not a Kafka error (a connection to the partition's leader reset, the task
+            # cancelled), at any step: unless the same batches are kept to be sent
+            # again, the next try reads back first. After an append answered, a cut
+            # read of `_check_landed` left the letters unrecorded while their
+            # sequences were used: the next try wrote them again under the next ones
+            # (a 2,000-second campaign found three letters written twice so).
+            if key not in self._pending:
+                self._uncertain.add(key)
+            raise
         self._faults.hit(SHARE_DEAD_LETTER_AFTER_WRITE)
 
     async def _check_landed(self, plog: _Destination, key: ShareKey, source_topic: str,

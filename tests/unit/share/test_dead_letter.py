@@ -600,3 +600,34 @@ def test_letters_answered_as_a_duplicate_of_other_letters_are_written_again():
         asyncio.run(second.write(key, "src", [DeadLetter(5, 6, 1, REJECTED)], config))
     asyncio.run(second.write(key, "src", [DeadLetter(5, 6, 1, REJECTED)], config))
     assert _written_offsets(leader) == [b"1", b"3", b"4", b"5", b"6"]
+
+
+def test_a_read_cut_off_after_an_answered_append_does_not_write_the_letters_again():
+    """The leader of the dead-letter partition appends the letters and answers; the read
+    that checks what the answer points at (`_check_landed`) is cut off (its broker
+    killed: a connection reset, not a Kafka error). The letters are in the log, their
+    sequences used: the next try must find them there, not write them again under the
+    next sequences (a 2,000-second campaign found three letters written twice so)."""
+    import asyncio
+
+    image, leader, plain = _cluster()
+    _sequenced(leader)
+    writer = _idempotent_writer(image, leader, plain._store)
+    key = ("g", uuid.uuid4(), 0)
+    config = {"errors.deadletterqueue.topic.name": "dlq.x"}
+    letters = [DeadLetter(3, 4, 1, REJECTED)]
+    asyncio.run(writer.write(key, "src", [DeadLetter(1, 1, 1, REJECTED)], config))
+    fetch = leader.fetch
+    reads: list[int] = []
+
+    async def cut_after_append(topic: str, topic_id: uuid.UUID, partition: int,
+                               offset: int, max_bytes: int) -> Any:
+        reads.append(offset)
+        raise ConnectionResetError("broker 127.0.0.1:9 killed")
+    leader.fetch = cut_after_append
+    with pytest.raises(ConnectionResetError):
+        asyncio.run(writer.write(key, "src", letters, config))
+    assert reads and _written_offsets(leader) == [b"1", b"3", b"4"]  # appended, then cut
+    leader.fetch = fetch
+    asyncio.run(writer.write(key, "src", letters, config))  # the retry
+    assert _written_offsets(leader) == [b"1", b"3", b"4"]

@@ -2,7 +2,7 @@
 each materialised in a local `PartitionLog` (a cache, rebuilt from PostgreSQL and the
 object store whenever the partition is taken over), committed in windows.
 
-* **Taking a partition** (`ensure`, in the background; `ready` awaits it): take its
+* **Taking a partition** (`ensure`, in the background; `ready` awaits it; `taking.py`): take its
   lease with a new epoch, stamp that epoch on its row, download its batches (object
   ranges or inline bytes, in offset order) into one segment file of a fresh cache
   directory, and open it as a `PartitionLog`: the local engine's recovery rebuilds its
@@ -52,7 +52,6 @@ import asyncpg
 from kio.schema.errors import ErrorCode as E
 
 from ..config import LogConfig
-from ..log.partition_log import LOG_START_CHECKPOINT, PartitionLog
 from ..storage.errors import CommitError
 from ..storage.partition import Partition
 from . import cluster, leases
@@ -64,8 +63,8 @@ from .objects import ObjectStore, ObjectStoreUnavailable
 from .partition import Hold, SharedPartition
 from .sequencer import Outcome
 from .settings import SharedSettings
+from .taking import Taken, download, materialise, take
 from .tasks import cancel_and_wait
-from .unmerged import Unmerged
 from .upkeep import Upkeep, UpkeepSettings
 
 LOCAL_LEASE_FRACTION = 0.9
@@ -80,7 +79,6 @@ LOAD_RETRY_S = 1.0  # a partition that could not be taken (a store down) is trie
 LOG_EVERY_FAILURES = 60
 TAKE_BATCH = 256  # partitions taken in one transaction
 TAKE_TIMEOUT_S = 10.0  # a take's transaction, at most (then tried again)
-DOWNLOADS_IN_FLIGHT = 32  # ranged reads at once when a partition is taken
 
 
 class SharedStore:
@@ -458,45 +456,25 @@ class SharedStore:
                     elif not fut.done():
                         fut.set_result(None)  # held elsewhere: tried at the next refresh
 
-    async def _take(self, keys: list[Key]
-                    ) -> dict[Key, tuple[int, int, int, list[asyncpg.Record]]]:
-        """Take the leases of `keys` with new epochs, stamp the epochs on their rows and
-        read their batch rows (without inline bytes), in one transaction; per key
-        taken, (epoch, high watermark, log start, rows)."""
+    async def _take(self, keys: list[Key]) -> dict[Key, Taken]:
+        """`taking.take` of `keys`, in one transaction."""
         ids = {key: (self._ids[key], key[1]) for key in keys if key in self._ids}
-        resources = {leases.partition_resource(*tp): key for key, tp in ids.items()}
         async with self.pool.acquire() as conn, conn.transaction():
-            epochs = await leases.acquire_all(conn, list(resources), self.node_id,
-                                              self.lease_ms)
-            held = {resources[r]: epoch for r, epoch in epochs.items()}
-            stamped = await leases.stamp_all(
-                conn, [(*ids[key], epoch) for key, epoch in held.items()])
-            for key, epoch in held.items():
-                if ids[key] not in stamped:
-                    log.warning("%s-%d: lease epoch %d is older than the partition's "
-                                "writer", *key, epoch)
-            wanted = [(key, *stamped[ids[key]]) for key in held if ids[key] in stamped]
-            rows = await conn.fetch(
-                "SELECT b.topic_id, b.partition, b.base_offset, b.last_offset, "
-                "b.object_key, b.byte_offset, b.byte_length FROM batches AS b JOIN "
-                "unnest($1::uuid[], $2::int[], $3::bigint[]) AS s(topic_id, partition, "
-                "log_start) ON b.topic_id = s.topic_id AND b.partition = s.partition "
-                "WHERE b.last_offset >= s.log_start "
-                "ORDER BY b.topic_id, b.partition, b.base_offset",
-                [ids[k][0] for k, _h, _s in wanted], [k[1] for k, _h, _s in wanted],
-                [start for _k, _h, start in wanted])
-        by_partition: dict[tuple[uuid.UUID, int], list[asyncpg.Record]] = {}
-        for row in rows:
-            by_partition.setdefault((row["topic_id"], row["partition"]), []).append(row)
-        return {key: (held[key], hw, start, by_partition.get(ids[key], []))
-                for key, hw, start in wanted}
+            return await take(conn, ids, self.node_id, self.lease_ms)
+
+    async def download(self, batches: Sequence[asyncpg.Record]) -> bytes:
+        """The batches' bytes in order (`taking.download`)."""
+        return await download(self.objects, batches)
 
     async def _open(self, key: Key, fut: asyncio.Future[SharedPartition | None],
                     epoch: int, hw: int, log_start: int,
                     batches: list[asyncpg.Record], *, asked: float) -> None:
         opening = self._opening[key] = _Opening(epoch, asked + self._lease_s)
         try:
-            part = await self._materialise(key, epoch, hw, log_start, batches)
+            part = await materialise(
+                lambda: self.pool.acquire(), self.objects, self.cache_dir / f"{key[0]}-{key[1]}",
+                key, self._ids[key], self._configs.get(key, LogConfig()), epoch, hw,
+                log_start, batches, self._now_ms)
         except Exception as exc:
             if not fut.done():
                 fut.set_exception(exc)
@@ -520,76 +498,6 @@ class SharedStore:
                  time.monotonic() - asked,
                  f"; after {failed} failed attempts" if failed else "")
         fut.set_result(part)
-
-    async def _materialise(self, key: Key, epoch: int, hw: int, log_start: int,
-                           batches: list[asyncpg.Record]) -> SharedPartition:
-        """The partition's cache, from its rows: the bytes downloaded into one segment
-        file, opened as a `PartitionLog` (the local engine's recovery rebuilds indexes,
-        producer state and the aborted-transaction index)."""
-        topic, partition = key
-        topic_id = self._ids[key]
-        inline: dict[int, bytes] = {}
-        if any(b["object_key"] is None for b in batches):
-            async with self.pool.acquire() as conn:
-                inline = {int(r["base_offset"]): bytes(r["inline_bytes"]) for r in
-                          await conn.fetch(
-                              "SELECT base_offset, inline_bytes FROM batches WHERE "
-                              "topic_id = $1 AND partition = $2 AND last_offset >= $3 AND "
-                              "inline_bytes IS NOT NULL", topic_id, partition, log_start)}
-        data = await self.download(batches, inline)
-        path = self.cache_dir / f"{topic}-{partition}"
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir(parents=True)
-        # Compaction may have removed the first batches after the log start, or the last
-        # ones before the high watermark: the segment keeps the log start as its base,
-        # an empty active segment the high watermark as the log end (as on one node).
-        base = min(int(batches[0]["base_offset"]), log_start) if batches else hw
-        (path / f"{base:020d}.log").write_bytes(data)
-        if batches and int(batches[-1]["last_offset"]) + 1 < hw:
-            (path / f"{hw:020d}.log").write_bytes(b"")
-        (path / LOG_START_CHECKPOINT).write_text(f"{max(log_start, base)}\n")
-        config = self._configs.get(key, LogConfig())
-        plog = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: PartitionLog.open(path, config, topic, partition, self._now_ms(),
-                                            clean_shutdown=False))
-        if plog.log_end_offset != hw:
-            plog.close(sync=False)
-            raise RuntimeError(f"{topic}-{partition}: the batches end at "
-                               f"{plog.log_end_offset}, the high watermark is {hw}")
-        return SharedPartition(plog, topic_id, epoch, hw,
-                               unmerged=Unmerged.of_rows(batches, self._now_ms()))
-
-    async def download(self, batches: Sequence[asyncpg.Record],
-                       inline: dict[int, bytes] | None = None) -> bytes:
-        """The batches' bytes in order: inline ones from their rows (or `inline`, by
-        base offset), the others by ranged reads, one per run of rows adjacent in one
-        object (a partition's piece of a window, or a merged object),
-        `DOWNLOADS_IN_FLIGHT` at a time."""
-        pieces: list[bytes | list[object]] = []  # bytes, or [key, start, end]
-        for b in batches:
-            key = b["object_key"]
-            if key is None:
-                data = b.get("inline_bytes")
-                pieces.append(bytes(data) if data is not None
-                              else (inline or {})[int(b["base_offset"])])
-                continue
-            start = int(b["byte_offset"])
-            end = start + int(b["byte_length"])
-            last = pieces[-1] if pieces else None
-            if isinstance(last, list) and last[0] == key and last[2] == start:
-                last[2] = end
-            else:
-                pieces.append([key, start, end])
-        limit = asyncio.Semaphore(DOWNLOADS_IN_FLIGHT)
-
-        async def get(piece: bytes | list[object]) -> bytes:
-            if isinstance(piece, bytes):
-                return piece
-            key, start, end = piece
-            assert isinstance(key, str) and isinstance(start, int) and isinstance(end, int)
-            async with limit:
-                return await self.objects.get_range(key, start, end - start)
-        return b"".join(await asyncio.gather(*(get(p) for p in pieces)))
 
     async def _forget(self, topic_id: uuid.UUID, partition: int) -> None:
         """A removed partition: its rows go (its objects become the cleaner's)."""

@@ -20,9 +20,9 @@ import asyncio
 import logging
 import shutil
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import asyncpg
 
@@ -32,10 +32,8 @@ from . import leases
 from .cluster import CONTROLLER
 from .database import COMMAND_TIMEOUT_S, CONNECT_TIMEOUT_S, session_settings
 from .sequencer import NOTIFY_CHANNEL, BatchRow, Outcome, PartitionCommit, commit
+from .settings import SharedSettings
 from .tasks import cancel_and_wait
-
-if TYPE_CHECKING:
-    from .store import SharedStore
 
 log = logging.getLogger("headwater.shared")
 
@@ -53,12 +51,24 @@ class MetadataTarget(Protocol):
     def reload(self) -> None: ...
 
 
+class LogStore(Protocol):
+    """What the metadata log uses of the broker's shared store: where PostgreSQL is,
+    the broker's id and lease time, how often it looks, and its object reads."""
+
+    settings: SharedSettings
+    node_id: int
+    lease_ms: int
+    refresh_s: float
+
+    async def download(self, batches: Sequence[asyncpg.Record]) -> bytes: ...
+
+
 class NotController(RuntimeError):
     pass
 
 
 class SharedMetadata:
-    def __init__(self, store: SharedStore, path: Path) -> None:
+    def __init__(self, store: LogStore, path: Path) -> None:
         self.store = store
         self.path = path
         self.target: MetadataTarget | None = None

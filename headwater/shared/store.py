@@ -2,7 +2,7 @@
 each materialised in a local `PartitionLog` (a cache, rebuilt from PostgreSQL and the
 object store whenever the partition is taken over), committed in windows.
 
-* **Taking a partition** (`ensure`, in the background; `ready` awaits it): take its
+* **Taking a partition** (`ensure`, in the background; `ready` awaits it; `taking.py`): take its
   lease with a new epoch, stamp that epoch on its row, download its batches (object
   ranges or inline bytes, in offset order) into one segment file of a fresh cache
   directory, and open it as a `PartitionLog`: the local engine's recovery rebuilds its
@@ -11,14 +11,12 @@ object store whenever the partition is taken over), committed in windows.
 * **Appending** is the local log's (`SharedPartition.append`: validation, idempotence,
   offsets from the log end); nothing is visible yet: `high_watermark` is the committed
   offset, and reads, the last stable offset and append subscribers stop there.
-* **Committing** (`commit`): a flusher gathers every partition with uncommitted appends
-  after `linger_ms`, uploads their bytes (read back from the local logs, offsets already
-  patched) as one object under a fresh key, and runs the sequencer's transaction
-  (`sequencer.commit`). A committed partition's high watermark moves and its subscribers
-  are told. A partition that is not committed (fenced, stale, or any failure: the
-  outcome may be unknown) is dropped and taken again from what PostgreSQL holds, and its
-  waiting `commit`s fail with `CommitError`, so nothing uncommitted is acknowledged and a
-  retry is checked against what really committed.
+* **Committing** (`commit`; the windows are `committer.py`'s): every partition with
+  uncommitted appends goes into the next commit window. A partition that is not
+  committed (fenced, stale, or any failure: the outcome may be unknown) is dropped and
+  taken again from what PostgreSQL holds, and its waiting `commit`s fail with
+  `CommitError`, so nothing uncommitted is acknowledged and a retry is checked against
+  what really committed.
 * Leases are renewed every third of their time; a lost lease drops the partition.
 * **Placement** (`cluster.py`): the store registers the broker with a heartbeat and
   refreshes its view of the cluster; it takes the partitions whose rendezvous owner it
@@ -54,20 +52,19 @@ import asyncpg
 from kio.schema.errors import ErrorCode as E
 
 from ..config import LogConfig
-from ..log.partition_log import LOG_START_CHECKPOINT, PartitionLog
-from ..records.batch import BatchHeader, iter_batches
 from ..storage.errors import CommitError
 from ..storage.partition import Partition
 from . import cluster, leases
 from .cluster import BrokerInfo, ClusterView
+from .committer import WindowCommitter
 from .database import OUTAGES, DatabaseUnavailable, open_pool
 from .marker_holds import MarkerHolds
-from .objects import WAL_PREFIX, ObjectStore, ObjectStoreUnavailable
+from .objects import ObjectStore, ObjectStoreUnavailable
 from .partition import Hold, SharedPartition
-from .sequencer import BatchRow, Outcome, PartitionCommit, commit, landed
+from .sequencer import Outcome
 from .settings import SharedSettings
+from .taking import Taken, download, materialise, take
 from .tasks import cancel_and_wait
-from .unmerged import SMALL_PIECE, Unmerged
 from .upkeep import Upkeep, UpkeepSettings
 
 LOCAL_LEASE_FRACTION = 0.9
@@ -82,22 +79,6 @@ LOAD_RETRY_S = 1.0  # a partition that could not be taken (a store down) is trie
 LOG_EVERY_FAILURES = 60
 TAKE_BATCH = 256  # partitions taken in one transaction
 TAKE_TIMEOUT_S = 10.0  # a take's transaction, at most (then tried again)
-DOWNLOADS_IN_FLIGHT = 32  # ranged reads at once when a partition is taken
-WINDOWS_IN_FLIGHT = 4  # commit windows uploading or committing at once
-#: A window whose transaction's answer was lost: PostgreSQL is asked whether it landed
-#: every SETTLE_RETRY_S for SETTLE_S (each ask at most SETTLE_ASK_S), then its appends
-#: are answered "possibly persisted".
-SETTLE_S = 30.0
-SETTLE_RETRY_S = 0.5
-SETTLE_ASK_S = 5.0
-
-
-@dataclass(slots=True)
-class _Window:
-    commits: list[tuple[SharedPartition, PartitionCommit]]
-    chunks: list[bytes | bytearray]
-    size: int
-    key: str | None  # the object's (None: inline, or nothing but a new log start)
 
 
 class SharedStore:
@@ -117,14 +98,12 @@ class SharedStore:
         self.refresh_s = min(1.0, lease_ms / 4000)
         self.cache_dir = cache_dir
         self._now_ms = now_ms
-        self.linger_s = linger_ms / 1000
         self.lease_ms = lease_ms
         #: How long a broker not heard from stays in Metadata (`ClusterView.listed`).
         self.listed_ms = listed_ms
         #: How long a taken or renewed lease is served by this broker's own clock: a
         #: little less than the database gives it, for clocks that run apart.
         self._lease_s = lease_ms / 1000 * LOCAL_LEASE_FRACTION
-        self.inline_max_bytes = inline_max_bytes
         self.retention_check_s = retention_check_ms / 1000
         self._reserved = frozenset(reserved)
         self._with_controller: frozenset[str] = frozenset()
@@ -149,13 +128,12 @@ class SharedStore:
         self._take_wanted = asyncio.Event()
         self._ids: dict[Key, uuid.UUID] = {}
         self._configs: dict[Key, LogConfig] = {}
-        self._dirty = asyncio.Event()
-        self._windows: set[asyncio.Task[None]] = set()
-        self._large: set[asyncio.Task[None]] = set()  # windows with an object
-        self._window_moved = asyncio.Event()  # a window finished
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[object]] = set()
-        self.holds = MarkerHolds(lambda: self.pool, settings.database, self._dirty.set,
+        self.committer = WindowCommitter(
+            lambda: self.pool.acquire(), self.objects, self._owned.values, self._drop,
+            self._spawn, now_ms, linger_ms=linger_ms, inline_max_bytes=inline_max_bytes)
+        self.holds = MarkerHolds(lambda: self.pool, settings.database, self.committer.wake,
                                  self._drop, self._serves, 2 * lease_ms,
                                  self._marker_committed)
         #: Told (topic, partition, producer id, epoch, commit, marker offset) of each
@@ -353,7 +331,7 @@ class SharedStore:
                  if isinstance(p, SharedPartition) and p.pending and not p.broken]
         if not waits:
             return None
-        self._dirty.set()
+        self.committer.wake()
         return self._all(waits)
 
     @staticmethod
@@ -373,7 +351,7 @@ class SharedStore:
                 f"{t}-{p}" for t, p in sorted(failed)), failed)
 
     def start(self) -> None:
-        self._tasks += [asyncio.create_task(self._flusher()),
+        self._tasks += [asyncio.create_task(self.committer.run()),
                        asyncio.create_task(self._renewer()),
                        asyncio.create_task(self._membership()),
                        asyncio.create_task(self._retention()),
@@ -381,7 +359,7 @@ class SharedStore:
 
     async def close(self) -> None:
         await cancel_and_wait([*self._tasks, *self._loading.values(), *self._background,
-                               *self._windows])
+                               *self.committer.windows])
         self._tasks, self._loading = [], {}
         for handle in self._retries.values():
             handle.cancel()
@@ -478,45 +456,25 @@ class SharedStore:
                     elif not fut.done():
                         fut.set_result(None)  # held elsewhere: tried at the next refresh
 
-    async def _take(self, keys: list[Key]
-                    ) -> dict[Key, tuple[int, int, int, list[asyncpg.Record]]]:
-        """Take the leases of `keys` with new epochs, stamp the epochs on their rows and
-        read their batch rows (without inline bytes), in one transaction; per key
-        taken, (epoch, high watermark, log start, rows)."""
+    async def _take(self, keys: list[Key]) -> dict[Key, Taken]:
+        """`taking.take` of `keys`, in one transaction."""
         ids = {key: (self._ids[key], key[1]) for key in keys if key in self._ids}
-        resources = {leases.partition_resource(*tp): key for key, tp in ids.items()}
         async with self.pool.acquire() as conn, conn.transaction():
-            epochs = await leases.acquire_all(conn, list(resources), self.node_id,
-                                              self.lease_ms)
-            held = {resources[r]: epoch for r, epoch in epochs.items()}
-            stamped = await leases.stamp_all(
-                conn, [(*ids[key], epoch) for key, epoch in held.items()])
-            for key, epoch in held.items():
-                if ids[key] not in stamped:
-                    log.warning("%s-%d: lease epoch %d is older than the partition's "
-                                "writer", *key, epoch)
-            wanted = [(key, *stamped[ids[key]]) for key in held if ids[key] in stamped]
-            rows = await conn.fetch(
-                "SELECT b.topic_id, b.partition, b.base_offset, b.last_offset, "
-                "b.object_key, b.byte_offset, b.byte_length FROM batches AS b JOIN "
-                "unnest($1::uuid[], $2::int[], $3::bigint[]) AS s(topic_id, partition, "
-                "log_start) ON b.topic_id = s.topic_id AND b.partition = s.partition "
-                "WHERE b.last_offset >= s.log_start "
-                "ORDER BY b.topic_id, b.partition, b.base_offset",
-                [ids[k][0] for k, _h, _s in wanted], [k[1] for k, _h, _s in wanted],
-                [start for _k, _h, start in wanted])
-        by_partition: dict[tuple[uuid.UUID, int], list[asyncpg.Record]] = {}
-        for row in rows:
-            by_partition.setdefault((row["topic_id"], row["partition"]), []).append(row)
-        return {key: (held[key], hw, start, by_partition.get(ids[key], []))
-                for key, hw, start in wanted}
+            return await take(conn, ids, self.node_id, self.lease_ms)
+
+    async def download(self, batches: Sequence[asyncpg.Record]) -> bytes:
+        """The batches' bytes in order (`taking.download`)."""
+        return await download(self.objects, batches)
 
     async def _open(self, key: Key, fut: asyncio.Future[SharedPartition | None],
                     epoch: int, hw: int, log_start: int,
                     batches: list[asyncpg.Record], *, asked: float) -> None:
         opening = self._opening[key] = _Opening(epoch, asked + self._lease_s)
         try:
-            part = await self._materialise(key, epoch, hw, log_start, batches)
+            part = await materialise(
+                lambda: self.pool.acquire(), self.objects, self.cache_dir / f"{key[0]}-{key[1]}",
+                key, self._ids[key], self._configs.get(key, LogConfig()), epoch, hw,
+                log_start, batches, self._now_ms)
         except Exception as exc:
             if not fut.done():
                 fut.set_exception(exc)
@@ -541,76 +499,6 @@ class SharedStore:
                  f"; after {failed} failed attempts" if failed else "")
         fut.set_result(part)
 
-    async def _materialise(self, key: Key, epoch: int, hw: int, log_start: int,
-                           batches: list[asyncpg.Record]) -> SharedPartition:
-        """The partition's cache, from its rows: the bytes downloaded into one segment
-        file, opened as a `PartitionLog` (the local engine's recovery rebuilds indexes,
-        producer state and the aborted-transaction index)."""
-        topic, partition = key
-        topic_id = self._ids[key]
-        inline: dict[int, bytes] = {}
-        if any(b["object_key"] is None for b in batches):
-            async with self.pool.acquire() as conn:
-                inline = {int(r["base_offset"]): bytes(r["inline_bytes"]) for r in
-                          await conn.fetch(
-                              "SELECT base_offset, inline_bytes FROM batches WHERE "
-                              "topic_id = $1 AND partition = $2 AND last_offset >= $3 AND "
-                              "inline_bytes IS NOT NULL", topic_id, partition, log_start)}
-        data = await self.download(batches, inline)
-        path = self.cache_dir / f"{topic}-{partition}"
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir(parents=True)
-        # Compaction may have removed the first batches after the log start, or the last
-        # ones before the high watermark: the segment keeps the log start as its base,
-        # an empty active segment the high watermark as the log end (as on one node).
-        base = min(int(batches[0]["base_offset"]), log_start) if batches else hw
-        (path / f"{base:020d}.log").write_bytes(data)
-        if batches and int(batches[-1]["last_offset"]) + 1 < hw:
-            (path / f"{hw:020d}.log").write_bytes(b"")
-        (path / LOG_START_CHECKPOINT).write_text(f"{max(log_start, base)}\n")
-        config = self._configs.get(key, LogConfig())
-        plog = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: PartitionLog.open(path, config, topic, partition, self._now_ms(),
-                                            clean_shutdown=False))
-        if plog.log_end_offset != hw:
-            plog.close(sync=False)
-            raise RuntimeError(f"{topic}-{partition}: the batches end at "
-                               f"{plog.log_end_offset}, the high watermark is {hw}")
-        return SharedPartition(plog, topic_id, epoch, hw,
-                               unmerged=Unmerged.of_rows(batches, self._now_ms()))
-
-    async def download(self, batches: Sequence[asyncpg.Record],
-                       inline: dict[int, bytes] | None = None) -> bytes:
-        """The batches' bytes in order: inline ones from their rows (or `inline`, by
-        base offset), the others by ranged reads, one per run of rows adjacent in one
-        object (a partition's piece of a window, or a merged object),
-        `DOWNLOADS_IN_FLIGHT` at a time."""
-        pieces: list[bytes | list[object]] = []  # bytes, or [key, start, end]
-        for b in batches:
-            key = b["object_key"]
-            if key is None:
-                data = b.get("inline_bytes")
-                pieces.append(bytes(data) if data is not None
-                              else (inline or {})[int(b["base_offset"])])
-                continue
-            start = int(b["byte_offset"])
-            end = start + int(b["byte_length"])
-            last = pieces[-1] if pieces else None
-            if isinstance(last, list) and last[0] == key and last[2] == start:
-                last[2] = end
-            else:
-                pieces.append([key, start, end])
-        limit = asyncio.Semaphore(DOWNLOADS_IN_FLIGHT)
-
-        async def get(piece: bytes | list[object]) -> bytes:
-            if isinstance(piece, bytes):
-                return piece
-            key, start, end = piece
-            assert isinstance(key, str) and isinstance(start, int) and isinstance(end, int)
-            async with limit:
-                return await self.objects.get_range(key, start, end - start)
-        return b"".join(await asyncio.gather(*(get(p) for p in pieces)))
-
     async def _forget(self, topic_id: uuid.UUID, partition: int) -> None:
         """A removed partition: its rows go (its objects become the cleaner's)."""
         async with self.pool.acquire() as conn, conn.transaction():
@@ -619,151 +507,7 @@ class SharedStore:
                 await conn.execute(f"DELETE FROM {table} WHERE topic_id = $1 "  # noqa: S608
                                    "AND partition = $2", topic_id, partition)
 
-    # ---- committing ------------------------------------------------------------------
-    async def _flusher(self) -> None:
-        """Start a commit window after `linger_ms` whenever appends wait. Windows
-        overlap only when large: a new one starts when fewer than `WINDOWS_IN_FLIGHT`
-        are in flight and all of them carry an object, so under load uploads and
-        transactions overlap (1 KiB produce +25 % here), while a trickle of small
-        (inline) windows never queues behind a transaction (that tripled the latency at
-        2,000 msg/s). Transactions run in window order: a partition's next window starts
-        where its previous one ends."""
-        previous: asyncio.Task[None] | None = None
-        while True:
-            await self._dirty.wait()
-            self._dirty.clear()
-            if self.linger_s > 0:
-                await asyncio.sleep(self.linger_s)
-            while True:
-                self._window_moved.clear()
-                if len(self._windows) < WINDOWS_IN_FLIGHT and self._windows <= self._large:
-                    break
-                await self._window_moved.wait()
-            window = [p for p in self._owned.values() if p.unflushed and not p.broken]
-            if not window:
-                continue
-            prepared = self._prepare(window)
-            task = asyncio.create_task(self._commit_window(prepared, previous))
-            self._windows.add(task)
-            if prepared.key is not None:
-                self._large.add(task)
-            task.add_done_callback(self._window_done)
-            previous = task
-
-    def _window_done(self, task: asyncio.Task[None]) -> None:
-        self._windows.discard(task)
-        self._large.discard(task)
-        self._window_moved.set()
-
-    def _prepare(self, window: list[SharedPartition]) -> _Window:
-        """A window's bytes and rows: every partition's appends after its previous
-        window, one object (or inline in PostgreSQL when the window is at most
-        `inline_max_bytes`: no upload round trip for a trickle of small batches)."""
-        pieces = []
-        size = 0
-        for part in window:
-            written = _written(part)
-            pieces.append((part, written, size))
-            size += sum(len(buf) for buf, _h in written)
-        inline = size <= self.inline_max_bytes
-        commits: list[tuple[SharedPartition, PartitionCommit]] = []
-        for part, written, at in pieces:
-            rows = []
-            for buf, headers in written:
-                pos = 0
-                for h in headers:
-                    rows.append(BatchRow(
-                        h.base_offset, h.last_offset, at + pos, h.size, h.max_timestamp,
-                        h.producer_id, h.producer_epoch, h.base_sequence,
-                        h.is_transactional, h.is_control,
-                        inline=bytes(memoryview(buf)[pos:pos + h.size]) if inline else None))
-                    pos += h.size
-                at += len(buf)
-            commits.append((part, PartitionCommit(part.topic_id, part.partition, part.epoch,
-                                                  rows, log_start=part.pending_log_start)))
-        key = ObjectStore.new_key(WAL_PREFIX) if size and not inline else None
-        return _Window(commits, [buf for _p, written, _a in pieces for buf, _h in written],
-                       size, key)
-
-    async def _commit_window(self, w: _Window, previous: asyncio.Task[None] | None) -> None:
-        """Upload the window's object, then (after the previous window's transaction)
-        run its transaction. A failure (the outcome may be unknown) drops its
-        partitions: they are taken again from what PostgreSQL holds."""
-        failure: Exception | None = None
-        try:
-            if w.key is not None:
-                await self.objects.put_new(w.key, w.chunks)
-        except Exception as exc:
-            failure = exc
-        uploaded = failure is None
-        if previous is not None:
-            await asyncio.wait({previous})
-        try:
-            if failure is None:
-                async with self.pool.acquire() as conn:
-                    await commit(conn, w.key, w.size, [c for _p, c in w.commits])
-        except Exception as exc:
-            failure = exc
-        if failure is not None:
-            log.warning("commit of %d partitions failed (%s: %s); taking them again",
-                        len(w.commits), type(failure).__name__, failure)
-            for part, c in w.commits:  # an upload that failed: the window never landed
-                self._drop(part, E.kafka_storage_error, f"commit failed: {failure}",
-                           unknown_until=None if uploaded else _before(part, c))
-            if uploaded:  # the transaction's answer was lost: did it land?
-                self._spawn(self._settle(w))
-            return
-        for part, c in w.commits:
-            if c.outcome is Outcome.COMMITTED:
-                end = c.end_offset if c.batches else part.committed
-                part.committed_to(end, c.log_start is not None)
-                size = sum(b.byte_length for b in c.batches)
-                if c.batches and (w.key is None or size < SMALL_PIECE):
-                    part.unmerged.add(c.first_offset, c.end_offset, size, self._now_ms())
-            else:
-                assert c.outcome is not None
-                self._drop(part, E.not_leader_or_follower, f"commit {c.outcome.value}",
-                           unknown_until=_before(part, c))
-
-    async def _settle(self, w: _Window) -> None:
-        """A window whose transaction's answer was lost (the connection died under it):
-        PostgreSQL says whether it landed, and its appends are answered accordingly, as
-        a Kafka leader answers an append only once it knows its fate (see
-        `SharedPartition.fail`). PostgreSQL out of reach for SETTLE_S: "possibly
-        persisted" after all."""
-        firsts = [(c.topic_id, c.partition, c.batches[0]) for _p, c in w.commits
-                  if c.batches]
-        deadline = time.monotonic() + SETTLE_S
-        while True:
-            try:
-                found = await asyncio.wait_for(self._landed(firsts), SETTLE_ASK_S)
-                break
-            except Exception as exc:
-                if time.monotonic() >= deadline:
-                    log.warning("whether the commit of %d partitions landed is unknown "
-                                "after %.0f s (%s: %s): answered as possibly persisted",
-                                len(w.commits), SETTLE_S, type(exc).__name__, exc)
-                    for part, _c in w.commits:
-                        part.abandon("PostgreSQL out of reach",
-                                     {(part.topic, part.partition)})
-                    return
-                await asyncio.sleep(SETTLE_RETRY_S)
-        for part, c in w.commits:
-            if (c.topic_id, c.partition) in found:
-                part.committed_to(c.end_offset, c.log_start is not None)
-            else:
-                part.fail(CommitError(E.kafka_storage_error, f"{part.topic}-"
-                                      f"{part.partition}: commit failed, not landed",
-                                      {(part.topic, part.partition)}),
-                          unknown_until=_before(part, c))
-        log.info("a commit of %d partitions whose answer was lost: %d landed",
-                 len(w.commits), len(found))
-
-    async def _landed(self, firsts: list[tuple[uuid.UUID, int, BatchRow]]
-                      ) -> set[tuple[uuid.UUID, int]]:
-        async with self.pool.acquire() as conn:
-            return await landed(conn, firsts)
-
+    # ---- committing (committer.py) ----------------------------------------------------
     def _drop(self, part: SharedPartition, code: int, why: str, *,
               unknown_until: int | None = None) -> None:
         """Drop the partition (taken again from PostgreSQL if it should be here); its
@@ -789,7 +533,7 @@ class SharedStore:
                     start = await self._retention_start(part)
                     if start > part.log_start_offset and not part.broken:
                         part.delete_records_before(start)
-                        self._dirty.set()
+                        self.committer.wake()
                 except Exception as exc:
                     log.warning("retention of %s-%d failed: %s: %s", part.topic,
                                 part.partition, type(exc).__name__, exc)
@@ -934,33 +678,6 @@ class _Opening:
     epoch: int
     valid_until: float  # monotonic seconds, as SharedPartition.valid_until
     lost: bool = False
-
-
-def _before(part: SharedPartition, c: PartitionCommit) -> int:
-    """Where a window known not to have landed starts for `part`: its waiters past it
-    are answered at once, those before wait for the windows before it."""
-    return c.first_offset if c.batches else part.committed
-
-
-def _written(part: SharedPartition) -> list[tuple[bytes | bytearray, list[BatchHeader]]]:
-    """The partition's appends since its previous window, as the log wrote them (its
-    `tee`: no read back), or read back should the tee not cover exactly that range."""
-    plog = part.plog
-    end, tee = plog.log_end_offset, plog.tee or []
-    if part.hold is not None:  # nothing at or past a held marker
-        end = part.hold.offset
-        plog.tee = [t for t in tee if t[1][0].base_offset >= end]
-        tee = [t for t in tee if t[1][0].base_offset < end]
-    else:
-        plog.tee = []
-    start, part.flushed = part.flushed, end
-    if not tee and end == start:
-        return []
-    if tee and tee[0][1][0].base_offset == start and tee[-1][1][-1].next_offset == end:
-        return list(tee)
-    log.warning("%r: appends since offset %d not in the tee; read back", plog, start)
-    data = plog.read(start, 1 << 62, end)
-    return [(data, [h for _pos, h in iter_batches(data)])] if data else []
 
 
 _T = TypeVar("_T")

@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from headwater.config import BrokerConfig
-from headwater.shared import store
+from headwater.shared import committer as store
 from headwater.shared.cleaner import delete_orphans
 from headwater.shared.objects import WAL_PREFIX, ObjectStore
 from headwater.shared.schema import migrate

@@ -46,7 +46,7 @@ async def store(settings: SharedSettings, node: int, path: Path, lease_ms: int,
     if renew:
         s.start()
     else:  # a broker that stopped renewing (paused): only its flusher (and taker) run
-        s._tasks.append(asyncio.create_task(s._flusher()))
+        s._tasks.append(asyncio.create_task(s.committer.run()))
     return s
 
 
@@ -186,7 +186,7 @@ def test_a_commit_whose_answer_is_lost_is_answered_by_what_landed(
     "possibly persisted" answer, and the next owner's OUT_OF_ORDER_SEQUENCE for a later
     batch, made librdkafka resend a landed batch under a new epoch: a partition out of
     producer order in make test.)"""
-    from headwater.shared import store as store_module
+    from headwater.shared import committer as store_module
 
     real = store_module.commit
     lost = []

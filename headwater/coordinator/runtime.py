@@ -442,6 +442,12 @@ class CoordinatorRuntime:
     def is_loaded(self) -> bool:
         return not self._loading
 
+    def holds(self, partition: int) -> bool:
+        """The shard is loaded here, whether or not it can serve this instant (its
+        partition's lease may have run out by this broker's clock until it is renewed):
+        work owed by it is tried again rather than forgotten."""
+        return partition in self._shards
+
     def shard(self, partition: int) -> Shard:
         if partition in self._loading:
             raise NotReady(E.coordinator_load_in_progress)

@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("headwater.coordinator")
 
 TAKE_RETRY_S = 0.2  # a partition the shared log has not handed over yet
+#: A timer that fired while its shard, loaded here, could not serve (its lease renewed
+#: late by this broker's clock) fires again after this long.
+TIMER_RETRY_MS = 100
 
 
 class Result(NamedTuple):
@@ -120,7 +123,11 @@ class _LoopTimer:
             try:
                 self.runtime.write(self.partition, lambda _shard, now: op(now))
             except NotReady:
-                pass
+                if self.runtime.holds(self.partition):
+                    # loaded here, not serving this instant (its lease renewed late by
+                    # this broker's clock): fired again soon, never dropped (a dropped
+                    # expiry left a member, or a transaction's timeout, waiting for good)
+                    self.schedule(key, TIMER_RETRY_MS, op)
             except Exception:
                 log.exception("timer %s on %s-%d failed", key, self.runtime.topic,
                               self.partition)
@@ -507,10 +514,14 @@ class CoordinatorRuntime:
         """Replay a marker appended at `marker_offset` of `partition`'s log without the
         runtime (a cluster's markers committed together: shared/marker_holds.py). A
         shard still loading replays it from the log."""
-        try:
-            shard = self.shard(partition)
-        except NotReady:
+        if partition in self._loading:
             return
+        shard = self._shards.get(partition)
+        if shard is None:
+            return
+        # Into the shard held here even while it cannot serve this instant (its lease
+        # renewed late): the marker is committed. Dropped, a transaction's offsets
+        # stayed pending until the shard was loaded again.
         shard.replay_end_transaction(producer_id, producer_epoch, commit, marker_offset)
 
     def append(self, partition: int, shard: Shard, records: list[CoordinatorRecord],

@@ -648,17 +648,17 @@ class SharedStore:
             except Exception:
                 log.exception("lease renewal failed")
                 continue
-            lapsed = 0.0
+            now, lapsed = time.monotonic(), 0.0
             for resource, part in parts.items():
                 if resource not in renewed:
                     self._drop(part, E.not_leader_or_follower, "lease lost")
                 else:
-                    lapsed = max(lapsed, time.monotonic() - part.valid_until)
+                    lapsed = max(lapsed, now - part.valid_until)
                     part.valid_until = asked + self._lease_s
             if lapsed > 0:  # served nothing meanwhile (`partition`): say why
                 log.warning("leases renewed %.1f s after they ran out (this renewal was "
                             "asked %.1f s late and took %.1f s)", lapsed,
-                            asked - due, time.monotonic() - asked)
+                            asked - due, now - asked)
             for resource, state in opening.items():
                 if resource not in renewed:
                     state.lost = True

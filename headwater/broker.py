@@ -205,7 +205,7 @@ class Broker:
                                                      600_000),
                     merge_pieces=self.config.get_int("headwater.shared.merge.pieces", 256),
                     object_max_bytes=self.config.get_int(
-                        "headwater.shared.merge.object.max.bytes", 64 << 20)),
+                        "headwater.shared.merge.object.max.bytes", 16 << 20)),
                 reserved=(METADATA_TOPIC,),
                 advertised=self._broker_info())
             await self._shared.open(wait_s=self.config.get_int(

@@ -162,10 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         import faulthandler
         import signal
 
+        from . import allocator
         from .broker import StartupError
 
         # `kill -USR1` prints every thread's stack to stderr (a broker that hangs)
         faulthandler.register(signal.SIGUSR1, all_threads=True)
+        allocator.tune()
 
         config = config_from_args(args)
         if args.console_listen:  # beside a broker: loopback only (TLS: `headwater console`)

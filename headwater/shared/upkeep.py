@@ -54,7 +54,7 @@ class UpkeepSettings:
     merge_bytes: int = 8 << 20  # headwater.shared.merge.bytes
     merge_age_ms: int = 600_000  # headwater.shared.merge.age.ms
     merge_pieces: int = 256  # headwater.shared.merge.pieces
-    object_max_bytes: int = 64 << 20  # headwater.shared.merge.object.max.bytes
+    object_max_bytes: int = 16 << 20  # headwater.shared.merge.object.max.bytes
 
 
 class Upkeep:

@@ -106,7 +106,14 @@ class Writer(Worker):
         self._producer = Producer({
             "bootstrap.servers": bootstrap, "client.id": self.name,
             "enable.idempotence": True, "acks": "all",
-            "linger.ms": 5, "message.timeout.ms": 90000, "request.timeout.ms": 10000,
+            # librdkafka's default message timeout (5 min): a message that times out
+            # in flight is "possibly persisted", and librdkafka bumps the epoch and sends
+            # the rest again under new sequence numbers, copies no broker can recognise,
+            # on Kafka too (#4953, the maintainers' comment of 2025-05-16). At 90 s a
+            # 93-second outage of a PostgreSQL restart storm (c27) made 6,678 copies,
+            # every one under another (producer id, epoch): the client's, not the
+            # broker's. How long writes went unserved is reported on its own.
+            "linger.ms": 5, "message.timeout.ms": 300000, "request.timeout.ms": 10000,
             # One request in flight per broker: with more, a request that fails makes the
             # next one OUT_OF_ORDER_SEQUENCE, and librdkafka then bumps the producer's
             # epoch and renumbers every unacknowledged message, also those "possibly

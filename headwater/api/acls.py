@@ -9,7 +9,7 @@ any of its filters matches, all in one commit."""
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -17,11 +17,13 @@ from ..metadata import records as R
 from ..security import acl as A
 from ..security.acl import AclBinding, AclFilter
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasController, HasImage
 
 NO_AUTHORIZER = "No Authorizer is configured."
+
+
+class Services(HasAccess, HasImage, HasController, Protocol):
+    """What these handlers use of the broker."""
 
 
 def _binding_dict(b: AclBinding) -> dict[str, Any]:
@@ -36,7 +38,7 @@ def _filter(f: Any) -> AclFilter:
                      int(f.operation), int(f.permission_type))
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def denied(ctx: RequestContext, op: int) -> bool:
         return not broker.access.allowed(ctx, op, A.CLUSTER, A.CLUSTER_NAME)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -20,14 +20,18 @@ from ..group.classic.group import join_error, sync_error
 from ..group.classic.operations import JoinRequest, SyncRequest
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import HasAccess, HasGroups
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..group.coordinator import GroupCoordinator
 
 log = logging.getLogger("headwater.api.classic_groups")
 
 _MS = datetime.timedelta(milliseconds=1)
+
+
+class Services(HasAccess, HasGroups, Protocol):
+    """What these handlers use of the broker."""
 
 
 def _ms(value: Any, default: int) -> int:
@@ -42,7 +46,7 @@ async def _answer(future: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
     return {"throttle_time": 0, **await future}
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def groups() -> GroupCoordinator:
         assert broker.groups is not None
         return broker.groups

@@ -3,19 +3,21 @@ records (`kafka-configs --entity-type users|clients|ips`); see headwater/quota/.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..quota.entities import Alteration, QuotaError, alter, describe
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasController, HasImage
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasImage, HasController, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if broker.access.denies(ctx, A.DESCRIBE_CONFIGS, A.CLUSTER, A.CLUSTER_NAME):
             return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,

@@ -9,7 +9,7 @@ leader is elected; creation is synchronous here, so the answer already has the t
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -19,14 +19,26 @@ from ..metadata.image import PartitionImage, TopicImage
 from ..metadata.topics import INTERNAL_TOPICS, topic_name_error
 from ..security import acl as A
 from ..wire.dispatch import LISTENER, Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import (
+    HasAccess,
+    HasCluster,
+    HasConfig,
+    HasController,
+    HasIdentity,
+    HasImage,
+    HasListeners,
+    HasTopicCreation,
+)
 
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def topic_entry(broker: Broker, topic: TopicImage) -> dict[str, Any]:
+class Services(HasAccess, HasImage, HasController, HasIdentity, HasConfig, HasCluster,
+               HasListeners, HasTopicCreation, Protocol):
+    """What these handlers use of the broker."""
+
+
+def topic_entry(broker: Services, topic: TopicImage) -> dict[str, Any]:
     return {
         "error_code": 0,
         "name": topic.name,
@@ -36,7 +48,7 @@ def topic_entry(broker: Broker, topic: TopicImage) -> dict[str, Any]:
     }
 
 
-def partition_entry(broker: Broker, topic: TopicImage, p: PartitionImage,
+def partition_entry(broker: Services, topic: TopicImage, p: PartitionImage,
                     **extra: Any) -> dict[str, Any]:
     """One partition as Metadata and DescribeTopicPartitions describe it. In a cluster the
     leader is the broker serving it (the holder of its lease, epoch the lease's); the
@@ -47,7 +59,7 @@ def partition_entry(broker: Broker, topic: TopicImage, p: PartitionImage,
         return {"error_code": 0, "partition_index": p.partition_id, "leader_id": p.leader,
                 "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas,
                 "isr_nodes": p.isr, "offline_replicas": (), **extra}
-    if topic.name in INTERNAL_TOPICS and cluster.shard_of is None:
+    if topic.name in INTERNAL_TOPICS and not cluster.spreads_coordinators:
         leader, epoch = cluster.controller_id(), 0
     else:
         leader, epoch = cluster.leader(topic.name, topic.topic_id, p.partition_id)
@@ -57,7 +69,7 @@ def partition_entry(broker: Broker, topic: TopicImage, p: PartitionImage,
             "replica_nodes": nodes, "isr_nodes": nodes, "offline_replicas": (), **extra}
 
 
-def broker_entries(broker: Broker, ctx: RequestContext) -> list[tuple[int, str, int,
+def broker_entries(broker: Services, ctx: RequestContext) -> list[tuple[int, str, int,
                                                                       str | None]]:
     """(node id, host, port, rack) of the live brokers: this one alone on one node."""
     if broker.cluster is None:
@@ -67,11 +79,11 @@ def broker_entries(broker: Broker, ctx: RequestContext) -> list[tuple[int, str, 
     return [(b.node_id, *b.address(listener), b.rack) for b in broker.cluster.brokers()]
 
 
-def controller_id(broker: Broker) -> int:
+def controller_id(broker: Services) -> int:
     return broker.node_id if broker.cluster is None else broker.cluster.controller_id()
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def brokers(ctx: RequestContext) -> list[dict[str, Any]]:
         return [{"node_id": n, "host": h, "port": p, "rack": r}
                 for n, h, p, r in broker_entries(broker, ctx)]
@@ -204,7 +216,7 @@ def _dtp_error(req: Any, code: int) -> dict[str, Any]:
          "partitions": ()} for t in req.topics]}
 
 
-def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def describe_topic_partitions(broker: Services, ctx: RequestContext, req: Any) -> dict[str, Any]:
     """DescribeTopicPartitions (KIP-966), as Kafka 4.4's
     DescribeTopicPartitionsRequestHandler and KRaftMetadataCache.describeTopicResponse
     answer it: the requested topics (all topics when none is named) from the cursor's

@@ -10,7 +10,7 @@ serve (no DescribeConfigs for broker loggers).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -22,14 +22,16 @@ from ..metadata.image import (
 )
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasIdentity, HasImage
 
 LISTED = (GROUP_RESOURCE, CLIENT_METRICS_RESOURCE, BROKER_RESOURCE, TOPIC_RESOURCE)
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasImage, HasIdentity, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def configured(rtype: int) -> list[str]:
         return sorted(name for (kind, name), values in broker.image.configs.items()
                       if kind == rtype and values)

@@ -12,7 +12,7 @@ DynamicLogConfig; other broker keys are read-only.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -39,9 +39,7 @@ from ..metadata.image import (
 )
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasConfig, HasController, HasIdentity, HasImage
 
 # ConfigSource ids.
 DYNAMIC_TOPIC_CONFIG = 1
@@ -74,12 +72,16 @@ _SOURCE_IDS = {DYNAMIC_NODE: DYNAMIC_BROKER_CONFIG, DYNAMIC_CLUSTER: DYNAMIC_DEF
                STATIC: STATIC_BROKER_CONFIG}
 
 
-def _broker_synonyms(broker: Broker, broker_key: str) -> list[dict[str, Any]]:
+class Services(HasAccess, HasImage, HasController, HasIdentity, HasConfig, Protocol):
+    """What these handlers use of the broker."""
+
+
+def _broker_synonyms(broker: Services, broker_key: str) -> list[dict[str, Any]]:
     return [{"name": broker_key, "value": value, "source": _SOURCE_IDS.get(source, DEFAULT_CONFIG)}
             for source, value in broker.config.layers(broker_key)]
 
 
-def describe_topic_configs(broker: Broker, topic: str, keys: set[str] | None,
+def describe_topic_configs(broker: Services, topic: str, keys: set[str] | None,
                            overrides: Mapping[str, str | None] | None = None,
                            synonyms: bool = False) -> list[dict[str, Any]]:
     """Every topic config with value and source; `overrides` replaces the image's."""
@@ -111,7 +113,7 @@ def describe_topic_configs(broker: Broker, topic: str, keys: set[str] | None,
     return out
 
 
-def describe_broker_configs(broker: Broker, name: str, keys: set[str] | None,
+def describe_broker_configs(broker: Services, name: str, keys: set[str] | None,
                             synonyms: bool = False) -> list[dict[str, Any]]:
     """This broker's configs (name = its id), or only the cluster-wide dynamic defaults
     (name = ""), as Kafka describes them."""
@@ -134,7 +136,7 @@ def describe_broker_configs(broker: Broker, name: str, keys: set[str] | None,
     return out
 
 
-def describe_group_configs(broker: Broker, group: str, keys: set[str] | None,
+def describe_group_configs(broker: Services, group: str, keys: set[str] | None,
                            synonyms: bool = False) -> list[dict[str, Any]]:
     """Kafka's group configs (KIP-848 / KIP-932): the group's override (GROUP_CONFIG),
     else the broker default of its synonym (`group.share.*`, DEFAULT_CONFIG)."""
@@ -159,7 +161,7 @@ def describe_group_configs(broker: Broker, group: str, keys: set[str] | None,
     return out
 
 
-def describe_client_metrics_configs(broker: Broker, name: str, keys: set[str] | None,
+def describe_client_metrics_configs(broker: Services, name: str, keys: set[str] | None,
                                     synonyms: bool = False,
                                     documentation: bool = False) -> list[dict[str, Any]]:
     """A subscription's three keys, as Kafka describes them even for a name never set."""
@@ -185,7 +187,7 @@ class _Invalid(Exception):
         self.code, self.message = code, message
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def authorized(ctx: RequestContext, op: int, rtype: int, name: str) -> None:
         """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, group or cluster (brokers)."""
         access = broker.access

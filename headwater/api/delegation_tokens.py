@@ -12,18 +12,19 @@ DELEGATION_TOKEN_AUTH_DISABLED. Answering them (rather than not advertising them
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..wire.dispatch import LISTENER, PRINCIPAL, Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-
+from .services import HasListeners
 
 # -1 on the wire: the timestamps of Kafka's error responses.
 NO_TIMESTAMP = datetime.datetime.fromtimestamp(-0.001, datetime.UTC)
+
+
+class Services(HasListeners, Protocol):
+    """What these handlers use of the broker."""
 
 
 def refusal(protocol: str, ctx: RequestContext) -> int:
@@ -33,7 +34,7 @@ def refusal(protocol: str, ctx: RequestContext) -> int:
     return E.delegation_token_auth_disabled
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     protocols = {listener.name: listener.protocol for listener in broker.listeners}
 
     def refused(ctx: RequestContext) -> int:

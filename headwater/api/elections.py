@@ -10,20 +10,22 @@ get Kafka's UNKNOWN_TOPIC_OR_PARTITION messages.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasImage
 
 ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasImage, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if req.topic_partitions is None:
             return {"throttle_time": 0, "error_code": 0, "replica_election_results": []}

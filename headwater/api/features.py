@@ -18,7 +18,7 @@ failure; v2 has only the top-level error.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -27,9 +27,7 @@ from ..metadata.controller import ControllerError
 from ..metadata.features import SUPPORTED_FEATURES, feature_level, finalized_features
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasController, HasIdentity, HasImage
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 METADATA_VERSION = "metadata.version"
@@ -41,6 +39,10 @@ _METADATA_CHANGED = frozenset({7, 8, 11, 13, 14, 15, 17, 23, 30, 32, 33})
 # The feature names Kafka 4.4 knows (Feature.java), for the "not found" of level 0.
 _KNOWN = frozenset({METADATA_VERSION, KRAFT_VERSION, "transaction.version", "group.version",
                     "eligible.leader.replicas.version", "share.version", "streams.version"})
+
+
+class Services(HasAccess, HasImage, HasController, HasIdentity, Protocol):
+    """What these handlers use of the broker."""
 
 
 class _Refused(Exception):
@@ -115,7 +117,7 @@ def check_update(node_id: int, current_levels: dict[str, int], name: str, level:
     return R.FeatureLevelRecord(name, level)
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def handle_update_features(ctx: RequestContext, req: Any) -> dict[str, Any]:
         version = ctx.api_version
         updates: dict[str, tuple[int, int]] = {}
@@ -184,7 +186,7 @@ def _refusal(api_key: int, req: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": code, "error_message": None}
 
 
-def gate_group_apis(dispatcher: Dispatcher, broker: Broker) -> None:
+def gate_group_apis(dispatcher: Dispatcher, broker: Services) -> None:
     """Wrap the share-group and consumer-group (KIP-848) handlers: below level 1 of their
     feature they are refused as Kafka's."""
 

@@ -6,7 +6,7 @@ fetch quota, encode.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -14,15 +14,17 @@ from ..fetch.service import FetchPlan, PartitionData
 from ..fetch.sessions import FetchSessionError, PartitionKey
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasFetch, HasImage, HasQuotas
 
 ZERO_UUID = uuid.UUID(int=0)
 FIRST_SESSION_VERSION = 7  # KIP-227
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasImage, HasQuotas, HasFetch, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     service = broker.fetch
 
     def resolve_topic(name: str | None, topic_id: Any) -> tuple[str | None, Any, int]:

@@ -6,21 +6,23 @@ is not running here yet gets COORDINATOR_NOT_AVAILABLE.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..security import acl as A
 from ..share.coordinator import parse_coordinator_key
 from ..wire.dispatch import LISTENER, Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasCluster, HasCoordinators, HasIdentity, HasListeners
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasIdentity, HasCluster, HasListeners, HasCoordinators, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def answer(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
         host, port = broker.advertised_for(ctx)
         if key_type not in broker.coordinator_key_types:

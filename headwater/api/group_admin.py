@@ -7,22 +7,26 @@ deletes its share-partition state from the share coordinator.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..coordinator.runtime import NotReady
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import HasAccess, HasGroups, HasShareGroups
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..coordinator.runtime import Result
     from ..group.coordinator import GroupCoordinator
     from ..group.shard import GroupShard
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasGroups, HasShareGroups, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def groups() -> GroupCoordinator:
         assert broker.groups is not None
         return broker.groups

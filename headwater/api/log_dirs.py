@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasDataDir, HasImage, HasPartitions
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasImage, HasPartitions, HasDataDir, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if broker.access.denies(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
             return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,

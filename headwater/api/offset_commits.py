@@ -12,7 +12,7 @@ for classic, consumer (KIP-848) and simple (generation -1) commits.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -20,15 +20,19 @@ from ..coordinator.runtime import NotReady
 from ..group.offsets import PartitionCommit, as_fetch_entry
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import HasAccess, HasGroups, HasImage
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..group.coordinator import GroupCoordinator
 
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasImage, HasGroups, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def groups() -> GroupCoordinator:
         assert broker.groups is not None
         return broker.groups

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..security import acl as A
 from ..storage.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasPartitions
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 EARLIEST_PENDING_UPLOAD = -6
@@ -25,7 +23,11 @@ LEADER_EPOCH = 0
 READ_COMMITTED = 1
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasPartitions, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def allowed(ctx: RequestContext, op: int, topic: str) -> bool:
         return not broker.access.enabled or broker.access.allowed(ctx, op, A.TOPIC, topic)
 

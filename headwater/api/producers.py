@@ -16,7 +16,7 @@ block is answered once it is durable in the shared metadata log.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -24,12 +24,22 @@ from ..coordinator.runtime import NotReady
 from ..metadata.controller import ControllerError
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import (
+    HasAccess,
+    HasCluster,
+    HasController,
+    HasPartitions,
+    HasProducerIds,
+    HasTransactions,
+)
 
-if TYPE_CHECKING:
-    from ..broker import Broker
+
+class Services(HasAccess, HasController, HasCluster, HasPartitions, HasTransactions,
+               HasProducerIds, Protocol):
+    """What these handlers use of the broker."""
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def handle_init(ctx: RequestContext, req: Any) -> dict[str, Any]:
         assert broker.controller is not None
         access = broker.access

@@ -25,25 +25,36 @@ itself while it runs and deregisters when it stops.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..metadata.controller import METADATA_TOPIC
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import (
+    HasAccess,
+    HasClock,
+    HasCluster,
+    HasController,
+    HasIdentity,
+    HasListeners,
+)
 
 CONTROLLER_ID_NOT_REGISTERED = 136
 
-if TYPE_CHECKING:
-    from ..broker import Broker
 
 ZERO_UUID = uuid.UUID(int=0)
 # The leader epoch of every batch headwater writes to the metadata log (no elections).
 METADATA_LEADER_EPOCH = 0
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasController, HasIdentity, HasCluster, HasListeners, HasClock,
+               Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def describe_quorum(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if broker.access.denies(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
             return {"error_code": E.cluster_authorization_failed, "topics": (), "nodes": ()}
@@ -83,14 +94,14 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 else [broker.node_id])
         if req.broker_id not in live:
             return {"throttle_time": 0, "error_code": E.broker_id_not_registered,
-                    "error_message": f"Broker ID {req.broker_id} is not currently registered"}
+                    "error_message": f"Services ID {req.broker_id} is not currently registered"}
         if len(live) > 1:
             return {"throttle_time": 0, "error_code": E.invalid_request,
-                    "error_message": f"Broker {req.broker_id} is running: a broker of this "
+                    "error_message": f"Services {req.broker_id} is running: a broker of this "
                                      "cluster is registered while it runs and deregisters "
                                      "itself when it stops; it cannot be unregistered"}
         return {"throttle_time": 0, "error_code": E.invalid_request,
-                "error_message": f"Broker {req.broker_id} is the only broker of this "
+                "error_message": f"Services {req.broker_id} is the only broker of this "
                                  "single-node cluster and serves this request; it cannot "
                                  "be unregistered"}
 

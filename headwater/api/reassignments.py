@@ -13,19 +13,21 @@ gets NO_REASSIGNMENT_IN_PROGRESS: there is never one.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..metadata.assignments import assignment_error
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasCluster, HasDataDir, HasImage
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasImage, HasCluster, HasDataDir, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def denied(ctx: RequestContext, op: int) -> bool:
         return broker.access.denies(ctx, op, A.CLUSTER, A.CLUSTER_NAME)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -21,16 +21,18 @@ from ..wire.dispatch import (
     Dispatcher,
     RequestContext,
 )
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasController, HasImage
 
 log = logging.getLogger("headwater.security")
 
 SESSION = SASL_SESSION
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasImage, HasController, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def handshake(ctx: RequestContext, req: Any) -> dict[str, Any]:
         session: SaslSession | None = ctx.attrs.get(SESSION)
         if session is None:

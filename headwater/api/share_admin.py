@@ -5,18 +5,20 @@ DeleteShareGroupOffsets (92, v0): authorize, then call the share admin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..security import acl as ACL
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasShareGroups
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasShareGroups, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     admin = broker.share_admin
 
     async def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:

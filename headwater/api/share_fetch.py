@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -19,15 +19,25 @@ from ..share.config import AcquireMode
 from ..share.fetch_service import FetchRequest, Key, Outcome, Unreadable
 from ..share.outcomes import AcknowledgementBatch
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import (
+    HasAccess,
+    HasCluster,
+    HasIdentity,
+    HasImage,
+    HasQuotas,
+    HasShareGroups,
+)
 from .share_wire import PartitionEntry, share_acknowledge_response, share_fetch_response
-
-if TYPE_CHECKING:
-    from ..broker import Broker
 
 ACQUIRE_MODES = frozenset(int(m) for m in AcquireMode)
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasImage, HasIdentity, HasCluster, HasQuotas, HasShareGroups,
+               Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     service = broker.share_fetch
 
     def top_error(code: E, message: str, lock_ms: int = 0) -> dict[str, Any]:

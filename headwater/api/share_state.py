@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..security import acl as A
 from ..share.records import UNCHANGED, StateBatch, StateWrite
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import HasAccess, HasShareCoordinator
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..share.coordinator import ShareCoordinator
 
 MESSAGES = {
@@ -42,6 +42,10 @@ MESSAGES = {
 PartitionOp = Callable[[uuid.UUID, Any], Awaitable[dict[str, Any]]]
 
 
+class Services(HasAccess, HasShareCoordinator, Protocol):
+    """What these handlers use of the broker."""
+
+
 def _message(code: int) -> str | None:
     return MESSAGES.get(code, E(code).name) if code else None
 
@@ -51,7 +55,7 @@ def _row(partition: int, code: int, **fields: Any) -> dict[str, Any]:
             **fields}
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def coordinator() -> ShareCoordinator | None:
         return broker.share_coordinator
 

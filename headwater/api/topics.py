@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -13,15 +13,26 @@ from ..metadata.image import TopicImage
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
 from .configs import describe_topic_configs
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import (
+    HasAccess,
+    HasConfig,
+    HasController,
+    HasIdentity,
+    HasImage,
+    HasQuotas,
+    HasTopicCreation,
+)
 
 ZERO_UUID = uuid.UUID(int=0)
 PROTECTED = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasAccess, HasImage, HasController, HasIdentity, HasConfig,
+               HasTopicCreation, HasQuotas, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def handle_create(ctx: RequestContext, req: Any) -> Any:
         assert broker.controller is not None
         seen: dict[str, int] = {}

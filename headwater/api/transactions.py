@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import re2
 from kio.schema.errors import ErrorCode as E
@@ -35,15 +35,19 @@ from ..security import acl as A
 from ..txn.coordinator import OFFSETS_TOPIC
 from ..txn.state import TxnState
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import HasAccess, HasCluster, HasGroups, HasImage, HasTransactions
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..txn.coordinator import TransactionCoordinator
 
 TopicPartition = tuple[str, int]
 
 FIRST_TV2_END_TXN = 5  # EndTxn v5+: the client speaks transaction version 2
 FIRST_TV2_ADD_PARTITIONS = 4  # AddPartitionsToTxn v4+ (the brokers' batched form)
+
+
+class Services(HasAccess, HasImage, HasCluster, HasGroups, HasTransactions, Protocol):
+    """What these handlers use of the broker."""
 
 
 def fenced_as(code: int, version: int, first_version: int) -> int:
@@ -83,7 +87,7 @@ def by_topic(codes: dict[TopicPartition, int]) -> dict[str, dict[int, int]]:
     return out
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def coordinator() -> TransactionCoordinator:
         if broker.transactions is None:
             raise NotReady(E.coordinator_not_available)
@@ -253,14 +257,14 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     tv = getattr(marker, "transaction_version", 0)
                     if confirm:  # the markers held here are committed: take them in
                         assert broker.cluster is not None
-                        code = await broker.cluster.store.confirm_marker(
+                        code = await broker.cluster.confirm_marker(
                             t.name, p, marker.producer_id, marker.producer_epoch,
                             marker.transaction_result, CONFIRM_WAIT_S)
                         parts.append({"partition_index": p, "error_code": code})
                         continue
                     if held:  # a coordinator of the cluster commits it with the others
                         assert broker.cluster is not None
-                        answer = broker.cluster.store.hold_marker(
+                        answer = broker.cluster.hold_marker(
                             t.name, p, marker.producer_id, marker.producer_epoch,
                             marker.transaction_result, marker.coordinator_epoch, tv)
                         code = answer if isinstance(answer, int) else await answer

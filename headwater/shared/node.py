@@ -54,6 +54,25 @@ class ClusterNode:
     def node_id(self) -> int:
         return self.store.node_id
 
+    @property
+    def spreads_coordinators(self) -> bool:
+        """Coordinator shards where the shared log places their partitions (else all
+        with the controller, headwater.shared.coordinators=controller)."""
+        return self.shard_of is not None
+
+    def hold_marker(self, topic: str, partition: int, producer_id: int,
+                    producer_epoch: int, commit: bool, coordinator_epoch: int,
+                    transaction_version: int) -> int | Awaitable[int]:
+        """A coordinator of the cluster holds a marker here (`SharedStore.hold_marker`)."""
+        return self.store.hold_marker(topic, partition, producer_id, producer_epoch, commit,
+                                      coordinator_epoch, transaction_version)
+
+    async def confirm_marker(self, topic: str, partition: int, producer_id: int,
+                             producer_epoch: int, commit: bool, timeout_s: float) -> int:
+        """The held marker is committed (`SharedStore.confirm_marker`)."""
+        return await self.store.confirm_marker(topic, partition, producer_id,
+                                               producer_epoch, commit, timeout_s)
+
     def brokers(self) -> list[BrokerInfo]:
         """The brokers clients are told of (`ClusterView.listed`; this one always among
         them)."""

@@ -28,8 +28,8 @@ from ..faults import METADATA_AFTER_BEGIN, Faults
 from ..log.partition_log import PartitionLog
 from ..records.batch import BatchRecord, batches_end_offset, build_batch
 from ..storage.errors import LogError
+from . import codec, snapshot
 from . import records as R
-from . import snapshot
 from .assignments import assignment_error, spread
 from .events import Listener
 from .image import TOPIC_RESOURCE, MetadataImage, TopicImage
@@ -336,7 +336,7 @@ class Controller:
     def _append(self, chunk: Sequence[object], now: int) -> int:
         entries: list[BatchRecord] = []
         for rec in chunk:
-            key, value = R.encode(rec)
+            key, value = codec.encode(rec)
             entries.append((key, value, [], now))
         batch = build_batch(entries)
         last = self.log.append(batch, now).last_offset

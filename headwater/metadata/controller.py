@@ -74,7 +74,9 @@ class Controller:
                  now_ms: Callable[[], int], faults: Faults | None = None, *,
                  max_partitions: int = MAX_PARTITIONS,
                  snapshot_runner: SnapshotRunner | None = None,
-                 brokers: Callable[[], Collection[int]] | None = None) -> None:
+                 brokers: Callable[[], Collection[int]] | None = None,
+                 writer_check: Callable[[], None] | None = None,
+                 written: Callable[[], None] | None = None) -> None:
         self.log = metadata_log
         self.config = config
         self.faults = faults if faults is not None else Faults()  # test-only (faults.py)
@@ -107,8 +109,8 @@ class Controller:
         # append, so the records are committed to the shared log. A broker that does not
         # write follows (`follow`) what the controller committed; `_following` holds the
         # replay of its log, a metadata transaction included until it ends.
-        self.writer_check: Callable[[], None] | None = None
-        self.written: Callable[[], None] | None = None
+        self.writer_check = writer_check
+        self.written = written
         self._following: Replay | None = None
 
     def partition_count(self) -> int:

@@ -44,11 +44,12 @@ ShardOf = Callable[[str, int], "tuple[str, uuid.UUID, int] | None"]
 
 
 class ClusterNode:
-    def __init__(self, store: SharedStore, metadata: SharedMetadata) -> None:
+    def __init__(self, store: SharedStore, metadata: SharedMetadata,
+                 shard_of: ShardOf | None = None) -> None:
         self.store = store
         self.metadata = metadata
-        #: Where coordinator shards are (set by the broker when they are spread).
-        self.shard_of: ShardOf | None = None
+        #: Where coordinator shards are (None: every shard with the controller).
+        self.shard_of = shard_of
 
     @property
     def node_id(self) -> int:

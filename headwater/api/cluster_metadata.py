@@ -83,14 +83,19 @@ def controller_id(broker: Services) -> int:
     return broker.node_id if broker.cluster is None else broker.cluster.controller_id()
 
 
-def register(dispatcher: Dispatcher, broker: Services) -> None:
-    def brokers(ctx: RequestContext) -> list[dict[str, Any]]:
-        return [{"node_id": n, "host": h, "port": p, "rack": r}
-                for n, h, p, r in broker_entries(broker, ctx)]
+class _Handlers:
+    """The handlers of this module, over the services they use."""
 
-    def handle_metadata(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        image = broker.image
-        access = broker.access
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def brokers(self, ctx: RequestContext) -> list[dict[str, Any]]:
+        return [{"node_id": n, "host": h, "port": p, "rack": r}
+                for n, h, p, r in broker_entries(self.broker, ctx)]
+
+    def handle_metadata(self, ctx: RequestContext, req: Any) -> dict[str, Any]:  # noqa: C901
+        image = self.broker.image
+        access = self.broker.access
         topics_out: list[dict[str, Any]] = []
         requested = req.topics
 
@@ -105,9 +110,9 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
         if requested is None or (ctx.api_version == 0 and not requested):
             for listed in image.topics_by_name.values():
                 if not hidden(listed.name):  # as Kafka: unauthorized topics are left out
-                    topics_out.append(topic_entry(broker, listed))
+                    topics_out.append(topic_entry(self.broker, listed))
         else:
-            auto = (broker.config.get_bool("auto.create.topics.enable")
+            auto = (self.broker.config.get_bool("auto.create.topics.enable")
                     and getattr(req, "allow_auto_topic_creation", True))
             to_create: list[str] = []
             for t in requested:
@@ -121,13 +126,13 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
                     elif hidden(topic.name):
                         topics_out.append(denied(None, topic_id))
                     else:
-                        topics_out.append(topic_entry(broker, topic))
+                        topics_out.append(topic_entry(self.broker, topic))
                     continue
                 topic = image.topic(name) if name is not None else None
                 if name is not None and hidden(name):
                     topics_out.append(denied(name, None))
                 elif topic is not None:
-                    topics_out.append(topic_entry(broker, topic))
+                    topics_out.append(topic_entry(self.broker, topic))
                 elif name is not None and topic_name_error(name):
                     topics_out.append({"error_code": E.invalid_topic_exception, "name": name,
                                        "topic_id": ZERO_UUID, "partitions": ()})
@@ -141,25 +146,25 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
                 else:
                     topics_out.append({"error_code": E.unknown_topic_or_partition,
                                        "name": name, "topic_id": ZERO_UUID, "partitions": ()})
-            if to_create and not broker.is_controller():
+            if to_create and not self.broker.is_controller():
                 # the controller creates it (as Kafka's brokers ask theirs); until this
                 # broker's image has it, clients are told to retry
-                broker.auto_create_elsewhere(ctx, to_create)
+                self.broker.auto_create_elsewhere(ctx, to_create)
                 for i, entry in enumerate(topics_out):
                     if entry.keys() == {"name"}:
                         topics_out[i] = {"error_code": E.leader_not_available,
                                          "name": entry["name"], "topic_id": ZERO_UUID,
                                          "partitions": ()}
             elif to_create:
-                assert broker.controller is not None
-                results = broker.controller.create_topics([NewTopic(n) for n in to_create])
+                assert self.broker.controller is not None
+                results = self.broker.controller.create_topics([NewTopic(n) for n in to_create])
                 by_name = {t.name: (err, img) for t, err, img in results}
                 for i, entry in enumerate(topics_out):
                     if entry.keys() == {"name"}:
                         err, img = by_name[entry["name"]]
-                        current = broker.image.topic(entry["name"])
+                        current = self.broker.image.topic(entry["name"])
                         if current is not None:
-                            topics_out[i] = topic_entry(broker, current)
+                            topics_out[i] = topic_entry(self.broker, current)
                         else:
                             code = err.code if err else E.leader_not_available
                             topics_out[i] = {"error_code": code, "name": entry["name"],
@@ -174,38 +179,42 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
             cluster_ops = access.cluster_operations(ctx)
         return {
             "throttle_time": 0,
-            "brokers": brokers(ctx),
-            "cluster_id": broker.cluster_id,
-            "controller_id": controller_id(broker),
+            "brokers": self.brokers(ctx),
+            "cluster_id": self.broker.cluster_id,
+            "controller_id": controller_id(self.broker),
             "topics": topics_out,
             "cluster_authorized_operations": cluster_ops,
         }
 
-    def handle_describe_cluster(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_describe_cluster(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         endpoint_type = getattr(req, "endpoint_type", 1)
         if endpoint_type not in (1,):
-            return {"error_code": E.unsupported_endpoint_type, "cluster_id": broker.cluster_id,
+            return {"error_code": E.unsupported_endpoint_type, "cluster_id": self.broker.cluster_id,
                     "error_message": f"endpoint type {endpoint_type} is not served here",
                     "brokers": ()}
         return {
             "throttle_time": 0,
             "error_code": 0,
-            "cluster_id": broker.cluster_id,
-            "controller_id": controller_id(broker),
+            "cluster_id": self.broker.cluster_id,
+            "controller_id": controller_id(self.broker),
             "endpoint_type": endpoint_type,
             "brokers": [{"broker_id": n, "host": h, "port": p, "rack": r,
-                         "is_fenced": False} for n, h, p, r in broker_entries(broker, ctx)],
+                         "is_fenced": False} for n, h, p, r in broker_entries(self.broker, ctx)],
             "cluster_authorized_operations": (
-                broker.access.cluster_operations(ctx)
+                self.broker.access.cluster_operations(ctx)
                 if req.include_cluster_authorized_operations else -2147483648),
         }
 
-    def handle_describe_topic_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        return describe_topic_partitions(broker, ctx, req)
+    def handle_describe_topic_partitions(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        return describe_topic_partitions(self.broker, ctx, req)
 
-    dispatcher.register(3, 0, 13, handle_metadata)
-    dispatcher.register(60, 0, 2, handle_describe_cluster)
-    dispatcher.register(75, 0, 0, handle_describe_topic_partitions)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(3, 0, 13, handlers.handle_metadata)
+    dispatcher.register(60, 0, 2, handlers.handle_describe_cluster)
+    dispatcher.register(75, 0, 0, handlers.handle_describe_topic_partitions)
 
 
 def _dtp_error(req: Any, code: int) -> dict[str, Any]:

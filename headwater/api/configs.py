@@ -187,10 +187,15 @@ class _Invalid(Exception):
         self.code, self.message = code, message
 
 
-def register(dispatcher: Dispatcher, broker: Services) -> None:
-    def authorized(ctx: RequestContext, op: int, rtype: int, name: str) -> None:
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def authorized(self, ctx: RequestContext, op: int, rtype: int, name: str) -> None:
         """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, group or cluster (brokers)."""
-        access = broker.access
+        access = self.broker.access
         if not access.enabled:
             return
         if rtype == TOPIC_RESOURCE:
@@ -203,13 +208,13 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
         if not access.allowed(ctx, op, *target):
             raise _Invalid(code, f"{kind} authorization failed.")  # Kafka's message
 
-    def resource_check(rtype: int, name: str) -> None:
+    def resource_check(self, rtype: int, name: str) -> None:
         if rtype == TOPIC_RESOURCE:
-            if broker.image.topic(name) is None:
+            if self.broker.image.topic(name) is None:
                 raise _Invalid(E.unknown_topic_or_partition,
                                f"Topic {name} does not exist")
         elif rtype == BROKER_RESOURCE:
-            if name not in ("", str(broker.node_id)):
+            if name not in ("", str(self.broker.node_id)):
                 raise _Invalid(E.invalid_request, f"Unexpected broker id {name}")
         elif rtype == GROUP_RESOURCE:
             if not name:
@@ -221,38 +226,38 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
         else:
             raise _Invalid(E.invalid_request, f"Unsupported resource type {rtype}")
 
-    def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_describe(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         results = []
         for res in req.resources:
             keys = set(res.configuration_keys) if res.configuration_keys else None
             base = {"resource_type": res.resource_type, "resource_name": res.resource_name}
             try:
-                authorized(ctx, A.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
-                resource_check(res.resource_type, res.resource_name)
+                self.authorized(ctx, A.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+                self.resource_check(res.resource_type, res.resource_name)
             except _Invalid as exc:
                 results.append({**base, "error_code": exc.code, "error_message": exc.message,
                                 "configs": ()})
                 continue
             if res.resource_type == TOPIC_RESOURCE:
-                configs = describe_topic_configs(broker, res.resource_name, keys,
+                configs = describe_topic_configs(self.broker, res.resource_name, keys,
                                                  synonyms=getattr(req, "include_synonyms",
                                                                   False))
             elif res.resource_type == BROKER_RESOURCE:
-                configs = describe_broker_configs(broker, res.resource_name, keys,
+                configs = describe_broker_configs(self.broker, res.resource_name, keys,
                                                   getattr(req, "include_synonyms", False))
             elif res.resource_type == CLIENT_METRICS_RESOURCE:
                 configs = describe_client_metrics_configs(
-                    broker, res.resource_name, keys, getattr(req, "include_synonyms", False),
+                    self.broker, res.resource_name, keys, getattr(req, "include_synonyms", False),
                     getattr(req, "include_documentation", False))
             else:
-                configs = describe_group_configs(broker, res.resource_name, keys,
+                configs = describe_group_configs(self.broker, res.resource_name, keys,
                                                  getattr(req, "include_synonyms", False))
             # "": Kafka leaves the schema's default in a successful result
             results.append({**base, "error_code": 0, "error_message": "",
                             "configs": configs})
         return {"throttle_time": 0, "results": results}
 
-    def validate(rtype: int, key: str, value: str | None) -> None:
+    def validate(self, rtype: int, key: str, value: str | None) -> None:
         if rtype == TOPIC_RESOURCE:
             try:
                 validate_topic_config(key, value)
@@ -266,17 +271,17 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
             except ConfigError as exc:
                 raise _Invalid(E.invalid_config, str(exc)) from None
 
-    def alter(ctx: RequestContext, req: Any, incremental: bool) -> dict[str, Any]:
-        assert broker.controller is not None
+    def alter(self, ctx: RequestContext, req: Any, incremental: bool) -> dict[str, Any]:  # noqa: C901
+        assert self.broker.controller is not None
         responses = []
         records: list[object] = []
         for res in req.resources:
             rtype, name = res.resource_type, res.resource_name
             base = {"resource_type": rtype, "resource_name": name}
             try:
-                authorized(ctx, A.ALTER_CONFIGS, rtype, name)
-                resource_check(rtype, name)
-                current = dict(broker.image.resource_configs(rtype, name))
+                self.authorized(ctx, A.ALTER_CONFIGS, rtype, name)
+                self.resource_check(rtype, name)
+                current = dict(self.broker.image.resource_configs(rtype, name))
                 if incremental:
                     updated = dict(current)
                     for c in res.configs:
@@ -290,7 +295,7 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
                                 raise _Invalid(E.invalid_config,
                                                f"Config {c.name} is not a list")
                             items = [v for v in (updated.get(c.name)
-                                                 or broker.config.topic_default(c.name)
+                                                 or self.broker.config.topic_default(c.name)
                                                  ).split(",") if v]
                             for v in (c.value or "").split(","):
                                 if op == APPEND and v and v not in items:
@@ -304,7 +309,7 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
                     updated = {c.name: c.value for c in res.configs if c.value is not None}
                 if rtype == GROUP_RESOURCE:
                     try:
-                        group_configs.validate(updated, broker.config)
+                        group_configs.validate(updated, self.broker.config)
                     except group_configs.GroupConfigError as exc:
                         raise _Invalid(E.invalid_config, str(exc)) from None
                 elif rtype == CLIENT_METRICS_RESOURCE:
@@ -313,9 +318,9 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
                     except client_metrics.ClientMetricsError as exc:
                         raise _Invalid(exc.code, str(exc)) from None
                 for key, value in updated.items():
-                    validate(rtype, key, value)
+                    self.validate(rtype, key, value)
                 for key in current.keys() - updated.keys():
-                    validate(rtype, key, None)
+                    self.validate(rtype, key, None)
             except _Invalid as exc:
                 responses.append({**base, "error_code": exc.code,
                                   "error_message": exc.message})
@@ -324,11 +329,15 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
                 k: v for k, v in updated.items() if current.get(k) != v}
             changes.update({k: None for k in current.keys() - updated.keys()})
             if not req.validate_only:
-                records.extend(broker.controller.config_records(rtype, name, changes))
+                records.extend(self.broker.controller.config_records(rtype, name, changes))
             responses.append({**base, "error_code": 0, "error_message": None})
-        broker.controller.commit(records)
+        self.broker.controller.commit(records)
         return {"throttle_time": 0, "responses": responses}
 
-    dispatcher.register(32, 1, 4, handle_describe)
-    dispatcher.register(33, 0, 2, lambda ctx, req: alter(ctx, req, False))
-    dispatcher.register(44, 0, 1, lambda ctx, req: alter(ctx, req, True))
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(32, 1, 4, handlers.handle_describe)
+    dispatcher.register(33, 0, 2, lambda ctx, req: handlers.alter(ctx, req, False))
+    dispatcher.register(44, 0, 1, lambda ctx, req: handlers.alter(ctx, req, True))

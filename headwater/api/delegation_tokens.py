@@ -34,27 +34,34 @@ def refusal(protocol: str, ctx: RequestContext) -> int:
     return E.delegation_token_auth_disabled
 
 
-def register(dispatcher: Dispatcher, broker: Services) -> None:
-    protocols = {listener.name: listener.protocol for listener in broker.listeners}
+class _Handlers:
+    """The handlers of this module, over the services they use."""
 
-    def refused(ctx: RequestContext) -> int:
-        return refusal(protocols.get(ctx.attrs.get(LISTENER, ""), "PLAINTEXT"), ctx)
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+        self.protocols = {listener.name: listener.protocol for listener in broker.listeners}
 
-    def create(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        return {"throttle_time": 0, "error_code": refused(ctx), "principal_type": "",
+    def refused(self, ctx: RequestContext) -> int:
+        return refusal(self.protocols.get(ctx.attrs.get(LISTENER, ""), "PLAINTEXT"), ctx)
+
+    def create(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        return {"throttle_time": 0, "error_code": self.refused(ctx), "principal_type": "",
                 "principal_name": "", "token_requester_principal_type": "",
                 "token_requester_principal_name": "", "issue_timestamp": NO_TIMESTAMP,
                 "expiry_timestamp": NO_TIMESTAMP, "max_timestamp": NO_TIMESTAMP,
                 "token_id": "", "hmac": b""}
 
-    def renew_or_expire(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        return {"throttle_time": 0, "error_code": refused(ctx),
+    def renew_or_expire(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        return {"throttle_time": 0, "error_code": self.refused(ctx),
                 "expiry_timestamp": NO_TIMESTAMP}
 
-    def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        return {"throttle_time": 0, "error_code": refused(ctx), "tokens": []}
+    def describe(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        return {"throttle_time": 0, "error_code": self.refused(ctx), "tokens": []}
 
-    dispatcher.register(38, 1, 3, create)
-    dispatcher.register(39, 1, 2, renew_or_expire)
-    dispatcher.register(40, 1, 2, renew_or_expire)
-    dispatcher.register(41, 1, 3, describe)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+    dispatcher.register(38, 1, 3, handlers.create)
+    dispatcher.register(39, 1, 2, handlers.renew_or_expire)
+    dispatcher.register(40, 1, 2, handlers.renew_or_expire)
+    dispatcher.register(41, 1, 3, handlers.describe)

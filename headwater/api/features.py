@@ -117,8 +117,13 @@ def check_update(node_id: int, current_levels: dict[str, int], name: str, level:
     return R.FeatureLevelRecord(name, level)
 
 
-def register(dispatcher: Dispatcher, broker: Services) -> None:
-    def handle_update_features(ctx: RequestContext, req: Any) -> dict[str, Any]:
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def handle_update_features(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         version = ctx.api_version
         updates: dict[str, tuple[int, int]] = {}
         for u in req.feature_updates:  # a name given twice: the last one counts (a map)
@@ -132,15 +137,15 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
             return {"throttle_time": 0, "error_code": code, "error_message": message,
                     "results": results}
 
-        if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
+        if self.broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
             # Kafka's message is its internal Request object's toString (docs/differences.md)
             return answer(E.cluster_authorization_failed, None)
-        current = finalized_features(broker.image)
+        current = finalized_features(self.broker.image)
         records = []
         try:
             for name in _java_order(list(updates)):
                 level, upgrade_type = updates[name]
-                rec = check_update(broker.node_id, current, name, level, upgrade_type)
+                rec = check_update(self.broker.node_id, current, name, level, upgrade_type)
                 if rec is not None:
                     records.append(rec)
         except _Refused as exc:
@@ -148,14 +153,18 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
                           "The update failed for all features since the following feature "
                           f"had an error: {exc}")
         if records and not getattr(req, "validate_only", False):
-            assert broker.controller is not None
+            assert self.broker.controller is not None
             try:
-                broker.controller.commit(records)
+                self.broker.controller.commit(records)
             except ControllerError as exc:
                 return answer(exc.code, str(exc))
         return answer(0, None)
 
-    dispatcher.register(57, 0, 2, handle_update_features)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(57, 0, 2, handlers.handle_update_features)
 
 
 # Kafka 4.4's KafkaApis answers the share-group APIs UNSUPPORTED_VERSION while share.version

@@ -386,7 +386,7 @@ class Controller:
         self.maybe_snapshot()
 
     # ---- topics --------------------------------------------------------------------
-    def _validate_new_topic(self, t: NewTopic, pending_names: set[str],
+    def _validate_new_topic(self, t: NewTopic, pending_names: set[str],  # noqa: C901
                             allow_internal: bool) -> tuple[int, int]:
         err = topic_name_error(t.name)
         if err:

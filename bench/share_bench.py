@@ -692,7 +692,7 @@ def fmt(v: Any, digits: int = 0) -> str:
     return f"{v:,.{digits}f}"
 
 
-def table(all_rounds: dict[str, list[dict]], workers: str) -> str:
+def table(all_rounds: dict[str, list[dict]], workers: str) -> str:  # noqa: C901
     hw, kf, rb = (all_rounds.get(b, []) for b in ("headwater", "kafka", "rabbitmq"))
     rows = ["| workload | headwater msgs/s | Kafka msgs/s | hw / Kafka | RabbitMQ msgs/s | "
             "hw / RabbitMQ |", "| --- | ---: | ---: | ---: | ---: | ---: |"]

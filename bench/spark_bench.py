@@ -285,7 +285,7 @@ def median_run(runs: dict[str, dict[str, float]], keys: list[str]) -> dict[str, 
     return ranked[len(ranked) // 2]
 
 
-def main() -> int:
+def main() -> int:  # noqa: C901
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--bootstrap", help="use a running broker instead of starting one")

@@ -207,7 +207,7 @@ class Broker:
                     object_max_bytes=self.config.get_int(
                         "headwater.shared.merge.object.max.bytes", 16 << 20)),
                 reserved=(METADATA_TOPIC,),
-                advertised=self._broker_info())
+                advertised=self._broker_info(), on_marker=self._offsets_marker)
             await self._shared.open(wait_s=self.config.get_int(
                 "headwater.shared.startup.wait.ms", 60_000) / 1000)
             self._meta = SharedMetadata(
@@ -215,7 +215,8 @@ class Broker:
             await self._meta.download()
             async with self._shared.pool.acquire() as conn:
                 self._shared_cluster_id = await cluster_id(conn, uuid.uuid4().hex[:22])
-            self.cluster = ClusterNode(self._shared, self._meta)
+            self.cluster = ClusterNode(self._shared, self._meta,
+                                       self._shard_of if self._spread else None)
             if not self._spread:
                 meta = self._meta
                 self._shared.place_with_controller(INTERNAL_TOPICS, lambda: meta.active)
@@ -248,10 +249,9 @@ class Broker:
         self.controller = Controller(
             meta_log, self.config, self.now_ms, self.faults,
             max_partitions=self.config.get_int("headwater.max.partitions", MAX_PARTITIONS),
-            snapshot_runner=self._run_snapshot, brokers=self.broker_ids)
-        if self._meta is not None:
-            self.controller.writer_check = self._check_controller
-            self.controller.written = self._meta.written
+            snapshot_runner=self._run_snapshot, brokers=self.broker_ids,
+            writer_check=None if self._meta is None else self._check_controller,
+            written=None if self._meta is None else self._meta.written)
         self.controller.load()
         self._sync_logs(MetadataImage(), self.controller.image, lazy=True)
         self.controller.subscribe(self._sync_logs)
@@ -330,18 +330,6 @@ class Broker:
                         functools.partial(shared.should_serve, runtime.topic),
                         functools.partial(shared.placed_here, runtime.topic))
                     shared.follow_shards(runtime.topic, runtime.take, runtime.release)
-            if self._spread:
-                self.cluster.shard_of = self._shard_of
-            groups = self.groups
-
-            def on_marker(topic: str, partition: int, producer_id: int, epoch: int,
-                          commit: bool, offset: int) -> None:
-                """A transaction's offsets, committed with its other markers by a
-                coordinator on any broker, become committed here (KIP-447)."""
-                if topic == groups.runtime.topic:
-                    groups.runtime.replay_marker(partition, producer_id, epoch, commit,
-                                                 offset)
-            shared.on_marker = on_marker
         remote = None if self.cluster is None else RemoteVerifier(self.cluster)
         self.txn_offsets = TxnOffsetCommitter(self.transactions, self.groups, remote)
         self.produce_verification = ProduceVerification(
@@ -489,6 +477,15 @@ class Broker:
                 except OUTAGES as exc:
                     log.warning("reading the cluster's state failed: %s: %s",
                                 type(exc).__name__, exc)
+
+    def _offsets_marker(self, topic: str, partition: int, producer_id: int, epoch: int,
+                        commit: bool, offset: int) -> None:
+        """A marker held on a coordinator topic's partition here is committed: for
+        `__consumer_offsets`, a transaction's offsets, committed with its other markers
+        by a coordinator on any broker, become committed here (KIP-447)."""
+        groups = self.groups
+        if groups is not None and topic == groups.runtime.topic:
+            groups.runtime.replay_marker(partition, producer_id, epoch, commit, offset)
 
     def _shard_of(self, key: str, key_type: int) -> tuple[str, uuid.UUID, int] | None:
         """The coordinator shard of a FindCoordinator key (`ClusterNode.shard_of`)."""

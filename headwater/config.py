@@ -313,7 +313,7 @@ def validate_dynamic_broker_config(key: str, value: str | None) -> None:
     validate_topic_config(topic_key, value)
 
 
-def validate_topic_config(key: str, value: str | None) -> None:
+def validate_topic_config(key: str, value: str | None) -> None:  # noqa: C901
     """Raise ConfigError for an unknown topic key or a value Kafka would reject."""
     if key not in TOPIC_CONFIG_KEYS:
         raise ConfigError(f"Unknown topic config name: {key}")

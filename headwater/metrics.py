@@ -11,21 +11,62 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, cast
+from collections.abc import Coroutine, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from .group.coordinator import GroupCoordinator
+    from .metadata.image import MetadataImage
+    from .share.coordinator import ShareCoordinator
     from .share.coordinator_shard import ShareCoordinatorShard
+    from .share.manager import SharePartitionManager
+    from .storage.partition import Partition
+    from .storage.store import PartitionStore
+    from .wire.server import KafkaServer
 
 log = logging.getLogger("headwater.metrics")
 
 
+class Peers(Protocol):
+    """The cluster, as far as the lag gauges ask it (`shared/node.py`'s `ClusterNode`)."""
+
+    def end_offsets(self, partitions: list[tuple[str, uuid.UUID, int]],
+                    timeout_s: float = ...) -> Coroutine[Any, Any, dict[tuple[str, int], int]]:
+        ...
+
+
+class Sources(Protocol):
+    """What the collector reads of the broker (the assembly provides it)."""
+
+    @property
+    def cluster(self) -> Peers | None: ...
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    def partition(self, topic: str, partition: int) -> Partition | None: ...
+
+    @property
+    def store(self) -> PartitionStore | None: ...
+
+    @property
+    def server(self) -> KafkaServer | None: ...
+
+    @property
+    def groups(self) -> GroupCoordinator | None: ...
+
+    @property
+    def share_coordinator(self) -> ShareCoordinator | None: ...
+
+    @property
+    def share_partitions(self) -> SharePartitionManager: ...
+
+
 class BrokerCollector:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Sources) -> None:
         self.broker = broker
         #: In a cluster: the high watermarks of the partitions other brokers serve that
         #: this broker's lag gauges need (its groups' and share-partitions'), asked of
@@ -189,7 +230,7 @@ class BrokerCollector:
 class MetricsServer:
     """Minimal HTTP/1.1 endpoint on the event loop: any GET returns the exposition."""
 
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
+    def __init__(self, broker: Sources, host: str, port: int) -> None:
         self.registry = CollectorRegistry()
         self.collector = BrokerCollector(broker)
         self.registry.register(self.collector)

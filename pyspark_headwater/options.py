@@ -313,7 +313,7 @@ def _check_unknown(opts: Mapping[str, str], known: Mapping[str, str], what: str)
                         + ", ".join(sorted(known.values())) + ", and kafka.* client properties")
 
 
-def parse_source_options(opts: Mapping[str, str], streaming: bool | None = None
+def parse_source_options(opts: Mapping[str, str], streaming: bool | None = None  # noqa: C901
                          ) -> SourceOptions:
     """Validate source options like Spark's ``KafkaSourceProvider``.
 
@@ -436,7 +436,7 @@ def check_streaming(o: SourceOptions, opts: Mapping[str, str]) -> None:
                         "streaming queries")
 
 
-def check_batch(o: SourceOptions) -> None:
+def check_batch(o: SourceOptions) -> None:  # noqa: C901
     """Options a batch read refuses (Spark's ``validateBatchOptions``)."""
     if o.starting.kind == "latest":
         raise _fail("Option 'startingOffsets': starting offset can't be latest for batch "

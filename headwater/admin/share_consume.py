@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
 )
 
 from . import rdkafka
-from .consume import Stop, check, printer
+from .reading import Stop, check, printer
 
 ACKS = {"accept": AcknowledgeType.ACCEPT, "release": AcknowledgeType.RELEASE,
         "reject": AcknowledgeType.REJECT}

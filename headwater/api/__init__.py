@@ -1,49 +1,65 @@
-"""Request handlers, one module per API family; `register_all` fills the dispatch table."""
+"""Request handlers, one module per API family; `register_all` fills the dispatch table.
+
+Each module's `register` takes the few services its handlers use (its `Services`
+protocol, built from `services.py`'s capabilities); `Services` here is all of them,
+what the assembly hands over once.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..wire.dispatch import Dispatcher
+from . import (
+    acls,
+    api_versions,
+    classic_groups,
+    client_quotas,
+    cluster_metadata,
+    config_resources,
+    configs,
+    consumer_groups,
+    delegation_tokens,
+    elections,
+    features,
+    fetch,
+    find_coordinator,
+    forwarding,
+    group_admin,
+    log_dirs,
+    modern_groups,
+    offset_commits,
+    offsets,
+    produce,
+    producers,
+    quorum,
+    reassignments,
+    sasl,
+    settle,
+    share_admin,
+    share_fetch,
+    share_groups,
+    share_state,
+    topics,
+    transactions,
+)
 
-if TYPE_CHECKING:
-    from ..broker import Broker
+
+class Services(acls.Services, api_versions.Services, classic_groups.Services,
+               client_quotas.Services, cluster_metadata.Services, config_resources.Services,
+               configs.Services, modern_groups.Services, delegation_tokens.Services,
+               elections.Services, features.Services, fetch.Services,
+               find_coordinator.Services, forwarding.Services, group_admin.Services,
+               log_dirs.Services, offset_commits.Services, offsets.Services,
+               produce.Services, producers.Services, quorum.Services,
+               reassignments.Services, sasl.Services, settle.Services,
+               share_admin.Services, share_fetch.Services,
+               share_state.Services, topics.Services, transactions.Services, Protocol):
+    """Everything the handlers use: what the assembly (`broker.py`) provides (share_groups
+    and consumer_groups both take `modern_groups.Services`)."""
 
 
-def register_all(dispatcher: Dispatcher, broker: Broker) -> None:
-    from . import (
-        acls,
-        api_versions,
-        classic_groups,
-        client_quotas,
-        cluster_metadata,
-        config_resources,
-        configs,
-        consumer_groups,
-        delegation_tokens,
-        elections,
-        features,
-        fetch,
-        find_coordinator,
-        forwarding,
-        group_admin,
-        log_dirs,
-        offset_commits,
-        offsets,
-        produce,
-        producers,
-        quorum,
-        reassignments,
-        sasl,
-        settle,
-        share_admin,
-        share_fetch,
-        share_groups,
-        share_state,
-        topics,
-        transactions,
-    )
-
+def register_all(dispatcher: Dispatcher, broker: Services) -> None:
     for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
                    offsets, producers, log_dirs, find_coordinator, offset_commits,
                    group_admin, classic_groups, consumer_groups, share_groups, transactions,

@@ -9,7 +9,7 @@ any of its filters matches, all in one commit."""
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -17,11 +17,13 @@ from ..metadata import records as R
 from ..security import acl as A
 from ..security.acl import AclBinding, AclFilter
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasController, HasImage
 
 NO_AUTHORIZER = "No Authorizer is configured."
+
+
+class Services(HasAccess, HasImage, HasController, Protocol):
+    """What these handlers use of the broker."""
 
 
 def _binding_dict(b: AclBinding) -> dict[str, Any]:
@@ -36,22 +38,27 @@ def _filter(f: Any) -> AclFilter:
                      int(f.operation), int(f.permission_type))
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def denied(ctx: RequestContext, op: int) -> bool:
-        return not broker.access.allowed(ctx, op, A.CLUSTER, A.CLUSTER_NAME)
+class _Handlers:
+    """The handlers of this module, over the services they use."""
 
-    def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def denied(self, ctx: RequestContext, op: int) -> bool:
+        return not self.broker.access.allowed(ctx, op, A.CLUSTER, A.CLUSTER_NAME)
+
+    def handle_describe(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         empty = {"throttle_time": 0, "resources": []}
-        if not broker.access.enabled:
+        if not self.broker.access.enabled:
             return {**empty, "error_code": E.security_disabled, "error_message": NO_AUTHORIZER}
-        if denied(ctx, A.DESCRIBE):
+        if self.denied(ctx, A.DESCRIBE):
             return {**empty, "error_code": E.cluster_authorization_failed, "error_message": None}
         flt = _filter(req)
         invalid = flt.invalid()
         if invalid:
             return {**empty, "error_code": E.invalid_request, "error_message": invalid}
         grouped: dict[tuple[int, str, int], list[AclBinding]] = {}
-        for b in broker.image.acls.values():
+        for b in self.broker.image.acls.values():
             if flt.matches(b):
                 grouped.setdefault((b.resource_type, b.resource_name, b.pattern_type),
                                    []).append(b)
@@ -62,15 +69,15 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                  "permission_type": b.permission} for b in bindings]}
             for (rt, name, pt), bindings in sorted(grouped.items())]}
 
-    def handle_create(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_create(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         def every(code: int, message: str | None) -> dict[str, Any]:
             return {"throttle_time": 0, "results": [
                 {"error_code": code, "error_message": message} for _ in req.creations]}
-        if not broker.access.enabled:
+        if not self.broker.access.enabled:
             return every(E.security_disabled, NO_AUTHORIZER)
-        if denied(ctx, A.ALTER):
+        if self.denied(ctx, A.ALTER):
             return every(E.cluster_authorization_failed, None)
-        existing = set(broker.image.acls.values())
+        existing = set(self.broker.image.acls.values())
         records, results = [], []
         wanted = [AclBinding(int(c.resource_type), c.resource_name,
                              int(c.resource_pattern_type), c.principal, c.host,
@@ -90,20 +97,20 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     b.principal, b.host, b.operation, b.permission))
             results.append({"error_code": E.none, "error_message": ""})  # as Kafka
         if records:
-            assert broker.controller is not None
-            broker.controller.commit(records)
+            assert self.broker.controller is not None
+            self.broker.controller.commit(records)
         return {"throttle_time": 0, "results": results}
 
-    def handle_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_delete(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         def every(code: int, message: str | None) -> dict[str, Any]:
             return {"throttle_time": 0, "filter_results": [
                 {"error_code": code, "error_message": message, "matching_acls": []}
                 for _ in req.filters]}
-        if not broker.access.enabled:
+        if not self.broker.access.enabled:
             return every(E.security_disabled, NO_AUTHORIZER)
-        if denied(ctx, A.ALTER):
+        if self.denied(ctx, A.ALTER):
             return every(E.cluster_authorization_failed, None)
-        acls = broker.image.acls
+        acls = self.broker.image.acls
         removed: dict[str, None] = {}
         results = []
         for f in req.filters:
@@ -119,10 +126,14 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 {"error_code": E.none, "error_message": None, **_binding_dict(b)}
                 for _id, b in matched]})
         if removed:
-            assert broker.controller is not None
-            broker.controller.commit([R.RemoveAccessControlEntryRecord(i) for i in removed])
+            assert self.broker.controller is not None
+            self.broker.controller.commit([R.RemoveAccessControlEntryRecord(i) for i in removed])
         return {"throttle_time": 0, "filter_results": results}
 
-    dispatcher.register(29, 1, 3, handle_describe)
-    dispatcher.register(30, 1, 3, handle_create)
-    dispatcher.register(31, 1, 3, handle_delete)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(29, 1, 3, handlers.handle_describe)
+    dispatcher.register(30, 1, 3, handlers.handle_create)
+    dispatcher.register(31, 1, 3, handlers.handle_delete)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -15,9 +15,11 @@ from ..metadata.features import (
     finalized_features,
 )
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import HasIdentity, HasImage
 
-if TYPE_CHECKING:
-    from ..broker import Broker
+
+class Services(HasImage, HasIdentity, Protocol):
+    """What these handlers use of the broker."""
 
 
 def _levels(features: Mapping[str, int]) -> list[dict[str, Any]]:
@@ -47,7 +49,7 @@ def request_error(req: Any, version: int, cluster_id: str, node_id: int) -> int:
     return 0
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         code = request_error(req, ctx.api_version, broker.cluster_id, broker.node_id)
         if code:  # Kafka's error answer: the code alone

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -20,14 +20,18 @@ from ..group.classic.group import join_error, sync_error
 from ..group.classic.operations import JoinRequest, SyncRequest
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import HasAccess, HasGroups
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..group.coordinator import GroupCoordinator
 
 log = logging.getLogger("headwater.api.classic_groups")
 
 _MS = datetime.timedelta(milliseconds=1)
+
+
+class Services(HasAccess, HasGroups, Protocol):
+    """What these handlers use of the broker."""
 
 
 def _ms(value: Any, default: int) -> int:
@@ -42,12 +46,17 @@ async def _answer(future: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
     return {"throttle_time": 0, **await future}
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def groups() -> GroupCoordinator:
-        assert broker.groups is not None
-        return broker.groups
+class _Handlers:
+    """The handlers of this module, over the services they use."""
 
-    def parked(group_id: str, op: Any, error_response: Any) -> Any:
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def groups(self) -> GroupCoordinator:
+        assert self.broker.groups is not None
+        return self.broker.groups
+
+    def parked(self, group_id: str, op: Any, error_response: Any) -> Any:
         """Run a parking operation now (in request order); return a wait for its answer."""
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 
@@ -56,7 +65,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 future.set_result(response)
 
         try:
-            groups().write(group_id, lambda shard, now: op(shard, respond, now))
+            self.groups().write(group_id, lambda shard, now: op(shard, respond, now))
         except NotReady as exc:
             respond(error_response(exc.code))
         except Exception:
@@ -65,11 +74,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return _answer(future)
 
     # ---- JoinGroup -----------------------------------------------------------------
-    def denied(ctx: RequestContext, group_id: str) -> bool:
-        return broker.access.denies(ctx, A.READ, A.GROUP, group_id)
+    def denied(self, ctx: RequestContext, group_id: str) -> bool:
+        return self.broker.access.denies(ctx, A.READ, A.GROUP, group_id)
 
-    def handle_join(ctx: RequestContext, req: Any) -> Any:
-        if denied(ctx, req.group_id):
+    def handle_join(self, ctx: RequestContext, req: Any) -> Any:
+        if self.denied(ctx, req.group_id):
             return {"throttle_time": 0, **join_error(req.member_id, E.group_authorization_failed)}
         session = _ms(req.session_timeout, 0)
         rebalance = _ms(getattr(req, "rebalance_timeout", None), -1)
@@ -83,12 +92,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             protocol_type=req.protocol_type,
             protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
             api_version=ctx.api_version, reason=getattr(req, "reason", None))
-        return parked(req.group_id, lambda shard, respond, now: shard.classic.join(
+        return self.parked(req.group_id, lambda shard, respond, now: shard.classic.join(
             join, respond, now), lambda code: join_error(req.member_id, code))
 
     # ---- SyncGroup -----------------------------------------------------------------
-    def handle_sync(ctx: RequestContext, req: Any) -> Any:
-        if denied(ctx, req.group_id):
+    def handle_sync(self, ctx: RequestContext, req: Any) -> Any:
+        if self.denied(ctx, req.group_id):
             return {"throttle_time": 0, **sync_error(E.group_authorization_failed)}
         sync = SyncRequest(
             group_id=req.group_id, member_id=req.member_id,
@@ -97,15 +106,15 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             protocol_type=getattr(req, "protocol_type", None),
             protocol_name=getattr(req, "protocol_name", None),
             assignments={a.member_id: bytes(a.assignment) for a in req.assignments})
-        return parked(req.group_id, lambda shard, respond, now: shard.classic.sync(
+        return self.parked(req.group_id, lambda shard, respond, now: shard.classic.sync(
             sync, respond, now), sync_error)
 
     # ---- Heartbeat -----------------------------------------------------------------
-    def handle_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        if denied(ctx, req.group_id):
+    def handle_heartbeat(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        if self.denied(ctx, req.group_id):
             return {"throttle_time": 0, "error_code": E.group_authorization_failed}
         try:
-            code = groups().write(req.group_id, lambda shard, now: shard.classic.heartbeat(
+            code = self.groups().write(req.group_id, lambda shard, now: shard.classic.heartbeat(
                 req.group_id, req.member_id, getattr(req, "group_instance_id", None),
                 req.generation_id, now))
         except NotReady as exc:
@@ -113,8 +122,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0, "error_code": code}
 
     # ---- LeaveGroup ----------------------------------------------------------------
-    def handle_leave(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        if denied(ctx, req.group_id):
+    def handle_leave(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        if self.denied(ctx, req.group_id):
             return {"throttle_time": 0, "error_code": E.group_authorization_failed,
                     "members": []}
         if ctx.api_version >= 3:
@@ -123,7 +132,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         else:
             members = [(req.member_id, None)]
         try:
-            error, codes = groups().write(req.group_id, lambda shard, now: shard.classic.leave(
+            error, codes = self.groups().write(req.group_id, lambda shard, now: shard.classic.leave(
                 req.group_id, members, now))
         except NotReady as exc:
             error, codes = exc.code, []
@@ -134,7 +143,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
             for (member_id, instance_id), code in zip(members, codes, strict=False)]}
 
-    dispatcher.register(11, 0, 9, handle_join)
-    dispatcher.register(12, 0, 4, handle_heartbeat)
-    dispatcher.register(13, 0, 5, handle_leave)
-    dispatcher.register(14, 0, 5, handle_sync)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(11, 0, 9, handlers.handle_join)
+    dispatcher.register(12, 0, 4, handlers.handle_heartbeat)
+    dispatcher.register(13, 0, 5, handlers.handle_leave)
+    dispatcher.register(14, 0, 5, handlers.handle_sync)

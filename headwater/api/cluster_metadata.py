@@ -9,7 +9,7 @@ leader is elected; creation is synchronous here, so the answer already has the t
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -19,14 +19,26 @@ from ..metadata.image import PartitionImage, TopicImage
 from ..metadata.topics import INTERNAL_TOPICS, topic_name_error
 from ..security import acl as A
 from ..wire.dispatch import LISTENER, Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import (
+    HasAccess,
+    HasCluster,
+    HasConfig,
+    HasController,
+    HasIdentity,
+    HasImage,
+    HasListeners,
+    HasTopicCreation,
+)
 
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def topic_entry(broker: Broker, topic: TopicImage) -> dict[str, Any]:
+class Services(HasAccess, HasImage, HasController, HasIdentity, HasConfig, HasCluster,
+               HasListeners, HasTopicCreation, Protocol):
+    """What these handlers use of the broker."""
+
+
+def topic_entry(broker: Services, topic: TopicImage) -> dict[str, Any]:
     return {
         "error_code": 0,
         "name": topic.name,
@@ -36,7 +48,7 @@ def topic_entry(broker: Broker, topic: TopicImage) -> dict[str, Any]:
     }
 
 
-def partition_entry(broker: Broker, topic: TopicImage, p: PartitionImage,
+def partition_entry(broker: Services, topic: TopicImage, p: PartitionImage,
                     **extra: Any) -> dict[str, Any]:
     """One partition as Metadata and DescribeTopicPartitions describe it. In a cluster the
     leader is the broker serving it (the holder of its lease, epoch the lease's); the
@@ -47,7 +59,7 @@ def partition_entry(broker: Broker, topic: TopicImage, p: PartitionImage,
         return {"error_code": 0, "partition_index": p.partition_id, "leader_id": p.leader,
                 "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas,
                 "isr_nodes": p.isr, "offline_replicas": (), **extra}
-    if topic.name in INTERNAL_TOPICS and cluster.shard_of is None:
+    if topic.name in INTERNAL_TOPICS and not cluster.spreads_coordinators:
         leader, epoch = cluster.controller_id(), 0
     else:
         leader, epoch = cluster.leader(topic.name, topic.topic_id, p.partition_id)
@@ -57,7 +69,7 @@ def partition_entry(broker: Broker, topic: TopicImage, p: PartitionImage,
             "replica_nodes": nodes, "isr_nodes": nodes, "offline_replicas": (), **extra}
 
 
-def broker_entries(broker: Broker, ctx: RequestContext) -> list[tuple[int, str, int,
+def broker_entries(broker: Services, ctx: RequestContext) -> list[tuple[int, str, int,
                                                                       str | None]]:
     """(node id, host, port, rack) of the live brokers: this one alone on one node."""
     if broker.cluster is None:
@@ -67,18 +79,23 @@ def broker_entries(broker: Broker, ctx: RequestContext) -> list[tuple[int, str, 
     return [(b.node_id, *b.address(listener), b.rack) for b in broker.cluster.brokers()]
 
 
-def controller_id(broker: Broker) -> int:
+def controller_id(broker: Services) -> int:
     return broker.node_id if broker.cluster is None else broker.cluster.controller_id()
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def brokers(ctx: RequestContext) -> list[dict[str, Any]]:
-        return [{"node_id": n, "host": h, "port": p, "rack": r}
-                for n, h, p, r in broker_entries(broker, ctx)]
+class _Handlers:
+    """The handlers of this module, over the services they use."""
 
-    def handle_metadata(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        image = broker.image
-        access = broker.access
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def brokers(self, ctx: RequestContext) -> list[dict[str, Any]]:
+        return [{"node_id": n, "host": h, "port": p, "rack": r}
+                for n, h, p, r in broker_entries(self.broker, ctx)]
+
+    def handle_metadata(self, ctx: RequestContext, req: Any) -> dict[str, Any]:  # noqa: C901
+        image = self.broker.image
+        access = self.broker.access
         topics_out: list[dict[str, Any]] = []
         requested = req.topics
 
@@ -93,9 +110,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if requested is None or (ctx.api_version == 0 and not requested):
             for listed in image.topics_by_name.values():
                 if not hidden(listed.name):  # as Kafka: unauthorized topics are left out
-                    topics_out.append(topic_entry(broker, listed))
+                    topics_out.append(topic_entry(self.broker, listed))
         else:
-            auto = (broker.config.get_bool("auto.create.topics.enable")
+            auto = (self.broker.config.get_bool("auto.create.topics.enable")
                     and getattr(req, "allow_auto_topic_creation", True))
             to_create: list[str] = []
             for t in requested:
@@ -109,13 +126,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     elif hidden(topic.name):
                         topics_out.append(denied(None, topic_id))
                     else:
-                        topics_out.append(topic_entry(broker, topic))
+                        topics_out.append(topic_entry(self.broker, topic))
                     continue
                 topic = image.topic(name) if name is not None else None
                 if name is not None and hidden(name):
                     topics_out.append(denied(name, None))
                 elif topic is not None:
-                    topics_out.append(topic_entry(broker, topic))
+                    topics_out.append(topic_entry(self.broker, topic))
                 elif name is not None and topic_name_error(name):
                     topics_out.append({"error_code": E.invalid_topic_exception, "name": name,
                                        "topic_id": ZERO_UUID, "partitions": ()})
@@ -129,25 +146,25 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 else:
                     topics_out.append({"error_code": E.unknown_topic_or_partition,
                                        "name": name, "topic_id": ZERO_UUID, "partitions": ()})
-            if to_create and not broker.is_controller():
+            if to_create and not self.broker.is_controller():
                 # the controller creates it (as Kafka's brokers ask theirs); until this
                 # broker's image has it, clients are told to retry
-                broker.auto_create_elsewhere(ctx, to_create)
+                self.broker.auto_create_elsewhere(ctx, to_create)
                 for i, entry in enumerate(topics_out):
                     if entry.keys() == {"name"}:
                         topics_out[i] = {"error_code": E.leader_not_available,
                                          "name": entry["name"], "topic_id": ZERO_UUID,
                                          "partitions": ()}
             elif to_create:
-                assert broker.controller is not None
-                results = broker.controller.create_topics([NewTopic(n) for n in to_create])
+                assert self.broker.controller is not None
+                results = self.broker.controller.create_topics([NewTopic(n) for n in to_create])
                 by_name = {t.name: (err, img) for t, err, img in results}
                 for i, entry in enumerate(topics_out):
                     if entry.keys() == {"name"}:
                         err, img = by_name[entry["name"]]
-                        current = broker.image.topic(entry["name"])
+                        current = self.broker.image.topic(entry["name"])
                         if current is not None:
-                            topics_out[i] = topic_entry(broker, current)
+                            topics_out[i] = topic_entry(self.broker, current)
                         else:
                             code = err.code if err else E.leader_not_available
                             topics_out[i] = {"error_code": code, "name": entry["name"],
@@ -162,38 +179,42 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             cluster_ops = access.cluster_operations(ctx)
         return {
             "throttle_time": 0,
-            "brokers": brokers(ctx),
-            "cluster_id": broker.cluster_id,
-            "controller_id": controller_id(broker),
+            "brokers": self.brokers(ctx),
+            "cluster_id": self.broker.cluster_id,
+            "controller_id": controller_id(self.broker),
             "topics": topics_out,
             "cluster_authorized_operations": cluster_ops,
         }
 
-    def handle_describe_cluster(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_describe_cluster(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         endpoint_type = getattr(req, "endpoint_type", 1)
         if endpoint_type not in (1,):
-            return {"error_code": E.unsupported_endpoint_type, "cluster_id": broker.cluster_id,
+            return {"error_code": E.unsupported_endpoint_type, "cluster_id": self.broker.cluster_id,
                     "error_message": f"endpoint type {endpoint_type} is not served here",
                     "brokers": ()}
         return {
             "throttle_time": 0,
             "error_code": 0,
-            "cluster_id": broker.cluster_id,
-            "controller_id": controller_id(broker),
+            "cluster_id": self.broker.cluster_id,
+            "controller_id": controller_id(self.broker),
             "endpoint_type": endpoint_type,
             "brokers": [{"broker_id": n, "host": h, "port": p, "rack": r,
-                         "is_fenced": False} for n, h, p, r in broker_entries(broker, ctx)],
+                         "is_fenced": False} for n, h, p, r in broker_entries(self.broker, ctx)],
             "cluster_authorized_operations": (
-                broker.access.cluster_operations(ctx)
+                self.broker.access.cluster_operations(ctx)
                 if req.include_cluster_authorized_operations else -2147483648),
         }
 
-    def handle_describe_topic_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        return describe_topic_partitions(broker, ctx, req)
+    def handle_describe_topic_partitions(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        return describe_topic_partitions(self.broker, ctx, req)
 
-    dispatcher.register(3, 0, 13, handle_metadata)
-    dispatcher.register(60, 0, 2, handle_describe_cluster)
-    dispatcher.register(75, 0, 0, handle_describe_topic_partitions)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(3, 0, 13, handlers.handle_metadata)
+    dispatcher.register(60, 0, 2, handlers.handle_describe_cluster)
+    dispatcher.register(75, 0, 0, handlers.handle_describe_topic_partitions)
 
 
 def _dtp_error(req: Any, code: int) -> dict[str, Any]:
@@ -204,7 +225,7 @@ def _dtp_error(req: Any, code: int) -> dict[str, Any]:
          "partitions": ()} for t in req.topics]}
 
 
-def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def describe_topic_partitions(broker: Services, ctx: RequestContext, req: Any) -> dict[str, Any]:
     """DescribeTopicPartitions (KIP-966), as Kafka 4.4's
     DescribeTopicPartitionsRequestHandler and KRaftMetadataCache.describeTopicResponse
     answer it: the requested topics (all topics when none is named) from the cursor's

@@ -10,7 +10,7 @@ serve (no DescribeConfigs for broker loggers).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -22,20 +22,27 @@ from ..metadata.image import (
 )
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasIdentity, HasImage
 
 LISTED = (GROUP_RESOURCE, CLIENT_METRICS_RESOURCE, BROKER_RESOURCE, TOPIC_RESOURCE)
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def configured(rtype: int) -> list[str]:
-        return sorted(name for (kind, name), values in broker.image.configs.items()
+class Services(HasAccess, HasImage, HasIdentity, Protocol):
+    """What these handlers use of the broker."""
+
+
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def configured(self, rtype: int) -> list[str]:
+        return sorted(name for (kind, name), values in self.broker.image.configs.items()
                       if kind == rtype and values)
 
-    def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        if broker.access.denies(ctx, A.DESCRIBE_CONFIGS, A.CLUSTER, A.CLUSTER_NAME):
+    def handle(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        if self.broker.access.denies(ctx, A.DESCRIBE_CONFIGS, A.CLUSTER, A.CLUSTER_NAME):
             return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
                     "config_resources": []}
         asked = (tuple(req.resource_types) or LISTED) if ctx.api_version >= 1 else (
@@ -48,12 +55,16 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             if rtype not in asked:
                 continue
             if rtype == BROKER_RESOURCE:
-                names = [str(broker.node_id)]
+                names = [str(self.broker.node_id)]
             elif rtype == TOPIC_RESOURCE:
-                names = sorted(broker.image.topics_by_name)
+                names = sorted(self.broker.image.topics_by_name)
             else:
-                names = configured(rtype)
+                names = self.configured(rtype)
             out += [{"resource_name": n, "resource_type": rtype} for n in names]
         return {"throttle_time": 0, "error_code": 0, "config_resources": out}
 
-    dispatcher.register(74, 0, 1, handle)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(74, 0, 1, handlers.handle)

@@ -12,7 +12,7 @@ DynamicLogConfig; other broker keys are read-only.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -39,9 +39,7 @@ from ..metadata.image import (
 )
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasConfig, HasController, HasIdentity, HasImage
 
 # ConfigSource ids.
 DYNAMIC_TOPIC_CONFIG = 1
@@ -74,12 +72,16 @@ _SOURCE_IDS = {DYNAMIC_NODE: DYNAMIC_BROKER_CONFIG, DYNAMIC_CLUSTER: DYNAMIC_DEF
                STATIC: STATIC_BROKER_CONFIG}
 
 
-def _broker_synonyms(broker: Broker, broker_key: str) -> list[dict[str, Any]]:
+class Services(HasAccess, HasImage, HasController, HasIdentity, HasConfig, Protocol):
+    """What these handlers use of the broker."""
+
+
+def _broker_synonyms(broker: Services, broker_key: str) -> list[dict[str, Any]]:
     return [{"name": broker_key, "value": value, "source": _SOURCE_IDS.get(source, DEFAULT_CONFIG)}
             for source, value in broker.config.layers(broker_key)]
 
 
-def describe_topic_configs(broker: Broker, topic: str, keys: set[str] | None,
+def describe_topic_configs(broker: Services, topic: str, keys: set[str] | None,
                            overrides: Mapping[str, str | None] | None = None,
                            synonyms: bool = False) -> list[dict[str, Any]]:
     """Every topic config with value and source; `overrides` replaces the image's."""
@@ -111,7 +113,7 @@ def describe_topic_configs(broker: Broker, topic: str, keys: set[str] | None,
     return out
 
 
-def describe_broker_configs(broker: Broker, name: str, keys: set[str] | None,
+def describe_broker_configs(broker: Services, name: str, keys: set[str] | None,
                             synonyms: bool = False) -> list[dict[str, Any]]:
     """This broker's configs (name = its id), or only the cluster-wide dynamic defaults
     (name = ""), as Kafka describes them."""
@@ -134,7 +136,7 @@ def describe_broker_configs(broker: Broker, name: str, keys: set[str] | None,
     return out
 
 
-def describe_group_configs(broker: Broker, group: str, keys: set[str] | None,
+def describe_group_configs(broker: Services, group: str, keys: set[str] | None,
                            synonyms: bool = False) -> list[dict[str, Any]]:
     """Kafka's group configs (KIP-848 / KIP-932): the group's override (GROUP_CONFIG),
     else the broker default of its synonym (`group.share.*`, DEFAULT_CONFIG)."""
@@ -159,7 +161,7 @@ def describe_group_configs(broker: Broker, group: str, keys: set[str] | None,
     return out
 
 
-def describe_client_metrics_configs(broker: Broker, name: str, keys: set[str] | None,
+def describe_client_metrics_configs(broker: Services, name: str, keys: set[str] | None,
                                     synonyms: bool = False,
                                     documentation: bool = False) -> list[dict[str, Any]]:
     """A subscription's three keys, as Kafka describes them even for a name never set."""
@@ -185,10 +187,15 @@ class _Invalid(Exception):
         self.code, self.message = code, message
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def authorized(ctx: RequestContext, op: int, rtype: int, name: str) -> None:
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def authorized(self, ctx: RequestContext, op: int, rtype: int, name: str) -> None:
         """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, group or cluster (brokers)."""
-        access = broker.access
+        access = self.broker.access
         if not access.enabled:
             return
         if rtype == TOPIC_RESOURCE:
@@ -201,13 +208,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if not access.allowed(ctx, op, *target):
             raise _Invalid(code, f"{kind} authorization failed.")  # Kafka's message
 
-    def resource_check(rtype: int, name: str) -> None:
+    def resource_check(self, rtype: int, name: str) -> None:
         if rtype == TOPIC_RESOURCE:
-            if broker.image.topic(name) is None:
+            if self.broker.image.topic(name) is None:
                 raise _Invalid(E.unknown_topic_or_partition,
                                f"Topic {name} does not exist")
         elif rtype == BROKER_RESOURCE:
-            if name not in ("", str(broker.node_id)):
+            if name not in ("", str(self.broker.node_id)):
                 raise _Invalid(E.invalid_request, f"Unexpected broker id {name}")
         elif rtype == GROUP_RESOURCE:
             if not name:
@@ -219,38 +226,38 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         else:
             raise _Invalid(E.invalid_request, f"Unsupported resource type {rtype}")
 
-    def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_describe(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         results = []
         for res in req.resources:
             keys = set(res.configuration_keys) if res.configuration_keys else None
             base = {"resource_type": res.resource_type, "resource_name": res.resource_name}
             try:
-                authorized(ctx, A.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
-                resource_check(res.resource_type, res.resource_name)
+                self.authorized(ctx, A.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+                self.resource_check(res.resource_type, res.resource_name)
             except _Invalid as exc:
                 results.append({**base, "error_code": exc.code, "error_message": exc.message,
                                 "configs": ()})
                 continue
             if res.resource_type == TOPIC_RESOURCE:
-                configs = describe_topic_configs(broker, res.resource_name, keys,
+                configs = describe_topic_configs(self.broker, res.resource_name, keys,
                                                  synonyms=getattr(req, "include_synonyms",
                                                                   False))
             elif res.resource_type == BROKER_RESOURCE:
-                configs = describe_broker_configs(broker, res.resource_name, keys,
+                configs = describe_broker_configs(self.broker, res.resource_name, keys,
                                                   getattr(req, "include_synonyms", False))
             elif res.resource_type == CLIENT_METRICS_RESOURCE:
                 configs = describe_client_metrics_configs(
-                    broker, res.resource_name, keys, getattr(req, "include_synonyms", False),
+                    self.broker, res.resource_name, keys, getattr(req, "include_synonyms", False),
                     getattr(req, "include_documentation", False))
             else:
-                configs = describe_group_configs(broker, res.resource_name, keys,
+                configs = describe_group_configs(self.broker, res.resource_name, keys,
                                                  getattr(req, "include_synonyms", False))
             # "": Kafka leaves the schema's default in a successful result
             results.append({**base, "error_code": 0, "error_message": "",
                             "configs": configs})
         return {"throttle_time": 0, "results": results}
 
-    def validate(rtype: int, key: str, value: str | None) -> None:
+    def validate(self, rtype: int, key: str, value: str | None) -> None:
         if rtype == TOPIC_RESOURCE:
             try:
                 validate_topic_config(key, value)
@@ -264,17 +271,17 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             except ConfigError as exc:
                 raise _Invalid(E.invalid_config, str(exc)) from None
 
-    def alter(ctx: RequestContext, req: Any, incremental: bool) -> dict[str, Any]:
-        assert broker.controller is not None
+    def alter(self, ctx: RequestContext, req: Any, incremental: bool) -> dict[str, Any]:  # noqa: C901
+        assert self.broker.controller is not None
         responses = []
         records: list[object] = []
         for res in req.resources:
             rtype, name = res.resource_type, res.resource_name
             base = {"resource_type": rtype, "resource_name": name}
             try:
-                authorized(ctx, A.ALTER_CONFIGS, rtype, name)
-                resource_check(rtype, name)
-                current = dict(broker.image.resource_configs(rtype, name))
+                self.authorized(ctx, A.ALTER_CONFIGS, rtype, name)
+                self.resource_check(rtype, name)
+                current = dict(self.broker.image.resource_configs(rtype, name))
                 if incremental:
                     updated = dict(current)
                     for c in res.configs:
@@ -288,7 +295,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                 raise _Invalid(E.invalid_config,
                                                f"Config {c.name} is not a list")
                             items = [v for v in (updated.get(c.name)
-                                                 or broker.config.topic_default(c.name)
+                                                 or self.broker.config.topic_default(c.name)
                                                  ).split(",") if v]
                             for v in (c.value or "").split(","):
                                 if op == APPEND and v and v not in items:
@@ -302,7 +309,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     updated = {c.name: c.value for c in res.configs if c.value is not None}
                 if rtype == GROUP_RESOURCE:
                     try:
-                        group_configs.validate(updated, broker.config)
+                        group_configs.validate(updated, self.broker.config)
                     except group_configs.GroupConfigError as exc:
                         raise _Invalid(E.invalid_config, str(exc)) from None
                 elif rtype == CLIENT_METRICS_RESOURCE:
@@ -311,9 +318,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     except client_metrics.ClientMetricsError as exc:
                         raise _Invalid(exc.code, str(exc)) from None
                 for key, value in updated.items():
-                    validate(rtype, key, value)
+                    self.validate(rtype, key, value)
                 for key in current.keys() - updated.keys():
-                    validate(rtype, key, None)
+                    self.validate(rtype, key, None)
             except _Invalid as exc:
                 responses.append({**base, "error_code": exc.code,
                                   "error_message": exc.message})
@@ -322,11 +329,15 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 k: v for k, v in updated.items() if current.get(k) != v}
             changes.update({k: None for k in current.keys() - updated.keys()})
             if not req.validate_only:
-                records.extend(broker.controller.config_records(rtype, name, changes))
+                records.extend(self.broker.controller.config_records(rtype, name, changes))
             responses.append({**base, "error_code": 0, "error_message": None})
-        broker.controller.commit(records)
+        self.broker.controller.commit(records)
         return {"throttle_time": 0, "responses": responses}
 
-    dispatcher.register(32, 1, 4, handle_describe)
-    dispatcher.register(33, 0, 2, lambda ctx, req: alter(ctx, req, False))
-    dispatcher.register(44, 0, 1, lambda ctx, req: alter(ctx, req, True))
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(32, 1, 4, handlers.handle_describe)
+    dispatcher.register(33, 0, 2, lambda ctx, req: handlers.alter(ctx, req, False))
+    dispatcher.register(44, 0, 1, lambda ctx, req: handlers.alter(ctx, req, True))

@@ -9,15 +9,12 @@ gets COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..group.consumer.operations import HeartbeatRequest
 from ..group.modern.assignment import freeze
 from ..wire.dispatch import Dispatcher, RequestContext
-from .modern_groups import register_group_apis
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .modern_groups import Services, register_group_apis
 
 _MS = datetime.timedelta(milliseconds=1)
 
@@ -49,6 +46,6 @@ def to_request(ctx: RequestContext, req: Any) -> HeartbeatRequest:
         client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}")
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     register_group_apis(dispatcher, broker, lambda shard: shard.consumer, to_request,
                         heartbeat=(68, 0, 1), describe=(69, 0, 1))

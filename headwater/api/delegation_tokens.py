@@ -12,18 +12,19 @@ DELEGATION_TOKEN_AUTH_DISABLED. Answering them (rather than not advertising them
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..wire.dispatch import LISTENER, PRINCIPAL, Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-
+from .services import HasListeners
 
 # -1 on the wire: the timestamps of Kafka's error responses.
 NO_TIMESTAMP = datetime.datetime.fromtimestamp(-0.001, datetime.UTC)
+
+
+class Services(HasListeners, Protocol):
+    """What these handlers use of the broker."""
 
 
 def refusal(protocol: str, ctx: RequestContext) -> int:
@@ -33,27 +34,34 @@ def refusal(protocol: str, ctx: RequestContext) -> int:
     return E.delegation_token_auth_disabled
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    protocols = {listener.name: listener.protocol for listener in broker.listeners}
+class _Handlers:
+    """The handlers of this module, over the services they use."""
 
-    def refused(ctx: RequestContext) -> int:
-        return refusal(protocols.get(ctx.attrs.get(LISTENER, ""), "PLAINTEXT"), ctx)
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+        self.protocols = {listener.name: listener.protocol for listener in broker.listeners}
 
-    def create(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        return {"throttle_time": 0, "error_code": refused(ctx), "principal_type": "",
+    def refused(self, ctx: RequestContext) -> int:
+        return refusal(self.protocols.get(ctx.attrs.get(LISTENER, ""), "PLAINTEXT"), ctx)
+
+    def create(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        return {"throttle_time": 0, "error_code": self.refused(ctx), "principal_type": "",
                 "principal_name": "", "token_requester_principal_type": "",
                 "token_requester_principal_name": "", "issue_timestamp": NO_TIMESTAMP,
                 "expiry_timestamp": NO_TIMESTAMP, "max_timestamp": NO_TIMESTAMP,
                 "token_id": "", "hmac": b""}
 
-    def renew_or_expire(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        return {"throttle_time": 0, "error_code": refused(ctx),
+    def renew_or_expire(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        return {"throttle_time": 0, "error_code": self.refused(ctx),
                 "expiry_timestamp": NO_TIMESTAMP}
 
-    def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        return {"throttle_time": 0, "error_code": refused(ctx), "tokens": []}
+    def describe(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        return {"throttle_time": 0, "error_code": self.refused(ctx), "tokens": []}
 
-    dispatcher.register(38, 1, 3, create)
-    dispatcher.register(39, 1, 2, renew_or_expire)
-    dispatcher.register(40, 1, 2, renew_or_expire)
-    dispatcher.register(41, 1, 3, describe)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+    dispatcher.register(38, 1, 3, handlers.create)
+    dispatcher.register(39, 1, 2, handlers.renew_or_expire)
+    dispatcher.register(40, 1, 2, handlers.renew_or_expire)
+    dispatcher.register(41, 1, 3, handlers.describe)

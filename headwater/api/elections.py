@@ -10,25 +10,32 @@ get Kafka's UNKNOWN_TOPIC_OR_PARTITION messages.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasImage
 
 ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+class Services(HasAccess, HasImage, Protocol):
+    """What these handlers use of the broker."""
+
+
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def handle(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         if req.topic_partitions is None:
             return {"throttle_time": 0, "error_code": 0, "replica_election_results": []}
-        denied = broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME)
-        image = broker.image
+        denied = self.broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME)
+        image = self.broker.image
         results = []
         for entry in req.topic_partitions:
             topic = image.topic(entry.topic)
@@ -52,4 +59,8 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 "error_code": E.cluster_authorization_failed if denied else 0,
                 "replica_election_results": results}
 
-    dispatcher.register(43, 0, 2, handle)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(43, 0, 2, handlers.handle)

@@ -18,7 +18,7 @@ failure; v2 has only the top-level error.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -27,9 +27,7 @@ from ..metadata.controller import ControllerError
 from ..metadata.features import SUPPORTED_FEATURES, feature_level, finalized_features
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasController, HasIdentity, HasImage
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 METADATA_VERSION = "metadata.version"
@@ -41,6 +39,10 @@ _METADATA_CHANGED = frozenset({7, 8, 11, 13, 14, 15, 17, 23, 30, 32, 33})
 # The feature names Kafka 4.4 knows (Feature.java), for the "not found" of level 0.
 _KNOWN = frozenset({METADATA_VERSION, KRAFT_VERSION, "transaction.version", "group.version",
                     "eligible.leader.replicas.version", "share.version", "streams.version"})
+
+
+class Services(HasAccess, HasImage, HasController, HasIdentity, Protocol):
+    """What these handlers use of the broker."""
 
 
 class _Refused(Exception):
@@ -115,8 +117,13 @@ def check_update(node_id: int, current_levels: dict[str, int], name: str, level:
     return R.FeatureLevelRecord(name, level)
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def handle_update_features(ctx: RequestContext, req: Any) -> dict[str, Any]:
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def handle_update_features(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         version = ctx.api_version
         updates: dict[str, tuple[int, int]] = {}
         for u in req.feature_updates:  # a name given twice: the last one counts (a map)
@@ -130,15 +137,15 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return {"throttle_time": 0, "error_code": code, "error_message": message,
                     "results": results}
 
-        if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
+        if self.broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
             # Kafka's message is its internal Request object's toString (docs/differences.md)
             return answer(E.cluster_authorization_failed, None)
-        current = finalized_features(broker.image)
+        current = finalized_features(self.broker.image)
         records = []
         try:
             for name in _java_order(list(updates)):
                 level, upgrade_type = updates[name]
-                rec = check_update(broker.node_id, current, name, level, upgrade_type)
+                rec = check_update(self.broker.node_id, current, name, level, upgrade_type)
                 if rec is not None:
                     records.append(rec)
         except _Refused as exc:
@@ -146,14 +153,18 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                           "The update failed for all features since the following feature "
                           f"had an error: {exc}")
         if records and not getattr(req, "validate_only", False):
-            assert broker.controller is not None
+            assert self.broker.controller is not None
             try:
-                broker.controller.commit(records)
+                self.broker.controller.commit(records)
             except ControllerError as exc:
                 return answer(exc.code, str(exc))
         return answer(0, None)
 
-    dispatcher.register(57, 0, 2, handle_update_features)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(57, 0, 2, handlers.handle_update_features)
 
 
 # Kafka 4.4's KafkaApis answers the share-group APIs UNSUPPORTED_VERSION while share.version
@@ -184,7 +195,7 @@ def _refusal(api_key: int, req: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": code, "error_message": None}
 
 
-def gate_group_apis(dispatcher: Dispatcher, broker: Broker) -> None:
+def gate_group_apis(dispatcher: Dispatcher, broker: Services) -> None:
     """Wrap the share-group and consumer-group (KIP-848) handlers: below level 1 of their
     feature they are refused as Kafka's."""
 

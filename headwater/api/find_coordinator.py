@@ -6,24 +6,31 @@ is not running here yet gets COORDINATOR_NOT_AVAILABLE.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..security import acl as A
 from ..share.coordinator import parse_coordinator_key
 from ..wire.dispatch import LISTENER, Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasCluster, HasCoordinators, HasIdentity, HasListeners
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def answer(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
-        host, port = broker.advertised_for(ctx)
-        if key_type not in broker.coordinator_key_types:
+class Services(HasAccess, HasIdentity, HasCluster, HasListeners, HasCoordinators, Protocol):
+    """What these handlers use of the broker."""
+
+
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def answer(self, ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+        host, port = self.broker.advertised_for(ctx)
+        if key_type not in self.broker.coordinator_key_types:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": E.coordinator_not_available if key_type in (GROUP,
                                                                              TRANSACTION, SHARE)
@@ -32,7 +39,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if key_type == GROUP and not key:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": E.invalid_group_id, "error_message": "empty group id"}
-        access = broker.access
+        access = self.broker.access
         if access.enabled:  # as Kafka: DESCRIBE on the group / transactional id
             checks = {GROUP: (A.DESCRIBE, A.GROUP, key, E.group_authorization_failed,
                               "Group"),
@@ -52,9 +59,9 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": E.invalid_request,
                     "error_message": "expected a share key groupId:topicId:partition"}
-        node_id = broker.node_id
-        if broker.cluster is not None:
-            found = broker.cluster.coordinator(key, key_type)
+        node_id = self.broker.node_id
+        if self.broker.cluster is not None:
+            found = self.broker.cluster.coordinator(key, key_type)
             if found is None:
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
                         "error_code": E.coordinator_not_available,
@@ -65,14 +72,18 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"key": key, "node_id": node_id, "host": host, "port": port,
                 "error_code": 0, "error_message": "" if ctx.api_version >= 4 else "NONE"}
 
-    def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         key_type = getattr(req, "key_type", GROUP)
         if ctx.api_version >= 4:
             return {"throttle_time": 0,
-                    "coordinators": [answer(ctx, k, key_type) for k in req.coordinator_keys]}
-        one = answer(ctx, req.key, key_type)
+                    "coordinators": [self.answer(ctx, k, key_type) for k in req.coordinator_keys]}
+        one = self.answer(ctx, req.key, key_type)
         return {"throttle_time": 0, "error_code": one["error_code"],
                 "error_message": one["error_message"], "node_id": one["node_id"],
                 "host": one["host"], "port": one["port"]}
 
-    dispatcher.register(10, 0, 6, handle)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(10, 0, 6, handlers.handle)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -31,9 +31,7 @@ from ..wire.header import parse_request_header, skip_tagged_fields
 from ..wire.peer_errors import EnvelopeRefused, ForwardError
 from ..wire.server import encode_frame
 from .forward_errors import error_response
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasCluster, HasController
 
 log = logging.getLogger("headwater.forwarding")
 
@@ -60,11 +58,15 @@ FORWARDED_ATTR = "forwarded"  # set on the context of a request that came in an 
 FOLLOW_TIMEOUT_S = 5.0
 
 
+class Services(HasAccess, HasController, HasCluster, Protocol):
+    """What these handlers use of the broker."""
+
+
 class NotForwardable(RuntimeError):
     pass
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     """Wrap the metadata-changing handlers and serve Envelope (cluster mode only)."""
     cluster = broker.cluster
     if cluster is None:
@@ -116,7 +118,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
     dispatcher.register(ENVELOPE, 0, 0, handle_envelope)
 
 
-def _wrap(broker: Broker, handler: Handler) -> Handler:
+def _wrap(broker: Services, handler: Handler) -> Handler:
     async def wrapped(ctx: RequestContext, req: Any) -> Any:
         cluster = broker.cluster
         assert cluster is not None

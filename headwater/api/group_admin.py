@@ -7,44 +7,53 @@ deletes its share-partition state from the share coordinator.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..coordinator.runtime import NotReady
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import HasAccess, HasGroups, HasShareGroups
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..coordinator.runtime import Result
     from ..group.coordinator import GroupCoordinator
     from ..group.shard import GroupShard
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def groups() -> GroupCoordinator:
-        assert broker.groups is not None
-        return broker.groups
+class Services(HasAccess, HasGroups, HasShareGroups, Protocol):
+    """What these handlers use of the broker."""
 
-    def handle_list(ctx: RequestContext, req: Any) -> dict[str, Any]:
+
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def groups(self) -> GroupCoordinator:
+        assert self.broker.groups is not None
+        return self.broker.groups
+
+    def handle_list(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
         types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
-        error = 0 if groups().runtime.is_loaded() else E.coordinator_load_in_progress
+        error = 0 if self.groups().runtime.is_loaded() else E.coordinator_load_in_progress
         listed = []
-        for shard in groups().loaded_shards():
+        for shard in self.groups().loaded_shards():
             listed += shard.list_groups(states or None, types or None)
-        access = broker.access
+        access = self.broker.access
         if access.enabled and not access.allowed(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
             # As Kafka: without DESCRIBE on the cluster, the groups one may describe.
             listed = [g for g in listed if access.allowed(ctx, A.DESCRIBE, A.GROUP,
                                                           g["group_id"])]
         return {"throttle_time": 0, "error_code": error, "groups": listed}
 
-    def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_describe(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         out = []
         for group_id in req.groups:
-            if broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
+            if self.broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
                 out.append({"error_code": E.group_authorization_failed, "group_id": group_id,
                             "group_state": "", "protocol_type": "", "protocol_data": "",
                             "members": (), "authorized_operations": -2147483648})
@@ -52,7 +61,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             try:
                 def describe(shard: GroupShard, g: str = group_id) -> Any:
                     return shard.describe_group(g)
-                entry = groups().read(group_id, describe)
+                entry = self.groups().read(group_id, describe)
             except NotReady as exc:
                 entry = {"error_code": exc.code, "group_id": group_id, "group_state": "",
                          "protocol_type": "", "protocol_data": "", "members": ()}
@@ -61,16 +70,16 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             if not getattr(req, "include_authorized_operations", False):
                 entry = {**entry, "authorized_operations": -2147483648}
             else:
-                entry = {**entry, "authorized_operations": broker.access.operations(
+                entry = {**entry, "authorized_operations": self.broker.access.operations(
                     ctx, A.GROUP, group_id)}
             out.append(entry)
         return {"throttle_time": 0, "groups": out}
 
-    async def handle_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def handle_delete(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         results = []
-        share_admin = broker.share_admin
+        share_admin = self.broker.share_admin
         for group_id in req.groups_names:
-            if broker.access.denies(ctx, A.DELETE, A.GROUP, group_id):
+            if self.broker.access.denies(ctx, A.DELETE, A.GROUP, group_id):
                 results.append({"group_id": group_id, "error_code": E.group_authorization_failed})
                 continue
             if not group_id:  # Kafka: an empty id names no group (not INVALID_GROUP_ID)
@@ -83,14 +92,18 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 if not code:
                     def delete(shard: GroupShard, _now: int, g: str = group_id) -> Result:
                         return shard.delete_group(g)
-                    code = groups().write(group_id, delete)
+                    code = self.groups().write(group_id, delete)
             except NotReady as exc:
                 code = exc.code
             results.append({"group_id": group_id, "error_code": code})
         return {"throttle_time": 0, "results": results}
 
-    dispatcher.register(16, 0, 5, handle_list)
-    dispatcher.register(15, 0, 6, handle_describe)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(16, 0, 5, handlers.handle_list)
+    dispatcher.register(15, 0, 6, handlers.handle_describe)
     # v3 (Kafka 4.4) adds a per-group error message, which Kafka leaves null for these
     # errors (schema in wire/schemas.py)
-    dispatcher.register(42, 0, 3, handle_delete)
+    dispatcher.register(42, 0, 3, handlers.handle_delete)

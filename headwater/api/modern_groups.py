@@ -11,7 +11,7 @@ not describe or whose shard is still loading gets an error entry.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -19,11 +19,15 @@ from ..coordinator.runtime import NotReady
 from ..group.modern.operations import HeartbeatResponse, ModernHeartbeatRequest, describe_error
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import HasAccess, HasGroups
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..group.modern.operations import ModernGroupManager
     from ..group.shard import GroupShard
+
+
+class Services(HasAccess, HasGroups, Protocol):
+    """What these handlers use of the broker."""
 
 
 def to_response(resp: HeartbeatResponse) -> dict[str, Any]:
@@ -39,7 +43,7 @@ def to_response(resp: HeartbeatResponse) -> dict[str, Any]:
             "assignment": assignment}
 
 
-def heartbeat_refused(broker: Broker, ctx: RequestContext, group_id: str,
+def heartbeat_refused(broker: Services, ctx: RequestContext, group_id: str,
                       topics: Any) -> dict[str, Any] | None:
     """The answer to a Consumer/ShareGroupHeartbeat the principal may not send (READ on
     the group, DESCRIBE on every subscribed topic, as Kafka checks), else None."""
@@ -58,7 +62,7 @@ def heartbeat_refused(broker: Broker, ctx: RequestContext, group_id: str,
             "assignment": None}
 
 
-def register_group_apis(dispatcher: Dispatcher, broker: Broker,
+def register_group_apis(dispatcher: Dispatcher, broker: Services,
                         manager: Callable[[GroupShard], ModernGroupManager[Any, Any]],
                         to_request: Callable[[RequestContext, Any], ModernHeartbeatRequest],
                         heartbeat: tuple[int, int, int], describe: tuple[int, int, int]

@@ -12,7 +12,7 @@ for classic, consumer (KIP-848) and simple (generation -1) commits.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -20,39 +20,48 @@ from ..coordinator.runtime import NotReady
 from ..group.offsets import PartitionCommit, as_fetch_entry
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import HasAccess, HasGroups, HasImage
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..group.coordinator import GroupCoordinator
 
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def groups() -> GroupCoordinator:
-        assert broker.groups is not None
-        return broker.groups
+class Services(HasAccess, HasImage, HasGroups, Protocol):
+    """What these handlers use of the broker."""
 
-    def topic_name(t: Any) -> tuple[str | None, Any]:
+
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def groups(self) -> GroupCoordinator:
+        assert self.broker.groups is not None
+        return self.broker.groups
+
+    def topic_name(self, t: Any) -> tuple[str | None, Any]:
         """(name, topic_id) of a request topic; name None when an id is unknown."""
         topic_id = getattr(t, "topic_id", None)
         if topic_id is not None or not hasattr(t, "name"):
             # v10 names topics by id only; a zero id (kio's None) is an unknown id.
-            topic = broker.image.topic_by_id(topic_id) if topic_id is not None else None
+            topic = self.broker.image.topic_by_id(topic_id) if topic_id is not None else None
             return (topic.name if topic else None), topic_id or ZERO_UUID
         return t.name, None
 
     # ---- OffsetCommit --------------------------------------------------------------
-    def handle_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_commit(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         unknown: list[tuple[Any, list[int]]] = []
         topics: list[tuple[str, list[PartitionCommit]]] = []
         missing: dict[str, dict[int, int]] = {}  # topic -> partition -> error
         ids: dict[str, Any] = {}
-        image = broker.image
-        access = broker.access
+        image = self.broker.image
+        access = self.broker.access
         group_denied = access.denies(ctx, A.READ, A.GROUP, req.group_id)
         for t in req.topics:
-            name, topic_id = topic_name(t)
+            name, topic_id = self.topic_name(t)
             if name is None:
                 unknown.append((topic_id, [p.partition_index for p in t.partitions]))
                 continue
@@ -79,7 +88,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         codes: dict[str, dict[int, int]] = {}
         if topics:
             try:
-                codes = groups().write(req.group_id, lambda shard, now: shard.offsets.commit(
+                codes = self.groups().write(req.group_id, lambda shard, now: shard.offsets.commit(
                     req.group_id, req.member_id, getattr(req, "group_instance_id", None),
                     req.generation_id_or_member_epoch, topics, ctx.api_version, now))
             except NotReady as exc:
@@ -97,10 +106,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0, "topics": out}
 
     # ---- OffsetFetch ---------------------------------------------------------------
-    def fetch_group(ctx: RequestContext, group_id: str, member_id: str | None,
+    def fetch_group(self, ctx: RequestContext, group_id: str, member_id: str | None,
                     member_epoch: int, req_topics: Any, by_id: bool,
                     require_stable: bool = False) -> dict[str, Any]:
-        access = broker.access
+        access = self.broker.access
         if access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
             return {"group_id": group_id, "topics": [],
                     "error_code": E.group_authorization_failed}
@@ -110,7 +119,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         if req_topics is not None:
             topics = []
             for t in req_topics:
-                name, topic_id = topic_name(t)
+                name, topic_id = self.topic_name(t)
                 if name is None:
                     unknown.append((topic_id, list(t.partition_indexes)))
                 elif access.denies(ctx, A.DESCRIBE, A.TOPIC, name):
@@ -118,7 +127,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 else:
                     topics.append((name, list(t.partition_indexes)))
         try:
-            error, found = groups().read(group_id, lambda shard: shard.offsets.fetch(
+            error, found = self.groups().read(group_id, lambda shard: shard.offsets.fetch(
                 group_id, member_id, member_epoch, topics, require_stable))
         except NotReady as exc:
             error, found = exc.code, {}
@@ -126,7 +135,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         for name, parts in found.items():
             if req_topics is None and access.denies(ctx, A.DESCRIBE, A.TOPIC, name):
                 continue  # as Kafka: all offsets means those of topics one may see
-            topic = broker.image.topic(name)
+            topic = self.broker.image.topic(name)
             out.append({"name": name,
                         "topic_id": topic.topic_id if topic else ZERO_UUID,
                         "partitions": [as_fetch_entry(p, c) for p, c in parts.items()]})
@@ -140,17 +149,17 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             out = [t for t in out if t["topic_id"] != ZERO_UUID or not t["partitions"]]
         return {"group_id": group_id, "topics": out, "error_code": error}
 
-    def handle_fetch(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_fetch(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         # RequireStable (v7+): UNSTABLE_OFFSET_COMMIT for partitions whose offsets an
         # open transaction is about to change.
         stable = bool(getattr(req, "require_stable", False))
         if ctx.api_version >= 8:
-            results = [fetch_group(ctx, g.group_id, getattr(g, "member_id", None),
-                                   getattr(g, "member_epoch", -1), g.topics,
-                                   ctx.api_version >= 10, stable)
+            results = [self.fetch_group(ctx, g.group_id, getattr(g, "member_id", None),
+                                        getattr(g, "member_epoch", -1), g.topics,
+                                        ctx.api_version >= 10, stable)
                        for g in req.groups]
             return {"throttle_time": 0, "groups": results}
-        one = fetch_group(ctx, req.group_id, None, -1, req.topics, False, stable)
+        one = self.fetch_group(ctx, req.group_id, None, -1, req.topics, False, stable)
         if one["error_code"] and ctx.api_version < 2:
             for t in one["topics"]:
                 for p in t["partitions"]:
@@ -158,18 +167,18 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0, "topics": one["topics"], "error_code": one["error_code"]}
 
     # ---- OffsetDelete --------------------------------------------------------------
-    def handle_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        if broker.access.denies(ctx, A.DELETE, A.GROUP, req.group_id):
+    def handle_delete(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        if self.broker.access.denies(ctx, A.DELETE, A.GROUP, req.group_id):
             return {"error_code": E.group_authorization_failed, "throttle_time": 0,
                     "topics": ()}
         readable = [t for t in req.topics
-                    if not broker.access.denies(ctx, A.READ, A.TOPIC, t.name)]
+                    if not self.broker.access.denies(ctx, A.READ, A.TOPIC, t.name)]
         refused = [{"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": E.topic_authorization_failed}
             for p in t.partitions]} for t in req.topics if t not in readable]
         topics = [(t.name, [p.partition_index for p in t.partitions]) for t in readable]
         try:
-            error, codes = groups().write(
+            error, codes = self.groups().write(
                 req.group_id, lambda shard, now: shard.offsets.delete(req.group_id, topics))
         except NotReady as exc:
             error, codes = exc.code, {}
@@ -178,6 +187,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                           for p, c in codes.get(name, {}).items()]}
             for name, _ in topics] + refused if not error else ()}
 
-    dispatcher.register(8, 2, 10, handle_commit)
-    dispatcher.register(9, 1, 10, handle_fetch)
-    dispatcher.register(47, 0, 0, handle_delete)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(8, 2, 10, handlers.handle_commit)
+    dispatcher.register(9, 1, 10, handlers.handle_fetch)
+    dispatcher.register(47, 0, 0, handlers.handle_delete)

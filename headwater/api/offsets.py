@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..security import acl as A
 from ..storage.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasPartitions
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 EARLIEST_PENDING_UPLOAD = -6
@@ -25,25 +23,34 @@ LEADER_EPOCH = 0
 READ_COMMITTED = 1
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def allowed(ctx: RequestContext, op: int, topic: str) -> bool:
-        return not broker.access.enabled or broker.access.allowed(ctx, op, A.TOPIC, topic)
+class Services(HasAccess, HasPartitions, Protocol):
+    """What these handlers use of the broker."""
 
-    def handle_list_offsets(ctx: RequestContext, req: Any) -> dict[str, Any]:
+
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def allowed(self, ctx: RequestContext, op: int, topic: str) -> bool:
+        return not self.broker.access.enabled or self.broker.access.allowed(ctx, op, A.TOPIC, topic)
+
+    def handle_list_offsets(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         isolation = getattr(req, "isolation_level", 0)
         topics = []
         for t in req.topics:
             parts = []
-            denied = not allowed(ctx, A.DESCRIBE, t.name)
+            denied = not self.allowed(ctx, A.DESCRIBE, t.name)
             for p in t.partitions:
                 base = {"partition_index": p.partition_index, "leader_epoch": LEADER_EPOCH}
                 if denied:
                     parts.append({**base, "error_code": E.topic_authorization_failed,
                                   "timestamp": -1, "offset": -1, "leader_epoch": -1})
                     continue
-                plog = broker.partition(t.name, p.partition_index)
+                plog = self.broker.partition(t.name, p.partition_index)
                 if plog is None:
-                    parts.append({**base, "error_code": broker.absent_error(
+                    parts.append({**base, "error_code": self.broker.absent_error(
                                       t.name, p.partition_index),
                                   "timestamp": -1, "offset": -1, "leader_epoch": -1})
                     continue
@@ -88,20 +95,20 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             topics.append({"name": t.name, "partitions": parts})
         return {"throttle_time": 0, "topics": topics}
 
-    def handle_offset_for_leader_epoch(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_offset_for_leader_epoch(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         topics = []
         for t in req.topics:
             parts = []
-            denied = not allowed(ctx, A.DESCRIBE, t.topic)
+            denied = not self.allowed(ctx, A.DESCRIBE, t.topic)
             for p in t.partitions:
-                plog = None if denied else broker.partition(t.topic, p.partition)
+                plog = None if denied else self.broker.partition(t.topic, p.partition)
                 if denied:
                     parts.append({"partition": p.partition,
                                   "error_code": E.topic_authorization_failed})
                     continue
                 if plog is None:
                     parts.append({"partition": p.partition,
-                                  "error_code": broker.absent_error(t.topic, p.partition)})
+                                  "error_code": self.broker.absent_error(t.topic, p.partition)})
                     continue
                 current = getattr(p, "current_leader_epoch", -1)
                 if current > plog.leader_epoch:
@@ -117,17 +124,17 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             topics.append({"topic": t.topic, "partitions": parts})
         return {"throttle_time": 0, "topics": topics}
 
-    def handle_delete_records(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_delete_records(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         topics = []
         for t in req.topics:
             parts = []
-            denied = not allowed(ctx, A.DELETE, t.name)
+            denied = not self.allowed(ctx, A.DELETE, t.name)
             for p in t.partitions:
-                plog = None if denied else broker.partition(t.name, p.partition_index)
+                plog = None if denied else self.broker.partition(t.name, p.partition_index)
                 if plog is None:
                     parts.append({"partition_index": p.partition_index, "low_watermark": -1,
                                   "error_code": E.topic_authorization_failed if denied
-                                  else broker.absent_error(t.name, p.partition_index)})
+                                  else self.broker.absent_error(t.name, p.partition_index)})
                     continue
                 offset = plog.high_watermark if p.offset == -1 else p.offset
                 try:
@@ -141,6 +148,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             topics.append({"name": t.name, "partitions": parts})
         return {"throttle_time": 0, "topics": topics}
 
-    dispatcher.register(2, 1, 11, handle_list_offsets)
-    dispatcher.register(23, 2, 4, handle_offset_for_leader_epoch)
-    dispatcher.register(21, 0, 2, handle_delete_records)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(2, 1, 11, handlers.handle_list_offsets)
+    dispatcher.register(23, 2, 4, handlers.handle_offset_for_leader_epoch)
+    dispatcher.register(21, 0, 2, handlers.handle_delete_records)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..wire.dispatch import Dispatcher
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasProduce
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasProduce, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     dispatcher.register(0, 3, 13, broker.produce.handle)

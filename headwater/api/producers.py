@@ -16,7 +16,7 @@ block is answered once it is durable in the shared metadata log.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -24,15 +24,30 @@ from ..coordinator.runtime import NotReady
 from ..metadata.controller import ControllerError
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import (
+    HasAccess,
+    HasCluster,
+    HasController,
+    HasPartitions,
+    HasProducerIds,
+    HasTransactions,
+)
 
-if TYPE_CHECKING:
-    from ..broker import Broker
+
+class Services(HasAccess, HasController, HasCluster, HasPartitions, HasTransactions,
+               HasProducerIds, Protocol):
+    """What these handlers use of the broker."""
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def handle_init(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        assert broker.controller is not None
-        access = broker.access
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def handle_init(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        assert self.broker.controller is not None
+        access = self.broker.access
         if access.enabled:
             if req.transactional_id is not None:
                 if not access.allowed(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id):
@@ -53,11 +68,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             epoch = getattr(req, "producer_epoch", -1)
             expected = (pid, epoch) if pid >= 0 else None
             error: int
-            if broker.transactions is None:
+            if self.broker.transactions is None:
                 error, pid, epoch = E.coordinator_not_available, -1, -1
             else:
                 try:
-                    error, pid, epoch = broker.transactions.init_producer_id(
+                    error, pid, epoch = self.broker.transactions.init_producer_id(
                         req.transactional_id, timeout_ms, expected)
                 except NotReady as exc:
                     error, pid, epoch = exc.code, -1, -1
@@ -70,23 +85,23 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         # (an idempotent producer resetting its sequences, KIP-360). Bumping the named
         # epoch instead, as headwater did, ran a producer's epoch into the tens of
         # thousands in a campaign's outages (librdkafka bumps on every message timeout).
-        assert broker.producer_ids is not None
+        assert self.broker.producer_ids is not None
         try:
-            new_pid = broker.producer_ids.allocate_producer_id()
+            new_pid = self.broker.producer_ids.allocate_producer_id()
         except NotReady as exc:  # no block yet: the client retries
             return {"throttle_time": 0, "error_code": exc.code, "producer_id": -1,
                     "producer_epoch": -1}
         return {"throttle_time": 0, "error_code": 0, "producer_id": new_pid,
                 "producer_epoch": 0}
 
-    async def handle_allocate(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def handle_allocate(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         def answer(code: int, start: int = -1, length: int = 0) -> dict[str, Any]:
             return {"throttle_time": 0, "error_code": code, "producer_id_start": start,
                     "producer_id_len": length}
-        if broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
+        if self.broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
             return answer(E.cluster_authorization_failed)
-        cluster, controller = broker.cluster, broker.controller
-        if cluster is None or controller is None or not broker.is_controller():
+        cluster, controller = self.broker.cluster, self.broker.controller
+        if cluster is None or controller is None or not self.broker.is_controller():
             return answer(E.not_controller)
         try:
             start, length = controller.allocate_producer_ids(req.broker_id,
@@ -101,13 +116,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                 return answer(E.not_controller)
         return answer(E.none, start, length)
 
-    def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_describe(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         topics = []
         for t in req.topics:
             parts = []
-            denied = broker.access.denies(ctx, A.READ, A.TOPIC, t.name)
+            denied = self.broker.access.denies(ctx, A.READ, A.TOPIC, t.name)
             for index in t.partition_indexes:
-                plog = None if denied else broker.partition(t.name, index)
+                plog = None if denied else self.broker.partition(t.name, index)
                 if denied:
                     parts.append({"partition_index": index,
                                   "error_code": E.topic_authorization_failed,
@@ -115,7 +130,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     continue
                 if plog is None:  # NOT_LEADER_OR_FOLLOWER where another broker serves it
                     parts.append({"partition_index": index,
-                                  "error_code": broker.absent_error(t.name, index),
+                                  "error_code": self.broker.absent_error(t.name, index),
                                   "error_message": None, "active_producers": ()})
                     continue
                 parts.append({"partition_index": index, "error_code": 0,
@@ -131,7 +146,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             topics.append({"name": t.name, "partitions": parts})
         return {"throttle_time": 0, "topics": topics}
 
-    dispatcher.register(22, 0, 5, handle_init)
-    dispatcher.register(61, 0, 0, handle_describe)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(22, 0, 5, handlers.handle_init)
+    dispatcher.register(61, 0, 0, handlers.handle_describe)
     if broker.cluster is not None:
-        dispatcher.register(67, 0, 0, handle_allocate)
+        dispatcher.register(67, 0, 0, handlers.handle_allocate)

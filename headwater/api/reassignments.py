@@ -13,29 +13,36 @@ gets NO_REASSIGNMENT_IN_PROGRESS: there is never one.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..metadata.assignments import assignment_error
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasCluster, HasDataDir, HasImage
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def denied(ctx: RequestContext, op: int) -> bool:
-        return broker.access.denies(ctx, op, A.CLUSTER, A.CLUSTER_NAME)
+class Services(HasAccess, HasImage, HasCluster, HasDataDir, Protocol):
+    """What these handlers use of the broker."""
 
-    def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
+
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def denied(self, ctx: RequestContext, op: int) -> bool:
+        return self.broker.access.denies(ctx, op, A.CLUSTER, A.CLUSTER_NAME)
+
+    def alter(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         allow_rf_change = getattr(req, "allow_replication_factor_change", True)
         base = {"throttle_time": 0, "allow_replication_factor_change": allow_rf_change}
-        if denied(ctx, A.ALTER):
+        if self.denied(ctx, A.ALTER):
             return {**base, "error_code": E.cluster_authorization_failed,
                     "error_message": None, "responses": []}
-        image = broker.image
+        image = self.broker.image
         responses = []
         for t in req.topics:
             topic = image.topic(t.name)
@@ -54,7 +61,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     code = E.no_reassignment_in_progress
                 else:
                     message = assignment_error(tuple(target.replicas), parts[index].replicas,
-                                               set(broker.broker_ids()), allow_rf_change)
+                                               set(self.broker.broker_ids()), allow_rf_change)
                     if message is not None:
                         code = (E.invalid_replication_factor
                                 if message.startswith("The replication factor")
@@ -64,19 +71,19 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             responses.append({"name": t.name, "partitions": out})
         return {**base, "error_code": 0, "error_message": None, "responses": responses}
 
-    def list_reassignments(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        if denied(ctx, A.DESCRIBE):
+    def list_reassignments(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        if self.denied(ctx, A.DESCRIBE):
             return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
                     "error_message": None, "topics": []}
         return {"throttle_time": 0, "error_code": 0, "error_message": None, "topics": []}
 
-    def alter_log_dirs(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        refused = denied(ctx, A.ALTER)
-        image = broker.image
+    def alter_log_dirs(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        refused = self.denied(ctx, A.ALTER)
+        image = self.broker.image
         results: dict[str, list[dict[str, Any]]] = {}
         for d in req.dirs:
             # (a NUL byte is no path: resolve() would raise)
-            here = "\0" not in d.path and Path(d.path).resolve() == broker.data_dir
+            here = "\0" not in d.path and Path(d.path).resolve() == self.broker.data_dir
             code: int
             for t in d.topics:
                 topic = image.topic(t.name)
@@ -95,6 +102,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0, "results": [
             {"topic_name": name, "partitions": parts} for name, parts in results.items()]}
 
-    dispatcher.register(34, 1, 2, alter_log_dirs)
-    dispatcher.register(45, 0, 1, alter)
-    dispatcher.register(46, 0, 0, list_reassignments)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(34, 1, 2, handlers.alter_log_dirs)
+    dispatcher.register(45, 0, 1, handlers.alter)
+    dispatcher.register(46, 0, 0, handlers.list_reassignments)

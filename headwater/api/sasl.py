@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -21,17 +21,24 @@ from ..wire.dispatch import (
     Dispatcher,
     RequestContext,
 )
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasController, HasImage
 
 log = logging.getLogger("headwater.security")
 
 SESSION = SASL_SESSION
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def handshake(ctx: RequestContext, req: Any) -> dict[str, Any]:
+class Services(HasAccess, HasImage, HasController, Protocol):
+    """What these handlers use of the broker."""
+
+
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def handshake(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         session: SaslSession | None = ctx.attrs.get(SESSION)
         if session is None:
             return {"error_code": E.illegal_sasl_state, "mechanisms": []}
@@ -40,7 +47,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return {"error_code": E.unsupported_sasl_mechanism, "mechanisms": offered}
         return {"error_code": 0, "mechanisms": offered}
 
-    def authenticate(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def authenticate(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         session: SaslSession | None = ctx.attrs.get(SESSION)
         base = {"auth_bytes": b"", "session_lifetime": 0}
         if session is None:
@@ -62,11 +69,11 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {**base, "error_code": 0, "error_message": None, "auth_bytes": reply,
                 "session_lifetime": session.session_lifetime_ms}
 
-    def describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        if broker.access.denies(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
+    def describe(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        if self.broker.access.denies(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
             return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
                     "error_message": None, "results": []}
-        scram = broker.image.scram
+        scram = self.broker.image.scram
         # null or empty: every user (kafka-configs --describe --entity-type users)
         users = sorted({u for u, _m in scram}) if not req.users else [
             u.name for u in req.users]
@@ -90,10 +97,10 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"throttle_time": 0, "error_code": 0, "error_message": None,
                 "results": results}
 
-    def alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        scram = broker.image.scram
+    def alter(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        scram = self.broker.image.scram
         names = Counter([d.name for d in req.deletions] + [u.name for u in req.upsertions])
-        if broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
+        if self.broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
             return {"throttle_time": 0, "results": [
                 {"user": user, "error_code": E.cluster_authorization_failed,
                  "error_message": None} for user in names]}
@@ -135,13 +142,17 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     u.name, u.mechanism, cred.salt, cred.stored_key, cred.server_key,
                     cred.iterations))
         records = [r for r in records if r.name not in errors]  # type: ignore[attr-defined]
-        assert broker.controller is not None
-        broker.controller.commit(records)
+        assert self.broker.controller is not None
+        self.broker.controller.commit(records)
         return {"throttle_time": 0, "results": [
             {"user": user, "error_code": errors.get(user, (0, None))[0],
              "error_message": errors.get(user, (0, None))[1]} for user in names]}
 
-    dispatcher.register(17, 1, 1, handshake)
-    dispatcher.register(36, 0, 2, authenticate)
-    dispatcher.register(50, 0, 0, describe)
-    dispatcher.register(51, 0, 0, alter)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(17, 1, 1, handlers.handshake)
+    dispatcher.register(36, 0, 2, handlers.authenticate)
+    dispatcher.register(50, 0, 0, handlers.describe)
+    dispatcher.register(51, 0, 0, handlers.alter)

@@ -13,15 +13,15 @@ and meets the shard rebuilt from what was committed).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..storage.errors import CommitError, LogError
 from ..wire.dispatch import Dispatcher, Handler, RequestContext
+from .services import HasCluster, HasCoordinators
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..coordinator.runtime import CoordinatorRuntime
 
 WRITES = frozenset({
@@ -53,7 +53,11 @@ READS = frozenset({
 SETTLED = WRITES | READS
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+class Services(HasCluster, HasCoordinators, Protocol):
+    """What these handlers use of the broker."""
+
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     """Wrap the handlers that write or read coordinator records (cluster mode only)."""
     if broker.cluster is None:
         return

@@ -5,68 +5,77 @@ DeleteShareGroupOffsets (92, v0): authorize, then call the share admin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..security import acl as ACL
 from ..wire.dispatch import Dispatcher, RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .services import HasAccess, HasShareGroups
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    admin = broker.share_admin
+class Services(HasAccess, HasShareGroups, Protocol):
+    """What these handlers use of the broker."""
 
-    async def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
+
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+        self.admin = broker.share_admin
+
+    async def handle_describe(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         out = []
         for group in req.groups:
-            if broker.access.denies(ctx, ACL.DESCRIBE, ACL.GROUP, group.group_id):
+            if self.broker.access.denies(ctx, ACL.DESCRIBE, ACL.GROUP, group.group_id):
                 out.append({"group_id": group.group_id, "topics": [],
                             "error_code": E.group_authorization_failed,
                             "error_message": "Group authorization failed."})
                 continue
             topics = None if group.topics is None else \
                 [(t.topic_name, list(t.partitions)) for t in group.topics]
-            out.append(await admin.describe(group.group_id, topics, ctx.api_version))
+            out.append(await self.admin.describe(group.group_id, topics, ctx.api_version))
         return {"throttle_time": 0, "groups": out}
 
-    def refused(ctx: RequestContext, group_op: int, group_id: str,
+    def refused(self, ctx: RequestContext, group_op: int, group_id: str,
                 names: list[str]) -> dict[str, Any] | None:
         """As Kafka: `group_op` on the group, READ on every topic named."""
-        if broker.access.denies(ctx, group_op, ACL.GROUP, group_id):
+        if self.broker.access.denies(ctx, group_op, ACL.GROUP, group_id):
             code, message = E.group_authorization_failed, "Group authorization failed."
-        elif any(broker.access.denies(ctx, ACL.READ, ACL.TOPIC, n) for n in names):
+        elif any(self.broker.access.denies(ctx, ACL.READ, ACL.TOPIC, n) for n in names):
             code, message = E.topic_authorization_failed, "Topic authorization failed."
         else:
             return None
         return {"throttle_time": 0, "error_code": code, "error_message": message,
                 "responses": []}
 
-    async def handle_alter(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        denied = refused(ctx, ACL.READ, req.group_id, [t.topic_name for t in req.topics])
+    async def handle_alter(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        denied = self.refused(ctx, ACL.READ, req.group_id, [t.topic_name for t in req.topics])
         if denied is not None:
             return denied
         topics = [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions])
                   for t in req.topics]
-        code, message, rows = await admin.alter(req.group_id, topics)
+        code, message, rows = await self.admin.alter(req.group_id, topics)
         return {"throttle_time": 0, "error_code": code, "error_message": message,
                 "responses": [{"topic_name": r.name, "topic_id": r.topic_id, "partitions": [
                     {"partition_index": p, "error_code": c, "error_message": m}
                     for p, (c, m) in r.partitions.items()]} for r in rows]}
 
-    async def handle_delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        denied = refused(ctx, ACL.DELETE, req.group_id, [t.topic_name for t in req.topics])
+    async def handle_delete(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        denied = self.refused(ctx, ACL.DELETE, req.group_id, [t.topic_name for t in req.topics])
         if denied is not None:
             return denied
-        code, message, rows = await admin.delete_offsets(
+        code, message, rows = await self.admin.delete_offsets(
             req.group_id, [t.topic_name for t in req.topics])
         return {"throttle_time": 0, "error_code": code, "error_message": message,
                 "responses": [{"topic_name": r.name, "topic_id": r.topic_id,
                                "error_code": r.error_code, "error_message": r.error_message}
                               for r in rows]}
 
-    dispatcher.register(90, 0, 1, handle_describe)
-    dispatcher.register(91, 0, 0, handle_alter)
-    dispatcher.register(92, 0, 0, handle_delete)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+    dispatcher.register(90, 0, 1, handlers.handle_describe)
+    dispatcher.register(91, 0, 0, handlers.handle_alter)
+    dispatcher.register(92, 0, 0, handlers.handle_delete)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
@@ -19,22 +19,36 @@ from ..share.config import AcquireMode
 from ..share.fetch_service import FetchRequest, Key, Outcome, Unreadable
 from ..share.outcomes import AcknowledgementBatch
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import (
+    HasAccess,
+    HasCluster,
+    HasIdentity,
+    HasImage,
+    HasQuotas,
+    HasShareGroups,
+)
 from .share_wire import PartitionEntry, share_acknowledge_response, share_fetch_response
-
-if TYPE_CHECKING:
-    from ..broker import Broker
 
 ACQUIRE_MODES = frozenset(int(m) for m in AcquireMode)
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    service = broker.share_fetch
+class Services(HasAccess, HasImage, HasIdentity, HasCluster, HasQuotas, HasShareGroups,
+               Protocol):
+    """What these handlers use of the broker."""
 
-    def top_error(code: E, message: str, lock_ms: int = 0) -> dict[str, Any]:
+
+class _Handlers:
+    """The handlers of this module, over the services they use."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+        self.service = broker.share_fetch
+
+    def top_error(self, code: E, message: str, lock_ms: int = 0) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": code, "error_message": message,
                 "acquisition_lock_timeout": lock_ms, "responses": (), "node_endpoints": ()}
 
-    def requested(topics: Iterable[Any]) -> dict[Key, tuple[AcknowledgementBatch, ...]]:
+    def requested(self, topics: Iterable[Any]) -> dict[Key, tuple[AcknowledgementBatch, ...]]:
         out: dict[Key, tuple[AcknowledgementBatch, ...]] = {}
         for t in topics:
             for p in t.partitions:
@@ -44,19 +58,19 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                     for b in p.acknowledgement_batches)
         return out
 
-    def check_ids(ctx: RequestContext, req: Any) -> tuple[E, str] | None:
+    def check_ids(self, ctx: RequestContext, req: Any) -> tuple[E, str] | None:
         if not req.group_id:
             return E.invalid_group_id, "The group id is empty"
         if not req.member_id:
             return E.unknown_member_id, "The member id is empty"
-        if broker.access.denies(ctx, A.READ, A.GROUP, req.group_id):
+        if self.broker.access.denies(ctx, A.READ, A.GROUP, req.group_id):
             return E.group_authorization_failed, "Group authorization failed."
         return None
 
-    def unreadable(ctx: RequestContext) -> Unreadable:
+    def unreadable(self, ctx: RequestContext) -> Unreadable:
         """The share-partitions whose topic the principal may not READ: they answer
         TOPIC_AUTHORIZATION_FAILED, the others are served (as Kafka)."""
-        access = broker.access
+        access = self.broker.access
 
         def check(keys: Iterable[Key]) -> set[Key]:
             if not access.enabled:
@@ -65,7 +79,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             out = set()
             for key in keys:
                 if key[0] not in verdict:
-                    topic = broker.image.topic_by_id(key[0])
+                    topic = self.broker.image.topic_by_id(key[0])
                     verdict[key[0]] = topic is not None and access.denies(
                         ctx, A.READ, A.TOPIC, topic.name)
                 if verdict[key[0]]:
@@ -74,52 +88,52 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return check
 
     # ---- ShareFetch ------------------------------------------------------------------
-    async def recover(ctx: RequestContext, req: Any) -> list[bytes | bytearray]:
+    async def recover(self, ctx: RequestContext, req: Any) -> list[bytes | bytearray]:
         """Another broker's share coordinator asks this leader to load share-partitions
         that owe dead letters (shared/node.py's `recover_share_partition`)."""
-        refused = broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME)
+        refused = self.broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME)
         by_topic: dict[uuid.UUID, list[PartitionEntry]] = {}
         for t in req.topics:
             for p in t.partitions:
                 code = E.cluster_authorization_failed if refused else \
-                    await broker.share_partitions.recover((req.group_id, t.topic_id,
-                                                           p.partition_index))
+                    await self.broker.share_partitions.recover((req.group_id, t.topic_id,
+                                                                p.partition_index))
                 by_topic.setdefault(t.topic_id, []).append(
-                    PartitionEntry(p.partition_index, int(code), leader_id=broker.node_id))
+                    PartitionEntry(p.partition_index, int(code), leader_id=self.broker.node_id))
         return share_fetch_response(0, None, 0, by_topic.items())
 
-    async def share_fetch(ctx: RequestContext, req: Any
+    async def share_fetch(self, ctx: RequestContext, req: Any
                           ) -> dict[str, Any] | list[bytes | bytearray]:
-        if broker.cluster is not None and broker.cluster.asks_to_recover_share(ctx.client_id):
-            return await recover(ctx, req)
-        bad = check_ids(ctx, req)
+        if self.broker.cluster is not None and self.broker.cluster.asks_to_recover_share(ctx.client_id):
+            return await self.recover(ctx, req)
+        bad = self.check_ids(ctx, req)
         if bad is not None:
-            return top_error(*bad)
+            return self.top_error(*bad)
         mode = getattr(req, "share_acquire_mode", 0) or 0
         if mode not in ACQUIRE_MODES:
-            return top_error(E.invalid_request, f"Unknown share acquire mode: {mode}")
+            return self.top_error(E.invalid_request, f"Unknown share acquire mode: {mode}")
         request = FetchRequest(
-            req.group_id, req.member_id, req.share_session_epoch, requested(req.topics),
+            req.group_id, req.member_id, req.share_session_epoch, self.requested(req.topics),
             forgotten=[(t.topic_id, p) for t in req.forgotten_topics_data
                        for p in t.partitions],
             renew=bool(getattr(req, "is_renew_ack", False)), max_bytes=req.max_bytes,
             max_records=req.max_records, batch_size=req.batch_size,
             mode=AcquireMode(mode),
             max_wait_s=req.max_wait.total_seconds())
-        outcome = await service.fetch(request, unreadable(ctx))
+        outcome = await self.service.fetch(request, self.unreadable(ctx))
         if outcome.error is not None:
-            return top_error(*outcome.error, outcome.lock_ms)
+            return self.top_error(*outcome.error, outcome.lock_ms)
         # consumer_byte_rate counts a share fetch's records, as Kafka does; they are sent
         # all the same (the client is slowed by the throttle time and the mute), where
         # Kafka drops them and leaves them acquired until their locks expire.
-        throttle = broker.quotas.throttle(
-            broker.quotas.fetch, ctx, sum(len(f.records) for f in outcome.fetched.values())
+        throttle = self.broker.quotas.throttle(
+            self.broker.quotas.fetch, ctx, sum(len(f.records) for f in outcome.fetched.values())
         ) if outcome.fetched else 0
-        return respond(outcome, throttle)
+        return self.respond(outcome, throttle)
 
-    def respond(outcome: Outcome, throttle_ms: int = 0) -> list[bytes | bytearray]:
+    def respond(self, outcome: Outcome, throttle_ms: int = 0) -> list[bytes | bytearray]:
         by_topic: dict[uuid.UUID, list[PartitionEntry]] = {}
-        node = broker.node_id
+        node = self.broker.node_id
         fetched, errors = outcome.fetched, outcome.errors
         for key in dict.fromkeys([*outcome.named, *fetched, *errors]):
             err = errors.get(key)
@@ -136,22 +150,25 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return share_fetch_response(0, None, outcome.lock_ms, by_topic.items(), throttle_ms)
 
     # ---- ShareAcknowledge ------------------------------------------------------------
-    async def share_acknowledge(ctx: RequestContext, req: Any
+    async def share_acknowledge(self, ctx: RequestContext, req: Any
                                 ) -> dict[str, Any] | list[bytes | bytearray]:
-        bad = check_ids(ctx, req)
+        bad = self.check_ids(ctx, req)
         if bad is not None:
-            return top_error(*bad)
-        outcome = await service.acknowledge(
-            req.group_id, req.member_id, req.share_session_epoch, requested(req.topics),
-            bool(getattr(req, "is_renew_ack", False)), unreadable(ctx))
+            return self.top_error(*bad)
+        outcome = await self.service.acknowledge(
+            req.group_id, req.member_id, req.share_session_epoch, self.requested(req.topics),
+            bool(getattr(req, "is_renew_ack", False)), self.unreadable(ctx))
         if outcome.error is not None:
-            return top_error(*outcome.error, outcome.lock_ms)
+            return self.top_error(*outcome.error, outcome.lock_ms)
         by_topic: dict[uuid.UUID, list[tuple[int, int, int]]] = {}
         for key in outcome.named:
             by_topic.setdefault(key[0], []).append(
-                (key[1], int(outcome.ack_errors.get(key, E.none)), broker.node_id))
+                (key[1], int(outcome.ack_errors.get(key, E.none)), self.broker.node_id))
         return share_acknowledge_response(ctx.api_version, 0, None, outcome.lock_ms,
                                           by_topic.items())
 
-    dispatcher.register(78, 1, 2, share_fetch)
-    dispatcher.register(79, 1, 2, share_acknowledge)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+    dispatcher.register(78, 1, 2, handlers.share_fetch)
+    dispatcher.register(79, 1, 2, handlers.share_acknowledge)

@@ -8,14 +8,11 @@ librdkafka 2.16 sends v1 only.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..group.share.operations import ShareHeartbeatRequest
 from ..wire.dispatch import Dispatcher, RequestContext
-from .modern_groups import register_group_apis
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .modern_groups import Services, register_group_apis
 
 
 def to_request(ctx: RequestContext, req: Any) -> ShareHeartbeatRequest:
@@ -26,6 +23,6 @@ def to_request(ctx: RequestContext, req: Any) -> ShareHeartbeatRequest:
         client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}")
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
+def register(dispatcher: Dispatcher, broker: Services) -> None:
     register_group_apis(dispatcher, broker, lambda shard: shard.share, to_request,
                         heartbeat=(76, 1, 1), describe=(77, 1, 1))

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from ..security import acl as A
 from ..share.records import UNCHANGED, StateBatch, StateWrite
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import HasAccess, HasShareCoordinator
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..share.coordinator import ShareCoordinator
 
 MESSAGES = {
@@ -42,6 +42,10 @@ MESSAGES = {
 PartitionOp = Callable[[uuid.UUID, Any], Awaitable[dict[str, Any]]]
 
 
+class Services(HasAccess, HasShareCoordinator, Protocol):
+    """What these handlers use of the broker."""
+
+
 def _message(code: int) -> str | None:
     return MESSAGES.get(code, E(code).name) if code else None
 
@@ -51,11 +55,16 @@ def _row(partition: int, code: int, **fields: Any) -> dict[str, Any]:
             **fields}
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def coordinator() -> ShareCoordinator | None:
-        return broker.share_coordinator
+class _Handlers:
+    """The handlers of this module, over the services they use."""
 
-    async def each(req: Any, op: PartitionOp) -> dict[str, Any]:
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def coordinator(self) -> ShareCoordinator | None:
+        return self.broker.share_coordinator
+
+    async def each(self, req: Any, op: PartitionOp) -> dict[str, Any]:
         """`op(topic_id, partition data)` for every partition, grouped as requested."""
         topics = getattr(req, "topics", ())
         if not req.group_id or not topics or any(not t.partitions for t in topics):
@@ -66,24 +75,24 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             results.append({"topic_id": t.topic_id, "partitions": rows})
         return {"results": results}
 
-    def unavailable(partition: int, **fields: Any) -> dict[str, Any]:
+    def unavailable(self, partition: int, **fields: Any) -> dict[str, Any]:
         return _row(partition, E.coordinator_not_available, **fields)
 
-    async def initialize(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def initialize(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
-            sc = coordinator()
+            sc = self.coordinator()
             if sc is None:
-                return unavailable(p.partition)
+                return self.unavailable(p.partition)
             code = await sc.initialize(req.group_id, topic_id, p.partition, p.state_epoch,
                                        p.start_offset)
             return _row(p.partition, code)
-        return await each(req, op)
+        return await self.each(req, op)
 
-    async def read(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def read(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
-            sc = coordinator()
+            sc = self.coordinator()
             if sc is None:
-                return unavailable(p.partition)
+                return self.unavailable(p.partition)
             code, state = await sc.read(req.group_id, topic_id, p.partition, p.leader_epoch)
             if code or state is None:
                 return _row(p.partition, code)
@@ -93,13 +102,13 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                              "delivery_state": b.delivery_state,
                              "delivery_count": b.delivery_count}
                             for b in state.state_batches])
-        return await each(req, op)
+        return await self.each(req, op)
 
-    async def write(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def write(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
-            sc = coordinator()
+            sc = self.coordinator()
             if sc is None:
-                return unavailable(p.partition)
+                return self.unavailable(p.partition)
             state = StateWrite(
                 p.state_epoch, p.leader_epoch, p.start_offset,
                 getattr(p, "delivery_complete_count", UNCHANGED),
@@ -107,31 +116,31 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                  b.delivery_count) for b in p.state_batches))
             code = await sc.write(req.group_id, topic_id, p.partition, state, p.leader_epoch)
             return _row(p.partition, code)
-        return await each(req, op)
+        return await self.each(req, op)
 
-    async def delete(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def delete(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
-            sc = coordinator()
+            sc = self.coordinator()
             if sc is None:
-                return unavailable(p.partition)
+                return self.unavailable(p.partition)
             return _row(p.partition, await sc.delete(req.group_id, topic_id, p.partition))
-        return await each(req, op)
+        return await self.each(req, op)
 
-    async def read_summary(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def read_summary(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
-            sc = coordinator()
+            sc = self.coordinator()
             if sc is None:
-                return unavailable(p.partition)
+                return self.unavailable(p.partition)
             s = await sc.read_summary(req.group_id, topic_id, p.partition, p.leader_epoch)
             return _row(p.partition, s.error_code, state_epoch=s.state_epoch,
                         leader_epoch=s.leader_epoch, start_offset=s.start_offset,
                         delivery_complete_count=s.delivery_complete_count)
-        return await each(req, op)
+        return await self.each(req, op)
 
-    def guarded(handler: Any) -> Any:
+    def guarded(self, handler: Any) -> Any:
         """Brokers' own APIs: CLUSTER_ACTION on the cluster, as Kafka asks."""
         async def run(ctx: RequestContext, req: Any) -> dict[str, Any]:
-            if broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
+            if self.broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
                 return {"results": [{"topic_id": t.topic_id, "partitions": [
                     _row(p.partition, E.cluster_authorization_failed) for p in t.partitions]}
                     for t in getattr(req, "topics", ())]}
@@ -139,8 +148,12 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             return answer
         return run
 
-    dispatcher.register(83, 0, 0, guarded(initialize))
-    dispatcher.register(84, 0, 0, guarded(read))
-    dispatcher.register(85, 0, 1, guarded(write))
-    dispatcher.register(86, 0, 0, guarded(delete))
-    dispatcher.register(87, 0, 1, guarded(read_summary))
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(83, 0, 0, handlers.guarded(handlers.initialize))
+    dispatcher.register(84, 0, 0, handlers.guarded(handlers.read))
+    dispatcher.register(85, 0, 1, handlers.guarded(handlers.write))
+    dispatcher.register(86, 0, 0, handlers.guarded(handlers.delete))
+    dispatcher.register(87, 0, 1, handlers.guarded(handlers.read_summary))

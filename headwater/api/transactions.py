@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import re2
 from kio.schema.errors import ErrorCode as E
@@ -35,15 +35,19 @@ from ..security import acl as A
 from ..txn.coordinator import OFFSETS_TOPIC
 from ..txn.state import TxnState
 from ..wire.dispatch import Dispatcher, RequestContext
+from .services import HasAccess, HasCluster, HasGroups, HasImage, HasTransactions
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..txn.coordinator import TransactionCoordinator
 
 TopicPartition = tuple[str, int]
 
 FIRST_TV2_END_TXN = 5  # EndTxn v5+: the client speaks transaction version 2
 FIRST_TV2_ADD_PARTITIONS = 4  # AddPartitionsToTxn v4+ (the brokers' batched form)
+
+
+class Services(HasAccess, HasImage, HasCluster, HasGroups, HasTransactions, Protocol):
+    """What these handlers use of the broker."""
 
 
 def fenced_as(code: int, version: int, first_version: int) -> int:
@@ -83,103 +87,108 @@ def by_topic(codes: dict[TopicPartition, int]) -> dict[str, dict[int, int]]:
     return out
 
 
-def register(dispatcher: Dispatcher, broker: Broker) -> None:
-    def coordinator() -> TransactionCoordinator:
-        if broker.transactions is None:
-            raise NotReady(E.coordinator_not_available)
-        return broker.transactions
+class _Handlers:
+    """The handlers of this module, over the services they use."""
 
-    def call(fn: Callable[[], int]) -> int:
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def coordinator(self) -> TransactionCoordinator:
+        if self.broker.transactions is None:
+            raise NotReady(E.coordinator_not_available)
+        return self.broker.transactions
+
+    def call(self, fn: Callable[[], int]) -> int:
         try:
             return fn()
         except NotReady as exc:
             return exc.code
 
-    def known(topic: str, partition: int) -> bool:
-        t = broker.image.topic(topic)
+    def known(self, topic: str, partition: int) -> bool:
+        t = self.broker.image.topic(topic)
         return t is not None and 0 <= partition < len(t.partitions)
 
     # ---- AddPartitionsToTxn --------------------------------------------------------
-    def add_or_verify(ctx: RequestContext, txn_id: str, pid: int, epoch: int,
+    def add_or_verify(self, ctx: RequestContext, txn_id: str, pid: int, epoch: int,
                       verify_only: bool, topics: Any, version: int
                       ) -> dict[TopicPartition, int]:
         parts = [(t.name, int(p)) for t in topics for p in t.partitions]
-        access = broker.access
+        access = self.broker.access
         if access.denies(ctx, A.WRITE, A.TRANSACTIONAL_ID, txn_id):
             return {tp: E.transactional_id_authorization_failed for tp in parts}
         refused = {tp for tp in parts if access.denies(ctx, A.WRITE, A.TOPIC, tp[0])}
         if refused:
             return {tp: E.topic_authorization_failed if tp in refused
                     else E.operation_not_attempted for tp in parts}
-        missing = {tp for tp in parts if not known(*tp)}
+        missing = {tp for tp in parts if not self.known(*tp)}
         if missing:
             return {tp: E.unknown_topic_or_partition if tp in missing
                     else E.operation_not_attempted for tp in parts}
         if verify_only:
             try:
-                codes = coordinator().verify_partitions(txn_id, pid, epoch, parts)
+                codes = self.coordinator().verify_partitions(txn_id, pid, epoch, parts)
             except NotReady as exc:
                 return {tp: exc.code for tp in parts}
             return {tp: fenced_as(c, version, 2) for tp, c in codes.items()}
         client_tv = 2 if version >= FIRST_TV2_ADD_PARTITIONS else 0
-        code = call(lambda: coordinator().add_partitions(txn_id, pid, epoch, parts, client_tv))
+        code = self.call(lambda: self.coordinator().add_partitions(txn_id, pid, epoch, parts, client_tv))
         code = fenced_as(code, version, 2)
         return {tp: code for tp in parts}
 
-    def topic_results(codes: dict[TopicPartition, int]) -> list[dict[str, Any]]:
+    def topic_results(self, codes: dict[TopicPartition, int]) -> list[dict[str, Any]]:
         return [{"name": topic, "results_by_partition": [
             {"partition_index": p, "partition_error_code": c} for p, c in parts.items()]}
             for topic, parts in by_topic(codes).items()]
 
-    def handle_add_partitions(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_add_partitions(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         if ctx.api_version <= 3:
-            codes = add_or_verify(ctx, req.v3_and_below_transactional_id,
-                                  req.v3_and_below_producer_id,
-                                  req.v3_and_below_producer_epoch, False,
-                                  req.v3_and_below_topics, ctx.api_version)
-            return {"throttle_time": 0, "results_by_topic_v3_and_below": topic_results(codes)}
+            codes = self.add_or_verify(ctx, req.v3_and_below_transactional_id,
+                                       req.v3_and_below_producer_id,
+                                       req.v3_and_below_producer_epoch, False,
+                                       req.v3_and_below_topics, ctx.api_version)
+            return {"throttle_time": 0, "results_by_topic_v3_and_below": self.topic_results(codes)}
         results = []
         for txn in req.transactions:
-            codes = add_or_verify(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                  txn.verify_only, txn.topics, ctx.api_version)
+            codes = self.add_or_verify(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                       txn.verify_only, txn.topics, ctx.api_version)
             results.append({"transactional_id": txn.transactional_id,
-                            "topic_results": topic_results(codes)})
+                            "topic_results": self.topic_results(codes)})
         return {"throttle_time": 0, "error_code": 0, "results_by_transaction": results}
 
     # ---- AddOffsetsToTxn / EndTxn --------------------------------------------------
-    def txn_refused(ctx: RequestContext, req: Any) -> int:
+    def txn_refused(self, ctx: RequestContext, req: Any) -> int:
         """WRITE on the transactional id, READ on the group (when the request names one)."""
-        if broker.access.denies(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id):
+        if self.broker.access.denies(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id):
             return E.transactional_id_authorization_failed
         group_id = getattr(req, "group_id", None)
-        if group_id is not None and broker.access.denies(ctx, A.READ, A.GROUP, group_id):
+        if group_id is not None and self.broker.access.denies(ctx, A.READ, A.GROUP, group_id):
             return E.group_authorization_failed
         return 0
 
-    def handle_add_offsets(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        refused = txn_refused(ctx, req)
+    def handle_add_offsets(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+        refused = self.txn_refused(ctx, req)
         if refused:
             return {"throttle_time": 0, "error_code": refused}
 
         def add() -> int:
-            if broker.groups is None:
+            if self.broker.groups is None:
                 return E.coordinator_not_available
-            partition = broker.groups.partition_for(req.group_id)
-            return coordinator().add_partitions(req.transactional_id, req.producer_id,
-                                                req.producer_epoch,
-                                                [(OFFSETS_TOPIC, partition)])
+            partition = self.broker.groups.partition_for(req.group_id)
+            return self.coordinator().add_partitions(req.transactional_id, req.producer_id,
+                                                     req.producer_epoch,
+                                                     [(OFFSETS_TOPIC, partition)])
         return {"throttle_time": 0,
-                "error_code": fenced_as(call(add), ctx.api_version, 2)}
+                "error_code": fenced_as(self.call(add), ctx.api_version, 2)}
 
-    def handle_end_txn(ctx: RequestContext, req: Any) -> dict[str, Any] | Awaitable[dict[str, Any]]:
-        refused = txn_refused(ctx, req)
+    def handle_end_txn(self, ctx: RequestContext, req: Any) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        refused = self.txn_refused(ctx, req)
         if refused:
             return {"throttle_time": 0, "error_code": refused, "producer_id": -1,
                     "producer_epoch": -1}
         client_tv = 2 if ctx.api_version >= FIRST_TV2_END_TXN else 0
         try:
-            result = coordinator().end_txn(req.transactional_id, req.producer_id,
-                                           req.producer_epoch, req.committed, client_tv)
+            result = self.coordinator().end_txn(req.transactional_id, req.producer_id,
+                                                req.producer_epoch, req.committed, client_tv)
         except NotReady as exc:
             return {"throttle_time": 0, "error_code": exc.code, "producer_id": -1,
                     "producer_epoch": -1}
@@ -188,21 +197,21 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                   "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
         if result.error != E.none:
             return answer
-        return _after_markers(coordinator(), req.transactional_id, answer)
+        return _after_markers(self.coordinator(), req.transactional_id, answer)
 
     # ---- TxnOffsetCommit -----------------------------------------------------------
-    async def handle_txn_offset_commit(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def handle_txn_offset_commit(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         commits: list[tuple[str, list[PartitionCommit]]] = []
         codes: dict[TopicPartition, int] = {}
-        refused = txn_refused(ctx, req)
+        refused = self.txn_refused(ctx, req)
         for t in req.topics:
             parts = []
-            denied = refused or (E.topic_authorization_failed if broker.access.denies(
+            denied = refused or (E.topic_authorization_failed if self.broker.access.denies(
                 ctx, A.READ, A.TOPIC, t.name) else 0)
             for p in t.partitions:
                 if denied:
                     codes[(t.name, p.partition_index)] = denied
-                elif known(t.name, p.partition_index):
+                elif self.known(t.name, p.partition_index):
                     parts.append(PartitionCommit(p.partition_index, p.committed_offset,
                                                  getattr(p, "committed_leader_epoch", -1),
                                                  p.committed_metadata))
@@ -211,7 +220,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             if parts:
                 commits.append((t.name, parts))
         if commits:
-            written = commit_offsets(req, commits, ctx.api_version)
+            written = self.commit_offsets(req, commits, ctx.api_version)
             if not isinstance(written, dict):  # asked the transaction's coordinator
                 written = await written
             for (topic, partition), code in written.items():
@@ -221,26 +230,26 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                            for p, c in parts.items()]}
             for topic, parts in by_topic(codes).items()]}
 
-    def commit_offsets(req: Any, commits: list[tuple[str, list[PartitionCommit]]],
+    def commit_offsets(self, req: Any, commits: list[tuple[str, list[PartitionCommit]]],
                        version: int
                        ) -> dict[TopicPartition, int] | Awaitable[dict[TopicPartition, int]]:
-        if broker.txn_offsets is None:
+        if self.broker.txn_offsets is None:
             return {(topic, p.partition): E.coordinator_not_available
                     for topic, parts in commits for p in parts}
-        return broker.txn_offsets.commit(
+        return self.broker.txn_offsets.commit(
             req.transactional_id, req.producer_id, req.producer_epoch, req.group_id,
             getattr(req, "member_id", ""), getattr(req, "group_instance_id", None),
             getattr(req, "generation_id", -1), commits, version)
 
     # ---- WriteTxnMarkers -----------------------------------------------------------
-    async def handle_write_markers(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def handle_write_markers(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         """Answered once every marker is committed (the coordinator that sent them then
         completes the transaction)."""
         results = []
-        refused = broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME)
-        held = broker.cluster is not None and broker.cluster.asks_to_hold(ctx.client_id)
-        confirm = (broker.cluster is not None
-                   and broker.cluster.asks_to_confirm(ctx.client_id))
+        refused = self.broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME)
+        held = self.broker.cluster is not None and self.broker.cluster.asks_to_hold(ctx.client_id)
+        confirm = (self.broker.cluster is not None
+                   and self.broker.cluster.asks_to_confirm(ctx.client_id))
         for marker in req.markers:
             topics = []
             for t in marker.topics:
@@ -252,22 +261,22 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                         continue
                     tv = getattr(marker, "transaction_version", 0)
                     if confirm:  # the markers held here are committed: take them in
-                        assert broker.cluster is not None
-                        code = await broker.cluster.store.confirm_marker(
+                        assert self.broker.cluster is not None
+                        code = await self.broker.cluster.confirm_marker(
                             t.name, p, marker.producer_id, marker.producer_epoch,
                             marker.transaction_result, CONFIRM_WAIT_S)
                         parts.append({"partition_index": p, "error_code": code})
                         continue
                     if held:  # a coordinator of the cluster commits it with the others
-                        assert broker.cluster is not None
-                        answer = broker.cluster.store.hold_marker(
+                        assert self.broker.cluster is not None
+                        answer = self.broker.cluster.hold_marker(
                             t.name, p, marker.producer_id, marker.producer_epoch,
                             marker.transaction_result, marker.coordinator_epoch, tv)
                         code = answer if isinstance(answer, int) else await answer
                         parts.append({"partition_index": p, "error_code": code})
                         continue
                     try:
-                        code = await coordinator().write_marker(
+                        code = await self.coordinator().write_marker(
                             t.name, p, marker.producer_id, marker.producer_epoch,
                             marker.transaction_result, marker.coordinator_epoch, tv)
                     except NotReady as exc:
@@ -278,17 +287,17 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
         return {"markers": results}
 
     # ---- DescribeTransactions / ListTransactions -----------------------------------
-    def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_describe(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         states = []
         for txn_id in req.transactional_ids:
-            if broker.access.denies(ctx, A.DESCRIBE, A.TRANSACTIONAL_ID, txn_id):
+            if self.broker.access.denies(ctx, A.DESCRIBE, A.TRANSACTIONAL_ID, txn_id):
                 states.append({"error_code": E.transactional_id_authorization_failed,
                                "transactional_id": txn_id, "transaction_state": "",
                                "transaction_timeout": 0, "transaction_start_time": 0,
                                "producer_id": -1, "producer_epoch": -1, "topics": ()})
                 continue
             try:
-                states.append(coordinator().describe(txn_id))
+                states.append(self.coordinator().describe(txn_id))
             except NotReady as exc:
                 states.append({"error_code": exc.code, "transactional_id": txn_id,
                                "transaction_state": "", "transaction_timeout": 0,
@@ -296,7 +305,7 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
                                "producer_epoch": -1, "topics": ()})
         return {"throttle_time": 0, "transaction_states": states}
 
-    def handle_list(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_list(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         wanted: set[TxnState] = set()
         unknown = []
         for name in req.state_filters:
@@ -312,22 +321,26 @@ def register(dispatcher: Dispatcher, broker: Broker) -> None:
             pass  # only unknown states asked for: nothing can match
         else:
             try:
-                found = coordinator().list_transactions(
+                found = self.coordinator().list_transactions(
                     wanted, set(req.producer_id_filters), duration, pattern or None)
             except NotReady as exc:
                 error = exc.code
             except re2.error:
                 error = E.invalid_request  # a pattern RE2 cannot compile
-        if broker.access.enabled:
-            found = [t for t in found if broker.access.allowed(
+        if self.broker.access.enabled:
+            found = [t for t in found if self.broker.access.allowed(
                 ctx, A.DESCRIBE, A.TRANSACTIONAL_ID, t["transactional_id"])]
         return {"throttle_time": 0, "error_code": error, "unknown_state_filters": unknown,
                 "transaction_states": found}
 
-    dispatcher.register(24, 0, 5, handle_add_partitions)
-    dispatcher.register(25, 0, 4, handle_add_offsets)
-    dispatcher.register(26, 0, 5, handle_end_txn)
-    dispatcher.register(27, 1, 2, handle_write_markers)
-    dispatcher.register(28, 0, 5, handle_txn_offset_commit)
-    dispatcher.register(65, 0, 0, handle_describe)
-    dispatcher.register(66, 0, 2, handle_list)
+
+def register(dispatcher: Dispatcher, broker: Services) -> None:
+    handlers = _Handlers(broker)
+
+    dispatcher.register(24, 0, 5, handlers.handle_add_partitions)
+    dispatcher.register(25, 0, 4, handlers.handle_add_offsets)
+    dispatcher.register(26, 0, 5, handlers.handle_end_txn)
+    dispatcher.register(27, 1, 2, handlers.handle_write_markers)
+    dispatcher.register(28, 0, 5, handlers.handle_txn_offset_commit)
+    dispatcher.register(65, 0, 0, handlers.handle_describe)
+    dispatcher.register(66, 0, 2, handlers.handle_list)

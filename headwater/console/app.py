@@ -67,7 +67,7 @@ def _size(n: int | None) -> str:
     return str(n)
 
 
-def create_app(settings: Settings) -> Starlette:
+def create_app(settings: Settings) -> Starlette:  # noqa: C901
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["time"] = _time
     templates.env.filters["size"] = _size

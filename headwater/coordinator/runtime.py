@@ -163,7 +163,8 @@ class CoordinatorRuntime:
     def __init__(self, topic: str, num_partitions: int, codec: RecordCodec,
                  shard_factory: Callable[[int, Timer], Shard],
                  topic_configs: dict[str, str], *, partitions: PartitionSource,
-                 topics: InternalTopics, clock: Clock, load_delay_ms: int = 0) -> None:
+                 topics: InternalTopics, clock: Clock, load_delay_ms: int = 0,
+                 after_write: Callable[[int], None] | None = None) -> None:
         self._partitions = partitions  # a CoordinatorLogs when `follows`
         self._topics = topics
         self._clock = clock
@@ -180,7 +181,7 @@ class CoordinatorRuntime:
         self.load_times_ms: dict[int, float] = {}
         # Hook for the owning service: called with the partition after each write that
         # appended records.
-        self.after_write: Callable[[int], None] | None = None
+        self.after_write = after_write
         # Called with the partition once it is loaded, in subscription order.
         self._load_subscribers: list[Callable[[int], None]] = []
         #: A cluster's runtime: shards follow the shared log's hand-overs (see module).

@@ -16,8 +16,11 @@ from kio.schema.errors import ErrorCode as E
 from ..coordinator.record_codec import CoordinatorRecord
 from ..coordinator.runtime import Result, Timer
 from . import records as R
+from .classic.operations import ClassicGroupManager
 from .config import GroupConfig
+from .consumer.operations import ConsumerGroupManager
 from .offsets import OffsetManager
+from .share.operations import ShareGroupManager
 
 if TYPE_CHECKING:
     from ..metadata.image import MetadataImage
@@ -31,10 +34,6 @@ class GroupShard:
     def __init__(self, partition: int, timer: Timer, config: GroupConfig,
                  image: Callable[[], MetadataImage], *,
                  share_member_removed: Callable[[str, str], None] | None = None) -> None:
-        from .classic.operations import ClassicGroupManager
-        from .consumer.operations import ConsumerGroupManager
-        from .share.operations import ShareGroupManager
-
         self.partition = partition
         self.timer = timer
         self.config = config

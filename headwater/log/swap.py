@@ -29,6 +29,7 @@ import os
 from pathlib import Path
 
 from headwater.log.segment import segment_path
+from headwater.log.synced import fsync_dir
 from headwater.records.batch import HEADER_SIZE, check_header, parse_header
 
 CLEANED = ".cleaned"
@@ -39,26 +40,6 @@ _INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 
 def cleaned_path(directory: Path, base_offset: int, suffix: str) -> Path:
     return directory / f"{base_offset:020d}{suffix}{CLEANED}"
-
-
-def write_synced(path: Path, data: bytes) -> None:
-    """Create (or truncate) `path` with `data`, fsynced before returning."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def commit(directory: Path, base_offset: int) -> Path:

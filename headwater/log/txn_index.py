@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from headwater.log.fdcache import FILES, Handle
+from headwater.log.synced import write_synced
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,5 @@ class TransactionIndex:
 
 def write_index_file(path: Path, txns: list[AbortedTxn]) -> None:
     """Write (and fsync) a whole index file at once: the cleaner's merged segments."""
-    from headwater.log.swap import write_synced  # swap imports the segment modules
 
     write_synced(path, b"".join(encode_entry(t) for t in txns))

@@ -28,8 +28,8 @@ from ..faults import METADATA_AFTER_BEGIN, Faults
 from ..log.partition_log import PartitionLog
 from ..records.batch import BatchRecord, batches_end_offset, build_batch
 from ..storage.errors import LogError
+from . import codec, snapshot
 from . import records as R
-from . import snapshot
 from .assignments import assignment_error, spread
 from .events import Listener
 from .image import TOPIC_RESOURCE, MetadataImage, TopicImage
@@ -74,7 +74,9 @@ class Controller:
                  now_ms: Callable[[], int], faults: Faults | None = None, *,
                  max_partitions: int = MAX_PARTITIONS,
                  snapshot_runner: SnapshotRunner | None = None,
-                 brokers: Callable[[], Collection[int]] | None = None) -> None:
+                 brokers: Callable[[], Collection[int]] | None = None,
+                 writer_check: Callable[[], None] | None = None,
+                 written: Callable[[], None] | None = None) -> None:
         self.log = metadata_log
         self.config = config
         self.faults = faults if faults is not None else Faults()  # test-only (faults.py)
@@ -107,8 +109,8 @@ class Controller:
         # append, so the records are committed to the shared log. A broker that does not
         # write follows (`follow`) what the controller committed; `_following` holds the
         # replay of its log, a metadata transaction included until it ends.
-        self.writer_check: Callable[[], None] | None = None
-        self.written: Callable[[], None] | None = None
+        self.writer_check = writer_check
+        self.written = written
         self._following: Replay | None = None
 
     def partition_count(self) -> int:
@@ -336,7 +338,7 @@ class Controller:
     def _append(self, chunk: Sequence[object], now: int) -> int:
         entries: list[BatchRecord] = []
         for rec in chunk:
-            key, value = R.encode(rec)
+            key, value = codec.encode(rec)
             entries.append((key, value, [], now))
         batch = build_batch(entries)
         last = self.log.append(batch, now).last_offset
@@ -384,7 +386,7 @@ class Controller:
         self.maybe_snapshot()
 
     # ---- topics --------------------------------------------------------------------
-    def _validate_new_topic(self, t: NewTopic, pending_names: set[str],
+    def _validate_new_topic(self, t: NewTopic, pending_names: set[str],  # noqa: C901
                             allow_internal: bool) -> tuple[int, int]:
         err = topic_name_error(t.name)
         if err:

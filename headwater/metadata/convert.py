@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..log.swap import fsync_dir
+from ..log.synced import fsync_dir
 from ..records.batch import (
     BatchRecord,
     Record,
@@ -26,7 +26,7 @@ from ..records.batch import (
     iter_batches,
     set_base_offset,
 )
-from . import kraft
+from . import codec, kraft
 from . import records as R
 
 log = logging.getLogger("headwater.controller")
@@ -52,7 +52,7 @@ def needs_conversion(directory: Path) -> bool:
     """True if any record is JSON of a type that has a KRaft layout."""
     for records in _batches(directory):
         for rec in records:
-            if rec.key and kraft.has_codec(R.decode(rec.key, rec.value or b"")):
+            if rec.key and kraft.has_codec(codec.decode(rec.key, rec.value or b"")):
                 return True
     return False
 
@@ -77,10 +77,10 @@ def convert_json_log(directory: Path) -> int:
         for records in _batches(directory):
             entries: list[BatchRecord] = []
             for item in first:
-                entries.append((*R.encode(item), [], records[0].timestamp if records else 0))
+                entries.append((*codec.encode(item), [], records[0].timestamp if records else 0))
             first = []
             for rec in records:
-                key, value = R.encode(R.decode(rec.key, rec.value or b""))
+                key, value = codec.encode(codec.decode(rec.key, rec.value or b""))
                 entries.append((key, value, rec.headers, rec.timestamp))
             if not entries:
                 continue

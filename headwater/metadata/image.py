@@ -85,7 +85,7 @@ class MetadataImage:
     def resource_configs(self, resource_type: int, name: str) -> Mapping[str, str]:
         return self.configs.get((resource_type, name), _EMPTY)
 
-    def apply(self, records: Iterable[object], offset: int) -> MetadataImage:
+    def apply(self, records: Iterable[object], offset: int) -> MetadataImage:  # noqa: C901
         """Return the image that results from applying `records` (already committed)."""
         by_name = dict(self.topics_by_name)
         by_id = dict(self.topics_by_id)

@@ -172,32 +172,20 @@ VERSION = 0
 METADATA_VERSION = 29
 
 
-def encode(record: Any) -> tuple[bytes | None, bytes]:
-    """(key, value) bytes for one metadata record: KRaft's layout (no key) where
-    `kraft.py` has the type, the JSON one otherwise."""
-    from . import kraft
-    if kraft.has_codec(record):
-        return None, kraft.encode(record)
-    return record.TYPE.encode(), encode_json(record)
-
-
 def encode_json(record: Any) -> bytes:
     value = {"v": VERSION, "data": asdict(record)}
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def decode(key: bytes | None, value: bytes) -> Any:
-    """A record of either layout: a key names a JSON record, no key means KRaft's."""
-    if not key:
-        from . import kraft
-        return kraft.decode(value)
+def new_topic_id() -> str:
+    return str(uuid.uuid4())
+
+
+def decode_json(key: bytes, value: bytes) -> Any:
+    """A record of the JSON layout: its key names the type."""
     cls = _TYPES[key.decode()]
     data = json.loads(value)["data"]
     names = {f.name for f in fields(cls)}
     kwargs = {k: (tuple(v) if isinstance(v, list) else v)
               for k, v in data.items() if k in names}
     return cls(**kwargs)
-
-
-def new_topic_id() -> str:
-    return str(uuid.uuid4())

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..records.batch import decode_records, iter_batches
+from . import codec
 from . import records as R
 
 log = logging.getLogger("headwater.controller")
@@ -28,7 +29,7 @@ def read_batches(data: bytes) -> Iterator[tuple[int, object]]:
                         header.base_offset)
             continue
         for rec in decode_records(data[pos:pos + header.size]):
-            yield rec.offset, R.decode(rec.key or b"", rec.value or b"")
+            yield rec.offset, codec.decode(rec.key or b"", rec.value or b"")
 
 
 def read_directory(directory: Path) -> Iterator[tuple[int, object]]:

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..log.swap import fsync_dir, write_synced
+from ..log.synced import fsync_dir, write_synced
 from ..records.batch import (
     CRC_OFFSET,
     HEADER_SIZE,
@@ -42,7 +42,7 @@ from ..records.batch import (
     parse_header,
 )
 from ..storage.errors import LogError
-from . import kraft
+from . import codec, kraft
 from . import records as R
 from .image import MetadataImage
 
@@ -142,7 +142,7 @@ def encode(records: list[object], snapshot_id: SnapshotId, last_timestamp: int,
     offset = 1
     for i in range(0, len(records), RECORDS_PER_BATCH):
         chunk = records[i:i + RECORDS_PER_BATCH]
-        entries: list[BatchRecord] = [(*R.encode(rec), [], now_ms) for rec in chunk]
+        entries: list[BatchRecord] = [(*codec.encode(rec), [], now_ms) for rec in chunk]
         out += build_batch(entries, base_offset=offset, partition_leader_epoch=snapshot_id.epoch)
         offset += len(chunk)
     out += _control(SNAPSHOT_FOOTER, _I16.pack(0) + b"\x00", offset, snapshot_id.epoch, now_ms)
@@ -199,7 +199,7 @@ def decode(data: bytes) -> list[object]:
         for batch in batches[1:-1]:
             if parse_header(batch).is_control:  # KRaftVersion/Voters records: not ours
                 continue
-            out += [R.decode(rec.key or b"", rec.value or b"") for rec in decode_records(batch)]
+            out += [codec.decode(rec.key or b"", rec.value or b"") for rec in decode_records(batch)]
     except (LogError, kraft.KraftDecodeError, ValueError, KeyError, IndexError) as exc:
         if isinstance(exc, SnapshotError):
             raise

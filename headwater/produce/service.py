@@ -153,7 +153,7 @@ class ProduceService:
                 appended.set_result(None)
         return await result if asyncio.iscoroutine(result) else result
 
-    def _produce(self, ctx: RequestContext, req: Any,
+    def _produce(self, ctx: RequestContext, req: Any,  # noqa: C901
                  added: dict[tuple[str, int], int] | None) -> Any:
         acks = req.acks
         txn_id = getattr(req, "transactional_id", None)

@@ -151,7 +151,7 @@ def alter(quotas: Quotas, alterations: Iterable[Alteration]
     return records, results
 
 
-def describe(quotas: Quotas, components: Iterable[tuple[str, int, str | None]],
+def describe(quotas: Quotas, components: Iterable[tuple[str, int, str | None]],  # noqa: C901
              strict: bool) -> list[tuple[Entity, Mapping[str, float]]]:
     """DescribeClientQuotas' filter: exact names, defaults, or any name of a type;
     `strict` keeps only entities with no other types. QuotaError for a bad filter."""

@@ -401,7 +401,7 @@ class SharePartition:
                 return True
         return False
 
-    def _acquire_new(self, take: _Take, logs: list[tuple[int, int]], batch_size: int,
+    def _acquire_new(self, take: _Take, logs: list[tuple[int, int]], batch_size: int,  # noqa: C901
                      aborted: Sequence[tuple[int, int]], now_ms: int) -> None:
         """Bring new records (at and after SPEO) into the window, acquired."""
         first_new = logs[0][0]

@@ -44,15 +44,35 @@ ShardOf = Callable[[str, int], "tuple[str, uuid.UUID, int] | None"]
 
 
 class ClusterNode:
-    def __init__(self, store: SharedStore, metadata: SharedMetadata) -> None:
+    def __init__(self, store: SharedStore, metadata: SharedMetadata,
+                 shard_of: ShardOf | None = None) -> None:
         self.store = store
         self.metadata = metadata
-        #: Where coordinator shards are (set by the broker when they are spread).
-        self.shard_of: ShardOf | None = None
+        #: Where coordinator shards are (None: every shard with the controller).
+        self.shard_of = shard_of
 
     @property
     def node_id(self) -> int:
         return self.store.node_id
+
+    @property
+    def spreads_coordinators(self) -> bool:
+        """Coordinator shards where the shared log places their partitions (else all
+        with the controller, headwater.shared.coordinators=controller)."""
+        return self.shard_of is not None
+
+    def hold_marker(self, topic: str, partition: int, producer_id: int,
+                    producer_epoch: int, commit: bool, coordinator_epoch: int,
+                    transaction_version: int) -> int | Awaitable[int]:
+        """A coordinator of the cluster holds a marker here (`SharedStore.hold_marker`)."""
+        return self.store.hold_marker(topic, partition, producer_id, producer_epoch, commit,
+                                      coordinator_epoch, transaction_version)
+
+    async def confirm_marker(self, topic: str, partition: int, producer_id: int,
+                             producer_epoch: int, commit: bool, timeout_s: float) -> int:
+        """The held marker is committed (`SharedStore.confirm_marker`)."""
+        return await self.store.confirm_marker(topic, partition, producer_id,
+                                               producer_epoch, commit, timeout_s)
 
     def brokers(self) -> list[BrokerInfo]:
         """The brokers clients are told of (`ClusterView.listed`; this one always among

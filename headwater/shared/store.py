@@ -87,7 +87,9 @@ class SharedStore:
                  listed_ms: int = 9_000,
                  reserved: Iterable[str] = (), advertised: BrokerInfo | None = None,
                  inline_max_bytes: int = 0, retention_check_ms: int = 300_000,
-                 upkeep: UpkeepSettings | None = None) -> None:
+                 upkeep: UpkeepSettings | None = None,
+                 on_marker: Callable[[str, int, int, int, bool, int], None] | None = None
+                 ) -> None:
         self.settings = settings
         self.node_id = node_id
         #: Where clients reach this broker, as registered in `brokers`.
@@ -138,7 +140,7 @@ class SharedStore:
                                  self._marker_committed)
         #: Told (topic, partition, producer id, epoch, commit, marker offset) of each
         #: held marker committed: a coordinator topic's runtime replays it.
-        self.on_marker: Callable[[str, int, int, int, bool, int], None] | None = None
+        self.on_marker = on_marker
 
     async def open(self, wait_s: float = 0.0) -> None:
         """Connect (and migrate) the database, probe the object store, empty the cache.

@@ -127,8 +127,7 @@ class TransactionCoordinator:
             TOPIC, self.config.num_partitions, CODEC, factory,
             {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
             partitions=partitions, topics=topics, clock=clock,
-            load_delay_ms=self.config.load_delay_ms)
-        self.runtime.after_write = self._drive_committed
+            load_delay_ms=self.config.load_delay_ms, after_write=self._drive_committed)
         self.runtime.subscribe_load(self._loaded)
         self._driving = False
         self._again: set[int] = set()

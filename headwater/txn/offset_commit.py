@@ -12,16 +12,14 @@ the same producer id and epoch checks.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode as E
 
 from ..coordinator.runtime import NotReady
 from ..storage.errors import LogError
-
-if TYPE_CHECKING:
-    from .verification import RemoteVerification
+from .verification import RemoteVerification, Transactions
 
 OFFSETS_TOPIC = "__consumer_offsets"
 FIRST_TV2_TXN_OFFSET_COMMIT = 5  # TxnOffsetCommit v5+: adds the group implicitly
@@ -38,17 +36,6 @@ class Committed(Protocol):
 
 
 _C = TypeVar("_C", bound=Committed)
-
-
-class Transactions(Protocol):
-    """The transaction coordinator's checks of a transaction's partitions."""
-
-    def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition], client_tv: int = 0) -> int: ...
-
-    def verify_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
-                          partitions: Iterable[TopicPartition]
-                          ) -> dict[TopicPartition, int]: ...
 
 
 class TransactionalOffsets(Protocol[_C]):

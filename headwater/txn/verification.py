@@ -22,7 +22,7 @@ TRANSACTION_ABORTABLE from Produce v11 on and INVALID_TXN_STATE before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode as E
@@ -30,7 +30,6 @@ from kio.schema.errors import ErrorCode as E
 from ..coordinator.runtime import NotReady
 from ..records.batch import has_transactional_batch, parse_header
 from ..storage.partition import Partition
-from .offset_commit import Transactions
 
 FIRST_ABORTABLE_PRODUCE = 11  # older clients get INVALID_TXN_STATE for TRANSACTION_ABORTABLE
 FIRST_TV2_PRODUCE = 12  # the client speaks transaction version 2: add, not just verify
@@ -39,6 +38,17 @@ _RETRY_AS_NOT_ENOUGH_REPLICAS = {
     E.network_exception}
 
 TopicPartition = tuple[str, int]
+
+
+class Transactions(Protocol):
+    """The transaction coordinator's checks of a transaction's partitions."""
+
+    def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Iterable[TopicPartition], client_tv: int = 0) -> int: ...
+
+    def verify_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition]
+                          ) -> dict[TopicPartition, int]: ...
 
 
 class RemoteVerification(Protocol):

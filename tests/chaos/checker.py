@@ -124,7 +124,7 @@ class _Index:
     """The history sorted by type, value and partition in one pass, so every check is a pass
     with dict lookups, never a scan per op."""
 
-    def __init__(self, history: Iterable[Op]) -> None:
+    def __init__(self, history: Iterable[Op]) -> None:  # noqa: C901
         self.counts: Counter[str] = Counter()
         self.produced: dict[str, Produced] = {}
         self.txns: dict[str, list[Produced]] = defaultdict(list)

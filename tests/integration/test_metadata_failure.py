@@ -12,6 +12,7 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from headwater.metadata import codec
 from headwater.metadata import records as R
 from headwater.records.batch import decode_records, iter_batches
 from tests.support.wire import RawClient
@@ -30,7 +31,7 @@ def metadata_records(data_dir) -> list[object]:
     for seg in sorted((data_dir / "__cluster_metadata-0").glob("*.log")):
         data = seg.read_bytes()
         for pos, h in iter_batches(data):
-            out += [R.decode(r.key, r.value) for r in decode_records(data[pos:pos + h.size])]
+            out += [codec.decode(r.key, r.value) for r in decode_records(data[pos:pos + h.size])]
     return out
 
 

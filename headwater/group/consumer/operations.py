@@ -321,7 +321,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, HeartbeatRequest]):
         self.check_member_epoch(member, req.member_epoch,
                                 _is_subset(req.owned, member.current.assigned))
 
-    def join_or_heartbeat(self, req: HeartbeatRequest, now_ms: int) -> Result:
+    def join_or_heartbeat(self, req: HeartbeatRequest, now_ms: int) -> Result:  # noqa: C901
         image = self.shard.image()
         records: list[CoordinatorRecord] = []
         group = self._group_for_heartbeat(req, records)

@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode as E
 
 from headwater.config import BrokerConfig, LogConfig
 from headwater.log.partition_log import PartitionLog
+from headwater.metadata import codec
 from headwater.metadata import records as R
 from headwater.metadata.controller import (
     EXCESSIVE_BATCH,
@@ -80,7 +81,7 @@ def test_large_change_is_one_metadata_transaction(tmp_path):
 
     data = c.log.read(0, 1 << 24)
     for pos, h in iter_batches(data):
-        items += [R.decode(r.key, r.value) for r in decode_records(data[pos:pos + h.size])]
+        items += [codec.decode(r.key, r.value) for r in decode_records(data[pos:pos + h.size])]
     assert items[0] == R.FeatureLevelRecord("metadata.version", R.METADATA_VERSION)
     assert isinstance(items[1], R.BeginTransactionRecord)
     assert isinstance(items[-1], R.EndTransactionRecord)
@@ -92,7 +93,7 @@ def test_partial_transaction_at_startup_is_rolled_back(tmp_path):
     c.create_topics([NewTopic("kept", 1)])
     # A crash after the first batch of a transaction: begin + some records, no end.
     records = [R.BeginTransactionRecord(), R.TopicRecord("ghost", R.new_topic_id())]
-    entries = [(*R.encode(r), [], CLOCK[0]) for r in records]
+    entries = [(*codec.encode(r), [], CLOCK[0]) for r in records]
     c.log.append(build_batch(entries), CLOCK[0])
     c.log.close()
 

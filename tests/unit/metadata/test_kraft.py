@@ -10,7 +10,7 @@ import pytest
 
 from headwater.config import BrokerConfig, LogConfig
 from headwater.log.partition_log import PartitionLog
-from headwater.metadata import kraft
+from headwater.metadata import codec, kraft
 from headwater.metadata import records as R
 from headwater.metadata.controller import (
     Controller,
@@ -46,13 +46,13 @@ ALL = [
 
 @pytest.mark.parametrize("record", ALL, ids=lambda r: type(r).__name__)
 def test_every_record_type_round_trips_without_a_key(record):
-    key, value = R.encode(record)
+    key, value = codec.encode(record)
     assert key is None
-    assert R.decode(None, value) == record
+    assert codec.decode(None, value) == record
 
 
 def test_a_topic_record_is_laid_out_as_kafka_serde_writes_it():
-    _, value = R.encode(R.TopicRecord("a", TID))
+    _, value = codec.encode(R.TopicRecord("a", TID))
     # frame version 1, api key 2, version 0; compact string "a"; the uuid; no tags
     assert value == b"\x01\x02\x00" + b"\x02a" + uuid.UUID(TID).bytes + b"\x00"
 
@@ -81,7 +81,7 @@ def test_unreadable_values_are_a_clear_error(value, message):
 
 def test_json_records_are_still_read():
     rec = R.TopicRecord("orders", TID)
-    assert R.decode(b"TopicRecord", R.encode_json(rec)) == rec
+    assert codec.decode(b"TopicRecord", R.encode_json(rec)) == rec
 
 
 def write_json_log(path: Path) -> None:
@@ -104,7 +104,7 @@ def kinds(path: Path) -> list[tuple[bool, str]]:
         data = seg.read_bytes()
         for pos, h in iter_batches(data):
             for rec in decode_records(data[pos:pos + h.size]):
-                out.append((rec.key is None, type(R.decode(rec.key, rec.value)).__name__))
+                out.append((rec.key is None, type(codec.decode(rec.key, rec.value)).__name__))
     return out
 
 

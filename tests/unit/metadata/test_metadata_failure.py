@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode as E
 from headwater import faults
 from headwater.config import BrokerConfig, LogConfig
 from headwater.log.partition_log import PartitionLog
+from headwater.metadata import codec
 from headwater.metadata import records as R
 from headwater.metadata.controller import Controller, ControllerError, NewTopic
 from headwater.records.batch import decode_records, iter_batches
@@ -32,7 +33,7 @@ def records(path: Path) -> list[object]:
     for seg in sorted(path.glob("*.log")):
         data = seg.read_bytes()
         for pos, h in iter_batches(data):
-            out += [R.decode(r.key, r.value) for r in decode_records(data[pos:pos + h.size])]
+            out += [codec.decode(r.key, r.value) for r in decode_records(data[pos:pos + h.size])]
     return out
 
 

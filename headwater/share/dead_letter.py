@@ -41,7 +41,9 @@ the second copy as a duplicate whichever comes first, the retry or the first req
 delivered late (a read-back cannot see a request still in the network; a 30-minute
 campaign found letters written twice so). A leader that lost the writer's sequences
 reads back and continues. Writes for one share-partition run one at a time (a leader
-reloaded while its previous copy is still writing hands over the same records), and a
+reloaded while its previous copy is still writing hands over the same records), a copy
+under an older leader epoch than one that wrote is refused (the newer one may have
+finished the letters, and `finished` forgets them), and a
 loaded state's ARCHIVING records are always read back, even when a lost write is sent
 again first.
 
@@ -139,6 +141,11 @@ class ProducerIds(Protocol):
 
 class DeadLetterConfigError(Exception):
     """The group's dead-letter topic cannot take a write (Kafka's ConfigException)."""
+
+
+class StaleLeaderError(Exception):
+    """A copy of the share-partition's leader under a newer leader epoch writes its dead
+    letters now: this copy's records are stale (its state writes are fenced too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,12 +371,15 @@ class DeadLetterWriter:
         self._lost: Counter[ShareKey] = Counter()
         self._fallback: dict[ShareKey, int] = {}
         self._locks: dict[ShareKey, asyncio.Lock] = {}
+        #: The newest leader epoch that wrote each share-partition's letters.
+        self._leader_epochs: dict[ShareKey, int] = {}
         # (group, "written" | "failed") -> records, since start (the metrics endpoint).
         self.counts: Counter[tuple[str, str]] = Counter()
         self._faults = faults if faults is not None else Faults()  # test-only (faults.py)
 
     async def write(self, key: ShareKey, source_topic: str, letters: Sequence[DeadLetter],
-                    group_config: Mapping[str, str], *, recovering: bool = False) -> None:
+                    group_config: Mapping[str, str], *, recovering: bool = False,
+                    leader_epoch: int = 0) -> None:
         """Write the dead letters of `letters` (ARCHIVING ranges of share-partition
         `key`, their state persisted) that are not written yet. Returns when they are in
         the log, or when the topic refuses them for good (logged and counted: the caller
@@ -380,9 +390,21 @@ class DeadLetterWriter:
         One write at a time per share-partition: a leader reloaded while its previous
         copy is still writing (the partition's lease moved and came back, its state
         write was fenced) must not write the same letters beside it (a campaign found
-        letters written two and three times so)."""
+        letters written two and three times so).
+
+        A copy under an older `leader_epoch` than one that wrote before is refused
+        (StaleLeaderError): the newer copy may have finished the letters already, and
+        `finished` forgot their offsets (a 2,000-second campaign: the copy loaded at the
+        share coordinator's request wrote and finished a letter, then the copy it
+        replaced wrote it again, its ARCHIVED write fenced only after)."""
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
+            newest = self._leader_epochs.get(key, leader_epoch)
+            if leader_epoch < newest:
+                raise StaleLeaderError(
+                    f"dead letters of {key}: the share-partition's leader is loaded again "
+                    f"(leader epoch {newest}); this copy (epoch {leader_epoch}) is stale")
+            self._leader_epochs[key] = leader_epoch
             await self._write(key, source_topic, letters, group_config, recovering)
 
     async def _write(self, key: ShareKey, source_topic: str, letters: Sequence[DeadLetter],

@@ -355,7 +355,8 @@ class SharePartitionManager:
         try:
             await self.dead_letters.write(leader.key, leader.topic, letters,
                                           self.group_config(leader.key[0]),
-                                          recovering=recovering)
+                                          recovering=recovering,
+                                          leader_epoch=part.leader_epoch)
             result = part.dead_lettered(letters, self._clock())
             await self._persist(leader, result)
         except Exception as exc:

@@ -631,3 +631,33 @@ def test_a_read_cut_off_after_an_answered_append_does_not_write_the_letters_agai
     leader.fetch = fetch
     asyncio.run(writer.write(key, "src", letters, config))  # the retry
     assert _written_offsets(leader) == [b"1", b"3", b"4"]
+
+
+def test_a_stale_copy_of_the_leader_does_not_write_letters_its_successor_finished():
+    """Campaign c28: a letter's append was not committed (kept to be sent again); the
+    share coordinator had the leader loaded again under the new leader epoch, and that
+    copy sent the kept batch, wrote nothing more, persisted ARCHIVED and `finished` the
+    letter; then the copy it replaced, still holding the record ARCHIVING, wrote it again
+    under the next sequence (its own ARCHIVED write fenced only after). The stale copy's
+    write is refused now, and nothing is written twice."""
+    import asyncio
+
+    from headwater.share.dead_letter import StaleLeaderError
+
+    image, leader, plain = _cluster()
+    _idempotent(leader)
+    writer = _idempotent_writer(image, leader, plain._store)
+    key = ("g", uuid.uuid4(), 0)
+    config = {"errors.deadletterqueue.topic.name": "dlq.x"}
+    letters = [DeadLetter(52891, 52891, 1, REJECTED)]
+    asyncio.run(writer.write(key, "src", letters, config, recovering=True, leader_epoch=106))
+    writer.finished(key, letters)
+    with pytest.raises(StaleLeaderError):
+        asyncio.run(writer.write(key, "src", letters, config, leader_epoch=104))
+    assert _written_offsets(leader) == [b"52891"]
+    # the successor itself, and any later leadership, still writes
+    asyncio.run(writer.write(key, "src", [DeadLetter(7, 7, 1, REJECTED)], config,
+                             leader_epoch=106))
+    asyncio.run(writer.write(key, "src", [DeadLetter(8, 8, 1, REJECTED)], config,
+                             leader_epoch=107))
+    assert _written_offsets(leader) == [b"52891", b"7", b"8"]

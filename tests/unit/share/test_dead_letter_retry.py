@@ -24,6 +24,7 @@ from headwater.storage.errors import LogError
 class _Part:
     def __init__(self) -> None:
         self.pending = [DeadLetter(3, 3, 1, DeadLetterReason.REJECTED)]
+        self.leader_epoch = 0
 
     def dead_letters(self) -> list[DeadLetter]:
         return list(self.pending)

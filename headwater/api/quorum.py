@@ -99,14 +99,14 @@ class _Handlers:
                 else [self.broker.node_id])
         if req.broker_id not in live:
             return {"throttle_time": 0, "error_code": E.broker_id_not_registered,
-                    "error_message": f"Services ID {req.broker_id} is not currently registered"}
+                    "error_message": f"Broker ID {req.broker_id} is not currently registered"}
         if len(live) > 1:
             return {"throttle_time": 0, "error_code": E.invalid_request,
-                    "error_message": f"Services {req.broker_id} is running: a broker of this "
+                    "error_message": f"Broker {req.broker_id} is running: a broker of this "
                                      "cluster is registered while it runs and deregisters "
                                      "itself when it stops; it cannot be unregistered"}
         return {"throttle_time": 0, "error_code": E.invalid_request,
-                "error_message": f"Services {req.broker_id} is the only broker of this "
+                "error_message": f"Broker {req.broker_id} is the only broker of this "
                                  "single-node cluster and serves this request; it cannot "
                                  "be unregistered"}
 

@@ -4,7 +4,6 @@ aiokafka and Kafka's own kafka-configs (`--command-config`)."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from confluent_kafka.admin import (
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_reference import run_tool
+from tests.support.ports import free_port
 from tests.support.secured import make_pki
 from tests.support.wire import RawClient
 
@@ -26,12 +26,6 @@ pytestmark = pytest.mark.timeout(240)
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'user_alice="alice-secret" user_bob="bob-secret";')
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def openssl(*args: str, cwd: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 from headwater.wire.client import RawClient  # readiness asks this very process
 
 from .metrics import metrics_port, scrape
+from .ports import free_port
 
 
 def _java_hash(text: str) -> int:
@@ -35,12 +35,6 @@ def _ids_for_every_partition(count: int = 50) -> list[str]:
 
 
 READY_IDS = _ids_for_every_partition()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class BrokerProcess:

@@ -18,18 +18,22 @@ for every marker it finds, so a restart resolves pending transactional state exa
 the live path did. A service can watch its shards through `after_write` (called after
 every write, timer-driven ones included) and subscribe to loads (`subscribe_load`).
 
-In a cluster (`follows`), a broker serves a shard only while the shared log places its
-partition here: `take` loads it once the store has taken the partition (COORDINATOR_LOAD_
-IN_PROGRESS meanwhile), `release` drops it (NOT_COORDINATOR) when the partition moves or
-its lease is lost. (With every shard at the controller, `take_all` and `release_all`.)
-Appends there are durable only once committed: every append asks for its commit,
-`settled` is what a response waits for, and a failed commit rebuilds the shard from
-what was committed (the store takes the partition again).
+Each partition's shard is in one `ShardState` (Kafka's CoordinatorRuntime states:
+INITIAL, LOADING, ACTIVE, FAILED, CLOSED, moves checked against `TRANSITIONS`), changed
+on one path: elected (LOADING, then ACTIVE once replayed) and resigned (CLOSED). One node
+elects itself for every shard at start. In a cluster (`follows`), a broker serves a shard
+only while the shared log places its partition here: `take` elects it and it loads once
+the store has taken the partition (COORDINATOR_LOAD_IN_PROGRESS meanwhile), `release`
+resigns it (NOT_COORDINATOR) when the partition moves or its lease is lost. (With every
+shard at the controller, `take_all` and `release_all`.) Appends there are durable only
+once committed: every append asks for its commit, `settled` is what a response waits for,
+and a failed commit drops the shard (FAILED) and loads it again from what was committed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
@@ -155,10 +159,58 @@ class CoordinatorLogs(Protocol):
     def commit(self, partitions: Iterable[Partition]) -> Awaitable[None] | None: ...
 
 
+class ShardState(enum.Enum):
+    """Where one partition's shard is on this broker: Kafka's CoordinatorRuntime states.
+
+    INITIAL: never elected here. LOADING: elected, replaying its log (requests answer
+    COORDINATOR_LOAD_IN_PROGRESS). ACTIVE: serving. FAILED: a commit of its records failed,
+    the shard is dropped (loaded again at once if still elected). CLOSED: resigned (moved,
+    its lease lost, the runtime stopped); NOT_COORDINATOR."""
+
+    INITIAL = "initial"
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+#: The transitions allowed, as Kafka's `CoordinatorState.canTransitionFrom`.
+TRANSITIONS: dict[ShardState, frozenset[ShardState]] = {
+    ShardState.INITIAL: frozenset({ShardState.LOADING, ShardState.CLOSED}),
+    ShardState.LOADING: frozenset({ShardState.ACTIVE, ShardState.FAILED, ShardState.CLOSED}),
+    ShardState.ACTIVE: frozenset({ShardState.FAILED, ShardState.CLOSED}),
+    ShardState.FAILED: frozenset({ShardState.LOADING, ShardState.CLOSED}),
+    ShardState.CLOSED: frozenset({ShardState.LOADING}),
+}
+
+
+class IllegalTransition(RuntimeError):
+    """A shard was asked to move where `TRANSITIONS` does not allow (a bug)."""
+
+
+class _Slot:
+    """One partition's shard here: its state, and what that state holds."""
+
+    __slots__ = ("state", "shard", "timer", "loader")
+
+    def __init__(self) -> None:
+        self.state = ShardState.INITIAL
+        self.shard: Shard | None = None  # set while ACTIVE
+        self.timer: _LoopTimer | None = None  # set while ACTIVE
+        self.loader: asyncio.Future[None] | None = None  # while LOADING (maybe shared)
+
+
 class CoordinatorRuntime:
     """The shards of one internal topic. It reads and writes the topic's partitions
     through `partitions` (the storage seam), creates the topic through `topics`, and
-    stamps records with `clock`."""
+    stamps records with `clock`.
+
+    Each partition's shard moves through `ShardState` by one path: `_elect` (LOADING,
+    then ACTIVE once replayed) and `_resign` (CLOSED); a failed commit is `_fail`. One
+    node elects itself for every partition at start; a cluster's runtime (`follows`)
+    elects a partition when the shared log hands it here (`take`, or `take_all` for
+    every shard at the controller) and resigns when it moves (`release`,
+    `release_all`)."""
 
     def __init__(self, topic: str, num_partitions: int, codec: RecordCodec,
                  shard_factory: Callable[[int, Timer], Shard],
@@ -174,10 +226,7 @@ class CoordinatorRuntime:
         self.shard_factory = shard_factory
         self.topic_configs = topic_configs
         self.load_delay_ms = load_delay_ms
-        self._shards: dict[int, Shard] = {}
-        self._timers: dict[int, _LoopTimer] = {}
-        self._loading: set[int] = set(range(num_partitions))
-        self._task: asyncio.Task[None] | None = None
+        self._slots: dict[int, _Slot] = {}
         self.load_times_ms: dict[int, float] = {}
         # Hook for the owning service: called with the partition after each write that
         # appended records.
@@ -186,70 +235,126 @@ class CoordinatorRuntime:
         self._load_subscribers: list[Callable[[int], None]] = []
         #: A cluster's runtime: shards follow the shared log's hand-overs (see module).
         self.follows = False
-        self._wanted: Callable[[int], bool] = lambda _p: False
+        #: Whether this broker should still serve the partition (an elected partition
+        #: whose loader finds it unwanted gives up: CLOSED).
+        self._wanted: Callable[[int], bool] = lambda _p: True
         self._placed: Callable[[int], bool] = lambda _p: False  # `follow_shards`
-        self._taking: dict[int, asyncio.Future[None]] = {}  # partition -> its loader
         self._unsettled: set[asyncio.Future[None]] = set()
         #: Commits of this runtime's records that failed, ever: a request that sees it
         #: move while it is answered may have had its own records dropped (`settle.py`).
         self.commit_failures = 0
 
+    # ---- states ----------------------------------------------------------------------
+    def state(self, partition: int) -> ShardState:
+        slot = self._slots.get(partition)
+        return ShardState.INITIAL if slot is None else slot.state
+
+    def _slot(self, partition: int) -> _Slot:
+        slot = self._slots.get(partition)
+        if slot is None:
+            slot = self._slots[partition] = _Slot()
+        return slot
+
+    def _move(self, partition: int, to: ShardState) -> _Slot:
+        slot = self._slot(partition)
+        if to not in TRANSITIONS[slot.state]:
+            raise IllegalTransition(f"{self.topic}-{partition}: {slot.state.value} -> "
+                                    f"{to.value}")
+        slot.state = to
+        return slot
+
+    def _elect(self, partitions: list[int], delay_ms: int = 0) -> None:
+        """Serve `partitions` from now on: LOADING, replayed in order by one loader
+        (after `delay_ms`, a test's knob), ACTIVE each once loaded. Those already
+        LOADING or ACTIVE are left as they are."""
+        todo = [p for p in partitions
+                if self.state(p) not in (ShardState.LOADING, ShardState.ACTIVE)]
+        if not todo:
+            return
+        for partition in todo:
+            self._move(partition, ShardState.LOADING)
+        loader = asyncio.ensure_future(
+            self._load_when_taken(todo, delay_ms) if self.follows
+            else self._load_in_order(todo, delay_ms))
+        for partition in todo:
+            self._slots[partition].loader = loader
+
+    def _resign(self, partition: int) -> None:
+        """Serve `partition` no more: its loader stops, its timers and shard are dropped
+        (the shard answers what it holds parked), CLOSED."""
+        slot = self._slots.get(partition)
+        if slot is None or slot.state is ShardState.CLOSED:
+            return
+        loader, slot.loader = slot.loader, None
+        if loader is not None and not any(s.loader is loader for s in self._slots.values()):
+            loader.cancel()
+        self._drop(slot)
+        self._move(partition, ShardState.CLOSED)
+
+    def _fail(self, partition: int) -> None:
+        """Its records were not committed: drop the shard (FAILED), and load it again
+        from what was committed if this broker still serves it, else CLOSED."""
+        if self.state(partition) is ShardState.ACTIVE:
+            self._drop(self._move(partition, ShardState.FAILED))
+        if self._wanted(partition):
+            self._elect([partition])
+        elif self.state(partition) is ShardState.FAILED:
+            self._move(partition, ShardState.CLOSED)
+
+    def _drop(self, slot: _Slot) -> None:
+        timer, slot.timer = slot.timer, None
+        if timer is not None:
+            timer.cancel_all()
+        shard, slot.shard = slot.shard, None
+        if shard is not None:
+            shard.on_unloaded()
+
     # ---- lifecycle -----------------------------------------------------------------
-    def ensure_topic(self) -> None:
-        """Create the topic if missing; an existing one keeps its partition count."""
+    async def start(self) -> None:
+        """Create the topic if missing (an existing one keeps its partition count); one
+        node then elects itself for every partition."""
         self.num_partitions = self._topics.ensure_internal_topic(
             self.topic, self.num_partitions, self.topic_configs)
         if not self.follows:
-            self._loading = set(range(self.num_partitions))
-
-    async def start(self) -> None:
-        if self.follows:
-            self.num_partitions = self._topics.ensure_internal_topic(
-                self.topic, self.num_partitions, self.topic_configs)
-            return
-        self.ensure_topic()
-        self._task = asyncio.create_task(self._load_all())
+            self._elect(list(range(self.num_partitions)), self.load_delay_ms)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
         self.release_all()
 
-    async def _load_all(self) -> None:
-        if self.load_delay_ms:
-            await asyncio.sleep(self.load_delay_ms / 1000)
-        for partition in range(self.num_partitions):
+    async def _load_in_order(self, partitions: list[int], delay_ms: int = 0) -> None:
+        """One node's loader: each partition in turn, straight from its log."""
+        if delay_ms:
+            await asyncio.sleep(delay_ms / 1000)
+        for partition in partitions:
             await self._load(partition)
+
+    async def _load_all(self) -> None:
+        """Load every partition now (tests build a runtime and load it this way)."""
+        partitions = list(range(self.num_partitions))
+        for partition in partitions:
+            self._move(partition, ShardState.LOADING)
+        await self._load_in_order(partitions)
 
     # ---- a cluster's shards ------------------------------------------------------------
     def follow_ownership(self) -> None:
-        """A cluster's runtime: it serves nothing until `take_all`."""
+        """A cluster's runtime: it serves nothing until the shared log hands it a shard
+        (`take`, `take_all`)."""
         self.follows = True
-        self._loading.clear()
+        self._wanted = lambda _p: False
 
     def take_all(self, wanted: Callable[[], bool]) -> None:
         """Serve every partition from now on, while `wanted()` holds: loaded in order
         (as on one node), each once the shared log has handed it to this broker."""
         self._wanted = lambda _p: wanted()
-        todo = [p for p in range(self.num_partitions)
-                if p not in self._shards and p not in self._taking]
-        self._loading.update(todo)
-        task = asyncio.ensure_future(self._load_when_taken(todo, self.load_delay_ms))
-        for partition in todo:
-            self._taking[partition] = task
+        self._elect(list(range(self.num_partitions)), self.load_delay_ms)
 
     def release_all(self) -> None:
-        """Serve nothing any more (another broker took the coordinators over)."""
-        self._wanted = lambda _p: False
-        for task in set(self._taking.values()):
-            task.cancel()
-        self._taking.clear()
-        for timer in self._timers.values():
-            timer.cancel_all()
-        self._timers.clear()
+        """Serve nothing any more (another broker took the coordinators over, or the
+        runtime stops)."""
         if self.follows:
-            self._shards.clear()
-            self._loading.clear()
+            self._wanted = lambda _p: False
+        for partition in list(self._slots):
+            self._resign(partition)
 
     def follow_shards(self, wanted: Callable[[int], bool],
                       placed: Callable[[int], bool] | None = None) -> None:
@@ -264,31 +369,12 @@ class CoordinatorRuntime:
         is ready (after `load_delay_ms`, a test's knob), answering
         COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
         if self._wanted(partition):
-            self._take(partition, self.load_delay_ms)
+            self._elect([partition], self.load_delay_ms)
 
     def release(self, partition: int) -> None:
         """`partition` went to another broker (or this one lost it): drop its shard and
         timers; its groups answer NOT_COORDINATOR until it is taken again."""
-        task = self._taking.pop(partition, None)
-        if task is not None and task not in self._taking.values():
-            task.cancel()
-        timer = self._timers.pop(partition, None)
-        if timer is not None:
-            timer.cancel_all()
-        self._unload(partition)
-        self._loading.discard(partition)
-
-    def _unload(self, partition: int) -> None:
-        shard = self._shards.pop(partition, None)
-        if shard is not None:
-            shard.on_unloaded()
-
-    def _take(self, partition: int, delay_ms: int = 0) -> None:
-        if partition in self._shards or partition in self._taking:
-            return
-        self._loading.add(partition)
-        self._taking[partition] = asyncio.ensure_future(
-            self._load_when_taken([partition], delay_ms))
+        self._resign(partition)
 
     async def _load_when_taken(self, partitions: list[int], delay_ms: int = 0) -> None:
         if delay_ms:
@@ -297,7 +383,8 @@ class CoordinatorRuntime:
         for partition in partitions:
             failures = 0
             try:
-                while self._wanted(partition):
+                while self._wanted(partition) and \
+                        self._slots[partition].state is ShardState.LOADING:
                     try:
                         part = await logs.ready(self.topic, partition)
                     except Exception as exc:
@@ -319,10 +406,11 @@ class CoordinatorRuntime:
                                           partition)
                     await asyncio.sleep(TAKE_RETRY_S)
             finally:
-                if self._taking.get(partition) is asyncio.current_task():
-                    del self._taking[partition]
-                if partition not in self._shards:
-                    self._loading.discard(partition)
+                slot = self._slots[partition]
+                if slot.loader is asyncio.current_task():
+                    slot.loader = None
+                    if slot.state is ShardState.LOADING:  # no longer wanted here
+                        self._move(partition, ShardState.CLOSED)
 
     def _settle(self, partition: int, part: Partition) -> None:
         """Ask for the commit of what was just appended; a failed one rebuilds the
@@ -340,12 +428,7 @@ class CoordinatorRuntime:
             self.commit_failures += 1
             log.warning("%s-%d: records not committed (%s); loading it again", self.topic,
                         partition, f.exception())
-            self._unload(partition)
-            timer = self._timers.pop(partition, None)
-            if timer is not None:
-                timer.cancel_all()
-            if self._wanted(partition):
-                self._take(partition)
+            self._fail(partition)
         future.add_done_callback(done)
 
     def settled(self) -> Awaitable[None] | None:
@@ -370,9 +453,12 @@ class CoordinatorRuntime:
             count += 1
             if count % 5000 == 0:
                 await asyncio.sleep(0)
-        self._shards[partition] = shard
-        self._timers[partition] = timer
-        self._loading.discard(partition)
+        slot = self._slots[partition]
+        if slot.state is not ShardState.LOADING:  # resigned while it was replayed
+            timer.cancel_all()
+            return
+        slot.shard, slot.timer, slot.loader = shard, timer, None
+        self._move(partition, ShardState.ACTIVE)
         shard.on_loaded(self._clock())
         elapsed = (time.monotonic() - start) * 1000
         self.load_times_ms[partition] = elapsed
@@ -448,18 +534,28 @@ class CoordinatorRuntime:
         return partition_for(key, self.num_partitions)
 
     def is_loaded(self) -> bool:
-        return not self._loading
+        """No shard is LOADING (on one node: every partition has been loaded)."""
+        if any(slot.state is ShardState.LOADING for slot in self._slots.values()):
+            return False
+        return self.follows or all(p in self._slots for p in range(self.num_partitions))
 
     def holds(self, partition: int) -> bool:
-        """The shard is loaded here, whether or not it can serve this instant (its
-        partition's lease may have run out by this broker's clock until it is renewed):
-        work owed by it is tried again rather than forgotten."""
-        return partition in self._shards
+        """The shard is loaded here (ACTIVE), whether or not it can serve this instant
+        (its partition's lease may have run out by this broker's clock until it is
+        renewed): work owed by it is tried again rather than forgotten."""
+        return self.state(partition) is ShardState.ACTIVE
+
+    def timer(self, partition: int) -> Timer | None:
+        """The timer of an ACTIVE shard (its timers die with it)."""
+        slot = self._slots.get(partition)
+        return None if slot is None else slot.timer
 
     def shard(self, partition: int) -> Shard:
-        if partition in self._loading:
-            raise NotReady(E.coordinator_load_in_progress)
-        shard = self._shards.get(partition)
+        slot = self._slots.get(partition)
+        state = ShardState.INITIAL if slot is None else slot.state
+        if state is ShardState.LOADING or (state is ShardState.INITIAL and not self.follows):
+            raise NotReady(E.coordinator_load_in_progress)  # one node: not loaded yet
+        shard = None if slot is None else slot.shard
         if shard is None or self._partitions.partition(self.topic, partition) is None:
             # the second: the store no longer serves the shard's partition (on the shared
             # log, a lease this broker's clock says may have run out): its state may be
@@ -475,7 +571,9 @@ class CoordinatorRuntime:
         return shard
 
     def shards(self) -> list[Shard]:
-        return [self._shards[p] for p in sorted(self._shards)]
+        """The ACTIVE shards, by partition."""
+        return [slot.shard for _p, slot in sorted(self._slots.items())
+                if slot.shard is not None]
 
     def read(self, partition: int, fn: Callable[[Any], Any]) -> Any:
         return fn(self.shard(partition))
@@ -515,10 +613,9 @@ class CoordinatorRuntime:
         """Replay a marker appended at `marker_offset` of `partition`'s log without the
         runtime (a cluster's markers committed together: shared/marker_holds.py). A
         shard still loading replays it from the log."""
-        if partition in self._loading:
-            return
-        shard = self._shards.get(partition)
-        if shard is None:
+        slot = self._slots.get(partition)
+        shard = None if slot is None else slot.shard
+        if shard is None:  # not ACTIVE: one LOADING replays it from the log
             return
         # Into the shard held here even while it cannot serve this instant (its lease
         # renewed late): the marker is committed. Dropped, a transaction's offsets

@@ -64,7 +64,8 @@ def test_a_timer_firing_while_the_lease_lapsed_fires_again_once_it_serves() -> N
     async def story() -> None:
         await runtime._load_all()
         runtime.write = write  # type: ignore[method-assign]
-        timer = runtime._timers[0]
+        timer = runtime.timer(0)
+        assert timer is not None
         serving[0] = False
         timer.schedule("expire", 0, lambda now: fired.append(now) or "done")
         deadline = asyncio.get_running_loop().time() + 5

@@ -59,13 +59,26 @@ class Services(acls.Services, api_versions.Services, classic_groups.Services,
     and consumer_groups both take `modern_groups.Services`)."""
 
 
+#: The API families, each registering its handlers.
+HANDLERS = (api_versions, cluster_metadata, topics, configs, produce, fetch, offsets,
+            producers, log_dirs, find_coordinator, offset_commits, group_admin,
+            classic_groups, consumer_groups, share_groups, transactions, share_state,
+            share_fetch, share_admin, client_quotas, sasl, acls, quorum, elections,
+            reassignments, delegation_tokens, config_resources, features, forwarding)
+
+#: The cross-cutting concerns around the handlers, innermost first: the group APIs'
+#: feature gates; a cluster's forwarding of metadata changes to the controller (so a
+#: forwarded request is gated where it is handled); answering a cluster's coordinator
+#: requests once their records are committed (around forwarding too). Authorization and
+#: quotas are not here: each handler asks `access` about its own resources (as Kafka's
+#: do), and the server throttles connections (`wire/server.py`).
+MIDDLEWARE = (features.middleware, forwarding.middleware, settle.middleware)
+
+
 def register_all(dispatcher: Dispatcher, broker: Services) -> None:
-    for module in (api_versions, cluster_metadata, topics, configs, produce, fetch,
-                   offsets, producers, log_dirs, find_coordinator, offset_commits,
-                   group_admin, classic_groups, consumer_groups, share_groups, transactions,
-                   share_state, share_fetch, share_admin, client_quotas, sasl, acls, quorum,
-                   elections, reassignments, delegation_tokens, config_resources, features):
+    for module in HANDLERS:
         module.register(dispatcher, broker)
-    features.gate_group_apis(dispatcher, broker)
-    forwarding.register(dispatcher, broker)  # it wraps handlers registered above
-    settle.register(dispatcher, broker)  # around those, forwarded ones included
+    for make in MIDDLEWARE:
+        wrapper = make(broker)
+        if wrapper is not None:
+            dispatcher.wrap(wrapper)

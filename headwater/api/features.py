@@ -26,7 +26,7 @@ from ..metadata import records as R
 from ..metadata.controller import ControllerError
 from ..metadata.features import SUPPORTED_FEATURES, feature_level, finalized_features
 from ..security import acl as A
-from ..wire.dispatch import Dispatcher, RequestContext
+from ..wire.dispatch import ApiEntry, Dispatcher, Handler, Middleware, RequestContext
 from .services import HasAccess, HasController, HasIdentity, HasImage
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
@@ -195,19 +195,19 @@ def _refusal(api_key: int, req: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": code, "error_message": None}
 
 
-def gate_group_apis(dispatcher: Dispatcher, broker: Services) -> None:
-    """Wrap the share-group and consumer-group (KIP-848) handlers: below level 1 of their
-    feature they are refused as Kafka's."""
+def middleware(broker: Services) -> Middleware:
+    """The share-group and consumer-group (KIP-848) handlers, gated: below level 1 of
+    their feature they are refused as Kafka's."""
 
-    for api_key, feature in _GATED_APIS.items():
-        entry = dispatcher.get(api_key)
-        if entry is None:
-            continue
+    def gate(entry: ApiEntry) -> Handler | None:
+        feature = _GATED_APIS.get(entry.api_key)
+        if feature is None:
+            return None
+        handler, api_key = entry.handler, entry.api_key
 
-        def gated(ctx: RequestContext, req: Any, _handler: Any = entry.handler,
-                  _key: int = api_key, _feature: str = feature) -> Any:
-            if feature_level(broker.image, _feature) < 1:
-                return _refusal(_key, req)
-            return _handler(ctx, req)
-        dispatcher.register(api_key, entry.min_version, entry.max_version, gated,
-                            entry.accepted_max)
+        def gated(ctx: RequestContext, req: Any) -> Any:
+            if feature_level(broker.image, feature) < 1:
+                return _refusal(api_key, req)
+            return handler(ctx, req)
+        return gated
+    return gate

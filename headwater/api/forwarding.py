@@ -26,7 +26,15 @@ from kio.schema.errors import ErrorCode as E
 
 from ..security import acl as A
 from ..wire.codec import decode_request, request_is_flexible
-from ..wire.dispatch import LISTENER, PRINCIPAL, Dispatcher, Handler, RequestContext
+from ..wire.dispatch import (
+    LISTENER,
+    PRINCIPAL,
+    ApiEntry,
+    Dispatcher,
+    Handler,
+    Middleware,
+    RequestContext,
+)
 from ..wire.header import parse_request_header, skip_tagged_fields
 from ..wire.peer_errors import EnvelopeRefused, ForwardError
 from ..wire.server import encode_frame
@@ -66,16 +74,23 @@ class NotForwardable(RuntimeError):
     pass
 
 
+def middleware(broker: Services) -> Middleware | None:
+    """A cluster's metadata-changing requests, forwarded to the controller (cluster mode
+    only)."""
+    if broker.cluster is None:
+        return None
+
+    def forward(entry: ApiEntry) -> Handler | None:
+        return _wrap(broker, entry.handler) if entry.api_key in FORWARDED else None
+    return forward
+
+
 def register(dispatcher: Dispatcher, broker: Services) -> None:
-    """Wrap the metadata-changing handlers and serve Envelope (cluster mode only)."""
+    """Serve Envelope (cluster mode only): what another broker forwards, handled by the
+    dispatcher's entries (middleware included)."""
     cluster = broker.cluster
     if cluster is None:
         return
-    for key in FORWARDED:
-        entry = dispatcher.get(key)
-        if entry is not None:
-            dispatcher.register(key, entry.min_version, entry.max_version,
-                                _wrap(broker, entry.handler), entry.accepted_max)
 
     async def handle_envelope(ctx: RequestContext, req: Any) -> dict[str, Any]:
         if broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):

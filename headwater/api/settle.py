@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kio.schema.errors import ErrorCode as E
 
 from ..storage.errors import CommitError, LogError
-from ..wire.dispatch import Dispatcher, Handler, RequestContext
+from ..wire.dispatch import ApiEntry, Handler, Middleware, RequestContext
 from .services import HasCluster, HasCoordinators
 
 if TYPE_CHECKING:
@@ -57,16 +57,16 @@ class Services(HasCluster, HasCoordinators, Protocol):
     """What these handlers use of the broker."""
 
 
-def register(dispatcher: Dispatcher, broker: Services) -> None:
-    """Wrap the handlers that write or read coordinator records (cluster mode only)."""
+def middleware(broker: Services) -> Middleware | None:
+    """The handlers that write or read coordinator records, answering once those are
+    committed (cluster mode only)."""
     if broker.cluster is None:
-        return
+        return None
     runtimes = broker.coordinator_runtimes()
-    for key in SETTLED:
-        entry = dispatcher.get(key)
-        if entry is not None:
-            dispatcher.register(key, entry.min_version, entry.max_version,
-                                _wrap(entry.handler, runtimes), entry.accepted_max)
+
+    def settle(entry: ApiEntry) -> Handler | None:
+        return _wrap(entry.handler, runtimes) if entry.api_key in SETTLED else None
+    return settle
 
 
 def _wrap(handler: Handler, runtimes: list[CoordinatorRuntime]) -> Handler:

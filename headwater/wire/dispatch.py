@@ -9,6 +9,7 @@ Fetch v18: Kafka 4.3 advertises Fetch up to 17 but serves 18, and
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,8 +70,20 @@ class Dispatcher:
         self._entries[api_key] = ApiEntry(api_key, min_version, max_version, handler,
                                           accepted_max)
 
+    def wrap(self, middleware: Middleware) -> None:
+        """Wrap every entry's handler in `middleware` (the entries it returns None for
+        keep theirs): applied once per concern, in the order `api.MIDDLEWARE` lists."""
+        for key, entry in list(self._entries.items()):
+            handler = middleware(entry)
+            if handler is not None:
+                self._entries[key] = dataclasses.replace(entry, handler=handler)
+
     def get(self, api_key: int) -> ApiEntry | None:
         return self._entries.get(api_key)
 
     def entries(self) -> list[ApiEntry]:
         return [self._entries[k] for k in sorted(self._entries)]
+
+
+Middleware = Callable[[ApiEntry], "Handler | None"]
+"""A cross-cutting concern: the handler wrapping one entry's, None to leave it as it is."""

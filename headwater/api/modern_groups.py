@@ -10,6 +10,7 @@ not describe or whose shard is still loading gets an error entry.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,9 +20,10 @@ from ..coordinator.runtime import NotReady
 from ..group.modern.operations import HeartbeatResponse, ModernHeartbeatRequest, describe_error
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-from .services import HasAccess, HasGroups
+from .services import HasAccess, HasGroups, group_coordinator
 
 if TYPE_CHECKING:
+    from ..group.coordinator import GroupCoordinator
     from ..group.modern.operations import ModernGroupManager
     from ..group.shard import GroupShard
 
@@ -70,9 +72,8 @@ def register_group_apis(dispatcher: Dispatcher, broker: Services,
     """Register one kind's heartbeat and describe APIs, each as (api key, min version,
     max version); `manager` picks the kind's manager on a shard."""
 
-    def groups() -> Any:
-        assert broker.groups is not None
-        return broker.groups
+    def groups() -> GroupCoordinator:
+        return group_coordinator(broker)
 
     def handle_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
         refused = heartbeat_refused(broker, ctx, req.group_id, req.subscribed_topic_names)
@@ -94,8 +95,8 @@ def register_group_apis(dispatcher: Dispatcher, broker: Services,
                 out.append(describe_error(group_id, E.group_authorization_failed, None))
                 continue
             try:
-                entry, = groups().read(
-                    group_id, lambda shard, g=group_id: manager(shard).describe([g], include))
+                entry, = groups().read(group_id, functools.partial(_describe_one, manager,
+                                                                    group_id, include))
             except NotReady as exc:
                 entry = describe_error(group_id, exc.code, None)
             out.append(entry)
@@ -103,3 +104,8 @@ def register_group_apis(dispatcher: Dispatcher, broker: Services,
 
     dispatcher.register(*heartbeat, handle_heartbeat)
     dispatcher.register(*describe, handle_describe)
+
+
+def _describe_one(manager: Callable[[GroupShard], ModernGroupManager[Any, Any]], group_id: str,
+                  include: bool, shard: GroupShard) -> Any:
+    return manager(shard).describe([group_id], include)

@@ -20,7 +20,7 @@ from ..coordinator.runtime import NotReady
 from ..group.offsets import PartitionCommit, as_fetch_entry
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-from .services import HasAccess, HasGroups, HasImage
+from .services import HasAccess, HasGroups, HasImage, group_coordinator
 
 if TYPE_CHECKING:
     from ..group.coordinator import GroupCoordinator
@@ -39,8 +39,7 @@ class _Handlers:
         self.broker = broker
 
     def groups(self) -> GroupCoordinator:
-        assert self.broker.groups is not None
-        return self.broker.groups
+        return group_coordinator(self.broker)
 
     def topic_name(self, t: Any) -> tuple[str | None, Any]:
         """(name, topic_id) of a request topic; name None when an id is unknown."""

@@ -16,6 +16,10 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kio.schema.errors import ErrorCode as E
+
+from ..coordinator.runtime import NotReady
+
 if TYPE_CHECKING:
     from ..config import BrokerConfig
     from ..coordinator.runtime import CoordinatorRuntime
@@ -197,6 +201,15 @@ class HasProduce(Protocol):
 class HasGroups(Protocol):
     @property
     def groups(self) -> GroupCoordinator | None: ...
+
+
+def group_coordinator(services: HasGroups) -> GroupCoordinator:
+    """The group coordinator, for handlers (the assembly builds it before any runs; a
+    request met before that is answered COORDINATOR_NOT_AVAILABLE, which clients retry)."""
+    groups = services.groups
+    if groups is None:
+        raise NotReady(E.coordinator_not_available)
+    return groups
 
 
 class HasTransactions(Protocol):

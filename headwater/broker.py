@@ -207,7 +207,10 @@ class Broker:
                     object_max_bytes=self.config.get_int(
                         "headwater.shared.merge.object.max.bytes", 16 << 20)),
                 reserved=(METADATA_TOPIC,),
-                advertised=self._broker_info(), on_marker=self._offsets_marker)
+                advertised=self._broker_info(), on_marker=self._offsets_marker,
+                # every coordinator shard with the controller: served while it leads
+                with_controller=() if self._spread else INTERNAL_TOPICS,
+                controller_active=self._leads_metadata)
             await self._shared.open(wait_s=self.config.get_int(
                 "headwater.shared.startup.wait.ms", 60_000) / 1000)
             self._meta = SharedMetadata(
@@ -217,9 +220,6 @@ class Broker:
                 self._shared_cluster_id = await cluster_id(conn, uuid.uuid4().hex[:22])
             self.cluster = ClusterNode(self._shared, self._meta,
                                        self._shard_of if self._spread else None)
-            if not self._spread:
-                meta = self._meta
-                self._shared.place_with_controller(INTERNAL_TOPICS, lambda: meta.active)
         except STARTUP_ERRORS as exc:
             raise StartupError(str(exc)) from exc
         log.info("shared log: database %s, objects %s", settings.redacted_database(),
@@ -477,6 +477,10 @@ class Broker:
                 except OUTAGES as exc:
                     log.warning("reading the cluster's state failed: %s: %s",
                                 type(exc).__name__, exc)
+
+    def _leads_metadata(self) -> bool:
+        """This broker holds the controller lease (writes the shared metadata log)."""
+        return self._meta is not None and self._meta.active
 
     def _offsets_marker(self, topic: str, partition: int, producer_id: int, epoch: int,
                         commit: bool, offset: int) -> None:

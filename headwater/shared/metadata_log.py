@@ -58,7 +58,9 @@ class LogStore(Protocol):
     settings: SharedSettings
     node_id: int
     lease_ms: int
-    refresh_s: float
+
+    @property
+    def refresh_s(self) -> float: ...
 
     async def download(self, batches: Sequence[asyncpg.Record]) -> bytes: ...
 

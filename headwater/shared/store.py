@@ -18,10 +18,11 @@ object store whenever the partition is taken over), committed in windows.
   `CommitError`, so nothing uncommitted is acknowledged and a retry is checked against
   what really committed.
 * Leases are renewed every third of their time; a lost lease drops the partition.
-* **Placement** (`cluster.py`): the store registers the broker with a heartbeat and
-  refreshes its view of the cluster; it takes the partitions whose rendezvous owner it
-  is, and hands over (commits, then releases the lease) those another live broker
-  should own. A partition served elsewhere answers NOT_LEADER_OR_FOLLOWER.
+* **Placement** (`placement.py`): the store registers the broker with a heartbeat and
+  refreshes its view of the cluster; it takes the partitions placed here, and hands over
+  (commits, then releases the lease) those another live broker should own, telling the
+  partitions' followers (`Ownership`). A partition served elsewhere answers
+  NOT_LEADER_OR_FOLLOWER.
 
 * **Retention** (`cleanup.policy` with `delete`), by the partition's owner every
   `retention_check_ms`: the new log start is computed from the batch rows (the first
@@ -61,17 +62,15 @@ from .database import OUTAGES, DatabaseUnavailable, open_pool
 from .marker_holds import MarkerHolds
 from .objects import ObjectStore, ObjectStoreUnavailable
 from .partition import Hold, SharedPartition
+from .placement import Key, Ownership, Placement
 from .sequencer import Outcome
 from .settings import SharedSettings
 from .taking import Taken, download, materialise, take
 from .tasks import cancel_and_wait
 from .upkeep import Upkeep, UpkeepSettings
 
-LOCAL_LEASE_FRACTION = 0.9
-
 log = logging.getLogger("headwater.shared")
 
-Key = tuple[str, int]
 LOAD_RETRY_S = 1.0  # a partition that could not be taken (a store down) is tried again
 #: A partition failing to be taken again and again is logged at its first failure and then
 #: every this many (a minute at LOAD_RETRY_S), not every second: a store down for a while
@@ -88,32 +87,26 @@ class SharedStore:
                  reserved: Iterable[str] = (), advertised: BrokerInfo | None = None,
                  inline_max_bytes: int = 0, retention_check_ms: int = 300_000,
                  upkeep: UpkeepSettings | None = None,
-                 on_marker: Callable[[str, int, int, int, bool, int], None] | None = None
-                 ) -> None:
+                 on_marker: Callable[[str, int, int, int, bool, int], None] | None = None,
+                 with_controller: Iterable[str] = (),
+                 controller_active: Callable[[], bool] = lambda: False) -> None:
         self.settings = settings
         self.node_id = node_id
-        #: Where clients reach this broker, as registered in `brokers`.
-        self.advertised = advertised or BrokerInfo(node_id, "127.0.0.1", 0)
-        #: The cluster as of the last refresh (every quarter of the lease time).
-        self.view = ClusterView()
-        self._view_at = float("-inf")  # monotonic time `view` was read
-        self.refresh_s = min(1.0, lease_ms / 4000)
+        self._ids: dict[Key, uuid.UUID] = {}
+        #: Where each partition should be served (`with_controller`: the topics placed
+        #: with the controller, served here while `controller_active()`).
+        self.placement = Placement(
+            node_id, advertised or BrokerInfo(node_id, "127.0.0.1", 0), lease_ms=lease_ms,
+            listed_ms=listed_ms, topic_id=self._ids.get, with_controller=with_controller,
+            controller_active=controller_active)
+        #: The coordinator runtimes following their topics' partitions here.
+        self.ownership = Ownership()
         self.cache_dir = cache_dir
         self._now_ms = now_ms
         self.lease_ms = lease_ms
-        #: How long a broker not heard from stays in Metadata (`ClusterView.listed`).
-        self.listed_ms = listed_ms
-        #: How long a taken or renewed lease is served by this broker's own clock: a
-        #: little less than the database gives it, for clocks that run apart.
-        self._lease_s = lease_ms / 1000 * LOCAL_LEASE_FRACTION
+        self._lease_s = self.placement.lease_s
         self.retention_check_s = retention_check_ms / 1000
         self._reserved = frozenset(reserved)
-        self._with_controller: frozenset[str] = frozenset()
-        self._controller_active: Callable[[], bool] = lambda: False
-        #: Coordinator topics whose runtimes follow each partition's ownership:
-        #: topic -> (taken, lost) callbacks (`follow_shards`).
-        self._shard_followers: dict[str, tuple[Callable[[int], None],
-                                               Callable[[int], None]]] = {}
         self._pool: asyncpg.Pool | None = None
         self.objects = ObjectStore(settings)
         self.upkeep = Upkeep(upkeep or UpkeepSettings(), self.objects,
@@ -128,7 +121,6 @@ class SharedStore:
         self._retries: dict[Key, asyncio.TimerHandle] = {}  # a failed take's next try
         self._failed_in_batch: set[Key] = set()  # their batch's failure is logged
         self._take_wanted = asyncio.Event()
-        self._ids: dict[Key, uuid.UUID] = {}
         self._configs: dict[Key, LogConfig] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[object]] = set()
@@ -161,39 +153,33 @@ class SharedStore:
         await self.holds.listen()
         self._tasks.append(asyncio.create_task(self._taker()))  # takes from now on
 
+    @property
+    def view(self) -> ClusterView:
+        """The cluster as of the last refresh (every quarter of the lease time)."""
+        return self.placement.view
+
+    @property
+    def advertised(self) -> BrokerInfo:
+        """Where clients reach this broker, as registered in `brokers`."""
+        return self.placement.advertised
+
+    @property
+    def refresh_s(self) -> float:
+        return self.placement.refresh_s
+
     async def refresh_view(self) -> ClusterView:
         """Heartbeat (register this broker), then read the cluster's state."""
         async with self.pool.acquire() as conn:
-            await cluster.register(conn, self.advertised)
-            self.view = await cluster.read_view(conn, self.lease_ms, self.listed_ms)
-            self._view_at = time.monotonic()
-        return self.view
+            return await self.placement.refresh(conn)
 
     def _should_own(self, key: Key) -> bool:
-        topic_id = self._ids.get(key)
-        if topic_id is None:
-            return False
-        if key[0] in self._with_controller:
-            return self._controller_active()
-        return self.view.owner_of(topic_id, key[1]) == self.node_id
-
-    def place_with_controller(self, topics: Iterable[str],
-                              active: Callable[[], bool]) -> None:
-        """`topics`' partitions are served by the controller (`active()` on this broker),
-        not spread: the coordinators' topics, until their shards get leases of their
-        own (issue 24). `rebalance` after the controller role moved."""
-        self._with_controller = frozenset(topics)
-        self._controller_active = active
+        return self.placement.should_own(key)
 
     def follow_shards(self, topic: str, taken: Callable[[int], None],
-                      lost: Callable[[int], None]) -> None:
-        """A coordinator runtime follows `topic`'s partitions: `taken(p)` when this
-        broker starts taking one, `lost(p)` when it hands it over or loses it (then
-        `taken` again if it takes it back: the shard is replayed afresh)."""
-        self._shard_followers[topic] = (taken, lost)
-        for key in [*self._owned, *self._loading]:
-            if key[0] == topic:
-                taken(key[1])
+                      lost: Callable[[int], None]) -> Callable[[], None]:
+        """A coordinator runtime follows `topic`'s partitions (`Ownership.follow`); the
+        unsubscribe handle."""
+        return self.ownership.follow(topic, taken, lost, [*self._owned, *self._loading])
 
     def should_serve(self, topic: str, partition: int) -> bool:
         """This broker is the one that should serve the partition now."""
@@ -202,18 +188,7 @@ class SharedStore:
     def placed_here(self, topic: str, partition: int) -> bool:
         """`should_serve`, by a view read within the lease time (a broker cut off from
         PostgreSQL does not go on claiming what its last view placed on it)."""
-        return (time.monotonic() - self._view_at < self._lease_s
-                and self.should_serve(topic, partition))
-
-    def _shard_taken(self, key: Key) -> None:
-        follower = self._shard_followers.get(key[0])
-        if follower is not None:
-            follower[0](key[1])
-
-    def _shard_lost(self, key: Key) -> None:
-        follower = self._shard_followers.get(key[0])
-        if follower is not None:
-            follower[1](key[1])
+        return self.placement.fresh() and self.should_serve(topic, partition)
 
     def rebalance(self) -> None:
         """Take and hand over partitions now rather than at the next refresh."""
@@ -397,7 +372,7 @@ class SharedStore:
         self._loading[key] = fut
         self._to_take.append(key)
         self._take_wanted.set()
-        self._shard_taken(key)
+        self.ownership.taken(key)
 
         def done(f: asyncio.Future[SharedPartition | None]) -> None:
             if self._loading.get(key) is f:
@@ -520,7 +495,7 @@ class SharedStore:
         if self._owned.get(key) is part:
             del self._owned[key]
             part.plog.close(sync=False)
-            self._shard_lost(key)
+            self.ownership.lost(key)
             if key in self._configs and self._should_own(key):
                 self._load_soon(key)
 
@@ -598,7 +573,7 @@ class SharedStore:
     def _balance(self) -> None:
         """Take the partitions this broker should own; hand over the others (once their
         appends are committed) to the live broker that should own them."""
-        if self.node_id not in self.view.brokers:
+        if not self.placement.sees_itself():
             return  # this broker's own heartbeat is not seen: change nothing
         for key in list(self._configs):
             owned = self._owned.get(key)
@@ -612,12 +587,11 @@ class SharedStore:
     def _hand_over(self, part: SharedPartition) -> None:
         key = (part.topic, part.partition)
         log.info("handing %s-%d over to %s", *key,
-                 "the controller" if part.topic in self._with_controller else
-                 f"broker {self.view.owner_of(part.topic_id, part.partition)}")
+                 self.placement.owner_name(part.topic, part.topic_id, part.partition))
         part.fail(CommitError(E.not_leader_or_follower, "partition moved", {key}))
         del self._owned[key]
         part.plog.close(sync=False)
-        self._shard_lost(key)
+        self.ownership.lost(key)
         self._spawn(self._release(part))
 
     async def _release(self, part: SharedPartition) -> None:

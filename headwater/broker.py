@@ -447,7 +447,10 @@ class Broker:
         """Follow the shared metadata log (or take the controller lease), then wait until
         the image has the coordinators' internal topics (the controller creates them
         when it takes over), so the coordinators start as on one node."""
-        meta.start(_ControllerTarget(self))
+        controller, shared, local = self.controller, self._shared, self.local
+        assert controller is not None and shared is not None and local is not None
+        meta.start(_ControllerTarget(controller, self.coordinator_runtimes(), shared, local,
+                                     spread=self._spread, leads=self._leads_metadata))
         wanted = [rt.topic for rt in self.coordinator_runtimes()]
         deadline = time.monotonic() + self.config.get_int(
             "headwater.shared.join.timeout.ms", 60_000) / 1000
@@ -733,15 +736,19 @@ class Broker:
 
 
 class _ControllerTarget:
-    """The controller as the shared metadata log drives it (`MetadataTarget`)."""
+    """The controller as the shared metadata log drives it (`MetadataTarget`): `runtimes`
+    are the coordinators', which take every shard over with the lease unless each shard
+    is `spread` on its own; `local` reopens the metadata log after the lease is lost."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-
-    @property
-    def _controller(self) -> Controller:
-        assert self.broker.controller is not None
-        return self.broker.controller
+    def __init__(self, controller: Controller, runtimes: list[CoordinatorRuntime],
+                 shared: SharedStore, local: LocalStore, *, spread: bool,
+                 leads: Callable[[], bool]) -> None:
+        self._controller = controller
+        self._runtimes = runtimes
+        self._shared = shared
+        self._local = local
+        self._spread = spread
+        self._leads = leads
 
     def end_offset(self) -> int:
         return self._controller.log.log_end_offset
@@ -757,25 +764,20 @@ class _ControllerTarget:
         take the coordinators over (their partitions follow the controller)."""
         controller = self._controller
         controller.activate()
-        for runtime in self.broker.coordinator_runtimes():
+        for runtime in self._runtimes:
             controller.ensure_internal_topic(runtime.topic, runtime.num_partitions,
                                              runtime.topic_configs)
-        meta = self.broker._meta
-        assert meta is not None and self.broker._shared is not None
-        self.broker._shared.rebalance()
-        if not self.broker._spread:
-            for runtime in self.broker.coordinator_runtimes():
-                runtime.take_all(lambda: meta.active)
+        self._shared.rebalance()
+        if not self._spread:
+            for runtime in self._runtimes:
+                runtime.take_all(self._leads)
 
     def reload(self) -> None:
         """Lost the controller lease: the coordinators stop serving, their partitions
         go to the next controller; the metadata log starts again from PostgreSQL's."""
-        if not self.broker._spread:
-            for runtime in self.broker.coordinator_runtimes():
+        if not self._spread:
+            for runtime in self._runtimes:
                 runtime.release_all()
-        if self.broker._shared is not None:
-            self.broker._shared.rebalance()
-        assert self.broker.local is not None
-        meta_log = self.broker.local.reopen_reserved(METADATA_TOPIC,
-                                                     self._controller.log.config)
+        self._shared.rebalance()
+        meta_log = self._local.reopen_reserved(METADATA_TOPIC, self._controller.log.config)
         self._controller.reload(meta_log)

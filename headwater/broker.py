@@ -100,7 +100,16 @@ class StartupError(RuntimeError):
 
 
 class Broker:
-    # Built by `open` (they need the coordinators); see `_build_share_services`.
+    # Built by `open`, every one of them, before anything is served (`_opened`): the
+    # stores, the controller, the coordinators and the services the handlers use.
+    local: LocalStore
+    store: PartitionStore
+    controller: Controller
+    groups: GroupCoordinator
+    transactions: TransactionCoordinator
+    producer_ids: ProducerIds
+    share_coordinator: ShareCoordinator
+    txn_offsets: TxnOffsetCommitter[PartitionCommit]
     share_partitions: SharePartitionManager
     share_admin: ShareAdmin
     share_fetch: ShareFetchService
@@ -123,26 +132,17 @@ class Broker:
                             if config.get("advertised.listeners") else None)
         self.servers: list[KafkaServer] = []
         self.now_ms = now_ms
-        #: The local store: every partition on one node; with the shared log, the
-        #: metadata log and the coordinators' internal topics.
-        self.local: LocalStore | None = None
-        #: What services use: the local store, or (headwater.storage=shared) the shared
-        #: log for user topics in front of the local store for internal ones.
-        self.store: PartitionStore | None = None
+        # `local`: every partition on one node; with the shared log, the metadata log's
+        # cache. `store`: what services use, the local store or the shared log.
+        self._opened = False
         self._shared: SharedStore | None = None
         self._meta: SharedMetadata | None = None
         self._shared_cluster_id = ""
         self._background: set[asyncio.Future[None]] = set()
         #: This broker's place in a cluster (headwater.storage=shared), else None.
         self.cluster: ClusterNode | None = None
-        self.controller: Controller | None = None
-        self.groups: GroupCoordinator | None = None
-        self.transactions: TransactionCoordinator | None = None
-        #: Producer ids: the controller's (one node), or blocks from it (a cluster).
-        self.producer_ids: ProducerIds | None = None
+        #: A cluster's producer ids come in blocks from the controller (`producer_ids`).
         self._producer_id_blocks: ProducerIdBlocks | None = None
-        self.share_coordinator: ShareCoordinator | None = None
-        self.txn_offsets: TxnOffsetCommitter[PartitionCommit] | None = None
         self.metrics: MetricsServer | None = None
         self.server: KafkaServer | None = None
         self.dispatcher = Dispatcher()
@@ -258,7 +258,6 @@ class Broker:
         self.fetch = FetchService(self.store, self.partition_waiters, self.fetch_sessions,
                                   self.now_ms)
         self._build_coordinators(self.controller, self.store)
-        assert self.groups is not None and self.share_coordinator is not None
         self._build_share_services(self.groups, self.share_coordinator)
         controller = self.controller
         self.quotas = ClientQuotas(self.config, lambda: controller.image.client_quotas,
@@ -266,6 +265,7 @@ class Broker:
         self.access = AccessControl(self.config.get, lambda: controller.image.acls)
         self.produce = self._build_produce(controller, self.store)
         register_all(self.dispatcher, self)
+        self._opened = True
 
     def _build_produce(self, controller: Controller, store: PartitionStore) -> ProduceService:
         quotas, faults = self.quotas, self.faults
@@ -287,7 +287,7 @@ class Broker:
 
         return ProduceService(
             store, lambda: controller.image, self.access, self.produce_verification,
-            in_sync, throttle, self.now_ms, transactions=self.transactions is not None,
+            in_sync, throttle, self.now_ms, transactions=True,
             ack_early=faults.armed(PRODUCE_ACK_BEFORE_COMMIT),  # a planted bug (faults.py)
             hit=lambda: faults.hit(PRODUCE_ACK_BEFORE_COMMIT))
 
@@ -306,6 +306,7 @@ class Broker:
         self.groups = GroupCoordinator(self.config, image=image, metadata=controller,
                                        partitions=store, topics=controller,
                                        clock=self.now_ms)
+        #: Producer ids: the controller's (one node), or blocks from it (a cluster).
         self.producer_ids = controller
         if self.cluster is not None:
             self.producer_ids = self._producer_id_blocks = ProducerIdBlocks(
@@ -341,7 +342,6 @@ class Broker:
         """The share-partition leaders (with their dead-letter writer) and the share
         admin, subscribed to the loads of the coordinators they recover from."""
         controller, store = self.controller, self.store
-        assert controller is not None and store is not None
 
         def image() -> MetadataImage:
             return controller.image
@@ -388,20 +388,16 @@ class Broker:
         if (self.config.get("headwater.storage") or "local") != "local":
             await self.open_shared()
         self.open()
-        assert self.controller is not None
         if self._meta is not None:
             await self._join_cluster(self._meta)
         self.connection_limits = ConnectionLimits.from_config(self.config)
         self.servers = [self._server_for(listener) for listener in self.listeners]
         self.server = self.servers[0]
-        assert self.groups is not None
         await self.groups.start()
         if self._producer_id_blocks is not None:
             self._producer_id_blocks.start()
-        assert self.transactions is not None
         await self.transactions.start()
         self.coordinator_key_types.add(TRANSACTION_KEY_TYPE)
-        assert self.share_coordinator is not None
         await self.share_coordinator.start()
         self.coordinator_key_types.add(SHARE_KEY_TYPE)
         for server in self.servers:
@@ -412,7 +408,6 @@ class Broker:
             host, port = _host_port(metrics_listen)
             self.metrics = MetricsServer(self, host, port)
             await self.metrics.start()
-        assert self.store is not None
         self.store.start()
         self._tasks.append(asyncio.create_task(self._chores()))
         host, port = self.advertised
@@ -428,17 +423,15 @@ class Broker:
         if self.metrics is not None:
             await self.metrics.stop()
         self.coordinator_key_types.intersection_update({GROUP_KEY_TYPE})
-        if self.transactions is not None:
+        if self._opened:
             await self.transactions.stop()
-        if self._producer_id_blocks is not None:
-            await self._producer_id_blocks.stop()
-        if self.share_coordinator is not None:
+            if self._producer_id_blocks is not None:
+                await self._producer_id_blocks.stop()
             await self.share_coordinator.stop()
-        if self.groups is not None:
             await self.groups.stop()
         if self._meta is not None:
             await self._meta.close()
-        if self.store is not None:
+        if self._opened:
             await self.store.close()
         log.info("headwater stopped; logs flushed and closed")
 
@@ -447,9 +440,10 @@ class Broker:
         """Follow the shared metadata log (or take the controller lease), then wait until
         the image has the coordinators' internal topics (the controller creates them
         when it takes over), so the coordinators start as on one node."""
-        controller, shared, local = self.controller, self._shared, self.local
-        assert controller is not None and shared is not None and local is not None
-        meta.start(_ControllerTarget(controller, self.coordinator_runtimes(), shared, local,
+        shared = self._shared
+        assert shared is not None
+        meta.start(_ControllerTarget(self.controller, self.coordinator_runtimes(), shared,
+                                     self.local,
                                      spread=self._spread, leads=self._leads_metadata))
         wanted = [rt.topic for rt in self.coordinator_runtimes()]
         deadline = time.monotonic() + self.config.get_int(
@@ -490,9 +484,8 @@ class Broker:
         """A marker held on a coordinator topic's partition here is committed: for
         `__consumer_offsets`, a transaction's offsets, committed with its other markers
         by a coordinator on any broker, become committed here (KIP-447)."""
-        groups = self.groups
-        if groups is not None and topic == groups.runtime.topic:
-            groups.runtime.replay_marker(partition, producer_id, epoch, commit, offset)
+        if self._opened and topic == self.groups.runtime.topic:
+            self.groups.runtime.replay_marker(partition, producer_id, epoch, commit, offset)
 
     def _shard_of(self, key: str, key_type: int) -> tuple[str, uuid.UUID, int] | None:
         """The coordinator shard of a FindCoordinator key (`ClusterNode.shard_of`)."""
@@ -510,7 +503,7 @@ class Broker:
         from the controller's own allocator when this broker is the controller, once
         the block is durable; else from the controller in AllocateProducerIds."""
         cluster, controller = self.cluster, self.controller
-        assert cluster is not None and controller is not None
+        assert cluster is not None
         if not cluster.is_controller():
             return await cluster.allocate_producer_ids()
         block = controller.allocate_producer_ids(self.node_id)
@@ -520,7 +513,6 @@ class Broker:
         return block
 
     def coordinator_runtimes(self) -> list[CoordinatorRuntime]:
-        assert self.groups and self.transactions and self.share_coordinator
         return [self.groups.runtime, self.transactions.runtime,
                 self.share_coordinator.runtime]
 
@@ -614,8 +606,7 @@ class Broker:
                 last_clean = time.monotonic()
                 self._clean_objects(self._shared)
             try:
-                if self.controller is not None:  # a time-based snapshot with no commit
-                    self.controller.maybe_snapshot()
+                self.controller.maybe_snapshot()  # a time-based snapshot with no commit
                 if time.monotonic() - last_unload >= unload_every:
                     last_unload = time.monotonic()
                     self.share_partitions.unload_idle(self.now_ms())
@@ -650,7 +641,6 @@ class Broker:
     # ---- metadata -> logs ----------------------------------------------------------
     @property
     def image(self) -> MetadataImage:
-        assert self.controller is not None
         return self.controller.image
 
     def log_config(self, topic: str) -> LogConfig:
@@ -662,7 +652,6 @@ class Broker:
         (dynamic broker configs first: they are the defaults of every topic's configs).
         At start (`lazy`) every partition of the image is ensured; later only new ones
         and those of topics whose configs changed."""
-        assert self.store is not None
         self.config.set_dynamic(new.resource_configs(BROKER_RESOURCE, ""),
                                 new.resource_configs(BROKER_RESOURCE, str(self.node_id)))
         for name, topic in old.topics_by_name.items():
@@ -691,7 +680,7 @@ class Broker:
         committed change), so a CreateTopics answer means the topic takes produce at
         once, on one node as on several. None on the local store (its partitions are
         there as soon as the image has them)."""
-        if self._shared is None or self.store is None:
+        if self._shared is None:
             return None
         ready = self.store.ready
         wanted = [(t.name, t.topic_id, p.partition_id) for t in map(self.image.topic, topics)
@@ -723,12 +712,10 @@ class Broker:
 
     def partition(self, topic: str, partition: int) -> Partition | None:
         """A topic partition (never the metadata log: see `LocalStore`)."""
-        assert self.store is not None
         return self.store.partition(topic, partition)
 
     def absent_error(self, topic: str, partition: int) -> int:
         """The error for a partition this broker does not serve (`PartitionStore`)."""
-        assert self.store is not None
         return self.store.absent_error(topic, partition)
 
     def topic(self, name: str) -> TopicImage | None:

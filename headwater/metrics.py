@@ -50,16 +50,16 @@ class Sources(Protocol):
     def partition(self, topic: str, partition: int) -> Partition | None: ...
 
     @property
-    def store(self) -> PartitionStore | None: ...
+    def store(self) -> PartitionStore: ...
 
     @property
     def server(self) -> KafkaServer | None: ...
 
     @property
-    def groups(self) -> GroupCoordinator | None: ...
+    def groups(self) -> GroupCoordinator: ...
 
     @property
-    def share_coordinator(self) -> ShareCoordinator | None: ...
+    def share_coordinator(self) -> ShareCoordinator: ...
 
     @property
     def share_partitions(self) -> SharePartitionManager: ...
@@ -93,13 +93,11 @@ class BrokerCollector:
     def _lag_partitions(self) -> Iterator[tuple[str, int]]:
         """(topic, partition) of every committed offset and share-partition state the
         lag gauges report."""
-        coordinator = self.broker.groups
-        if coordinator is not None:
-            for _group, topic, partition, _offset in coordinator.committed_offsets():
-                yield topic, partition
+        for _group, topic, partition, _offset in self.broker.groups.committed_offsets():
+            yield topic, partition
         image, shares = self.broker.image, self.broker.share_coordinator
         for share_shard in cast("list[ShareCoordinatorShard]",
-                                shares.runtime.shards() if shares is not None else []):
+                                shares.runtime.shards()):
             for (_group, tid, partition) in list(share_shard.states):
                 topic_image = image.topic_by_id(tid)
                 if topic_image is not None:
@@ -129,18 +127,15 @@ class BrokerCollector:
                                   labels=["topic", "partition"])
         size = GaugeMetricFamily("headwater_log_size_bytes", "Bytes on disk",
                                  labels=["topic", "partition"])
-        if self.broker.store is not None:
-            for plog in self.broker.store.partitions():
-                labels = [plog.topic, str(plog.partition)]
-                end.add_metric(labels, plog.log_end_offset)
-                start.add_metric(labels, plog.log_start_offset)
-                size.add_metric(labels, plog.size_bytes)
+        for plog in self.broker.store.partitions():
+            labels = [plog.topic, str(plog.partition)]
+            end.add_metric(labels, plog.log_end_offset)
+            start.add_metric(labels, plog.log_start_offset)
+            size.add_metric(labels, plog.size_bytes)
         yield from (end, start, size)
 
     def _groups(self) -> Iterator[Metric]:
         coordinator = self.broker.groups
-        if coordinator is None:
-            return
         by_protocol = GaugeMetricFamily("headwater_group_count", "Groups by protocol",
                                         labels=["protocol"])
         by_state = GaugeMetricFamily("headwater_consumer_group_count",
@@ -201,7 +196,7 @@ class BrokerCollector:
         # leader or not: the persisted state is the truth for it (acquisitions, the only
         # unpersisted changes, do not move it), as DescribeShareGroupOffsets v1 computes.
         image, coordinator = self.broker.image, self.broker.share_coordinator
-        shards = coordinator.runtime.shards() if coordinator is not None else []
+        shards = coordinator.runtime.shards()
         for shard in cast("list[ShareCoordinatorShard]", shards):
             for (group, tid, partition), entry in list(shard.states.items()):
                 state, topic_image = entry.state, image.topic_by_id(tid)

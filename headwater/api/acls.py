@@ -97,7 +97,6 @@ class _Handlers:
                     b.principal, b.host, b.operation, b.permission))
             results.append({"error_code": E.none, "error_message": ""})  # as Kafka
         if records:
-            assert self.broker.controller is not None
             self.broker.controller.commit(records)
         return {"throttle_time": 0, "results": results}
 
@@ -126,7 +125,6 @@ class _Handlers:
                 {"error_code": E.none, "error_message": None, **_binding_dict(b)}
                 for _id, b in matched]})
         if removed:
-            assert self.broker.controller is not None
             self.broker.controller.commit([R.RemoveAccessControlEntryRecord(i) for i in removed])
         return {"throttle_time": 0, "filter_results": results}
 

@@ -20,7 +20,7 @@ from ..group.classic.group import join_error, sync_error
 from ..group.classic.operations import JoinRequest, SyncRequest
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-from .services import HasAccess, HasGroups, group_coordinator
+from .services import HasAccess, HasGroups
 
 if TYPE_CHECKING:
     from ..group.coordinator import GroupCoordinator
@@ -53,7 +53,7 @@ class _Handlers:
         self.broker = broker
 
     def groups(self) -> GroupCoordinator:
-        return group_coordinator(self.broker)
+        return self.broker.groups
 
     def parked(self, group_id: str, op: Any, error_response: Any) -> Any:
         """Run a parking operation now (in request order); return a wait for its answer."""

@@ -53,7 +53,6 @@ class _Handlers:
                 for alt, (code, message) in zip(alterations, results, strict=True)]}
         records, results = alter(self.broker.image.client_quotas, alterations)
         if not req.validate_only:
-            assert self.broker.controller is not None
             self.broker.controller.commit(records)
         return {"throttle_time": 0, "entries": [
             {"error_code": code, "error_message": message,

@@ -156,7 +156,6 @@ class _Handlers:
                                          "name": entry["name"], "topic_id": ZERO_UUID,
                                          "partitions": ()}
             elif to_create:
-                assert self.broker.controller is not None
                 results = self.broker.controller.create_topics([NewTopic(n) for n in to_create])
                 by_name = {t.name: (err, img) for t, err, img in results}
                 for i, entry in enumerate(topics_out):

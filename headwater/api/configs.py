@@ -272,7 +272,6 @@ class _Handlers:
                 raise _Invalid(E.invalid_config, str(exc)) from None
 
     def alter(self, ctx: RequestContext, req: Any, incremental: bool) -> dict[str, Any]:  # noqa: C901
-        assert self.broker.controller is not None
         responses = []
         records: list[object] = []
         for res in req.resources:

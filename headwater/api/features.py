@@ -153,7 +153,6 @@ class _Handlers:
                           "The update failed for all features since the following feature "
                           f"had an error: {exc}")
         if records and not getattr(req, "validate_only", False):
-            assert self.broker.controller is not None
             try:
                 self.broker.controller.commit(records)
             except ControllerError as exc:

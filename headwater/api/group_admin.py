@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode as E
 from ..coordinator.runtime import NotReady
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-from .services import HasAccess, HasGroups, HasShareGroups, group_coordinator
+from .services import HasAccess, HasGroups, HasShareGroups
 
 if TYPE_CHECKING:
     from ..coordinator.runtime import Result
@@ -33,7 +33,7 @@ class _Handlers:
         self.broker = broker
 
     def groups(self) -> GroupCoordinator:
-        return group_coordinator(self.broker)
+        return self.broker.groups
 
     def handle_list(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}

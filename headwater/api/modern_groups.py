@@ -20,7 +20,7 @@ from ..coordinator.runtime import NotReady
 from ..group.modern.operations import HeartbeatResponse, ModernHeartbeatRequest, describe_error
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-from .services import HasAccess, HasGroups, group_coordinator
+from .services import HasAccess, HasGroups
 
 if TYPE_CHECKING:
     from ..group.coordinator import GroupCoordinator
@@ -73,7 +73,7 @@ def register_group_apis(dispatcher: Dispatcher, broker: Services,
     max version); `manager` picks the kind's manager on a shard."""
 
     def groups() -> GroupCoordinator:
-        return group_coordinator(broker)
+        return broker.groups
 
     def handle_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
         refused = heartbeat_refused(broker, ctx, req.group_id, req.subscribed_topic_names)

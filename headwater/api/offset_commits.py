@@ -20,7 +20,7 @@ from ..coordinator.runtime import NotReady
 from ..group.offsets import PartitionCommit, as_fetch_entry
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext
-from .services import HasAccess, HasGroups, HasImage, group_coordinator
+from .services import HasAccess, HasGroups, HasImage
 
 if TYPE_CHECKING:
     from ..group.coordinator import GroupCoordinator
@@ -39,7 +39,7 @@ class _Handlers:
         self.broker = broker
 
     def groups(self) -> GroupCoordinator:
-        return group_coordinator(self.broker)
+        return self.broker.groups
 
     def topic_name(self, t: Any) -> tuple[str | None, Any]:
         """(name, topic_id) of a request topic; name None when an id is unknown."""

@@ -46,7 +46,6 @@ class _Handlers:
         self.broker = broker
 
     def handle_init(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
-        assert self.broker.controller is not None
         access = self.broker.access
         if access.enabled:
             if req.transactional_id is not None:
@@ -68,14 +67,11 @@ class _Handlers:
             epoch = getattr(req, "producer_epoch", -1)
             expected = (pid, epoch) if pid >= 0 else None
             error: int
-            if self.broker.transactions is None:
-                error, pid, epoch = E.coordinator_not_available, -1, -1
-            else:
-                try:
-                    error, pid, epoch = self.broker.transactions.init_producer_id(
-                        req.transactional_id, timeout_ms, expected)
-                except NotReady as exc:
-                    error, pid, epoch = exc.code, -1, -1
+            try:
+                error, pid, epoch = self.broker.transactions.init_producer_id(
+                    req.transactional_id, timeout_ms, expected)
+            except NotReady as exc:
+                error, pid, epoch = exc.code, -1, -1
             if error == E.producer_fenced and ctx.api_version < 4:
                 error = E.invalid_producer_epoch  # PRODUCER_FENCED is v4+ (KIP-588)
             return {"throttle_time": 0, "error_code": error, "producer_id": pid,
@@ -85,7 +81,6 @@ class _Handlers:
         # (an idempotent producer resetting its sequences, KIP-360). Bumping the named
         # epoch instead, as headwater did, ran a producer's epoch into the tens of
         # thousands in a campaign's outages (librdkafka bumps on every message timeout).
-        assert self.broker.producer_ids is not None
         try:
             new_pid = self.broker.producer_ids.allocate_producer_id()
         except NotReady as exc:  # no block yet: the client retries
@@ -101,7 +96,7 @@ class _Handlers:
         if self.broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
             return answer(E.cluster_authorization_failed)
         cluster, controller = self.broker.cluster, self.broker.controller
-        if cluster is None or controller is None or not self.broker.is_controller():
+        if cluster is None or not self.broker.is_controller():
             return answer(E.not_controller)
         try:
             start, length = controller.allocate_producer_ids(req.broker_id,

@@ -73,7 +73,6 @@ class _Handlers:
                      "leader_id": 0, "leader_epoch": 0, "high_watermark": 0,
                      "current_voters": (), "observers": ()} for p in t.partitions]}
                 for t in req.topics]}
-        assert self.broker.controller is not None
         log = self.broker.controller.log
         now = self.broker.now_ms()
         voter = {"replica_id": self.broker.node_id, "replica_directory_id": ZERO_UUID,

@@ -142,7 +142,6 @@ class _Handlers:
                     u.name, u.mechanism, cred.salt, cred.stored_key, cred.server_key,
                     cred.iterations))
         records = [r for r in records if r.name not in errors]  # type: ignore[attr-defined]
-        assert self.broker.controller is not None
         self.broker.controller.commit(records)
         return {"throttle_time": 0, "results": [
             {"user": user, "error_code": errors.get(user, (0, None))[0],

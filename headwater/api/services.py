@@ -16,10 +16,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kio.schema.errors import ErrorCode as E
-
-from ..coordinator.runtime import NotReady
-
 if TYPE_CHECKING:
     from ..config import BrokerConfig
     from ..coordinator.runtime import CoordinatorRuntime
@@ -56,7 +52,7 @@ class HasImage(Protocol):
 
 class HasController(Protocol):
     @property
-    def controller(self) -> Controller | None: ...
+    def controller(self) -> Controller: ...
 
     def is_controller(self) -> bool: ...
 
@@ -166,7 +162,7 @@ class HasPartitions(Protocol):
 
 class HasStore(Protocol):
     @property
-    def store(self) -> PartitionStore | None: ...
+    def store(self) -> PartitionStore: ...
 
 
 class HasDataDir(Protocol):
@@ -200,29 +196,20 @@ class HasProduce(Protocol):
 
 class HasGroups(Protocol):
     @property
-    def groups(self) -> GroupCoordinator | None: ...
-
-
-def group_coordinator(services: HasGroups) -> GroupCoordinator:
-    """The group coordinator, for handlers (the assembly builds it before any runs; a
-    request met before that is answered COORDINATOR_NOT_AVAILABLE, which clients retry)."""
-    groups = services.groups
-    if groups is None:
-        raise NotReady(E.coordinator_not_available)
-    return groups
+    def groups(self) -> GroupCoordinator: ...
 
 
 class HasTransactions(Protocol):
     @property
-    def transactions(self) -> TransactionCoordinator | None: ...
+    def transactions(self) -> TransactionCoordinator: ...
 
     @property
-    def txn_offsets(self) -> TxnOffsetCommitter[PartitionCommit] | None: ...
+    def txn_offsets(self) -> TxnOffsetCommitter[PartitionCommit]: ...
 
 
 class HasProducerIds(Protocol):
     @property
-    def producer_ids(self) -> ProducerIds | None: ...
+    def producer_ids(self) -> ProducerIds: ...
 
 
 class HasShareGroups(Protocol):
@@ -240,7 +227,7 @@ class HasShareGroups(Protocol):
 
 class HasShareCoordinator(Protocol):
     @property
-    def share_coordinator(self) -> ShareCoordinator | None: ...
+    def share_coordinator(self) -> ShareCoordinator: ...
 
 
 class HasCoordinators(Protocol):

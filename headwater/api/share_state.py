@@ -23,7 +23,7 @@ from ..wire.dispatch import Dispatcher, RequestContext
 from .services import HasAccess, HasShareCoordinator
 
 if TYPE_CHECKING:
-    from ..share.coordinator import ShareCoordinator
+    pass
 
 MESSAGES = {
     int(E.invalid_request): "The request was invalid for this share-partition (negative "
@@ -61,9 +61,6 @@ class _Handlers:
     def __init__(self, broker: Services) -> None:
         self.broker = broker
 
-    def coordinator(self) -> ShareCoordinator | None:
-        return self.broker.share_coordinator
-
     async def each(self, req: Any, op: PartitionOp) -> dict[str, Any]:
         """`op(topic_id, partition data)` for every partition, grouped as requested."""
         topics = getattr(req, "topics", ())
@@ -75,14 +72,9 @@ class _Handlers:
             results.append({"topic_id": t.topic_id, "partitions": rows})
         return {"results": results}
 
-    def unavailable(self, partition: int, **fields: Any) -> dict[str, Any]:
-        return _row(partition, E.coordinator_not_available, **fields)
-
     async def initialize(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
-            sc = self.coordinator()
-            if sc is None:
-                return self.unavailable(p.partition)
+            sc = self.broker.share_coordinator
             code = await sc.initialize(req.group_id, topic_id, p.partition, p.state_epoch,
                                        p.start_offset)
             return _row(p.partition, code)
@@ -90,9 +82,7 @@ class _Handlers:
 
     async def read(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
-            sc = self.coordinator()
-            if sc is None:
-                return self.unavailable(p.partition)
+            sc = self.broker.share_coordinator
             code, state = await sc.read(req.group_id, topic_id, p.partition, p.leader_epoch)
             if code or state is None:
                 return _row(p.partition, code)
@@ -106,9 +96,7 @@ class _Handlers:
 
     async def write(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
-            sc = self.coordinator()
-            if sc is None:
-                return self.unavailable(p.partition)
+            sc = self.broker.share_coordinator
             state = StateWrite(
                 p.state_epoch, p.leader_epoch, p.start_offset,
                 getattr(p, "delivery_complete_count", UNCHANGED),
@@ -120,17 +108,13 @@ class _Handlers:
 
     async def delete(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
-            sc = self.coordinator()
-            if sc is None:
-                return self.unavailable(p.partition)
+            sc = self.broker.share_coordinator
             return _row(p.partition, await sc.delete(req.group_id, topic_id, p.partition))
         return await self.each(req, op)
 
     async def read_summary(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
-            sc = self.coordinator()
-            if sc is None:
-                return self.unavailable(p.partition)
+            sc = self.broker.share_coordinator
             s = await sc.read_summary(req.group_id, topic_id, p.partition, p.leader_epoch)
             return _row(p.partition, s.error_code, state_epoch=s.state_epoch,
                         leader_epoch=s.leader_epoch, start_offset=s.start_offset,

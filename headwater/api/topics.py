@@ -39,7 +39,6 @@ class _Handlers:
         self.broker = broker
 
     def handle_create(self, ctx: RequestContext, req: Any) -> Any:
-        assert self.broker.controller is not None
         seen: dict[str, int] = {}
         for t in req.topics:
             seen[t.name] = seen.get(t.name, 0) + 1
@@ -123,7 +122,6 @@ class _Handlers:
             else len(t.assignments or {}) or self.broker.config.get_int("num.partitions"))
 
     def handle_delete(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
-        assert self.broker.controller is not None
         image = self.broker.image
         responses = []
         doomed: list[TopicImage] = []
@@ -181,7 +179,6 @@ class _Handlers:
                 "responses": responses}
 
     def handle_create_partitions(self, ctx: RequestContext, req: Any) -> Any:
-        assert self.broker.controller is not None
         results = []
         quota = self.broker.quotas.mutation_quota(ctx)
         for t in req.topics:

@@ -94,8 +94,6 @@ class _Handlers:
         self.broker = broker
 
     def coordinator(self) -> TransactionCoordinator:
-        if self.broker.transactions is None:
-            raise NotReady(E.coordinator_not_available)
         return self.broker.transactions
 
     def call(self, fn: Callable[[], int]) -> int:
@@ -171,8 +169,6 @@ class _Handlers:
             return {"throttle_time": 0, "error_code": refused}
 
         def add() -> int:
-            if self.broker.groups is None:
-                return E.coordinator_not_available
             partition = self.broker.groups.partition_for(req.group_id)
             return self.coordinator().add_partitions(req.transactional_id, req.producer_id,
                                                      req.producer_epoch,
@@ -233,9 +229,6 @@ class _Handlers:
     def commit_offsets(self, req: Any, commits: list[tuple[str, list[PartitionCommit]]],
                        version: int
                        ) -> dict[TopicPartition, int] | Awaitable[dict[TopicPartition, int]]:
-        if self.broker.txn_offsets is None:
-            return {(topic, p.partition): E.coordinator_not_available
-                    for topic, parts in commits for p in parts}
         return self.broker.txn_offsets.commit(
             req.transactional_id, req.producer_id, req.producer_epoch, req.group_id,
             getattr(req, "member_id", ""), getattr(req, "group_instance_id", None),

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Coroutine, Iterator
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from .group.coordinator import GroupCoordinator
     from .metadata.image import MetadataImage
     from .share.coordinator import ShareCoordinator
-    from .share.coordinator_shard import ShareCoordinatorShard
     from .share.manager import SharePartitionManager
     from .storage.partition import Partition
     from .storage.store import PartitionStore
@@ -95,13 +94,11 @@ class BrokerCollector:
         lag gauges report."""
         for _group, topic, partition, _offset in self.broker.groups.committed_offsets():
             yield topic, partition
-        image, shares = self.broker.image, self.broker.share_coordinator
-        for share_shard in cast("list[ShareCoordinatorShard]",
-                                shares.runtime.shards()):
-            for (_group, tid, partition) in list(share_shard.states):
-                topic_image = image.topic_by_id(tid)
-                if topic_image is not None:
-                    yield topic_image.name, partition
+        image = self.broker.image
+        for (_group, tid, partition), _state in self.broker.share_coordinator.persisted_states():
+            topic_image = image.topic_by_id(tid)
+            if topic_image is not None:
+                yield topic_image.name, partition
 
     def _high_watermark(self, topic: str, partition: int) -> int | None:
         """A partition's high watermark: this broker's own, or as its leader answered."""
@@ -195,18 +192,16 @@ class BrokerCollector:
         # Lag of every share-partition this broker's share coordinator holds, loaded by a
         # leader or not: the persisted state is the truth for it (acquisitions, the only
         # unpersisted changes, do not move it), as DescribeShareGroupOffsets v1 computes.
-        image, coordinator = self.broker.image, self.broker.share_coordinator
-        shards = coordinator.runtime.shards()
-        for shard in cast("list[ShareCoordinatorShard]", shards):
-            for (group, tid, partition), entry in list(shard.states.items()):
-                state, topic_image = entry.state, image.topic_by_id(tid)
-                if (topic_image is None or state.start_offset < 0
-                        or state.delivery_complete_count < 0):
-                    continue
-                high = self._high_watermark(topic_image.name, partition)
-                if high is not None:
-                    lag.add_metric([group, topic_image.name, str(partition)], max(
-                        high - state.start_offset - state.delivery_complete_count, 0))
+        image = self.broker.image
+        for (group, tid, partition), state in self.broker.share_coordinator.persisted_states():
+            topic_image = image.topic_by_id(tid)
+            if (topic_image is None or state.start_offset < 0
+                    or state.delivery_complete_count < 0):
+                continue
+            high = self._high_watermark(topic_image.name, partition)
+            if high is not None:
+                lag.add_metric([group, topic_image.name, str(partition)], max(
+                    high - state.start_offset - state.delivery_complete_count, 0))
         records = CounterMetricFamily("headwater_share_records",
                                       "Share-group records by event (acquired, redelivered, "
                                       "accept, release, reject, gap, renew, lock_expired)",

@@ -18,8 +18,8 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from kio.schema.errors import ErrorCode as E
 
@@ -28,6 +28,7 @@ from ..coordinator.hashing import partition_for
 from ..coordinator.runtime import Clock, CoordinatorRuntime, InternalTopics, NotReady, Result, Timer
 from ..metadata.events import ImageSource, MetadataEvents
 from .coordinator_shard import (
+    Key,
     ReadResult,
     ShareCoordinatorConfig,
     ShareCoordinatorShard,
@@ -121,6 +122,13 @@ class ShareCoordinator:
             self._unsubscribe()
             self._unsubscribe = None
         await self.runtime.stop()
+
+    def persisted_states(self) -> Iterator[tuple[Key, ShareSnapshot]]:
+        """((group, topic id, partition), persisted state) of every share-partition the
+        loaded shards hold: what the lag gauges read, without reaching into a shard."""
+        for shard in self.runtime.shards():
+            for key, entry in list(cast(ShareCoordinatorShard, shard).states.items()):
+                yield key, entry.state
 
     def partition_for(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
         """The state partition of a share-partition (cached: asked on every write)."""

@@ -18,37 +18,6 @@ from dataclasses import dataclass
 
 from ..config import BrokerConfig
 
-# Broker keys (`group.share.*`, `group.consumer.*`) and Kafka 4.3's defaults.
-BROKER_DEFAULTS: dict[str, str] = {
-    "group.consumer.session.timeout.ms": "45000",
-    "group.consumer.min.session.timeout.ms": "45000",
-    "group.consumer.max.session.timeout.ms": "60000",
-    "group.consumer.heartbeat.interval.ms": "5000",
-    "group.consumer.min.heartbeat.interval.ms": "5000",
-    "group.consumer.max.heartbeat.interval.ms": "15000",
-    "group.share.session.timeout.ms": "45000",
-    "group.share.min.session.timeout.ms": "45000",
-    "group.share.max.session.timeout.ms": "60000",
-    "group.share.heartbeat.interval.ms": "5000",
-    "group.share.min.heartbeat.interval.ms": "5000",
-    "group.share.max.heartbeat.interval.ms": "15000",
-    "group.share.assignment.interval.ms": "1000",
-    "group.share.min.assignment.interval.ms": "0",
-    "group.share.max.assignment.interval.ms": "15000",
-    "group.share.max.size": "200",
-    "group.share.assignors": "simple",
-    "group.share.record.lock.duration.ms": "30000",
-    "group.share.min.record.lock.duration.ms": "15000",
-    "group.share.max.record.lock.duration.ms": "60000",
-    "group.share.delivery.count.limit": "5",
-    "group.share.min.delivery.count.limit": "2",
-    "group.share.max.delivery.count.limit": "10",
-    "group.share.partition.max.record.locks": "2000",
-    "group.share.min.partition.max.record.locks": "100",
-    "group.share.max.partition.max.record.locks": "4000",
-    "group.share.max.share.sessions": "2000",
-}
-
 INT, STRING, BOOLEAN = "INT", "STRING", "BOOLEAN"
 DLQ_TOPIC = "errors.deadletterqueue.topic.name"
 DLQ_COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
@@ -105,7 +74,7 @@ class GroupConfigError(ValueError):
 
 
 def broker_value(config: BrokerConfig, key: str) -> str:
-    return config.get(key) or BROKER_DEFAULTS[key]
+    return config.get_str(key)  # the registry's default when unset
 
 
 def default_value(key: GroupConfigKey, config: BrokerConfig) -> str:

@@ -117,7 +117,7 @@ class BrokerConfig:
 
     def get_str(self, key: str) -> str:
         """The value, else (unset or empty) the registry's default, else ""."""
-        return self.get(key) or registry.default(key) or ""
+        return self.get(key) or registry.broker_default(key) or ""
 
     def get_int(self, key: str, default: int | None = None) -> int:
         """The value as an int; unset or empty: `default`, else the registry's default."""
@@ -125,7 +125,7 @@ class BrokerConfig:
         if value is None:
             if default is not None:
                 return default
-            value = registry.default(key)
+            value = registry.broker_default(key)
             if not value:
                 raise ConfigError(f"missing config {key}")
         return int(value)

@@ -59,8 +59,6 @@ _TYPE_IDS = {Type.BOOLEAN: BOOLEAN, Type.STRING: STRING, Type.INT: INT, Type.LON
 # Topic keys' types, from the registry.
 _TYPES = {s.name: _TYPE_IDS[s.type] for s in SETTINGS if s.is_topic}
 
-_GROUP_TYPES = {group_configs.INT: INT, group_configs.STRING: STRING,
-                group_configs.BOOLEAN: BOOLEAN}
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -157,7 +155,7 @@ def describe_group_configs(broker: Services, group: str, keys: set[str] | None,
                     "read_only": False,
                     "config_source": GROUP_CONFIG if value is not None else DEFAULT_CONFIG,
                     "is_sensitive": False, "synonyms": syn if synonyms else (),
-                    "config_type": _GROUP_TYPES[key.kind], "documentation": None})
+                    "config_type": _TYPE_IDS[key.kind], "documentation": None})
     return out
 
 
@@ -176,7 +174,7 @@ def describe_client_metrics_configs(broker: Services, name: str, keys: set[str] 
         out.append({"name": key, "value": value if value is not None else default,
                     "read_only": False, "config_source": source, "is_sensitive": False,
                     "synonyms": syn if synonyms else (),
-                    "config_type": INT if key == client_metrics.INTERVAL_MS else LIST,
+                    "config_type": _TYPE_IDS[client_metrics.TYPES[key]],
                     "documentation": client_metrics.DOCS[key] if documentation else None})
     return out
 

@@ -5,7 +5,8 @@ whether AlterConfigs may change it, whether it is secret, and what validation al
 types, ranges and allowed values, DescribeConfigs the sensitivity, and
 `docs/configuration.md` is generated from it (`python -m headwater.config_registry
 --markdown`). To add a key: declare a `Setting` in the module of its area
-(broker_keys.py, topic_keys.py, coordinator_keys.py), then read it with
+(broker_keys.py, topic_keys.py, coordinator_keys.py, resource_keys.py for the GROUP and
+CLIENT_METRICS resources), then read it with
 `config.get_str` / `get_int` / `get_bool` without a default of your own.
 """
 
@@ -13,14 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from . import broker_keys, coordinator_keys, topic_keys
+from . import broker_keys, coordinator_keys, resource_keys, topic_keys
 from .model import Scope, Setting, Type
 
 __all__ = ["BROKER_DEFAULTS", "DYNAMIC_BROKER_KEYS", "REGISTRY", "SETTINGS",
            "TOPIC_CONFIG_KEYS", "TOPIC_CONFIG_SYNONYMS", "TOPIC_ONLY_DEFAULTS", "Scope",
-           "Setting", "Type", "default", "is_sensitive", "lookup"]
+           "Setting", "Type", "broker_default", "default", "is_sensitive", "lookup",
+           "scoped"]
 
-SETTINGS: tuple[Setting, ...] = (*broker_keys.ALL, *coordinator_keys.ALL, *topic_keys.ALL)
+SETTINGS: tuple[Setting, ...] = (*broker_keys.ALL, *coordinator_keys.ALL, *topic_keys.ALL,
+                                  *resource_keys.ALL)
 
 
 def _index(settings: Iterable[Setting]) -> dict[str, Setting]:
@@ -32,7 +35,7 @@ def _index(settings: Iterable[Setting]) -> dict[str, Setting]:
     return out
 
 
-#: Name -> declaration, broker and topic keys.
+#: Name -> declaration, every scope (no name is used by two).
 REGISTRY: dict[str, Setting] = _index(SETTINGS)
 
 # ---- views ----------------------------------------------------------------------------
@@ -65,17 +68,28 @@ def lookup(key: str) -> Setting | None:
     return REGISTRY.get(key)
 
 
+def scoped(scope: Scope) -> tuple[Setting, ...]:
+    """The keys of one scope, in declaration order."""
+    return tuple(s for s in SETTINGS if s.scope is scope)
+
+
 def default(key: str) -> str | None:
     """The registry's default of a key (None: no default, or not declared)."""
     setting = REGISTRY.get(key)
     return None if setting is None else setting.default
 
 
+def broker_default(key: str) -> str | None:
+    """The registry's default of a broker key (None: none, or no broker key)."""
+    setting = REGISTRY.get(key)
+    return setting.default if setting is not None and setting.is_broker else None
+
+
 def is_sensitive(key: str) -> bool:
     """Whether a broker key's value is secret, also under Kafka's per-listener prefixes
     (`listener.name.<listener>[.<mechanism>].<key>`)."""
     setting = REGISTRY.get(key)
-    if setting is not None:
+    if setting is not None and setting.is_broker:
         return setting.is_sensitive
     if key.startswith("listener.name."):
         parts = key.split(".")

@@ -14,7 +14,8 @@ Generated from the configuration registry (`headwater/config_registry/`) by
 hand (a unit test fails when this file is out of date). How to configure a broker:
 [operations.md](operations.md#configuration). "Dynamic" keys may be changed at runtime
 with AlterConfigs (`kafka-configs --alter`); a topic key's default is its broker key's
-value. Sensitive keys are described without their value.
+value (a group key's, its `group.*` broker key's). Sensitive keys are described without
+their value.
 """
 
 
@@ -23,7 +24,7 @@ def _cell(text: str) -> str:
 
 
 def _default(setting: Setting) -> str:
-    if setting.scope is Scope.TOPIC and setting.synonym is not None:
+    if setting.synonym is not None:
         return f"`{setting.synonym}`"
     if setting.default is None:
         return "(none)"
@@ -57,6 +58,11 @@ SECTIONS = (
      lambda s: s.is_broker),
     ("Topic", "Topic keys (the TOPIC config resource); each defaults to its broker key.",
      lambda s: s.is_topic),
+    ("Group", "Group keys (the GROUP config resource, `kafka-configs --entity-type groups`); "
+     "one with a broker key as default must lie within that key's `group.<kind>.min.*` / "
+     "`group.<kind>.max.*`.", lambda s: s.scope is Scope.GROUP),
+    ("Client metrics", "Client-metrics subscription keys (the CLIENT_METRICS config "
+     "resource, KIP-714).", lambda s: s.scope is Scope.CLIENT_METRICS),
 )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from headwater import client_metrics
 from headwater import config_registry as registry
 from headwater.api.configs import describe_broker_configs
 from headwater.config import (
@@ -26,6 +27,7 @@ from headwater.config import (
 from headwater.config_registry import REGISTRY, SETTINGS, Scope, Type
 from headwater.config_registry.__main__ import main
 from headwater.config_registry.markdown import render
+from headwater.group import group_configs
 from headwater.group.config import GroupConfig
 from headwater.share.coordinator_shard import ShareCoordinatorConfig
 from headwater.shared.settings import SharedSettings
@@ -44,7 +46,8 @@ def test_no_key_declared_twice() -> None:
     # ... and in the source: each name is the first argument of one declaration.
     declared: list[str] = []
     for path in REGISTRY_DIR.glob("*_keys.py"):
-        declared += re.findall(r'\b(?:S|topic|both)\(\s*"([a-z0-9._-]+)"', path.read_text())
+        declared += re.findall(r'\b(?:S|topic|both|_group|Setting)\(\s*"([a-z0-9._-]+)"',
+                               path.read_text())
         declared += re.findall(r'^\s*\("([a-z0-9._-]+)", [A-Z]+, "', path.read_text(), re.M)
     assert sorted(declared) == sorted(names)
 
@@ -56,18 +59,15 @@ def test_a_key_declared_twice_is_refused() -> None:
 
 # Dicts of defaults, and config reads with a default of their own: outside the registry
 # they would declare a key (or its default) a second time.
-_DEFAULTS_DICT = re.compile(r"^\s*[A-Z_]*DEFAULTS\s*(?::[^=\n]*)?=\s*\{", re.M)
+_DEFAULTS_DICT = re.compile(  # a dict literal (a comprehension over the registry is a view)
+    r"^\s*[A-Z_]*DEFAULTS\s*(?::[^=\n]*)?=\s*\{\s*(?:[\"']|[A-Z][A-Z_]*\s*:)", re.M)
 _LITERAL_DEFAULT = re.compile(
-    r"\bconfig\.get(?:_int|_str|_bool)?\(\s*\"([a-z0-9._-]+)\"\s*,\s*"
+    r"\b(?:config|cfg)\.get(?:_int|_str|_bool)?\(\s*\"([a-z0-9._-]+)\"\s*,\s*"
     r"(-?\d|\"|'|[A-Z_]+\s*\)|True|False|None)")
-_OR_LITERAL = re.compile(r"\bconfig\.get\(\s*\"([a-z0-9._-]+)\"\s*\)\s*or\s+(?!\"\")[\"'\d-]")
-# Kafka's client-metrics subscription keys: not yet registry views (their resource's own).
-_NOT_YET = {PACKAGE / "client_metrics.py"}
-
-
+_OR_LITERAL = re.compile(r"\b(?:config|cfg)\.get\(\s*\"([a-z0-9._-]+)\"\s*\)\s*or\s+(?!\"\")[\"'\d-]")
 def _sources() -> list[Path]:
     return [p for p in sorted(PACKAGE.rglob("*.py"))
-            if REGISTRY_DIR not in p.parents and p not in _NOT_YET]
+            if REGISTRY_DIR not in p.parents]
 
 
 def _where(path: Path, text: str, match: re.Match[str]) -> str:
@@ -87,14 +87,17 @@ def test_no_defaults_outside_the_registry() -> None:
 
 
 def test_the_scan_finds_what_it_looks_for() -> None:
-    sample = ('X_DEFAULTS = {\n'
+    sample = ('X_DEFAULTS = {\n    "a": "1"}\n'
+              'Y_DEFAULTS = {KEY: "1"}\n'
+              'VIEW_DEFAULTS = {s.name: s.default for s in SETTINGS}\n'
               'a = config.get_int("headwater.shared.lease.ms", 10_000)\n'
               'b = self.config.get("log.dirs") or "./data"\n'
               'c = config.get_int("headwater.max.partitions", MAX_PARTITIONS)\n'
-              'd = config.get_int("headwater.max.open.partition.files", capacity())\n')
-    assert len(_DEFAULTS_DICT.findall(sample)) == 1
+              'd = config.get_int("headwater.max.open.partition.files", capacity())\n'
+              'e = cfg.get("share.isolation.level", "read_uncommitted")\n')
+    assert len(_DEFAULTS_DICT.findall(sample)) == 2
     assert [m.group(1) for m in _LITERAL_DEFAULT.finditer(sample)] == [
-        "headwater.shared.lease.ms", "headwater.max.partitions"]
+        "headwater.shared.lease.ms", "headwater.max.partitions", "share.isolation.level"]
     assert [m.group(1) for m in _OR_LITERAL.finditer(sample)] == ["log.dirs"]
 
 
@@ -162,8 +165,9 @@ def test_views() -> None:
 
 def test_every_setting_is_well_formed() -> None:
     for s in SETTINGS:
-        assert s.doc and "\n" not in s.doc and s.doc[-1] in ".)", s.name
-        assert s.scope in (Scope.BROKER, Scope.TOPIC, Scope.BOTH)
+        assert s.doc and "\n" not in s.doc, s.name
+        if s.scope is not Scope.CLIENT_METRICS:  # those are Kafka's describe texts
+            assert s.doc[-1] in ".)", s.name
         if s.type is Type.PASSWORD:
             assert s.is_sensitive
         if s.unit_of is not None:
@@ -197,6 +201,29 @@ def test_describe_hides_sensitive_values() -> None:
     assert (described["num.partitions"]["value"], described["num.partitions"]
             ["is_sensitive"]) == ("3", False)
     assert set(BROKER_DEFAULTS) <= set(described)
+
+
+def test_group_and_client_metrics_keys_are_registry_views() -> None:
+    assert list(group_configs.KEYS) == [s.name for s in SETTINGS if s.scope is Scope.GROUP]
+    lock = group_configs.KEYS["share.record.lock.duration.ms"]
+    assert (lock.synonym, lock.at_least, lock.bounds) == (
+        "group.share.record.lock.duration.ms", 1000,
+        ("group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms"))
+    assert group_configs.KEYS["share.isolation.level"].bounds is None
+    assert {name: group_configs.value({}, name) for name in group_configs.SHARE_KEYS} == {
+        "share.session.timeout.ms": "45000", "share.heartbeat.interval.ms": "5000",
+        "share.assignment.interval.ms": "1000", "share.record.lock.duration.ms": "30000",
+        "share.delivery.count.limit": "5", "share.partition.max.record.locks": "2000",
+        "share.auto.offset.reset": "latest", "share.isolation.level": "read_uncommitted",
+        "share.renew.acknowledge.enable": "true", "errors.deadletterqueue.topic.name": "",
+        "errors.deadletterqueue.copy.record.enable": "false"}
+    assert group_configs.value({"share.delivery.count.limit": "7"},
+                               "share.delivery.count.limit") == "7"
+    assert client_metrics.DEFAULTS == {"interval.ms": "300000", "match": "", "metrics": ""}
+    assert (client_metrics.MIN_INTERVAL_MS, client_metrics.MAX_INTERVAL_MS) == (100, 3600000)
+    # Neither is a broker key: not described, not a fallback of BrokerConfig.
+    assert "interval.ms" not in BROKER_DEFAULTS and "share.isolation.level" not in BROKER_DEFAULTS
+    assert BrokerConfig().get_str("share.isolation.level") == ""
 
 
 # ---- validation (Kafka's messages, as the integration tests expect) -----------------

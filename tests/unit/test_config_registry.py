@@ -86,6 +86,22 @@ def test_no_defaults_outside_the_registry() -> None:
     assert found == []
 
 
+_READS = (re.compile(r"\bconfig\.(?:get|get_int|get_str|get_bool|layers|source)\(\s*"
+                     r"\"([a-z0-9._-]+)\""),
+          re.compile(r"\blistener_config\([^,]+,[^,]+,\s*\"([a-z0-9._-]+)\""))
+
+
+def test_every_key_read_is_declared() -> None:
+    """A broker key read by name (`config.get_int("...")`, `listener_config(..., "...")`)
+    is a registry key."""
+    unknown = []
+    for path in _sources():
+        text = path.read_text()
+        unknown += [f"{_where(path, text, m)}: {m.group(1)}"
+                    for rx in _READS for m in rx.finditer(text) if m.group(1) not in REGISTRY]
+    assert unknown == []
+
+
 def test_the_scan_finds_what_it_looks_for() -> None:
     sample = ('X_DEFAULTS = {\n    "a": "1"}\n'
               'Y_DEFAULTS = {KEY: "1"}\n'
@@ -99,6 +115,10 @@ def test_the_scan_finds_what_it_looks_for() -> None:
     assert [m.group(1) for m in _LITERAL_DEFAULT.finditer(sample)] == [
         "headwater.shared.lease.ms", "headwater.max.partitions", "share.isolation.level"]
     assert [m.group(1) for m in _OR_LITERAL.finditer(sample)] == ["log.dirs"]
+    reads = [m.group(1) for rx in _READS for m in rx.finditer(
+        sample + 'listener_config(config, listener.name, "sasl.jaas.config", "PLAIN")')]
+    assert reads == ["headwater.shared.lease.ms", "log.dirs", "headwater.max.partitions",
+                     "headwater.max.open.partition.files", "sasl.jaas.config"]
 
 
 # ---- defaults -----------------------------------------------------------------------

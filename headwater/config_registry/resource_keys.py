@@ -38,7 +38,7 @@ GROUP: tuple[Setting, ...] = (
     _group("share.partition.max.record.locks", INT, "group.share.partition.max.record.locks",
            "Most acquired records of one share-partition.", at_least=100),
     _group("share.auto.offset.reset", STRING, None,
-           "Where a new share group starts: latest, earliest or by_duration:<ISO-8601>.",
+           "Where a new share group starts: latest, earliest or by_duration:PnDTnHnMn.nS.",
            default="latest"),
     _group("share.isolation.level", STRING, None,
            "Whether share consumers see uncommitted transactional records.",

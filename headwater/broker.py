@@ -26,7 +26,7 @@ from .fetch.service import FetchService
 from .fetch.sessions import FetchSessionCache
 from .group.coordinator import GroupCoordinator
 from .group.offsets import PartitionCommit
-from .limits import MAX_PARTITIONS, open_file_capacity, raise_nofile_limit
+from .limits import open_file_capacity, raise_nofile_limit
 from .log.fdcache import FILES
 from .log.manager import partition_dir_name
 from .log.store import LocalStore
@@ -76,9 +76,6 @@ from .wire.server import KafkaServer
 log = logging.getLogger("headwater.broker")
 
 CREATE_TOPICS = 19
-# A commit window of at most this many bytes is stored in PostgreSQL, not as an object
-# (bench/README.md: the shared log's commit round trips).
-INLINE_MAX_BYTES = 64 * 1024
 # CreateTopics waits at most this long for the new partitions to be taken (a topic of
 # thousands of partitions answers before all are: clients retry LEADER_NOT_AVAILABLE).
 READY_WAIT_MAX_S = 10.0
@@ -122,7 +119,7 @@ class Broker:
         # Test-only fault points armed by config keys (faults.py), read once.
         self.faults = Faults.from_config(config)
         self.node_id = config.get_int("node.id")
-        self.data_dir = Path(config.get("log.dirs") or "./data").resolve()
+        self.data_dir = Path(config.get_str("log.dirs")).resolve()
         self.listeners = listeners.parse(config)
         first = self.listeners[0]
         #: Where the other brokers of a cluster reach this one.
@@ -155,7 +152,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots"))
         self.share_sessions = ShareSessionCache(
-            config.get_int("group.share.max.share.sessions", 2000))
+            config.get_int("group.share.max.share.sessions"))
         # FindCoordinator key types served here (0 group; 1 transaction and 2 share
         # once their coordinators run).
         self.coordinator_key_types: set[int] = {GROUP_KEY_TYPE}
@@ -183,7 +180,7 @@ class Broker:
     async def open_shared(self) -> None:
         """headwater.storage=shared: connect the shared log (database migrated, object
         store probed) before `open`; a wrong setting raises one clear error."""
-        placement = self.config.get("headwater.shared.coordinators") or "spread"
+        placement = self.config.get_str("headwater.shared.coordinators")
         if placement not in ("spread", "controller"):
             raise StartupError(f"headwater.shared.coordinators={placement!r}: expected "
                                "spread (each coordinator shard on its own lease) or "
@@ -192,27 +189,25 @@ class Broker:
             settings = SharedSettings.from_config(self.config)
             self._shared = SharedStore(
                 settings, self.node_id, self.data_dir / "shared-cache", self.now_ms,
-                linger_ms=self.config.get_int("headwater.shared.commit.linger.ms", 2),
-                lease_ms=self.config.get_int("headwater.shared.lease.ms", 10_000),
-                listed_ms=self.config.get_int("broker.session.timeout.ms", 9_000),
-                inline_max_bytes=self.config.get_int("headwater.shared.inline.max.bytes",
-                                                     INLINE_MAX_BYTES),
+                linger_ms=self.config.get_int("headwater.shared.commit.linger.ms"),
+                lease_ms=self.config.get_int("headwater.shared.lease.ms"),
+                listed_ms=self.config.get_int("broker.session.timeout.ms"),
+                inline_max_bytes=self.config.get_int("headwater.shared.inline.max.bytes"),
                 retention_check_ms=self.config.get_int("log.retention.check.interval.ms"),
                 upkeep=UpkeepSettings(
                     interval_ms=self.config.get_int("log.cleaner.backoff.ms"),
-                    merge_bytes=self.config.get_int("headwater.shared.merge.bytes", 8 << 20),
-                    merge_age_ms=self.config.get_int("headwater.shared.merge.age.ms",
-                                                     600_000),
-                    merge_pieces=self.config.get_int("headwater.shared.merge.pieces", 256),
+                    merge_bytes=self.config.get_int("headwater.shared.merge.bytes"),
+                    merge_age_ms=self.config.get_int("headwater.shared.merge.age.ms"),
+                    merge_pieces=self.config.get_int("headwater.shared.merge.pieces"),
                     object_max_bytes=self.config.get_int(
-                        "headwater.shared.merge.object.max.bytes", 16 << 20)),
+                        "headwater.shared.merge.object.max.bytes")),
                 reserved=(METADATA_TOPIC,),
                 advertised=self._broker_info(), on_marker=self._offsets_marker,
                 # every coordinator shard with the controller: served while it leads
                 with_controller=() if self._spread else INTERNAL_TOPICS,
                 controller_active=self._leads_metadata)
             await self._shared.open(wait_s=self.config.get_int(
-                "headwater.shared.startup.wait.ms", 60_000) / 1000)
+                "headwater.shared.startup.wait.ms") / 1000)
             self._meta = SharedMetadata(
                 self._shared, self.data_dir / partition_dir_name(METADATA_TOPIC, 0))
             await self._meta.download()
@@ -248,7 +243,7 @@ class Broker:
         meta_log = local.open_reserved(METADATA_TOPIC, meta_config)
         self.controller = Controller(
             meta_log, self.config, self.now_ms, self.faults,
-            max_partitions=self.config.get_int("headwater.max.partitions", MAX_PARTITIONS),
+            max_partitions=self.config.get_int("headwater.max.partitions"),
             snapshot_runner=self._run_snapshot, brokers=self.broker_ids,
             writer_check=None if self._meta is None else self._check_controller,
             written=None if self._meta is None else self._meta.written)
@@ -357,7 +352,7 @@ class Broker:
         members: ShareAssignments = LocalMembers(groups)
         if self.cluster is not None:
             remote = RemotePersister(coordinator, self.cluster, retry_s=self.config.get_int(
-                "headwater.shared.lease.ms", 10_000) / 1000 + 5)  # through a takeover
+                "headwater.shared.lease.ms") / 1000 + 5)  # through a takeover
             persister = state = remote
             members = RemoteMembership(groups, self.cluster)
         self.share_partitions = SharePartitionManager(
@@ -385,7 +380,7 @@ class Broker:
         groups.add_share_member_listener(self.share_fetch.member_left)
 
     async def start(self) -> None:
-        if (self.config.get("headwater.storage") or "local") != "local":
+        if self.config.get_str("headwater.storage") != "local":
             await self.open_shared()
         self.open()
         if self._meta is not None:
@@ -447,7 +442,7 @@ class Broker:
                                      spread=self._spread, leads=self._leads_metadata))
         wanted = [rt.topic for rt in self.coordinator_runtimes()]
         deadline = time.monotonic() + self.config.get_int(
-            "headwater.shared.join.timeout.ms", 60_000) / 1000
+            "headwater.shared.join.timeout.ms") / 1000
         cluster = self.cluster
         assert cluster is not None
         # ... and until some broker is the controller (this one, restarted, takes its
@@ -596,8 +591,7 @@ class Broker:
         stays persisted) every `log.retention.check.interval.ms`, and on the shared
         log's controller (one broker at a time) the orphan-object cleaner."""
         unload_every = self.config.get_int("log.retention.check.interval.ms") / 1000
-        clean_every = self.config.get_int("headwater.shared.cleaner.interval.ms",
-                                          300_000) / 1000
+        clean_every = self.config.get_int("headwater.shared.cleaner.interval.ms") / 1000
         last_unload = last_clean = time.monotonic()
         while True:
             await asyncio.sleep(1.0)
@@ -618,7 +612,7 @@ class Broker:
             try:
                 deleted = await delete_orphans(
                     shared.pool, shared.objects, older_than_s=self.config.get_int(
-                        "headwater.shared.cleaner.min.age.ms", 600_000) / 1000)
+                        "headwater.shared.cleaner.min.age.ms") / 1000)
             except Exception as exc:
                 log.warning("orphan-object cleaner failed: %s: %s", type(exc).__name__, exc)
                 return

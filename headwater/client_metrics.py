@@ -18,12 +18,18 @@ from collections.abc import Mapping
 
 from kio.schema.errors import ErrorCode as E
 
+from . import config_registry as registry
+from .config_registry import Scope
+
 METRICS, INTERVAL_MS, MATCH = "metrics", "interval.ms", "match"
-DEFAULTS = {INTERVAL_MS: "300000", MATCH: "", METRICS: ""}
-DOCS = {METRICS: "Telemetry metric name prefix list",
-        INTERVAL_MS: "Metrics push interval in milliseconds",
-        MATCH: "Client match criteria"}
-MIN_INTERVAL_MS, MAX_INTERVAL_MS = 100, 3600000
+# The three keys are declared in the registry (config_registry/resource_keys.py).
+_KEYS = registry.scoped(Scope.CLIENT_METRICS)
+DEFAULTS = {s.name: s.default or "" for s in _KEYS}
+DOCS = {s.name: s.doc for s in _KEYS}
+TYPES = {s.name: s.type for s in _KEYS}
+_INTERVAL = registry.REGISTRY[INTERVAL_MS]
+assert _INTERVAL.at_least is not None and _INTERVAL.at_most is not None
+MIN_INTERVAL_MS, MAX_INTERVAL_MS = _INTERVAL.at_least, _INTERVAL.at_most
 SELECTORS = ("client_instance_id", "client_id", "client_software_name",
              "client_software_version", "client_source_address", "client_source_port")
 

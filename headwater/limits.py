@@ -21,8 +21,6 @@ log = logging.getLogger("headwater.limits")
 # metrics server, files of Python's own imports.
 RESERVED_FDS = 1024
 MAX_OPEN_FILES = 65_536
-#: Default `headwater.max.partitions`: ~5 kB of memory per partition, ~1 GiB in all.
-MAX_PARTITIONS = 200_000
 
 
 def raise_nofile_limit() -> int:

@@ -251,7 +251,7 @@ def describe_topic_partitions(broker: Services, ctx: RequestContext, req: Any) -
             return _dtp_error(req, E.invalid_request)
     if cursor is not None and cursor.partition_index < 0:
         return _dtp_error(req, E.invalid_request)
-    limit = broker.config.get_int("max.request.partition.size.limit", 2000)
+    limit = broker.config.get_int("max.request.partition.size.limit")
     remaining = max(min(limit, req.response_partition_limit), 1)
     topics: list[dict[str, Any]] = []
     denied: list[dict[str, Any]] = []

@@ -30,6 +30,7 @@ from ..config import (
     validate_dynamic_broker_config,
     validate_topic_config,
 )
+from ..config_registry import SETTINGS, Type, is_sensitive
 from ..group import group_configs
 from ..metadata.image import (
     BROKER_RESOURCE,
@@ -52,18 +53,12 @@ GROUP_CONFIG = 8
 
 # ConfigType ids (DescribeConfigs v3+).
 BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
+_TYPE_IDS = {Type.BOOLEAN: BOOLEAN, Type.STRING: STRING, Type.INT: INT, Type.LONG: LONG,
+             Type.DOUBLE: 6, Type.LIST: LIST, Type.CLASS: 8, Type.PASSWORD: 9}
 
-_TYPES = {
-    "cleanup.policy": LIST, "compression.type": STRING, "message.timestamp.type": STRING,
-    "unclean.leader.election.enable": BOOLEAN, "min.insync.replicas": INT,
-    "max.message.bytes": INT, "max.decompressed.message.bytes": INT, "segment.bytes": INT, "index.interval.bytes": INT,
-    "segment.index.bytes": INT, "min.cleanable.dirty.ratio": 6, "preallocate": BOOLEAN,
-    "compression.gzip.level": INT, "compression.lz4.level": INT,
-    "compression.zstd.level": INT, "errors.deadletterqueue.group.enable": BOOLEAN,
-}
+# Topic keys' types, from the registry.
+_TYPES = {s.name: _TYPE_IDS[s.type] for s in SETTINGS if s.is_topic}
 
-_GROUP_TYPES = {group_configs.INT: INT, group_configs.STRING: STRING,
-                group_configs.BOOLEAN: BOOLEAN}
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -77,7 +72,9 @@ class Services(HasAccess, HasImage, HasController, HasIdentity, HasConfig, Proto
 
 
 def _broker_synonyms(broker: Services, broker_key: str) -> list[dict[str, Any]]:
-    return [{"name": broker_key, "value": value, "source": _SOURCE_IDS.get(source, DEFAULT_CONFIG)}
+    hidden = is_sensitive(broker_key)
+    return [{"name": broker_key, "value": None if hidden else value,
+             "source": _SOURCE_IDS.get(source, DEFAULT_CONFIG)}
             for source, value in broker.config.layers(broker_key)]
 
 
@@ -127,10 +124,11 @@ def describe_broker_configs(broker: Services, name: str, keys: set[str] | None,
             continue
         source = (DYNAMIC_DEFAULT_BROKER_CONFIG if name == "" else
                   _SOURCE_IDS.get(broker.config.source(key), DEFAULT_CONFIG))
-        out.append({"name": key, "value": value or None,
+        sensitive = is_sensitive(key)  # Kafka: no value, is_sensitive
+        out.append({"name": key, "value": None if sensitive else value or None,
                     "read_only": key not in DYNAMIC_BROKER_KEYS and key not in DLQ_BROKER_KEYS
                     and key not in STORED_BROKER_KEYS,
-                    "config_source": source, "is_sensitive": False,
+                    "config_source": source, "is_sensitive": sensitive,
                     "synonyms": _broker_synonyms(broker, key) if synonyms else (),
                     "config_type": STRING, "documentation": None})
     return out
@@ -157,7 +155,7 @@ def describe_group_configs(broker: Services, group: str, keys: set[str] | None,
                     "read_only": False,
                     "config_source": GROUP_CONFIG if value is not None else DEFAULT_CONFIG,
                     "is_sensitive": False, "synonyms": syn if synonyms else (),
-                    "config_type": _GROUP_TYPES[key.kind], "documentation": None})
+                    "config_type": _TYPE_IDS[key.kind], "documentation": None})
     return out
 
 
@@ -176,7 +174,7 @@ def describe_client_metrics_configs(broker: Services, name: str, keys: set[str] 
         out.append({"name": key, "value": value if value is not None else default,
                     "read_only": False, "config_source": source, "is_sensitive": False,
                     "synonyms": syn if synonyms else (),
-                    "config_type": INT if key == client_metrics.INTERVAL_MS else LIST,
+                    "config_type": _TYPE_IDS[client_metrics.TYPES[key]],
                     "documentation": client_metrics.DOCS[key] if documentation else None})
     return out
 

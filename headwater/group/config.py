@@ -1,29 +1,11 @@
-"""Group coordinator settings, Kafka's names and defaults."""
+"""Group coordinator settings, Kafka's names; the defaults are the registry's
+(headwater/config_registry/coordinator_keys.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..config import BrokerConfig
-from . import group_configs
-
-DEFAULTS = {
-    "offsets.topic.num.partitions": "50",
-    "offsets.topic.segment.bytes": "104857600",
-    "offsets.retention.minutes": "10080",
-    "offsets.retention.check.interval.ms": "600000",
-    "offset.metadata.max.bytes": "4096",
-    "group.min.session.timeout.ms": "6000",
-    "group.max.session.timeout.ms": "1800000",
-    "group.initial.rebalance.delay.ms": "3000",
-    "group.max.size": "2147483647",
-    "group.consumer.heartbeat.interval.ms": "5000",
-    "group.consumer.session.timeout.ms": "45000",
-    "group.consumer.max.size": "2147483647",
-    "group.consumer.assignors": "uniform,range",
-    "group.consumer.regex.refresh.interval.ms": "600000",
-    "headwater.coordinator.load.delay.ms": "0",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +32,7 @@ class GroupConfig:
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> GroupConfig:
-        def get(key: str) -> str:
-            return config.get(key) or DEFAULTS[key]
-
-        def share(key: str) -> str:
-            return group_configs.broker_value(config, key)
+        get = share = config.get_str  # the registry's default when unset
 
         return cls(
             num_partitions=int(get("offsets.topic.num.partitions")),

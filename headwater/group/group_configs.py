@@ -16,40 +16,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .. import config_registry as registry
 from ..config import BrokerConfig
+from ..config_registry import Scope, Setting, Type
 
-# Broker keys (`group.share.*`, `group.consumer.*`) and Kafka 4.3's defaults.
-BROKER_DEFAULTS: dict[str, str] = {
-    "group.consumer.session.timeout.ms": "45000",
-    "group.consumer.min.session.timeout.ms": "45000",
-    "group.consumer.max.session.timeout.ms": "60000",
-    "group.consumer.heartbeat.interval.ms": "5000",
-    "group.consumer.min.heartbeat.interval.ms": "5000",
-    "group.consumer.max.heartbeat.interval.ms": "15000",
-    "group.share.session.timeout.ms": "45000",
-    "group.share.min.session.timeout.ms": "45000",
-    "group.share.max.session.timeout.ms": "60000",
-    "group.share.heartbeat.interval.ms": "5000",
-    "group.share.min.heartbeat.interval.ms": "5000",
-    "group.share.max.heartbeat.interval.ms": "15000",
-    "group.share.assignment.interval.ms": "1000",
-    "group.share.min.assignment.interval.ms": "0",
-    "group.share.max.assignment.interval.ms": "15000",
-    "group.share.max.size": "200",
-    "group.share.assignors": "simple",
-    "group.share.record.lock.duration.ms": "30000",
-    "group.share.min.record.lock.duration.ms": "15000",
-    "group.share.max.record.lock.duration.ms": "60000",
-    "group.share.delivery.count.limit": "5",
-    "group.share.min.delivery.count.limit": "2",
-    "group.share.max.delivery.count.limit": "10",
-    "group.share.partition.max.record.locks": "2000",
-    "group.share.min.partition.max.record.locks": "100",
-    "group.share.max.partition.max.record.locks": "4000",
-    "group.share.max.share.sessions": "2000",
-}
-
-INT, STRING, BOOLEAN = "INT", "STRING", "BOOLEAN"
+INT, STRING, BOOLEAN = Type.INT, Type.STRING, Type.BOOLEAN
 DLQ_TOPIC = "errors.deadletterqueue.topic.name"
 DLQ_COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
 
@@ -57,38 +28,27 @@ DLQ_COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
 @dataclass(frozen=True, slots=True)
 class GroupConfigKey:
     name: str
-    kind: str
+    kind: Type
     default: str  # when there is no broker synonym
     synonym: str | None = None  # the broker key whose value is the default
     at_least: int | None = None  # ConfigDef's Range.atLeast
     bounds: tuple[str, str] | None = None  # broker (min, max) keys
+    valid: tuple[str, ...] = ()  # ConfigDef's ValidString
 
 
-def _k(name: str, kind: str, default: str, at_least: int | None = None,
-       bounded: bool = True, synonym: bool = True) -> GroupConfigKey:
-    prefix, _, rest = name.partition(".")
-    broker = f"group.{prefix}.{rest}" if synonym else None
-    bounds = (f"group.{prefix}.min.{rest}", f"group.{prefix}.max.{rest}") if bounded else None
-    return GroupConfigKey(name, kind, default, broker, at_least, bounds)
+def _key(setting: Setting) -> GroupConfigKey:
+    """A group key of the registry (config_registry/resource_keys.py); one with a broker
+    synonym is bounded by the broker's `group.<kind>.min.<rest>` / `.max.<rest>`."""
+    prefix, _, rest = setting.name.partition(".")
+    bounds = None
+    if setting.synonym is not None:
+        bounds = (f"group.{prefix}.min.{rest}", f"group.{prefix}.max.{rest}")
+        assert all(registry.lookup(k) is not None for k in bounds), bounds
+    return GroupConfigKey(setting.name, setting.type, setting.default or "", setting.synonym,
+                          setting.at_least, bounds, setting.valid)
 
 
-KEYS: dict[str, GroupConfigKey] = {k.name: k for k in (
-    _k("consumer.session.timeout.ms", INT, "45000", 1),
-    _k("consumer.heartbeat.interval.ms", INT, "5000", 1),
-    _k("share.session.timeout.ms", INT, "45000", 1),
-    _k("share.heartbeat.interval.ms", INT, "5000", 1),
-    _k("share.assignment.interval.ms", INT, "1000", 0),
-    _k("share.record.lock.duration.ms", INT, "30000", 1000),
-    _k("share.delivery.count.limit", INT, "5", 2),
-    _k("share.partition.max.record.locks", INT, "2000", 100),
-    _k("share.auto.offset.reset", STRING, "latest", bounded=False, synonym=False),
-    _k("share.isolation.level", STRING, "read_uncommitted", bounded=False, synonym=False),
-    _k("share.renew.acknowledge.enable", BOOLEAN, "true", bounded=False, synonym=False),
-    # KIP-1191 (Kafka 4.4): the group's dead-letter topic ("" = none), and whether a
-    # dead letter carries the record's key, value and headers or only the context headers.
-    GroupConfigKey(DLQ_TOPIC, STRING, ""),
-    GroupConfigKey(DLQ_COPY_RECORD, BOOLEAN, "false"),
-)}
+KEYS: dict[str, GroupConfigKey] = {s.name: _key(s) for s in registry.scoped(Scope.GROUP)}
 
 # What a share-partition leader needs of its group's configs.
 SHARE_KEYS = tuple(k for k in KEYS if k.startswith("share.")) + (DLQ_TOPIC, DLQ_COPY_RECORD)
@@ -105,7 +65,17 @@ class GroupConfigError(ValueError):
 
 
 def broker_value(config: BrokerConfig, key: str) -> str:
-    return config.get(key) or BROKER_DEFAULTS[key]
+    return config.get_str(key)  # the registry's default when unset
+
+
+def value(configs: Mapping[str, str], name: str) -> str:
+    """A group key's value in `configs` (effective ones), else its default with no broker
+    override (the registry's default of its synonym)."""
+    found = configs.get(name)
+    if found is not None:
+        return found
+    key = KEYS[name]
+    return registry.default(key.synonym) or "" if key.synonym else key.default
 
 
 def default_value(key: GroupConfigKey, config: BrokerConfig) -> str:
@@ -148,8 +118,8 @@ def _parse(key: GroupConfigKey, value: str) -> int | str | bool:
         return v.lower() == "true"
     if key.name == "share.auto.offset.reset" and not _valid_reset(v):
         raise invalid(_RESET_ERROR.format(v=v))
-    if key.name == "share.isolation.level" and v not in ("read_committed", "read_uncommitted"):
-        raise invalid("String must be one of: read_committed, read_uncommitted")
+    if key.valid and v not in key.valid:
+        raise invalid("String must be one of: " + ", ".join(key.valid))
     return v
 
 

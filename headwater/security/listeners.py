@@ -62,7 +62,7 @@ def parse(config: BrokerConfig) -> list[Listener]:
             name, host, port = _split(entry)
             advertised[name] = (host, port)
     out: list[Listener] = []
-    for entry in (config.get("listeners") or "PLAINTEXT://127.0.0.1:9092").split(","):
+    for entry in config.get_str("listeners").split(","):
         if not entry.strip():
             continue
         name, host, port = _split(entry)

@@ -62,18 +62,9 @@ PERSISTED_STATES = frozenset({0, 2, 3, 4})  # Available, Acknowledged, Archiving
 
 Key = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 
-DEFAULTS = {
-    "share.coordinator.state.topic.num.partitions": "50",
-    "share.coordinator.state.topic.segment.bytes": "104857600",
-    "share.coordinator.snapshot.update.records.per.snapshot": "500",
-    "share.coordinator.cold.partition.snapshot.interval.ms": "300000",
-    "headwater.coordinator.load.delay.ms": "0",
-}
-
-
 @dataclass(frozen=True, slots=True)
 class ShareCoordinatorConfig:
-    """Kafka's `share.coordinator.*` names and defaults."""
+    """Kafka's `share.coordinator.*` names (defaults: headwater/config_registry/)."""
 
     num_partitions: int = 50
     segment_bytes: int = 104_857_600
@@ -90,8 +81,7 @@ class ShareCoordinatorConfig:
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> ShareCoordinatorConfig:
-        def get(key: str) -> int:
-            return int(config.get(key) or DEFAULTS[key])
+        get = config.get_int  # the registry's default when unset
 
         return cls(
             num_partitions=get("share.coordinator.state.topic.num.partitions"),

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode as E
 
+from ..group.group_configs import value as group_value
 from .config import AcquireMode
 from .manager import PartitionFetch, ShareError
 from .outcomes import AcknowledgementBatch
@@ -279,7 +280,7 @@ class ShareFetchService:
     def renew_enabled(self, group_id: str) -> bool:
         """KIP-1222's group switch; RENEW acknowledgements are INVALID_REQUEST when off."""
         config = self.leaders.group_config(group_id)
-        return config.get("share.renew.acknowledge.enable", "true").lower() == "true"
+        return group_value(config, "share.renew.acknowledge.enable").lower() == "true"
 
     async def _acknowledge_all(self, session: ShareSession, acks: Acks, renew_allowed: bool,
                                denied: set[Key]) -> dict[Key, E]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from ..group.group_configs import DLQ_TOPIC
+from ..group.group_configs import value as group_value
 from ..metadata.features import feature_level
 from ..records.batch import iter_batches
 from ..storage.errors import LogError
@@ -165,14 +166,10 @@ class SharePartitionManager:
         if hit is not None:
             return hit
         cfg = dict(self.membership.share_group_config(group_id))
-        defaults = SharePartitionConfig()
-        part = SharePartitionConfig(
-            record_lock_duration_ms=int(cfg.get("share.record.lock.duration.ms",
-                                                defaults.record_lock_duration_ms)),
-            delivery_count_limit=int(cfg.get("share.delivery.count.limit",
-                                             defaults.delivery_count_limit)),
-            max_record_locks=int(cfg.get("share.partition.max.record.locks",
-                                         defaults.max_record_locks)),
+        part = SharePartitionConfig(  # a key missing: its registry default
+            record_lock_duration_ms=int(group_value(cfg, "share.record.lock.duration.ms")),
+            delivery_count_limit=int(group_value(cfg, "share.delivery.count.limit")),
+            max_record_locks=int(group_value(cfg, "share.partition.max.record.locks")),
             # Kafka's SharePartition.isDLQEnabledForGroup: share.version 2 (KIP-1191)
             # and a dead-letter topic named; below level 2 the name is ignored.
             dead_letter=(bool((cfg.get(DLQ_TOPIC) or "").strip())
@@ -292,7 +289,7 @@ class SharePartitionManager:
             if part.start_offset < plog.log_start_offset:
                 part.advance_log_start(plog.log_start_offset, now)  # persisted at next write
         elif code == 0 or code in _NOT_INITIALIZED:
-            reset = OffsetReset.parse(cfg.get("share.auto.offset.reset", "latest"))
+            reset = OffsetReset.parse(group_value(cfg, "share.auto.offset.reset"))
 
             def by_time(ts: int) -> int | None:
                 found = plog.offset_for_timestamp(ts)
@@ -442,8 +439,8 @@ class SharePartitionManager:
             offset = max(part.next_fetch_offset(), plog.log_start_offset)
             # Read per fetch (cached per metadata image): a change of the group's
             # share.isolation.level applies to the next fetch, as in Kafka.
-            committed = self.group_config(key[0]).get(
-                "share.isolation.level", "read_uncommitted") == READ_COMMITTED
+            committed = group_value(self.group_config(key[0]),
+                                    "share.isolation.level") == READ_COMMITTED
             upper = plog.last_stable_offset if committed else plog.high_watermark
             try:
                 data, headers = self._read(leader, plog, offset, max_bytes, upper,

@@ -22,17 +22,6 @@ ACCESS_KEY = "headwater.shared.objects.access.key"
 SECRET_KEY = "headwater.shared.objects.secret.key"
 REGION = "headwater.shared.objects.region"
 
-DEFAULTS = {
-    STORAGE: "local",
-    DATABASE: "",
-    OBJECTS: "",
-    ENDPOINT: "",
-    ACCESS_KEY: "",
-    SECRET_KEY: "",
-    REGION: "us-east-1",
-}
-
-
 class SettingError(ValueError):
     """A shared-log setting is missing or malformed; the message names the key."""
 
@@ -49,7 +38,7 @@ class SharedSettings:
     @classmethod
     def from_config(cls, config: BrokerConfig) -> SharedSettings:
         def get(key: str) -> str:
-            return (config.get(key) or DEFAULTS[key]).strip()
+            return config.get_str(key).strip()  # the registry's default when unset
 
         engine = get(STORAGE)
         if engine not in ("local", "shared"):

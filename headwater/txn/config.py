@@ -1,4 +1,5 @@
-"""Transaction coordinator settings, Kafka's names and defaults."""
+"""Transaction coordinator settings, Kafka's names; the defaults are the registry's
+(headwater/config_registry/coordinator_keys.py)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,7 @@ from dataclasses import dataclass
 
 from ..config import BrokerConfig
 
-DEFAULTS = {
-    "transaction.state.log.num.partitions": "50",
-    "transaction.state.log.segment.bytes": "104857600",
-    "transaction.max.timeout.ms": "900000",
-    "transactional.id.expiration.ms": "604800000",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
-    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
-    "headwater.coordinator.load.delay.ms": "0",
-    # (headwater.txn.crash.after.prepare, a testing aid, is a fault point: faults.py.)
-}
+# (headwater.txn.crash.after.prepare, a testing aid, is a fault point: faults.py.)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +22,7 @@ class TxnConfig:
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> TxnConfig:
-        def get(key: str) -> str:
-            return config.get(key) or DEFAULTS[key]
+        get = config.get_str  # the registry's default when unset
 
         return cls(
             num_partitions=int(get("transaction.state.log.num.partitions")),

@@ -65,10 +65,10 @@ class ConnectionLimits:
             host, sep, count = entry.strip().rpartition(":")
             if sep and host:
                 overrides[host] = int(count)
-        return cls(config.get_int("max.connections", UNLIMITED),
-                   config.get_int("max.connections.per.ip", UNLIMITED), overrides,
-                   config.get_int("connections.max.idle.ms", 600_000) / 1000,
-                   RequestMemory(config.get_int("queued.max.request.bytes", -1)))
+        return cls(config.get_int("max.connections"),
+                   config.get_int("max.connections.per.ip"), overrides,
+                   config.get_int("connections.max.idle.ms") / 1000,
+                   RequestMemory(config.get_int("queued.max.request.bytes")))
 
     def admit(self, host: str) -> str | None:
         """None, and the connection counted; or why it is refused."""

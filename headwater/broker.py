@@ -8,7 +8,6 @@ metadata image.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 import uuid
@@ -20,7 +19,7 @@ from kio.schema.errors import ErrorCode as E
 from . import __version__
 from .api import register_all
 from .config import BrokerConfig, LogConfig
-from .coordinator.runtime import CoordinatorRuntime
+from .coordinator.runtime import ClusterShards, CoordinatorRuntime
 from .faults import PRODUCE_ACK_BEFORE_COMMIT, Faults
 from .fetch.service import FetchService
 from .fetch.sessions import FetchSessionCache
@@ -298,9 +297,13 @@ class Broker:
         def image() -> MetadataImage:
             return controller.image
 
+        # A cluster's shards follow the shared log: each where it places the shard's
+        # partition ("spread"), or all with the controller (`_ControllerTarget`).
+        shards = None if self._shared is None else ClusterShards(
+            self._shared if self._spread else None)
         self.groups = GroupCoordinator(self.config, image=image, metadata=controller,
                                        partitions=store, topics=controller,
-                                       clock=self.now_ms)
+                                       clock=self.now_ms, cluster=shards)
         #: Producer ids: the controller's (one node), or blocks from it (a cluster).
         self.producer_ids = controller
         if self.cluster is not None:
@@ -312,20 +315,10 @@ class Broker:
             faults=self.faults,
             remote_markers=None if self.cluster is None else MarkerSender(
                 self.cluster, lambda name: getattr(image().topic(name), "topic_id", None),
-                self.faults, ordered=self._spread))
+                self.faults, ordered=self._spread), cluster=shards)
         self.share_coordinator = ShareCoordinator(
             self.config, image=image, metadata=controller, store=store, topics=controller,
-            clock=self.now_ms)
-        if self.cluster is not None:
-            shared = self._shared
-            assert shared is not None
-            for runtime in self.coordinator_runtimes():
-                runtime.follow_ownership()
-                if self._spread:  # each shard where the shared log places its partition
-                    runtime.follow_shards(
-                        functools.partial(shared.should_serve, runtime.topic),
-                        functools.partial(shared.placed_here, runtime.topic))
-                    shared.follow_shards(runtime.topic, runtime.take, runtime.release)
+            clock=self.now_ms, cluster=shards)
         remote = None if self.cluster is None else RemoteVerifier(self.cluster)
         self.txn_offsets = TxnOffsetCommitter(self.transactions, self.groups, remote)
         self.produce_verification = ProduceVerification(

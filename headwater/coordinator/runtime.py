@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
@@ -149,6 +150,33 @@ class _LoopTimer:
         self._handles.clear()
 
 
+class ShardPlacement(Protocol):
+    """Where a cluster places a coordinator topic's shards (the shared log's store)."""
+
+    def should_serve(self, topic: str, partition: int) -> bool:
+        """This broker should serve the partition now."""
+        ...
+
+    def placed_here(self, topic: str, partition: int) -> bool:
+        """`should_serve`, by a view fresh enough to claim it."""
+        ...
+
+    def follow_shards(self, topic: str, taken: Callable[[int], None],
+                      lost: Callable[[int], None]) -> Callable[[], None]:
+        """`taken(p)` when this broker takes a partition of `topic`, `lost(p)` when it
+        loses it; the unsubscribe handle."""
+        ...
+
+
+class ClusterShards(NamedTuple):
+    """A cluster's runtime (`follows`): with a `placement`, each shard is served where
+    it places the shard's partition; without, every shard is with the controller
+    (`take_all` when this broker takes the controller lease, `release_all` when it
+    loses it)."""
+
+    placement: ShardPlacement | None = None
+
+
 class CoordinatorLogs(Protocol):
     """What the runtime uses of the storage seam."""
 
@@ -216,7 +244,8 @@ class CoordinatorRuntime:
                  shard_factory: Callable[[int, Timer], Shard],
                  topic_configs: dict[str, str], *, partitions: PartitionSource,
                  topics: InternalTopics, clock: Clock, load_delay_ms: int = 0,
-                 after_write: Callable[[int], None] | None = None) -> None:
+                 after_write: Callable[[int], None] | None = None,
+                 cluster: ClusterShards | None = None) -> None:
         self._partitions = partitions  # a CoordinatorLogs when `follows`
         self._topics = topics
         self._clock = clock
@@ -234,15 +263,23 @@ class CoordinatorRuntime:
         # Called with the partition once it is loaded, in subscription order.
         self._load_subscribers: list[Callable[[int], None]] = []
         #: A cluster's runtime: shards follow the shared log's hand-overs (see module).
-        self.follows = False
+        self.follows = cluster is not None
         #: Whether this broker should still serve the partition (an elected partition
-        #: whose loader finds it unwanted gives up: CLOSED).
-        self._wanted: Callable[[int], bool] = lambda _p: True
-        self._placed: Callable[[int], bool] = lambda _p: False  # `follow_shards`
+        #: whose loader finds it unwanted gives up: CLOSED). One node: every partition;
+        #: a cluster's: none until the shared log hands it over.
+        self._wanted: Callable[[int], bool] = lambda _p: not self.follows
+        #: The placement puts the partition here now, by a fresh view.
+        self._placed: Callable[[int], bool] = lambda _p: False
         self._unsettled: set[asyncio.Future[None]] = set()
         #: Commits of this runtime's records that failed, ever: a request that sees it
         #: move while it is answered may have had its own records dropped (`settle.py`).
         self.commit_failures = 0
+        self._unfollow: Callable[[], None] = lambda: None
+        placement = None if cluster is None else cluster.placement
+        if placement is not None:
+            self._wanted = functools.partial(placement.should_serve, topic)
+            self._placed = functools.partial(placement.placed_here, topic)
+            self._unfollow = placement.follow_shards(topic, self.take, self.release)
 
     # ---- states ----------------------------------------------------------------------
     def state(self, partition: int) -> ShardState:
@@ -319,6 +356,7 @@ class CoordinatorRuntime:
             self._elect(list(range(self.num_partitions)), self.load_delay_ms)
 
     async def stop(self) -> None:
+        self._unfollow()
         self.release_all()
 
     async def _load_in_order(self, partitions: list[int], delay_ms: int = 0) -> None:
@@ -336,12 +374,6 @@ class CoordinatorRuntime:
         await self._load_in_order(partitions)
 
     # ---- a cluster's shards ------------------------------------------------------------
-    def follow_ownership(self) -> None:
-        """A cluster's runtime: it serves nothing until the shared log hands it a shard
-        (`take`, `take_all`)."""
-        self.follows = True
-        self._wanted = lambda _p: False
-
     def take_all(self, wanted: Callable[[], bool]) -> None:
         """Serve every partition from now on, while `wanted()` holds: loaded in order
         (as on one node), each once the shared log has handed it to this broker."""
@@ -355,14 +387,6 @@ class CoordinatorRuntime:
             self._wanted = lambda _p: False
         for partition in list(self._slots):
             self._resign(partition)
-
-    def follow_shards(self, wanted: Callable[[int], bool],
-                      placed: Callable[[int], bool] | None = None) -> None:
-        """Serve the partitions the shared log hands this broker one by one (`take`,
-        `release`), each while `wanted(partition)` holds; `placed(partition)`: the
-        placement puts it here now, by a fresh view (default `wanted`)."""
-        self._wanted = wanted
-        self._placed = placed or wanted
 
     def take(self, partition: int) -> None:
         """The shared log handed `partition` to this broker: load it (replay) once it

@@ -17,7 +17,15 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import BrokerConfig
-from ..coordinator.runtime import Clock, CoordinatorRuntime, InternalTopics, NotReady, Result, Timer
+from ..coordinator.runtime import (
+    Clock,
+    ClusterShards,
+    CoordinatorRuntime,
+    InternalTopics,
+    NotReady,
+    Result,
+    Timer,
+)
 from ..metadata.events import ImageSource, MetadataEvents
 from ..metadata.image import GROUP_RESOURCE
 from . import group_configs
@@ -38,7 +46,8 @@ TOPIC = "__consumer_offsets"
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, *, image: ImageSource,
                  metadata: MetadataEvents, partitions: PartitionSource,
-                 topics: InternalTopics, clock: Clock) -> None:
+                 topics: InternalTopics, clock: Clock,
+                 cluster: ClusterShards | None = None) -> None:
         self.broker_config = config
         self.config = GroupConfig.from_broker(config)
         self._image = image
@@ -55,7 +64,7 @@ class GroupCoordinator:
             TOPIC, self.config.num_partitions, R.CODEC, factory,
             {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
             partitions=partitions, topics=topics, clock=clock,
-            load_delay_ms=self.config.load_delay_ms)
+            load_delay_ms=self.config.load_delay_ms, cluster=cluster)
 
     async def start(self) -> None:
         await self.runtime.start()

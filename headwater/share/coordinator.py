@@ -25,7 +25,15 @@ from kio.schema.errors import ErrorCode as E
 
 from ..config import BrokerConfig
 from ..coordinator.hashing import partition_for
-from ..coordinator.runtime import Clock, CoordinatorRuntime, InternalTopics, NotReady, Result, Timer
+from ..coordinator.runtime import (
+    Clock,
+    ClusterShards,
+    CoordinatorRuntime,
+    InternalTopics,
+    NotReady,
+    Result,
+    Timer,
+)
 from ..metadata.events import ImageSource, MetadataEvents
 from .coordinator_shard import (
     Key,
@@ -82,7 +90,7 @@ def parse_coordinator_key(key: str) -> tuple[str, uuid.UUID, int] | None:
 class ShareCoordinator:
     def __init__(self, config: BrokerConfig, *, image: ImageSource,
                  metadata: MetadataEvents, store: PartitionStore, topics: InternalTopics,
-                 clock: Clock) -> None:
+                 clock: Clock, cluster: ClusterShards | None = None) -> None:
         self.config = ShareCoordinatorConfig.from_broker(config)
         self._image = image
         self._metadata = metadata
@@ -97,7 +105,7 @@ class ShareCoordinator:
             TOPIC, self.config.num_partitions, CODEC, factory,
             {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
             partitions=store, topics=topics, clock=clock,
-            load_delay_ms=self.config.load_delay_ms)
+            load_delay_ms=self.config.load_delay_ms, cluster=cluster)
         self.runtime.subscribe_load(self._after_load)
         # Called with a __share_group_state partition once it is loaded (and cleaned).
         self._load_subscribers: list[Callable[[int], None]] = []

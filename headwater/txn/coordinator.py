@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from kio.schema.errors import ErrorCode as E
 
 from ..config import BrokerConfig
-from ..coordinator.runtime import Clock, CoordinatorRuntime, InternalTopics, NotReady, Result, Timer
+from ..coordinator.runtime import (
+    Clock,
+    ClusterShards,
+    CoordinatorRuntime,
+    InternalTopics,
+    NotReady,
+    Result,
+    Timer,
+)
 from ..faults import TXN_AFTER_PREPARE, Faults
 from ..metadata.events import ImageSource
 from ..storage.errors import CommitError, LogError
@@ -99,7 +107,8 @@ class TransactionCoordinator:
                  partitions: PartitionStore, topics: InternalTopics, clock: Clock,
                  producer_ids: ProducerIds, offsets: MarkerWriter,
                  faults: Faults | None = None,
-                 remote_markers: RemoteMarkers | None = None) -> None:
+                 remote_markers: RemoteMarkers | None = None,
+                 cluster: ClusterShards | None = None) -> None:
         self.config = TxnConfig.from_broker(config)
         self._faults = faults if faults is not None else Faults()  # test-only (faults.py)
         self._image = image
@@ -127,7 +136,8 @@ class TransactionCoordinator:
             TOPIC, self.config.num_partitions, CODEC, factory,
             {"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
             partitions=partitions, topics=topics, clock=clock,
-            load_delay_ms=self.config.load_delay_ms, after_write=self._drive_committed)
+            load_delay_ms=self.config.load_delay_ms, after_write=self._drive_committed,
+            cluster=cluster)
         self.runtime.subscribe_load(self._loaded)
         self._driving = False
         self._again: set[int] = set()

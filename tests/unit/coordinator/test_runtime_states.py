@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode as E
 
 from headwater.coordinator.runtime import (
     TRANSITIONS,
+    ClusterShards,
     CoordinatorRuntime,
     IllegalTransition,
     NotReady,
@@ -74,8 +75,27 @@ class Codec:
         return b"k", b"v"
 
 
-def _runtime(logs: FakeLogs, partitions: int = 2) -> tuple[CoordinatorRuntime,
-                                                           list[FakeShard]]:
+class Placement:
+    """The shared log's placement of the shards: here while `wanted` holds the
+    partition; the runtime follows takes and losses through `follow_shards`."""
+
+    def __init__(self, wanted: set[int]) -> None:
+        self.wanted = wanted
+        self.followers: list[tuple[Any, Any]] = []
+
+    def should_serve(self, topic: str, partition: int) -> bool:
+        return partition in self.wanted
+
+    def placed_here(self, topic: str, partition: int) -> bool:
+        return partition in self.wanted
+
+    def follow_shards(self, topic: str, taken: Any, lost: Any) -> Any:
+        self.followers.append((taken, lost))
+        return lambda: self.followers.remove((taken, lost))
+
+
+def _runtime(logs: FakeLogs, partitions: int = 2, placement: Placement | None = None
+             ) -> tuple[CoordinatorRuntime, list[FakeShard]]:
     made: list[FakeShard] = []
 
     def factory(partition: int, timer: Any) -> FakeShard:
@@ -83,7 +103,9 @@ def _runtime(logs: FakeLogs, partitions: int = 2) -> tuple[CoordinatorRuntime,
         return made[-1]
 
     runtime = CoordinatorRuntime("__t", partitions, Codec(), factory,  # type: ignore[arg-type]
-                                 {}, partitions=logs, topics=Topics(), clock=lambda: 0)
+                                 {}, partitions=logs, topics=Topics(), clock=lambda: 0,
+                                 cluster=None if placement is None
+                                 else ClusterShards(placement))
     runtime._scan = lambda partition: iter(())  # type: ignore[method-assign]
     return runtime, made
 
@@ -133,37 +155,37 @@ def test_one_node_elects_itself_for_every_shard_at_start() -> None:
 
 def test_a_cluster_shard_loads_when_handed_over_and_closes_when_it_moves() -> None:
     logs = FakeLogs()
-    runtime, made = _runtime(logs)
-    runtime.follow_ownership()
     wanted = {0}
-    runtime.follow_shards(lambda p: p in wanted)
+    placement = Placement(wanted)
+    runtime, made = _runtime(logs, placement=placement)
+    (taken, lost), = placement.followers  # the runtime follows the store's hand-overs
 
     async def story() -> None:
         assert runtime.state(0) is S.INITIAL
-        runtime.take(1)  # not placed here: ignored
+        taken(1)  # not placed here: ignored
         assert runtime.state(1) is S.INITIAL
-        runtime.take(0)
+        taken(0)
         assert runtime.state(0) is S.LOADING
         assert _code(runtime, 0) == E.coordinator_load_in_progress
         logs.handed.add(0)  # the store has taken the partition
         await _until(lambda: runtime.state(0) is S.ACTIVE)
         assert runtime.shard(0) is made[0]
-        runtime.release(0)
+        lost(0)
         assert runtime.state(0) is S.CLOSED and made[0].unloaded
         wanted.discard(0)
         assert _code(runtime, 0) == E.not_coordinator
         wanted.add(0)
-        runtime.take(0)  # back again: replayed afresh, a new shard
+        taken(0)  # back again: replayed afresh, a new shard
         await _until(lambda: runtime.state(0) is S.ACTIVE)
         assert runtime.shard(0) is made[1]
+        await runtime.stop()
+        assert not placement.followers  # a stopped runtime follows nothing
     asyncio.run(story())
 
 
 def test_a_shard_released_while_it_loads_is_closed_not_served() -> None:
     logs = FakeLogs()
-    runtime, made = _runtime(logs)
-    runtime.follow_ownership()
-    runtime.follow_shards(lambda p: True)
+    runtime, made = _runtime(logs, placement=Placement({0, 1}))
 
     async def story() -> None:
         runtime.take(0)  # the store has not handed it over yet
@@ -181,10 +203,8 @@ def test_a_shard_released_while_it_loads_is_closed_not_served() -> None:
 def test_a_failed_commit_reloads_the_shard_from_what_was_committed() -> None:
     logs = FakeLogs()
     logs.handed = {0}
-    runtime, made = _runtime(logs)
-    runtime.follow_ownership()
     wanted = {0}
-    runtime.follow_shards(lambda p: p in wanted)
+    runtime, made = _runtime(logs, placement=Placement(wanted))
 
     async def story() -> None:
         runtime.take(0)

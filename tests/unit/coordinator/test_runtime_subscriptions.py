@@ -43,14 +43,17 @@ def test_a_cluster_shard_placed_here_but_not_taken_yet_is_loading() -> None:
     import pytest
     from kio.schema.errors import ErrorCode as E
 
-    from headwater.coordinator.runtime import NotReady
+    from headwater.coordinator.runtime import ClusterShards, NotReady
 
     none: Any = SimpleNamespace(partition=lambda topic, partition: None)
+    placement: Any = SimpleNamespace(
+        should_serve=lambda topic, partition: partition == 1,
+        placed_here=lambda topic, partition: partition == 1,
+        follow_shards=lambda topic, taken, lost: lambda: None)
     runtime = CoordinatorRuntime("__t", 4, None,  # type: ignore[arg-type]
                                  lambda p, timer: FakeShard(), {}, partitions=none,
-                                 topics=none, clock=lambda: 0)
-    runtime.follow_ownership()
-    runtime.follow_shards(lambda partition: partition == 1)
+                                 topics=none, clock=lambda: 0,
+                                 cluster=ClusterShards(placement))
     with pytest.raises(NotReady) as placed_here:
         runtime.shard(1)
     assert placed_here.value.code == E.coordinator_load_in_progress

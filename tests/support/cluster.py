@@ -24,6 +24,8 @@ from .engines import PostgresServer, VersityGateway, shared_broker_args
 from .toxiproxy import Toxiproxy
 
 LEASE_MS = 3000
+#: How long a broker of a cluster may take to serve (broker_trio.py's too).
+START_TIMEOUT_S = 60.0
 #: The coordinators' topics and their FindCoordinator key types.
 TOPICS = {"__consumer_offsets": 0, "__transaction_state": 1, "__share_group_state": 2}
 
@@ -58,7 +60,9 @@ class Cluster:
                                for a in ("--override", o)),
                              port=self.ports[node])
         self.brokers[node] = proc  # before it is ready: a start that times out is still
-        return proc.start()        # this node's process, stopped with the others
+        # this node's process, stopped with the others; 60 s as the trio's (a broker
+        # joining serves once the others handed its shards over and it loaded them)
+        return proc.start(START_TIMEOUT_S)
 
     def bootstrap(self, *nodes: int) -> str:
         return ",".join(f"127.0.0.1:{self.ports[n]}" for n in (nodes or self.ports))
@@ -361,17 +365,20 @@ def start_cluster(postgres: PostgresServer, versitygw: VersityGateway, base: Pat
                 f"INTERNAL://127.0.0.1:{peers}",
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
                 "inter.broker.listener.name=INTERNAL")
-    if controller is not None:
-        c.start(1, *controller)
-        wait_listed(c.bootstrap(1), [1])
-    for node in (1, 2, 3):
-        if node not in c.brokers:
-            c.start(node)
-    for node in (1, 2, 3):
-        wait_listed(c.bootstrap(node), [1, 2, 3])
-    yield c
-    for proc in c.brokers.values():
-        proc.kill()
+    try:  # a broker that does not start stops the others (left running, they took a
+        # core from every later test of the worker: a CI run's next module failed on it)
+        if controller is not None:
+            c.start(1, *controller)
+            wait_listed(c.bootstrap(1), [1])
+        for node in (1, 2, 3):
+            if node not in c.brokers:
+                c.start(node)
+        for node in (1, 2, 3):
+            wait_listed(c.bootstrap(node), [1, 2, 3])
+        yield c
+    finally:
+        for proc in c.brokers.values():
+            proc.kill()
 
 
 def coordinator_of(cluster: Cluster, key: str, key_type: int = 0) -> int:

@@ -90,9 +90,14 @@ class ClusterNode:
         return self.metadata.active
 
     def controller_id(self) -> int:
+        """This broker while it leads; else the controller of the last view, except this
+        broker itself: a view read while it led still names it after it lost the lease
+        (cut off from PostgreSQL), and Metadata sent clients to it for up to a refresh
+        while another broker already led. -1 (none known) until the view is read again."""
         if self.metadata.active:
             return self.node_id
-        return self.store.view.controller
+        named = self.store.view.controller
+        return -1 if named == self.node_id else named
 
     def coordinator(self, key: str, key_type: int = 0) -> BrokerInfo | None:
         """The broker coordinating `key` (a group id, a transactional id, a share key:

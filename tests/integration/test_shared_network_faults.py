@@ -86,6 +86,20 @@ def _until_listed(bootstrap: str, ports: dict[int, int], timeout: float = 30.0) 
         time.sleep(0.2)
 
 
+def _agreed_controller(cluster: Cluster, timeout: float = 30.0) -> int:
+    """The controller all three brokers name. Polled: the previous test may have moved
+    the controller lease (its victim can be the controller), and a broker names the new
+    one only once it has read the cluster's state again."""
+    deadline = time.monotonic() + timeout
+    while True:
+        named = {AdminClient({"bootstrap.servers": cluster.bootstrap(n)}).list_topics(
+            timeout=10).controller_id for n in (1, 2, 3)}
+        if len(named) == 1 and min(named) in (1, 2, 3):
+            return named.pop()
+        assert time.monotonic() < deadline, f"the brokers name controllers {named}"
+        time.sleep(0.2)
+
+
 def test_brokers_reach_each_other_on_the_inter_broker_listener(proxied: Cluster) -> None:
     """Each broker has a client listener and an INTERNAL one (inter.broker.listener.name),
     advertised through proxy peers-N. A client is told every broker's address on its
@@ -101,8 +115,7 @@ def test_brokers_reach_each_other_on_the_inter_broker_listener(proxied: Cluster)
     # (a CI run saw broker 1 missing from one answer right after wait_listed).
     _until_listed(proxied.bootstrap(1), proxied.ports)
     _until_listed(f"127.0.0.1:{internal[1]}", internal)
-    controller = AdminClient({"bootstrap.servers": proxied.bootstrap(1)}).list_topics(
-        timeout=10).controller_id
+    controller = _agreed_controller(proxied)
     other = next(n for n in (1, 2, 3) if n != controller)
     proxied.proxies.add_toxic(f"peers-{controller}", "cut", "reset_peer", "upstream",
                               {"timeout": 0})

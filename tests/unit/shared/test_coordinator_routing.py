@@ -138,3 +138,19 @@ def test_a_shard_is_named_where_it_is_placed_not_where_a_stale_view_saw_its_leas
     view.owner_of = lambda topic_id, partition: -1
     served.clear()
     assert node.coordinator("g") is None
+
+
+def test_a_broker_that_lost_the_controller_lease_does_not_name_itself() -> None:
+    """Its last view, read while it led, still names it: Metadata says no controller
+    (-1) until the view is read again, rather than send clients to a broker that knows
+    it does not lead; a view naming another broker is passed on."""
+    view = SimpleNamespace(brokers=BROKERS, listed=BROKERS, controller=1)
+    store: Any = SimpleNamespace(node_id=1, advertised=BROKERS[1], view=view)
+    metadata = SimpleNamespace(active=True)
+    node = ClusterNode(store, metadata)  # type: ignore[arg-type]
+    assert node.controller_id() == 1
+    metadata.active = False  # the lease lost (cut off from PostgreSQL)
+    assert node.controller_id() == -1
+    assert node.broker(node.controller_id()) is None
+    view.controller = 2  # read again: broker 2 leads
+    assert node.controller_id() == 2

@@ -108,14 +108,20 @@ class BrokerTrio:
         return self
 
     def wait_listed(self, timeout: float) -> None:
-        """Until every broker lists all three as live: before that, a client might be
-        sent to a broker the others do not know yet."""
+        """Until every broker lists all three at the ports they listen on now: before
+        that, a client might be sent to a broker the others do not know yet, or (a trio
+        started again on new ports over the same PostgreSQL) to a port of the killed
+        trio that the others' view still holds until their next refresh. A client caches
+        such an address until it refreshes its metadata (librdkafka: not after a refused
+        connection; a CI run's reader was sent to the dead port for 60 s)."""
+        want = self.node_ports
         deadline = time.monotonic() + timeout
         for proc in self.brokers.values():
             admin = AdminClient({"bootstrap.servers": proc.bootstrap})
-            while sorted(admin.list_topics(timeout=10).brokers) != list(NODES):
+            while (listed := {n: b.port for n, b in
+                              admin.list_topics(timeout=10).brokers.items()}) != want:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{proc.bootstrap} does not list brokers {NODES}")
+                    raise TimeoutError(f"{proc.bootstrap} lists {listed}, not {want}")
                 time.sleep(0.1)
 
     def wait_ready(self, timeout: float) -> None:

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode as E
 
 from . import __version__
 from .api import register_all
+from .api.services import Topology
 from .config import BrokerConfig, LogConfig
 from .coordinator.runtime import ClusterShards, CoordinatorRuntime
 from .faults import PRODUCE_ACK_BEFORE_COMMIT, Faults
@@ -35,6 +36,7 @@ from .metadata.convert import convert_json_log
 from .metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, TopicImage
 from .metadata.topics import INTERNAL_TOPICS
 from .metrics import MetricsServer
+from .one_node import OneNode
 from .produce.service import ProduceService
 from .quota.enforce import ClientQuotas
 from .security import listeners, tls
@@ -67,7 +69,7 @@ from .txn.offset_commit import TxnOffsetCommitter
 from .txn.producer_id_blocks import ProducerIdBlocks
 from .txn.verification import ProduceVerification
 from .wire.codec import build
-from .wire.dispatch import LISTENER, Dispatcher, RequestContext
+from .wire.dispatch import Dispatcher, RequestContext
 from .wire.limits import ConnectionLimits
 from .wire.schemas import load_request_schema
 from .wire.server import KafkaServer
@@ -137,6 +139,9 @@ class Broker:
         self._background: set[asyncio.Future[None]] = set()
         #: This broker's place in a cluster (headwater.storage=shared), else None.
         self.cluster: ClusterNode | None = None
+        #: Where the brokers, the controller and the coordinators are: this broker
+        #: alone, or the cluster once the shared log is open (`open_shared`).
+        self.topology: Topology = OneNode(self.node_id, self._advertised_on)
         #: A cluster's producer ids come in blocks from the controller (`producer_ids`).
         self._producer_id_blocks: ProducerIdBlocks | None = None
         self.metrics: MetricsServer | None = None
@@ -214,6 +219,7 @@ class Broker:
                 self._shared_cluster_id = await cluster_id(conn, uuid.uuid4().hex[:22])
             self.cluster = ClusterNode(self._shared, self._meta,
                                        self._shard_of if self._spread else None)
+            self.topology = self.cluster
         except STARTUP_ERRORS as exc:
             raise StartupError(str(exc)) from exc
         log.info("shared log: database %s, objects %s", settings.redacted_database(),
@@ -287,9 +293,7 @@ class Broker:
 
     def broker_ids(self) -> list[int]:
         """The ids of the live brokers: this one on one node."""
-        if self.cluster is None:
-            return [self.node_id]
-        return [b.node_id for b in self.cluster.brokers()]
+        return [b.node_id for b in self.topology.brokers()]
 
     def _build_coordinators(self, controller: Controller, store: PartitionStore) -> None:
         """The group, transaction and share coordinators, each given what it uses."""
@@ -533,7 +537,7 @@ class Broker:
         task.add_done_callback(self._background.discard)
 
     def is_controller(self) -> bool:
-        return self.cluster is None or self.cluster.is_controller()
+        return self.topology.is_controller()
 
     def _server_for(self, listener: listeners.Listener) -> KafkaServer:
         ssl_context = tls.server_context(self.config, listener) if listener.tls else None
@@ -559,10 +563,9 @@ class Broker:
             return None
         return ScramCredential(rec.salt, rec.stored_key, rec.server_key, rec.iterations)
 
-    def advertised_for(self, ctx: RequestContext) -> tuple[str, int]:
-        """The address of the listener the request came in on (Kafka answers Metadata
-        and FindCoordinator with the client's own listener)."""
-        name = ctx.attrs.get(LISTENER)
+    def _advertised_on(self, name: str | None) -> tuple[str, int]:
+        """The advertised address of the listener named `name`, the first's if none is
+        (Kafka answers Metadata and FindCoordinator with the client's own listener)."""
         for listener, server in zip(self.listeners, self.servers, strict=False):
             if listener.name == name:
                 return listener.advertised_host, listener.advertised_port or server.port

@@ -72,15 +72,12 @@ def partition_entry(broker: Services, topic: TopicImage, p: PartitionImage,
 def broker_entries(broker: Services, ctx: RequestContext) -> list[tuple[int, str, int,
                                                                       str | None]]:
     """(node id, host, port, rack) of the live brokers: this one alone on one node."""
-    if broker.cluster is None:
-        host, port = broker.advertised_for(ctx)
-        return [(broker.node_id, host, port, None)]
     listener = ctx.attrs.get(LISTENER)
-    return [(b.node_id, *b.address(listener), b.rack) for b in broker.cluster.brokers()]
+    return [(b.node_id, *b.address(listener), b.rack) for b in broker.topology.brokers()]
 
 
 def controller_id(broker: Services) -> int:
-    return broker.node_id if broker.cluster is None else broker.cluster.controller_id()
+    return broker.topology.controller_id()
 
 
 class _Handlers:

@@ -29,7 +29,6 @@ class _Handlers:
         self.broker = broker
 
     def answer(self, ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
-        host, port = self.broker.advertised_for(ctx)
         if key_type not in self.broker.coordinator_key_types:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": E.coordinator_not_available if key_type in (GROUP,
@@ -59,15 +58,13 @@ class _Handlers:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": E.invalid_request,
                     "error_message": "expected a share key groupId:topicId:partition"}
-        node_id = self.broker.node_id
-        if self.broker.cluster is not None:
-            found = self.broker.cluster.coordinator(key, key_type)
-            if found is None:
-                return {"key": key, "node_id": -1, "host": "", "port": -1,
-                        "error_code": E.coordinator_not_available,
-                        "error_message": "no coordinator is live"}
-            node_id = found.node_id
-            host, port = found.address(ctx.attrs.get(LISTENER))
+        found = self.broker.topology.coordinator(key, key_type)
+        if found is None:
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": E.coordinator_not_available,
+                    "error_message": "no coordinator is live"}
+        node_id = found.node_id
+        host, port = found.address(ctx.attrs.get(LISTENER))
         # Kafka's success messages: "NONE" (the error's name) before v4, "" after
         return {"key": key, "node_id": node_id, "host": host, "port": port,
                 "error_code": 0, "error_message": "" if ctx.api_version >= 4 else "NONE"}

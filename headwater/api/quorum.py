@@ -94,8 +94,7 @@ class _Handlers:
         if self.broker.access.denies(ctx, A.ALTER, A.CLUSTER, A.CLUSTER_NAME):
             return {"throttle_time": 0, "error_code": E.cluster_authorization_failed,
                     "error_message": None}
-        live = ([b.node_id for b in self.broker.cluster.brokers()] if self.broker.cluster is not None
-                else [self.broker.node_id])
+        live = self.broker.broker_ids()
         if req.broker_id not in live:
             return {"throttle_time": 0, "error_code": E.broker_id_not_registered,
                     "error_message": f"Broker ID {req.broker_id} is not currently registered"}

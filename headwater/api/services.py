@@ -84,9 +84,10 @@ class Peer(Protocol):
     def address(self, listener: str | None) -> tuple[str, int]: ...
 
 
-class Cluster(Protocol):
-    """What handlers ask of the cluster (`shared/node.py`'s `ClusterNode`): where
-    things are, and the requests that cross to another broker."""
+class Topology(Protocol):
+    """Where the brokers, the controller and the coordinators are: one node's
+    (`one_node.py`) or a cluster's (`shared/node.py`'s `ClusterNode`), chosen once by
+    the assembly."""
 
     def brokers(self) -> Sequence[Peer]: ...
 
@@ -94,12 +95,17 @@ class Cluster(Protocol):
 
     def controller_id(self) -> int: ...
 
+    def coordinator(self, key: str, key_type: int = 0) -> Peer | None: ...
+
+
+class Cluster(Topology, Protocol):
+    """What handlers ask of the shared log's cluster beyond its topology: the requests
+    that cross to another broker."""
+
     @property
     def spreads_coordinators(self) -> bool:
         """Coordinator shards where the shared log places their partitions (else all
         with the controller)."""
-
-    def coordinator(self, key: str, key_type: int = 0) -> Peer | None: ...
 
     def leader(self, topic: str, topic_id: uuid.UUID, partition: int) -> tuple[int, int]: ...
 
@@ -129,7 +135,11 @@ class Cluster(Protocol):
 
 
 class HasCluster(Protocol):
-    """This broker's place in a cluster (None on one node) and the live brokers."""
+    """This broker's place in a cluster: its topology (on one node too), the shared
+    log's cluster (None on one node) and the live brokers."""
+
+    @property
+    def topology(self) -> Topology: ...
 
     @property
     def cluster(self) -> Cluster | None: ...
@@ -143,8 +153,6 @@ class HasListeners(Protocol):
 
     @property
     def servers(self) -> list[KafkaServer]: ...
-
-    def advertised_for(self, ctx: RequestContext) -> tuple[str, int]: ...
 
 
 class HasClock(Protocol):

@@ -99,10 +99,9 @@ def test_find_coordinator_asks_for_the_key_type_requested() -> None:
     handlers: dict[int, Any] = {}
     dispatcher: Any = SimpleNamespace(
         register=lambda key, lo, hi, handler: handlers.__setitem__(key, handler))
-    broker: Any = SimpleNamespace(advertised_for=lambda ctx: ("host1", 9001),
-                                  coordinator_key_types={0, 1, 2},
+    broker: Any = SimpleNamespace(coordinator_key_types={0, 1, 2},
                                   access=SimpleNamespace(enabled=False), node_id=1,
-                                  cluster=node)
+                                  cluster=node, topology=node)
     find_coordinator.register(dispatcher, broker)
     ctx = RequestContext(10, 4, 1, "test", "127.0.0.1", 1)
 

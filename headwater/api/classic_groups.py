@@ -14,12 +14,16 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
+from kio.schema.join_group.v9.request import JoinGroupRequest
+from kio.schema.leave_group.v5.request import LeaveGroupRequest
+from kio.schema.sync_group.v5.request import SyncGroupRequest
 
 from ..coordinator.runtime import NotReady
 from ..group.classic.group import join_error, sync_error
 from ..group.classic.operations import JoinRequest, SyncRequest
 from ..security import acl as A
-from ..wire.dispatch import Dispatcher, RequestContext
+from ..wire.dispatch import Dispatcher, RequestContext, typed
 from .services import HasAccess, HasGroups
 
 if TYPE_CHECKING:
@@ -34,12 +38,8 @@ class Services(HasAccess, HasGroups, Protocol):
     """What these handlers use of the broker."""
 
 
-def _ms(value: Any, default: int) -> int:
-    if value is None:
-        return default
-    if isinstance(value, datetime.timedelta):
-        return value // _MS
-    return int(value)
+def _ms(value: datetime.timedelta) -> int:
+    return value // _MS
 
 
 async def _answer(future: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
@@ -76,60 +76,56 @@ class _Handlers:
     def denied(self, ctx: RequestContext, group_id: str) -> bool:
         return self.broker.access.denies(ctx, A.READ, A.GROUP, group_id)
 
-    def handle_join(self, ctx: RequestContext, req: Any) -> Any:
+    def handle_join(self, ctx: RequestContext, req: JoinGroupRequest) -> Any:
         if self.denied(ctx, req.group_id):
             return {"throttle_time": 0, **join_error(req.member_id, E.group_authorization_failed)}
-        session = _ms(req.session_timeout, 0)
-        rebalance = _ms(getattr(req, "rebalance_timeout", None), -1)
+        session = _ms(req.session_timeout)
+        rebalance = _ms(req.rebalance_timeout)  # -1 before v1
         join = JoinRequest(
             group_id=req.group_id, member_id=req.member_id,
-            instance_id=getattr(req, "group_instance_id", None),
+            instance_id=req.group_instance_id,
             client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}",
             session_timeout_ms=session,
             # v0 has no rebalance timeout: the session timeout plays that part.
             rebalance_timeout_ms=session if rebalance < 0 else rebalance,
             protocol_type=req.protocol_type,
             protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
-            api_version=ctx.api_version, reason=getattr(req, "reason", None))
+            api_version=ctx.api_version, reason=req.reason)
         return self.parked(req.group_id, lambda shard, respond, now: shard.classic.join(
             join, respond, now), lambda code: join_error(req.member_id, code))
 
     # ---- SyncGroup -----------------------------------------------------------------
-    def handle_sync(self, ctx: RequestContext, req: Any) -> Any:
+    def handle_sync(self, ctx: RequestContext, req: SyncGroupRequest) -> Any:
         if self.denied(ctx, req.group_id):
             return {"throttle_time": 0, **sync_error(E.group_authorization_failed)}
         sync = SyncRequest(
             group_id=req.group_id, member_id=req.member_id,
-            instance_id=getattr(req, "group_instance_id", None),
+            instance_id=req.group_instance_id,
             generation=req.generation_id,
-            protocol_type=getattr(req, "protocol_type", None),
-            protocol_name=getattr(req, "protocol_name", None),
+            protocol_type=req.protocol_type,
+            protocol_name=req.protocol_name,
             assignments={a.member_id: bytes(a.assignment) for a in req.assignments})
         return self.parked(req.group_id, lambda shard, respond, now: shard.classic.sync(
             sync, respond, now), sync_error)
 
     # ---- Heartbeat -----------------------------------------------------------------
-    def handle_heartbeat(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_heartbeat(self, ctx: RequestContext, req: HeartbeatRequest) -> dict[str, Any]:
         if self.denied(ctx, req.group_id):
             return {"throttle_time": 0, "error_code": E.group_authorization_failed}
         try:
             code = self.groups().write(req.group_id, lambda shard, now: shard.classic.heartbeat(
-                req.group_id, req.member_id, getattr(req, "group_instance_id", None),
+                req.group_id, req.member_id, req.group_instance_id,
                 req.generation_id, now))
         except NotReady as exc:
             code = exc.code
         return {"throttle_time": 0, "error_code": code}
 
     # ---- LeaveGroup ----------------------------------------------------------------
-    def handle_leave(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_leave(self, ctx: RequestContext, req: LeaveGroupRequest) -> dict[str, Any]:
         if self.denied(ctx, req.group_id):
             return {"throttle_time": 0, "error_code": E.group_authorization_failed,
                     "members": []}
-        if ctx.api_version >= 3:
-            members = [(m.member_id, getattr(m, "group_instance_id", None))
-                       for m in req.members]
-        else:
-            members = [(req.member_id, None)]
+        members = [(m.member_id, m.group_instance_id) for m in req.members]
         try:
             error, codes = self.groups().write(req.group_id, lambda shard, now: shard.classic.leave(
                 req.group_id, members, now))
@@ -146,7 +142,14 @@ class _Handlers:
 def register(dispatcher: Dispatcher, broker: Services) -> None:
     handlers = _Handlers(broker)
 
-    dispatcher.register(11, 0, 9, handlers.handle_join)
-    dispatcher.register(12, 0, 4, handlers.handle_heartbeat)
-    dispatcher.register(13, 0, 5, handlers.handle_leave)
-    dispatcher.register(14, 0, 5, handlers.handle_sync)
+    dispatcher.register(11, 0, 9, typed(JoinGroupRequest, handlers.handle_join))
+    dispatcher.register(12, 0, 4, typed(HeartbeatRequest, handlers.handle_heartbeat))
+    dispatcher.register(13, 0, 5, typed(LeaveGroupRequest, handlers.handle_leave, _one_member))
+    dispatcher.register(14, 0, 5, typed(SyncGroupRequest, handlers.handle_sync))
+
+
+def _one_member(req: Any) -> dict[str, Any] | None:
+    """LeaveGroup v0-2 names one member at the top; v3 a list of them."""
+    if hasattr(req, "members"):
+        return None
+    return {"members": ({"member_id": req.member_id, "group_instance_id": None},)}

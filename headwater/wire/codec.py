@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from enum import Enum
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
@@ -25,6 +25,7 @@ from .guard import UNKNOWN_TAGS, body_checker, strip_unknown_tags
 from .schemas import load_request_schema, load_response_schema
 
 _ZERO_UUID = uuid.UUID(int=0)
+_R = TypeVar("_R")
 
 # Field kinds, resolved once per dataclass.
 _PLAIN, _ENTITY, _ENTITIES, _TIMEDELTA, _DATETIME, _ERROR, _ENUM = range(7)
@@ -174,3 +175,44 @@ def encode_response(api_key: int, version: int, response: Any, out: Any) -> None
 @cache
 def request_is_flexible(api_key: int, version: int) -> bool:
     return bool(load_request_schema(api_key, version).__flexible__)
+
+
+def upgrade(cls: type[_R], obj: Any, changes: Mapping[str, Any] | None = None) -> _R:
+    """Request `obj` (a kio dataclass of any version, or a dict tree) as kio dataclass
+    `cls`, the newest version's: fields the older version lacks take the schema's
+    default (Kafka's generated readers do the same), else the type's zero; `changes`
+    sets fields whose meaning moved between versions. Handlers then read one typed
+    shape instead of probing with getattr."""
+    if type(obj) is cls and not changes:
+        return obj
+    kwargs: dict[str, Any] = {}
+    for p in _plan(cast(type, cls)):
+        if changes is not None and p.name in changes:
+            value = changes[p.name]
+        elif isinstance(obj, Mapping):
+            if p.name not in obj:
+                if not p.has_default:
+                    kwargs[p.name] = _absent(p)
+                continue
+            value = obj[p.name]
+        elif not hasattr(obj, p.name):
+            if not p.has_default:
+                kwargs[p.name] = _absent(p)
+            continue
+        else:
+            value = getattr(obj, p.name)
+        if value is not None and p.kind == _ENTITIES:
+            value = tuple(upgrade(p.nested, v) for v in value)
+        elif value is not None and p.kind == _ENTITY:
+            value = upgrade(p.nested, value)
+        kwargs[p.name] = value
+    return cls(**kwargs)
+
+
+def _absent(p: _FieldPlan) -> Any:
+    """A field without a schema default, absent from an older version."""
+    if p.optional:
+        return None
+    if p.kind == _ENTITY:
+        return upgrade(p.nested, {})
+    return p.zero

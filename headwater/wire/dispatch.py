@@ -10,14 +10,28 @@ Fetch v18: Kafka 4.3 advertises Fetch up to 17 but serves 18, and
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+from .codec import upgrade
 
 # A handler returns (or its coroutine resolves to) a dict tree or kio object (encoded by
 # `codec.encode_response`), the body as bytes, the body as a list of buffers (encoded by
 # hand, e.g. `api/share_wire.py`), or None for no response.
 Handler = Callable[["RequestContext", Any], "Awaitable[Any] | Any"]
+_R = TypeVar("_R")
+
+
+def typed(cls: type[_R], handler: Callable[[RequestContext, _R], Any],
+          changes: Callable[[Any], Mapping[str, Any] | None] | None = None) -> Handler:
+    """`handler` given every version's request as `cls` (the newest version's kio class:
+    `codec.upgrade`); `changes` maps an older version's fields whose meaning moved
+    (LeaveGroup v0-2's one member_id, v3's members)."""
+    def handle(ctx: RequestContext, req: Any) -> Any:
+        return handler(ctx, upgrade(cls, req, None if changes is None else changes(req)))
+    handle.__qualname__ = getattr(handler, "__qualname__", "handler")
+    return handle
 
 
 # RequestContext.attrs keys the server and handlers share:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest
 from kio.schema.errors import ErrorCode as E
 
 from .. import client_metrics
@@ -39,7 +40,7 @@ from ..metadata.image import (
     TOPIC_RESOURCE,
 )
 from ..security import acl as A
-from ..wire.dispatch import Dispatcher, RequestContext
+from ..wire.dispatch import Dispatcher, RequestContext, typed
 from .services import HasAccess, HasConfig, HasController, HasIdentity, HasImage
 
 # ConfigSource ids.
@@ -224,7 +225,8 @@ class _Handlers:
         else:
             raise _Invalid(E.invalid_request, f"Unsupported resource type {rtype}")
 
-    def handle_describe(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_describe(self, ctx: RequestContext, req: DescribeConfigsRequest
+                        ) -> dict[str, Any]:
         results = []
         for res in req.resources:
             keys = set(res.configuration_keys) if res.configuration_keys else None
@@ -238,18 +240,17 @@ class _Handlers:
                 continue
             if res.resource_type == TOPIC_RESOURCE:
                 configs = describe_topic_configs(self.broker, res.resource_name, keys,
-                                                 synonyms=getattr(req, "include_synonyms",
-                                                                  False))
+                                                 synonyms=req.include_synonyms)
             elif res.resource_type == BROKER_RESOURCE:
                 configs = describe_broker_configs(self.broker, res.resource_name, keys,
-                                                  getattr(req, "include_synonyms", False))
+                                                  req.include_synonyms)
             elif res.resource_type == CLIENT_METRICS_RESOURCE:
                 configs = describe_client_metrics_configs(
-                    self.broker, res.resource_name, keys, getattr(req, "include_synonyms", False),
-                    getattr(req, "include_documentation", False))
+                    self.broker, res.resource_name, keys, req.include_synonyms,
+                    req.include_documentation)
             else:
                 configs = describe_group_configs(self.broker, res.resource_name, keys,
-                                                 getattr(req, "include_synonyms", False))
+                                                 req.include_synonyms)
             # "": Kafka leaves the schema's default in a successful result
             results.append({**base, "error_code": 0, "error_message": "",
                             "configs": configs})
@@ -335,6 +336,6 @@ class _Handlers:
 def register(dispatcher: Dispatcher, broker: Services) -> None:
     handlers = _Handlers(broker)
 
-    dispatcher.register(32, 1, 4, handlers.handle_describe)
+    dispatcher.register(32, 1, 4, typed(DescribeConfigsRequest, handlers.handle_describe))
     dispatcher.register(33, 0, 2, lambda ctx, req: handlers.alter(ctx, req, False))
     dispatcher.register(44, 0, 1, lambda ctx, req: handlers.alter(ctx, req, True))

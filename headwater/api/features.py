@@ -21,12 +21,13 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
+from kio.schema.update_features.v2.request import UpdateFeaturesRequest
 
 from ..metadata import records as R
 from ..metadata.controller import ControllerError
 from ..metadata.features import SUPPORTED_FEATURES, feature_level, finalized_features
 from ..security import acl as A
-from ..wire.dispatch import ApiEntry, Dispatcher, Handler, Middleware, RequestContext
+from ..wire.dispatch import ApiEntry, Dispatcher, Handler, Middleware, RequestContext, typed
 from .services import HasAccess, HasController, HasIdentity, HasImage
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
@@ -123,13 +124,12 @@ class _Handlers:
     def __init__(self, broker: Services) -> None:
         self.broker = broker
 
-    def handle_update_features(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
-        version = ctx.api_version
+    def handle_update_features(self, ctx: RequestContext, req: UpdateFeaturesRequest
+                               ) -> dict[str, Any]:
         updates: dict[str, tuple[int, int]] = {}
         for u in req.feature_updates:  # a name given twice: the last one counts (a map)
-            updates[u.feature] = (u.max_version_level,
-                                  getattr(u, "upgrade_type", UPGRADE) if version >= 1
-                                  else UPGRADE)
+            # v0's allow_downgrade is not read: an upgrade (the schema's default type)
+            updates[u.feature] = (u.max_version_level, u.upgrade_type)
 
         def answer(code: int, message: str | None) -> dict[str, Any]:
             results = [{"feature": name, "error_code": 0, "error_message": "NONE"}
@@ -152,7 +152,7 @@ class _Handlers:
             return answer(E.invalid_update_version,
                           "The update failed for all features since the following feature "
                           f"had an error: {exc}")
-        if records and not getattr(req, "validate_only", False):
+        if records and not req.validate_only:
             try:
                 self.broker.controller.commit(records)
             except ControllerError as exc:
@@ -163,7 +163,7 @@ class _Handlers:
 def register(dispatcher: Dispatcher, broker: Services) -> None:
     handlers = _Handlers(broker)
 
-    dispatcher.register(57, 0, 2, handlers.handle_update_features)
+    dispatcher.register(57, 0, 2, typed(UpdateFeaturesRequest, handlers.handle_update_features))
 
 
 # Kafka 4.4's KafkaApis answers the share-group APIs UNSUPPORTED_VERSION while share.version

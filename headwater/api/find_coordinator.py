@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
 
 from ..security import acl as A
 from ..share.coordinator import parse_coordinator_key
-from ..wire.dispatch import LISTENER, Dispatcher, RequestContext
+from ..wire.dispatch import LISTENER, Dispatcher, RequestContext, typed
 from .services import HasAccess, HasCluster, HasCoordinators, HasIdentity, HasListeners
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
@@ -69,12 +70,11 @@ class _Handlers:
         return {"key": key, "node_id": node_id, "host": host, "port": port,
                 "error_code": 0, "error_message": "" if ctx.api_version >= 4 else "NONE"}
 
-    def handle(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
-        key_type = getattr(req, "key_type", GROUP)
+    def handle(self, ctx: RequestContext, req: FindCoordinatorRequest) -> dict[str, Any]:
+        answers = [self.answer(ctx, k, req.key_type) for k in req.coordinator_keys]
         if ctx.api_version >= 4:
-            return {"throttle_time": 0,
-                    "coordinators": [self.answer(ctx, k, key_type) for k in req.coordinator_keys]}
-        one = self.answer(ctx, req.key, key_type)
+            return {"throttle_time": 0, "coordinators": answers}
+        (one,) = answers
         return {"throttle_time": 0, "error_code": one["error_code"],
                 "error_message": one["error_message"], "node_id": one["node_id"],
                 "host": one["host"], "port": one["port"]}
@@ -83,4 +83,9 @@ class _Handlers:
 def register(dispatcher: Dispatcher, broker: Services) -> None:
     handlers = _Handlers(broker)
 
-    dispatcher.register(10, 0, 6, handlers.handle)
+    dispatcher.register(10, 0, 6, typed(FindCoordinatorRequest, handlers.handle, _one_key))
+
+
+def _one_key(req: Any) -> dict[str, Any] | None:
+    """FindCoordinator v0-3 asks for one key; v4 for a list of them."""
+    return None if hasattr(req, "coordinator_keys") else {"coordinator_keys": (req.key,)}

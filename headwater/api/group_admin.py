@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kio.schema.describe_groups.v6.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode as E
+from kio.schema.list_groups.v5.request import ListGroupsRequest
 
 from ..coordinator.runtime import NotReady
 from ..security import acl as A
-from ..wire.dispatch import Dispatcher, RequestContext
+from ..wire.dispatch import Dispatcher, RequestContext, typed
 from .services import HasAccess, HasGroups, HasShareGroups
 
 if TYPE_CHECKING:
@@ -35,9 +37,9 @@ class _Handlers:
     def groups(self) -> GroupCoordinator:
         return self.broker.groups
 
-    def handle_list(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
-        states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
-        types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
+    def handle_list(self, ctx: RequestContext, req: ListGroupsRequest) -> dict[str, Any]:
+        states = {s.lower() for s in req.states_filter}
+        types = {t.lower() for t in req.types_filter}
         error = 0 if self.groups().runtime.is_loaded() else E.coordinator_load_in_progress
         listed = []
         for shard in self.groups().loaded_shards():
@@ -49,7 +51,7 @@ class _Handlers:
                                                           g["group_id"])]
         return {"throttle_time": 0, "error_code": error, "groups": listed}
 
-    def handle_describe(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_describe(self, ctx: RequestContext, req: DescribeGroupsRequest) -> dict[str, Any]:
         out = []
         for group_id in req.groups:
             if self.broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
@@ -66,7 +68,7 @@ class _Handlers:
                          "protocol_type": "", "protocol_data": "", "members": ()}
             if entry.get("error_code") == E.group_id_not_found and ctx.api_version < 6:
                 entry = {**entry, "error_code": 0, "error_message": None}
-            if not getattr(req, "include_authorized_operations", False):
+            if not req.include_authorized_operations:
                 entry = {**entry, "authorized_operations": -2147483648}
             else:
                 entry = {**entry, "authorized_operations": self.broker.access.operations(
@@ -101,8 +103,8 @@ class _Handlers:
 def register(dispatcher: Dispatcher, broker: Services) -> None:
     handlers = _Handlers(broker)
 
-    dispatcher.register(16, 0, 5, handlers.handle_list)
-    dispatcher.register(15, 0, 6, handlers.handle_describe)
+    dispatcher.register(16, 0, 5, typed(ListGroupsRequest, handlers.handle_list))
+    dispatcher.register(15, 0, 6, typed(DescribeGroupsRequest, handlers.handle_describe))
     # v3 (Kafka 4.4) adds a per-group error message, which Kafka leaves null for these
     # errors (schema in wire/schemas.py)
     dispatcher.register(42, 0, 3, handlers.handle_delete)

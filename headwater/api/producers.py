@@ -19,11 +19,12 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
+from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 
 from ..coordinator.runtime import NotReady
 from ..metadata.controller import ControllerError
 from ..security import acl as A
-from ..wire.dispatch import Dispatcher, RequestContext
+from ..wire.dispatch import Dispatcher, RequestContext, typed
 from .services import (
     HasAccess,
     HasCluster,
@@ -60,11 +61,8 @@ class _Handlers:
         if req.transactional_id is not None:
             # The transaction coordinator bumps the epoch, fencing the previous producer
             # (and aborting its open transaction).
-            timeout = req.transaction_timeout
-            timeout_ms = int(timeout.total_seconds() * 1000) if hasattr(
-                timeout, "total_seconds") else int(timeout)
-            pid = getattr(req, "producer_id", -1)
-            epoch = getattr(req, "producer_epoch", -1)
+            timeout_ms = int(req.transaction_timeout.total_seconds() * 1000)
+            pid, epoch = req.producer_id, req.producer_epoch  # -1 before v3
             expected = (pid, epoch) if pid >= 0 else None
             error: int
             try:
@@ -145,7 +143,7 @@ class _Handlers:
 def register(dispatcher: Dispatcher, broker: Services) -> None:
     handlers = _Handlers(broker)
 
-    dispatcher.register(22, 0, 5, handlers.handle_init)
+    dispatcher.register(22, 0, 5, typed(InitProducerIdRequest, handlers.handle_init))
     dispatcher.register(61, 0, 0, handlers.handle_describe)
     if broker.cluster is not None:
         dispatcher.register(67, 0, 0, handlers.handle_allocate)

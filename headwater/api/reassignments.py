@@ -15,11 +15,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from kio.schema.alter_partition_reassignments.v1.request import (
+    AlterPartitionReassignmentsRequest,
+)
 from kio.schema.errors import ErrorCode as E
 
 from ..metadata.assignments import assignment_error
 from ..security import acl as A
-from ..wire.dispatch import Dispatcher, RequestContext
+from ..wire.dispatch import Dispatcher, RequestContext, typed
 from .services import HasAccess, HasCluster, HasDataDir, HasImage
 
 
@@ -36,8 +39,9 @@ class _Handlers:
     def denied(self, ctx: RequestContext, op: int) -> bool:
         return self.broker.access.denies(ctx, op, A.CLUSTER, A.CLUSTER_NAME)
 
-    def alter(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
-        allow_rf_change = getattr(req, "allow_replication_factor_change", True)
+    def alter(self, ctx: RequestContext, req: AlterPartitionReassignmentsRequest
+              ) -> dict[str, Any]:
+        allow_rf_change = req.allow_replication_factor_change  # True before v1
         base = {"throttle_time": 0, "allow_replication_factor_change": allow_rf_change}
         if self.denied(ctx, A.ALTER):
             return {**base, "error_code": E.cluster_authorization_failed,
@@ -107,5 +111,5 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
     handlers = _Handlers(broker)
 
     dispatcher.register(34, 1, 2, handlers.alter_log_dirs)
-    dispatcher.register(45, 0, 1, handlers.alter)
+    dispatcher.register(45, 0, 1, typed(AlterPartitionReassignmentsRequest, handlers.alter))
     dispatcher.register(46, 0, 0, handlers.list_reassignments)

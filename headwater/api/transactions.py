@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import re2
 from kio.schema.errors import ErrorCode as E
+from kio.schema.list_transactions.v2.request import ListTransactionsRequest
 
 from ..coordinator.runtime import NotReady
 from ..group.offsets import PartitionCommit
 from ..security import acl as A
 from ..txn.coordinator import OFFSETS_TOPIC
 from ..txn.state import TxnState
-from ..wire.dispatch import Dispatcher, RequestContext
+from ..wire.dispatch import Dispatcher, RequestContext, typed
 from .services import HasAccess, HasCluster, HasGroups, HasImage, HasTransactions
 
 if TYPE_CHECKING:
@@ -298,7 +299,7 @@ class _Handlers:
                                "producer_epoch": -1, "topics": ()})
         return {"throttle_time": 0, "transaction_states": states}
 
-    def handle_list(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_list(self, ctx: RequestContext, req: ListTransactionsRequest) -> dict[str, Any]:
         wanted: set[TxnState] = set()
         unknown = []
         for name in req.state_filters:
@@ -307,8 +308,8 @@ class _Handlers:
                 unknown.append(name)
             else:
                 wanted.add(state)
-        duration = getattr(req, "duration_filter", -1)
-        pattern = getattr(req, "transactional_id_pattern", None)
+        duration = req.duration_filter  # -1 (none) before v1
+        pattern = req.transactional_id_pattern
         error, found = 0, []
         if unknown and not wanted:
             pass  # only unknown states asked for: nothing can match
@@ -336,4 +337,4 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
     dispatcher.register(27, 1, 2, handlers.handle_write_markers)
     dispatcher.register(28, 0, 5, handlers.handle_txn_offset_commit)
     dispatcher.register(65, 0, 0, handlers.handle_describe)
-    dispatcher.register(66, 0, 2, handlers.handle_list)
+    dispatcher.register(66, 0, 2, typed(ListTransactionsRequest, handlers.handle_list))

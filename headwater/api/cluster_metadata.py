@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Protocol
 
+from kio.schema.describe_cluster.v2.request import DescribeClusterRequest
 from kio.schema.errors import ErrorCode as E
 
 from ..metadata.assignments import reported_replicas
@@ -18,7 +19,7 @@ from ..metadata.controller import NewTopic
 from ..metadata.image import PartitionImage, TopicImage
 from ..metadata.topics import INTERNAL_TOPICS, topic_name_error
 from ..security import acl as A
-from ..wire.dispatch import LISTENER, Dispatcher, RequestContext
+from ..wire.dispatch import LISTENER, Dispatcher, RequestContext, typed
 from .services import (
     HasAccess,
     HasCluster,
@@ -91,6 +92,9 @@ class _Handlers:
                 for n, h, p, r in broker_entries(self.broker, ctx)]
 
     def handle_metadata(self, ctx: RequestContext, req: Any) -> dict[str, Any]:  # noqa: C901
+        # Untyped (not read as the newest version): v8-10's
+        # include_cluster_authorized_operations is gone from v11, and Metadata is on
+        # every client's path.
         image = self.broker.image
         access = self.broker.access
         topics_out: list[dict[str, Any]] = []
@@ -114,8 +118,8 @@ class _Handlers:
             to_create: list[str] = []
             for t in requested:
                 name = getattr(t, "name", None)
-                topic_id = getattr(t, "topic_id", None)
-                if name is None and topic_id not in (None, ZERO_UUID):
+                topic_id = getattr(t, "topic_id", None)  # v10+
+                if name is None and topic_id is not None and topic_id != ZERO_UUID:
                     topic = image.topic_by_id(topic_id)
                     if topic is None:
                         topics_out.append({"error_code": E.unknown_topic_id, "name": None,
@@ -171,7 +175,7 @@ class _Handlers:
                     entry["topic_authorized_operations"] = access.operations(
                         ctx, A.TOPIC, entry["name"])
         cluster_ops = -2147483648
-        if getattr(req, "include_cluster_authorized_operations", False):
+        if getattr(req, "include_cluster_authorized_operations", False):  # v8-10
             cluster_ops = access.cluster_operations(ctx)
         return {
             "throttle_time": 0,
@@ -182,8 +186,9 @@ class _Handlers:
             "cluster_authorized_operations": cluster_ops,
         }
 
-    def handle_describe_cluster(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
-        endpoint_type = getattr(req, "endpoint_type", 1)
+    def handle_describe_cluster(self, ctx: RequestContext, req: DescribeClusterRequest
+                                ) -> dict[str, Any]:
+        endpoint_type = req.endpoint_type  # brokers (1) before v1
         if endpoint_type not in (1,):
             return {"error_code": E.unsupported_endpoint_type, "cluster_id": self.broker.cluster_id,
                     "error_message": f"endpoint type {endpoint_type} is not served here",
@@ -209,7 +214,7 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
     handlers = _Handlers(broker)
 
     dispatcher.register(3, 0, 13, handlers.handle_metadata)
-    dispatcher.register(60, 0, 2, handlers.handle_describe_cluster)
+    dispatcher.register(60, 0, 2, typed(DescribeClusterRequest, handlers.handle_describe_cluster))
     dispatcher.register(75, 0, 0, handlers.handle_describe_topic_partitions)
 
 

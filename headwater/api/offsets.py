@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
+from kio.schema.list_offsets.v11.request import ListOffsetsRequest
+from kio.schema.offset_for_leader_epoch.v4.request import OffsetForLeaderEpochRequest
 
 from ..security import acl as A
 from ..storage.errors import LogError
-from ..wire.dispatch import Dispatcher, RequestContext
+from ..wire.dispatch import Dispatcher, RequestContext, typed
 from .services import HasAccess, HasPartitions
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
@@ -36,8 +38,9 @@ class _Handlers:
     def allowed(self, ctx: RequestContext, op: int, topic: str) -> bool:
         return not self.broker.access.enabled or self.broker.access.allowed(ctx, op, A.TOPIC, topic)
 
-    def handle_list_offsets(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
-        isolation = getattr(req, "isolation_level", 0)
+    def handle_list_offsets(self, ctx: RequestContext, req: ListOffsetsRequest
+                            ) -> dict[str, Any]:
+        isolation = req.isolation_level  # read_uncommitted (0) before v2
         topics = []
         for t in req.topics:
             parts = []
@@ -54,7 +57,7 @@ class _Handlers:
                                       t.name, p.partition_index),
                                   "timestamp": -1, "offset": -1, "leader_epoch": -1})
                     continue
-                current_epoch = getattr(p, "current_leader_epoch", -1)
+                current_epoch = p.current_leader_epoch  # -1 before v4
                 if current_epoch > plog.leader_epoch:
                     parts.append({**base, "error_code": E.unknown_leader_epoch,
                                   "timestamp": -1, "offset": -1})
@@ -95,7 +98,8 @@ class _Handlers:
             topics.append({"name": t.name, "partitions": parts})
         return {"throttle_time": 0, "topics": topics}
 
-    def handle_offset_for_leader_epoch(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_offset_for_leader_epoch(self, ctx: RequestContext,
+                                       req: OffsetForLeaderEpochRequest) -> dict[str, Any]:
         topics = []
         for t in req.topics:
             parts = []
@@ -110,7 +114,7 @@ class _Handlers:
                     parts.append({"partition": p.partition,
                                   "error_code": self.broker.absent_error(t.topic, p.partition)})
                     continue
-                current = getattr(p, "current_leader_epoch", -1)
+                current = p.current_leader_epoch
                 if current > plog.leader_epoch:
                     parts.append({"partition": p.partition,
                                   "error_code": E.unknown_leader_epoch})
@@ -152,6 +156,7 @@ class _Handlers:
 def register(dispatcher: Dispatcher, broker: Services) -> None:
     handlers = _Handlers(broker)
 
-    dispatcher.register(2, 1, 11, handlers.handle_list_offsets)
-    dispatcher.register(23, 2, 4, handlers.handle_offset_for_leader_epoch)
+    dispatcher.register(2, 1, 11, typed(ListOffsetsRequest, handlers.handle_list_offsets))
+    dispatcher.register(23, 2, 4, typed(OffsetForLeaderEpochRequest,
+                                        handlers.handle_offset_for_leader_epoch))
     dispatcher.register(21, 0, 2, handlers.handle_delete_records)

@@ -16,10 +16,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
+from kio.schema.write_share_group_state.v1.request import PartitionData as WritePartition
+from kio.schema.write_share_group_state.v1.request import WriteShareGroupStateRequest
 
 from ..security import acl as A
-from ..share.records import UNCHANGED, StateBatch, StateWrite
-from ..wire.dispatch import Dispatcher, RequestContext
+from ..share.records import StateBatch, StateWrite
+from ..wire.dispatch import Dispatcher, RequestContext, typed
 from .services import HasAccess, HasShareCoordinator
 
 if TYPE_CHECKING:
@@ -63,7 +65,7 @@ class _Handlers:
 
     async def each(self, req: Any, op: PartitionOp) -> dict[str, Any]:
         """`op(topic_id, partition data)` for every partition, grouped as requested."""
-        topics = getattr(req, "topics", ())
+        topics = req.topics
         if not req.group_id or not topics or any(not t.partitions for t in topics):
             return {"results": []}
         results = []
@@ -94,12 +96,13 @@ class _Handlers:
                             for b in state.state_batches])
         return await self.each(req, op)
 
-    async def write(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
-        async def op(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
+    async def write(self, ctx: RequestContext, req: WriteShareGroupStateRequest
+                    ) -> dict[str, Any]:
+        async def op(topic_id: uuid.UUID, p: WritePartition) -> dict[str, Any]:
             sc = self.broker.share_coordinator
             state = StateWrite(
                 p.state_epoch, p.leader_epoch, p.start_offset,
-                getattr(p, "delivery_complete_count", UNCHANGED),
+                p.delivery_complete_count,  # UNCHANGED (-1) before v1
                 tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state,
                                  b.delivery_count) for b in p.state_batches))
             code = await sc.write(req.group_id, topic_id, p.partition, state, p.leader_epoch)
@@ -127,7 +130,7 @@ class _Handlers:
             if self.broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
                 return {"results": [{"topic_id": t.topic_id, "partitions": [
                     _row(p.partition, E.cluster_authorization_failed) for p in t.partitions]}
-                    for t in getattr(req, "topics", ())]}
+                    for t in req.topics]}
             answer: dict[str, Any] = await handler(ctx, req)
             return answer
         return run
@@ -138,6 +141,7 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
 
     dispatcher.register(83, 0, 0, handlers.guarded(handlers.initialize))
     dispatcher.register(84, 0, 0, handlers.guarded(handlers.read))
-    dispatcher.register(85, 0, 1, handlers.guarded(handlers.write))
+    dispatcher.register(85, 0, 1, typed(WriteShareGroupStateRequest,
+                                        handlers.guarded(handlers.write)))
     dispatcher.register(86, 0, 0, handlers.guarded(handlers.delete))
     dispatcher.register(87, 0, 1, handlers.guarded(handlers.read_summary))

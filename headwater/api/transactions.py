@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import re2
 from kio.schema.errors import ErrorCode as E
 from kio.schema.list_transactions.v2.request import ListTransactionsRequest
+from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequest
+from kio.schema.write_txn_markers.v2.request import WriteTxnMarkersRequest
 
 from ..coordinator.runtime import NotReady
 from ..group.offsets import PartitionCommit
@@ -155,17 +157,17 @@ class _Handlers:
         return {"throttle_time": 0, "error_code": 0, "results_by_transaction": results}
 
     # ---- AddOffsetsToTxn / EndTxn --------------------------------------------------
-    def txn_refused(self, ctx: RequestContext, req: Any) -> int:
+    def txn_refused(self, ctx: RequestContext, transactional_id: str,
+                    group_id: str | None = None) -> int:
         """WRITE on the transactional id, READ on the group (when the request names one)."""
-        if self.broker.access.denies(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id):
+        if self.broker.access.denies(ctx, A.WRITE, A.TRANSACTIONAL_ID, transactional_id):
             return E.transactional_id_authorization_failed
-        group_id = getattr(req, "group_id", None)
         if group_id is not None and self.broker.access.denies(ctx, A.READ, A.GROUP, group_id):
             return E.group_authorization_failed
         return 0
 
     def handle_add_offsets(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
-        refused = self.txn_refused(ctx, req)
+        refused = self.txn_refused(ctx, req.transactional_id, req.group_id)
         if refused:
             return {"throttle_time": 0, "error_code": refused}
 
@@ -178,7 +180,7 @@ class _Handlers:
                 "error_code": fenced_as(self.call(add), ctx.api_version, 2)}
 
     def handle_end_txn(self, ctx: RequestContext, req: Any) -> dict[str, Any] | Awaitable[dict[str, Any]]:
-        refused = self.txn_refused(ctx, req)
+        refused = self.txn_refused(ctx, req.transactional_id)
         if refused:
             return {"throttle_time": 0, "error_code": refused, "producer_id": -1,
                     "producer_epoch": -1}
@@ -197,10 +199,11 @@ class _Handlers:
         return _after_markers(self.coordinator(), req.transactional_id, answer)
 
     # ---- TxnOffsetCommit -----------------------------------------------------------
-    async def handle_txn_offset_commit(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def handle_txn_offset_commit(self, ctx: RequestContext, req: TxnOffsetCommitRequest
+                                       ) -> dict[str, Any]:
         commits: list[tuple[str, list[PartitionCommit]]] = []
         codes: dict[TopicPartition, int] = {}
-        refused = self.txn_refused(ctx, req)
+        refused = self.txn_refused(ctx, req.transactional_id, req.group_id)
         for t in req.topics:
             parts = []
             denied = refused or (E.topic_authorization_failed if self.broker.access.denies(
@@ -210,7 +213,7 @@ class _Handlers:
                     codes[(t.name, p.partition_index)] = denied
                 elif self.known(t.name, p.partition_index):
                     parts.append(PartitionCommit(p.partition_index, p.committed_offset,
-                                                 getattr(p, "committed_leader_epoch", -1),
+                                                 p.committed_leader_epoch,
                                                  p.committed_metadata))
                 else:
                     codes[(t.name, p.partition_index)] = E.unknown_topic_or_partition
@@ -227,16 +230,17 @@ class _Handlers:
                                            for p, c in parts.items()]}
             for topic, parts in by_topic(codes).items()]}
 
-    def commit_offsets(self, req: Any, commits: list[tuple[str, list[PartitionCommit]]],
+    def commit_offsets(self, req: TxnOffsetCommitRequest,
+                       commits: list[tuple[str, list[PartitionCommit]]],
                        version: int
                        ) -> dict[TopicPartition, int] | Awaitable[dict[TopicPartition, int]]:
         return self.broker.txn_offsets.commit(
             req.transactional_id, req.producer_id, req.producer_epoch, req.group_id,
-            getattr(req, "member_id", ""), getattr(req, "group_instance_id", None),
-            getattr(req, "generation_id", -1), commits, version)
+            req.member_id, req.group_instance_id, req.generation_id, commits, version)
 
     # ---- WriteTxnMarkers -----------------------------------------------------------
-    async def handle_write_markers(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def handle_write_markers(self, ctx: RequestContext, req: WriteTxnMarkersRequest
+                                   ) -> dict[str, Any]:
         """Answered once every marker is committed (the coordinator that sent them then
         completes the transaction)."""
         results = []
@@ -253,7 +257,7 @@ class _Handlers:
                         parts.append({"partition_index": p,
                                       "error_code": E.cluster_authorization_failed})
                         continue
-                    tv = getattr(marker, "transaction_version", 0)
+                    tv = marker.transaction_version  # 0 before v2
                     if confirm:  # the markers held here are committed: take them in
                         assert self.broker.cluster is not None
                         code = await self.broker.cluster.confirm_marker(
@@ -334,7 +338,8 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
     dispatcher.register(24, 0, 5, handlers.handle_add_partitions)
     dispatcher.register(25, 0, 4, handlers.handle_add_offsets)
     dispatcher.register(26, 0, 5, handlers.handle_end_txn)
-    dispatcher.register(27, 1, 2, handlers.handle_write_markers)
-    dispatcher.register(28, 0, 5, handlers.handle_txn_offset_commit)
+    dispatcher.register(27, 1, 2, typed(WriteTxnMarkersRequest, handlers.handle_write_markers))
+    dispatcher.register(28, 0, 5, typed(TxnOffsetCommitRequest,
+                                        handlers.handle_txn_offset_commit))
     dispatcher.register(65, 0, 0, handlers.handle_describe)
     dispatcher.register(66, 0, 2, typed(ListTransactionsRequest, handlers.handle_list))

@@ -31,6 +31,8 @@ def typed(cls: type[_R], handler: Callable[[RequestContext, _R], Any],
     def handle(ctx: RequestContext, req: Any) -> Any:
         return handler(ctx, upgrade(cls, req, None if changes is None else changes(req)))
     handle.__qualname__ = getattr(handler, "__qualname__", "handler")
+    handle.request_class = cls  # type: ignore[attr-defined]  # ApiEntry.request_class
+    handle.changes = changes  # type: ignore[attr-defined]
     return handle
 
 
@@ -68,6 +70,11 @@ class ApiEntry:
     # The newest version served; above max_version only for versions Kafka also serves
     # without advertising them.
     accepted_max: int = -1
+    #: The kio class every version is read as (`typed`), None for a handler that reads
+    #: each version's own; kept when middleware wraps the handler.
+    request_class: type | None = None
+    #: `typed`'s mapping of fields whose meaning moved between versions.
+    changes: Callable[[Any], Mapping[str, Any] | None] | None = None
 
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= max(self.max_version, self.accepted_max)
@@ -82,7 +89,9 @@ class Dispatcher:
     def register(self, api_key: int, min_version: int, max_version: int,
                  handler: Handler, accepted_max: int = -1) -> None:
         self._entries[api_key] = ApiEntry(api_key, min_version, max_version, handler,
-                                          accepted_max)
+                                          accepted_max,
+                                          getattr(handler, "request_class", None),
+                                          getattr(handler, "changes", None))
 
     def wrap(self, middleware: Middleware) -> None:
         """Wrap every entry's handler in `middleware` (the entries it returns None for

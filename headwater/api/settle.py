@@ -32,9 +32,11 @@ WRITES = frozenset({
     42, 47,  # DeleteGroups, OffsetDelete
     68, 76,  # ConsumerGroupHeartbeat, ShareGroupHeartbeat
     78, 79,  # ShareFetch, ShareAcknowledge (their acknowledgements write share state)
-    83, 84, 85, 86,  # Initialize/Read/Write/DeleteShareGroupState
     91, 92,  # AlterShareGroupOffsets, DeleteShareGroupOffsets
 })
+# Not here: Initialize/Read/Write/DeleteShareGroupState (83-86) complete on their own
+# records' commit (`CoordinatorRuntime.write_committed`, Kafka's write operations), and
+# answer a failed one NOT_COORDINATOR per partition (api/share_state.py).
 
 # Reads answer from the shards' memory, where an append sits before its commit window
 # lands; a window that fails rebuilds the shard without it. Answered at once, a read could

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 from kio.schema.write_share_group_state.v1.request import PartitionData as WritePartition
@@ -21,11 +21,9 @@ from kio.schema.write_share_group_state.v1.request import WriteShareGroupStateRe
 
 from ..security import acl as A
 from ..share.records import StateBatch, StateWrite
+from ..storage.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext, typed
 from .services import HasAccess, HasShareCoordinator
-
-if TYPE_CHECKING:
-    pass
 
 MESSAGES = {
     int(E.invalid_request): "The request was invalid for this share-partition (negative "
@@ -70,7 +68,15 @@ class _Handlers:
             return {"results": []}
         results = []
         for t in topics:
-            rows = [await op(t.topic_id, p) for p in t.partitions]
+            rows = []
+            for p in t.partitions:
+                try:
+                    rows.append(await op(t.topic_id, p))
+                except LogError as exc:
+                    # Its records not committed (the coordinator answers once they are):
+                    # NOT_COORDINATOR, as Kafka's coordinators answer a failed append;
+                    # the persister finds the coordinator again and retries.
+                    rows.append(_row(p.partition, E.not_coordinator, error_message=str(exc)))
             results.append({"topic_id": t.topic_id, "partitions": rows})
         return {"results": results}
 

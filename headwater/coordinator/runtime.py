@@ -271,6 +271,9 @@ class CoordinatorRuntime:
         #: The placement puts the partition here now, by a fresh view.
         self._placed: Callable[[int], bool] = lambda _p: False
         self._unsettled: set[asyncio.Future[None]] = set()
+        #: The same commits by partition (`write_committed` of a write with no records
+        #: answers once what it read is committed).
+        self._unsettled_in: dict[int, set[asyncio.Future[None]]] = {}
         #: Commits of this runtime's records that failed, ever: a request that sees it
         #: move while it is answered may have had its own records dropped (`settle.py`).
         self.commit_failures = 0
@@ -436,17 +439,21 @@ class CoordinatorRuntime:
                     if slot.state is ShardState.LOADING:  # no longer wanted here
                         self._move(partition, ShardState.CLOSED)
 
-    def _settle(self, partition: int, part: Partition) -> None:
+    def _settle(self, partition: int, part: Partition) -> asyncio.Future[None] | None:
         """Ask for the commit of what was just appended; a failed one rebuilds the
-        shard from what was committed."""
+        shard from what was committed. The commit's future (None: nothing to wait
+        for), which fails with the commit."""
         pending = cast(CoordinatorLogs, self._partitions).commit([part])
         if pending is None:
-            return
+            return None
         future = asyncio.ensure_future(pending)
         self._unsettled.add(future)
+        mine = self._unsettled_in.setdefault(partition, set())
+        mine.add(future)
 
         def done(f: asyncio.Future[None]) -> None:
             self._unsettled.discard(f)
+            mine.discard(f)
             if f.cancelled() or f.exception() is None:
                 return
             self.commit_failures += 1
@@ -454,6 +461,7 @@ class CoordinatorRuntime:
                         partition, f.exception())
             self._fail(partition)
         future.add_done_callback(done)
+        return future
 
     def settled(self) -> Awaitable[None] | None:
         """Everything appended so far, committed (a cluster's coordinator answers once
@@ -608,14 +616,44 @@ class CoordinatorRuntime:
         With a producer id the batch carries it (and the transactional bit if asked);
         the log may then refuse it with a LogError (a fenced epoch, say), which
         propagates and leaves the shard unchanged."""
+        result, _committed = self._apply(partition, op, producer_id, producer_epoch,
+                                         transactional)
+        return result.response
+
+    async def write_committed(self, partition: int, op: Callable[[Any, int], Result]) -> Any:
+        """`write`, answered once its own records are committed, as Kafka's runtime
+        completes a write operation at the high watermark: on the shared log once the
+        commit window holding them lands, on one node once flushed as the flush policy
+        asks. A failed commit raises its LogError (the shard is rebuilt from what was
+        committed, without them). An operation that wrote nothing is answered once the
+        records it read are committed (on the shared log; at once when none wait)."""
+        result, committed = self._apply(partition, op)
+        if committed is not None:
+            await asyncio.shield(committed)
+        elif not result.records:
+            pending = self._unsettled_in.get(partition)
+            if pending:
+                await _all(list(pending))
+        elif not self.follows:  # one node: flushed as its flush policy asks
+            flushed = cast(CoordinatorLogs, self._partitions).commit([self._log(partition)])
+            if flushed is not None:
+                await flushed
+        return result.response
+
+    def _apply(self, partition: int, op: Callable[[Any, int], Result],
+               producer_id: int = -1, producer_epoch: int = -1, transactional: bool = False
+               ) -> tuple[Result, asyncio.Future[None] | None]:
+        """Run `op`, append and replay its records: (its result, on the shared log the
+        commit of those records)."""
         shard = self.shard(partition)
         now = self._clock()
         result = op(shard, now)
-        if result.records:
-            self.append(partition, shard, result.records, now, producer_id, producer_epoch,
-                        transactional)
-            self._notify(self.after_write, partition)
-        return result.response
+        if not result.records:
+            return result, None
+        committed = self.append(partition, shard, result.records, now, producer_id,
+                                producer_epoch, transactional)
+        self._notify(self.after_write, partition)
+        return result, committed
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int,
                      commit: bool, coordinator_epoch: int,
@@ -648,7 +686,9 @@ class CoordinatorRuntime:
 
     def append(self, partition: int, shard: Shard, records: list[CoordinatorRecord],
                now: int, producer_id: int = -1, producer_epoch: int = -1,
-               transactional: bool = False) -> None:
+               transactional: bool = False) -> asyncio.Future[None] | None:
+        """Append `records` as one batch and replay them into `shard`; on the shared log,
+        the future of their commit (`_settle`)."""
         entries: list[BatchRecord] = []
         for record in records:
             key, value = self.codec.encode(record)
@@ -659,8 +699,7 @@ class CoordinatorRuntime:
         result = part.append(data, now, origin_client=False)
         for i, record in enumerate(records):
             shard.replay(result.base_offset + i, producer_id, producer_epoch, record)
-        if self.follows:
-            self._settle(partition, part)
+        return self._settle(partition, part) if self.follows else None
 
 
 async def _all(futures: list[asyncio.Future[None]]) -> None:

@@ -94,7 +94,6 @@ class ShareCoordinator:
         self.config = ShareCoordinatorConfig.from_broker(config)
         self._image = image
         self._metadata = metadata
-        self._store = store
         self._unsubscribe: Callable[[], None] | None = None
         self._partition_cache: dict[tuple[str, uuid.UUID, int], int] = {}
 
@@ -208,14 +207,11 @@ class ShareCoordinator:
             return invalid
         state_partition = self.partition_for(group_id, topic_id, partition)
         try:
-            response: _T = self.runtime.write(state_partition, op)
+            # answered once its own records are committed; a failed commit raises
+            response: _T = await self.runtime.write_committed(state_partition, op)
         except NotReady as exc:
             refused: _T = _with_code(invalid, exc.code)
             return refused
-        plog = self._store.partition(TOPIC, state_partition)
-        durable = self._store.commit([plog]) if plog is not None else None
-        if durable is not None:
-            await durable
         return response
 
     def _on_metadata(self, old: MetadataImage, new: MetadataImage) -> None:

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode as E
 from ..coordinator.runtime import NotReady
 from ..group.offsets import PartitionCommit, as_fetch_entry
 from ..security import acl as A
+from ..storage.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext
 from .services import HasAccess, HasGroups, HasImage
 
@@ -51,7 +52,7 @@ class _Handlers:
         return t.name, None
 
     # ---- OffsetCommit --------------------------------------------------------------
-    def handle_commit(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def handle_commit(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         unknown: list[tuple[Any, list[int]]] = []
         topics: list[tuple[str, list[PartitionCommit]]] = []
         missing: dict[str, dict[int, int]] = {}  # topic -> partition -> error
@@ -86,13 +87,17 @@ class _Handlers:
                 topics.append((name, parts))
         codes: dict[str, dict[int, int]] = {}
         if topics:
+            # answered once the offsets are committed (on the shared log, their window)
             try:
-                codes = self.groups().write(req.group_id, lambda shard, now: shard.offsets.commit(
-                    req.group_id, req.member_id, getattr(req, "group_instance_id", None),
-                    req.generation_id_or_member_epoch, topics, ctx.api_version, now))
-            except NotReady as exc:
-                codes = {name: {p.partition: exc.code for p in parts}
-                         for name, parts in topics}
+                codes = await self.groups().write_committed(
+                    req.group_id, lambda shard, now: shard.offsets.commit(
+                        req.group_id, req.member_id, getattr(req, "group_instance_id", None),
+                        req.generation_id_or_member_epoch, topics, ctx.api_version, now))
+            except (NotReady, LogError) as exc:
+                # not committed: NOT_COORDINATOR, as Kafka's coordinators answer a failed
+                # append (the client finds the coordinator again and retries)
+                failed = int(exc.code if isinstance(exc, NotReady) else E.not_coordinator)
+                codes = {name: {p.partition: failed for p in parts} for name, parts in topics}
         for name, parts_missing in missing.items():
             codes.setdefault(name, {}).update(parts_missing)
         out = [{"name": name, "topic_id": ids.get(name) or ZERO_UUID,
@@ -105,9 +110,9 @@ class _Handlers:
         return {"throttle_time": 0, "topics": out}
 
     # ---- OffsetFetch ---------------------------------------------------------------
-    def fetch_group(self, ctx: RequestContext, group_id: str, member_id: str | None,
-                    member_epoch: int, req_topics: Any, by_id: bool,
-                    require_stable: bool = False) -> dict[str, Any]:
+    async def fetch_group(self, ctx: RequestContext, group_id: str, member_id: str | None,
+                          member_epoch: int, req_topics: Any, by_id: bool,
+                          require_stable: bool = False) -> dict[str, Any]:
         access = self.broker.access
         if access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
             return {"group_id": group_id, "topics": [],
@@ -125,11 +130,14 @@ class _Handlers:
                     denied.append((name, topic_id, list(t.partition_indexes)))
                 else:
                     topics.append((name, list(t.partition_indexes)))
-        try:
-            error, found = self.groups().read(group_id, lambda shard: shard.offsets.fetch(
-                group_id, member_id, member_epoch, topics, require_stable))
+        try:  # answered once the offsets it read are committed
+            error, found = await self.groups().read_committed(
+                group_id, lambda shard: shard.offsets.fetch(
+                    group_id, member_id, member_epoch, topics, require_stable))
         except NotReady as exc:
             error, found = exc.code, {}
+        except LogError:
+            error, found = E.not_coordinator, {}
         out = []
         for name, parts in found.items():
             if req_topics is None and access.denies(ctx, A.DESCRIBE, A.TOPIC, name):
@@ -148,17 +156,17 @@ class _Handlers:
             out = [t for t in out if t["topic_id"] != ZERO_UUID or not t["partitions"]]
         return {"group_id": group_id, "topics": out, "error_code": error}
 
-    def handle_fetch(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def handle_fetch(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         # RequireStable (v7+): UNSTABLE_OFFSET_COMMIT for partitions whose offsets an
         # open transaction is about to change.
         stable = bool(getattr(req, "require_stable", False))
         if ctx.api_version >= 8:
-            results = [self.fetch_group(ctx, g.group_id, getattr(g, "member_id", None),
-                                        getattr(g, "member_epoch", -1), g.topics,
-                                        ctx.api_version >= 10, stable)
+            results = [await self.fetch_group(ctx, g.group_id, getattr(g, "member_id", None),
+                                              getattr(g, "member_epoch", -1), g.topics,
+                                              ctx.api_version >= 10, stable)
                        for g in req.groups]
             return {"throttle_time": 0, "groups": results}
-        one = self.fetch_group(ctx, req.group_id, None, -1, req.topics, False, stable)
+        one = await self.fetch_group(ctx, req.group_id, None, -1, req.topics, False, stable)
         if one["error_code"] and ctx.api_version < 2:
             for t in one["topics"]:
                 for p in t["partitions"]:
@@ -166,7 +174,7 @@ class _Handlers:
         return {"throttle_time": 0, "topics": one["topics"], "error_code": one["error_code"]}
 
     # ---- OffsetDelete --------------------------------------------------------------
-    def handle_delete(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def handle_delete(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         if self.broker.access.denies(ctx, A.DELETE, A.GROUP, req.group_id):
             return {"error_code": E.group_authorization_failed, "throttle_time": 0,
                     "topics": ()}
@@ -177,10 +185,12 @@ class _Handlers:
             for p in t.partitions]} for t in req.topics if t not in readable]
         topics = [(t.name, [p.partition_index for p in t.partitions]) for t in readable]
         try:
-            error, codes = self.groups().write(
+            error, codes = await self.groups().write_committed(
                 req.group_id, lambda shard, now: shard.offsets.delete(req.group_id, topics))
         except NotReady as exc:
             error, codes = exc.code, {}
+        except LogError:
+            error, codes = E.not_coordinator, {}
         return {"error_code": error, "throttle_time": 0, "topics": [
             {"name": name, "partitions": [{"partition_index": p, "error_code": c}
                                           for p, c in codes.get(name, {}).items()]}

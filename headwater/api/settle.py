@@ -25,18 +25,19 @@ if TYPE_CHECKING:
     from ..coordinator.runtime import CoordinatorRuntime
 
 WRITES = frozenset({
-    8,  # OffsetCommit
     11, 12, 13, 14,  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup
     22,  # InitProducerId
     24, 25, 26, 28,  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
-    42, 47,  # DeleteGroups, OffsetDelete
+    42,  # DeleteGroups
     68, 76,  # ConsumerGroupHeartbeat, ShareGroupHeartbeat
     78, 79,  # ShareFetch, ShareAcknowledge (their acknowledgements write share state)
     91, 92,  # AlterShareGroupOffsets, DeleteShareGroupOffsets
 })
-# Not here: Initialize/Read/Write/DeleteShareGroupState (83-86) complete on their own
-# records' commit (`CoordinatorRuntime.write_committed`, Kafka's write operations), and
-# answer a failed one NOT_COORDINATOR per partition (api/share_state.py).
+# Not here, answered once their own records (or what they read) are committed
+# (`CoordinatorRuntime.write_committed` / `read_committed`, Kafka's write and read
+# operations), a failed commit NOT_COORDINATOR where it applies: OffsetCommit (8),
+# OffsetFetch (9), OffsetDelete (47) (api/offset_commits.py) and
+# Initialize/Read/Write/DeleteShareGroupState (83-86, api/share_state.py).
 
 # Reads answer from the shards' memory, where an append sits before its commit window
 # lands; a window that fails rebuilds the shard without it. Answered at once, a read could
@@ -45,7 +46,6 @@ WRITES = frozenset({
 # here a read waits until everything appended before it is committed, and a failed commit
 # answers NOT_COORDINATOR as it does for a write (the client asks again).
 READS = frozenset({
-    9,  # OffsetFetch
     15, 16,  # DescribeGroups, ListGroups
     65, 66,  # DescribeTransactions, ListTransactions
     69, 77,  # ConsumerGroupDescribe, ShareGroupDescribe

@@ -610,6 +610,18 @@ class CoordinatorRuntime:
     def read(self, partition: int, fn: Callable[[Any], Any]) -> Any:
         return fn(self.shard(partition))
 
+    async def read_committed(self, partition: int, fn: Callable[[Any], Any]) -> Any:
+        """`read`, answered once the records it read are committed: on the shared log a
+        shard holds an append before its commit window lands, and a window that fails
+        rebuilds the shard without it (answered at once, a read could show an offset
+        that then vanishes). Kafka reads at the last committed offset; here the read
+        waits for what was pending when it read. A failed commit raises its LogError."""
+        response = fn(self.shard(partition))
+        pending = self._unsettled_in.get(partition)
+        if pending:
+            await _all(list(pending))
+        return response
+
     def write(self, partition: int, op: Callable[[Any, int], Result], producer_id: int = -1,
               producer_epoch: int = -1, transactional: bool = False) -> Any:
         """Run `op`, append its records as one batch, replay them, return the response.
@@ -630,7 +642,7 @@ class CoordinatorRuntime:
         result, committed = self._apply(partition, op)
         if committed is not None:
             await asyncio.shield(committed)
-        elif not result.records:
+        elif not result.records:  # what it read, committed
             pending = self._unsettled_in.get(partition)
             if pending:
                 await _all(list(pending))

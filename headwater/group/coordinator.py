@@ -84,6 +84,16 @@ class GroupCoordinator:
     def read(self, group_id: str, fn: Callable[[GroupShard], Any]) -> Any:
         return self.runtime.read(self.partition_for(group_id), fn)
 
+    async def write_committed(self, group_id: str,
+                              op: Callable[[GroupShard, int], Result]) -> Any:
+        """`write`, answered once its records are committed (a failed commit raises its
+        LogError): `CoordinatorRuntime.write_committed`."""
+        return await self.runtime.write_committed(self.partition_for(group_id), op)
+
+    async def read_committed(self, group_id: str, fn: Callable[[GroupShard], Any]) -> Any:
+        """`read`, answered once what it read is committed."""
+        return await self.runtime.read_committed(self.partition_for(group_id), fn)
+
     def commit_transactional(self, group_id: str, member_id: str, instance_id: str | None,
                              generation: int, commits: Sequence[tuple[str, list[PartitionCommit]]],
                              producer_id: int, producer_epoch: int

@@ -37,7 +37,8 @@ WRITES = frozenset({
 # (`CoordinatorRuntime.write_committed` / `read_committed`, Kafka's write and read
 # operations), a failed commit NOT_COORDINATOR where it applies: OffsetCommit (8),
 # OffsetFetch (9), OffsetDelete (47) (api/offset_commits.py) and
-# Initialize/Read/Write/DeleteShareGroupState (83-86, api/share_state.py).
+# Initialize/Read/Write/DeleteShareGroupState and ReadShareGroupStateSummary (83-87,
+# api/share_state.py).
 
 # Reads answer from the shards' memory, where an append sits before its commit window
 # lands; a window that fails rebuilds the shard without it. Answered at once, a read could
@@ -49,7 +50,7 @@ READS = frozenset({
     15, 16,  # DescribeGroups, ListGroups
     65, 66,  # DescribeTransactions, ListTransactions
     69, 77,  # ConsumerGroupDescribe, ShareGroupDescribe
-    87, 90,  # ReadShareGroupStateSummary, DescribeShareGroupOffsets
+    90,  # DescribeShareGroupOffsets
 })
 
 SETTLED = WRITES | READS

@@ -35,6 +35,7 @@ from ..coordinator.runtime import (
     Timer,
 )
 from ..metadata.events import ImageSource, MetadataEvents
+from ..storage.errors import LogError
 from .coordinator_shard import (
     Key,
     ReadResult,
@@ -188,13 +189,15 @@ class ShareCoordinator:
         Kafka."""
         if not self._valid(group_id, topic_id):
             return StateSummary(E.invalid_request)
-        try:
-            summary: StateSummary = self.runtime.read(
+        try:  # answered once what it read is committed
+            summary: StateSummary = await self.runtime.read_committed(
                 self.partition_for(group_id, topic_id, partition),
                 lambda s: s.read_summary(group_id, topic_id, partition))
             return summary
         except NotReady as exc:
             return StateSummary(exc.code)
+        except LogError:  # what it read was not committed: ask again
+            return StateSummary(E.not_coordinator)
 
     # ---- plumbing ------------------------------------------------------------------
     @staticmethod

@@ -23,6 +23,7 @@ from ..coordinator.runtime import NotReady
 from ..group.classic.group import join_error, sync_error
 from ..group.classic.operations import JoinRequest, SyncRequest
 from ..security import acl as A
+from ..storage.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext, typed
 from .services import HasAccess, HasGroups
 
@@ -42,8 +43,6 @@ def _ms(value: datetime.timedelta) -> int:
     return value // _MS
 
 
-async def _answer(future: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
-    return {"throttle_time": 0, **await future}
 
 
 class _Handlers:
@@ -56,7 +55,9 @@ class _Handlers:
         return self.broker.groups
 
     def parked(self, group_id: str, op: Any, error_response: Any) -> Any:
-        """Run a parking operation now (in request order); return a wait for its answer."""
+        """Run a parking operation now (in request order); return a wait for its answer,
+        given once the records of the operation that answered it (this one, another
+        member's or a timer's, all in the group's partition) are committed."""
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 
         def respond(response: dict[str, Any]) -> None:
@@ -70,7 +71,19 @@ class _Handlers:
         except Exception:
             log.exception("group operation failed for %r", group_id)
             respond(error_response(E.unknown_server_error))
-        return _answer(future)
+        return self.answer(group_id, future, error_response)
+
+    async def answer(self, group_id: str, future: asyncio.Future[dict[str, Any]],
+                     error_response: Any) -> dict[str, Any]:
+        response = await future
+        pending = self.groups().pending_commits(group_id)  # what answered it, committed
+        if pending is not None:
+            try:
+                await pending
+            except LogError:  # not committed: the member finds the coordinator again
+                if response.get("error_code", 0) == 0:
+                    response = error_response(E.not_coordinator)
+        return {"throttle_time": 0, **response}
 
     # ---- JoinGroup -----------------------------------------------------------------
     def denied(self, ctx: RequestContext, group_id: str) -> bool:
@@ -109,28 +122,35 @@ class _Handlers:
             sync, respond, now), sync_error)
 
     # ---- Heartbeat -----------------------------------------------------------------
-    def handle_heartbeat(self, ctx: RequestContext, req: HeartbeatRequest) -> dict[str, Any]:
+    async def handle_heartbeat(self, ctx: RequestContext, req: HeartbeatRequest
+                               ) -> dict[str, Any]:
         if self.denied(ctx, req.group_id):
             return {"throttle_time": 0, "error_code": E.group_authorization_failed}
         try:
-            code = self.groups().write(req.group_id, lambda shard, now: shard.classic.heartbeat(
-                req.group_id, req.member_id, req.group_instance_id,
-                req.generation_id, now))
+            code = await self.groups().write_committed(
+                req.group_id, lambda shard, now: shard.classic.heartbeat(
+                    req.group_id, req.member_id, req.group_instance_id,
+                    req.generation_id, now))
         except NotReady as exc:
             code = exc.code
+        except LogError:
+            code = E.not_coordinator
         return {"throttle_time": 0, "error_code": code}
 
     # ---- LeaveGroup ----------------------------------------------------------------
-    def handle_leave(self, ctx: RequestContext, req: LeaveGroupRequest) -> dict[str, Any]:
+    async def handle_leave(self, ctx: RequestContext, req: LeaveGroupRequest
+                           ) -> dict[str, Any]:
         if self.denied(ctx, req.group_id):
             return {"throttle_time": 0, "error_code": E.group_authorization_failed,
                     "members": []}
         members = [(m.member_id, m.group_instance_id) for m in req.members]
         try:
-            error, codes = self.groups().write(req.group_id, lambda shard, now: shard.classic.leave(
-                req.group_id, members, now))
+            error, codes = await self.groups().write_committed(
+                req.group_id, lambda shard, now: shard.classic.leave(req.group_id, members, now))
         except NotReady as exc:
             error, codes = exc.code, []
+        except LogError:
+            error, codes = E.not_coordinator, []
         if ctx.api_version < 3:
             # One member, one error: the group's, else the member's.
             return {"throttle_time": 0, "error_code": error or (codes[0] if codes else 0)}

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode as E
 from ..coordinator.runtime import NotReady
 from ..group.modern.operations import HeartbeatResponse, ModernHeartbeatRequest, describe_error
 from ..security import acl as A
+from ..storage.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext
 from .services import HasAccess, HasGroups
 
@@ -75,16 +76,18 @@ def register_group_apis(dispatcher: Dispatcher, broker: Services,
     def groups() -> GroupCoordinator:
         return broker.groups
 
-    def handle_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def handle_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
         refused = heartbeat_refused(broker, ctx, req.group_id, req.subscribed_topic_names)
         if refused is not None:
             return refused
         request = to_request(ctx, req)
-        try:
-            resp = groups().write(request.group_id,
-                                  lambda shard, now: manager(shard).heartbeat(request, now))
+        try:  # answered once the member's records are committed
+            resp = await groups().write_committed(
+                request.group_id, lambda shard, now: manager(shard).heartbeat(request, now))
         except NotReady as exc:
             resp = HeartbeatResponse(exc.code)
+        except LogError:  # not committed: the client finds the coordinator again
+            resp = HeartbeatResponse(E.not_coordinator)
         return to_response(resp)
 
     def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:

@@ -25,18 +25,19 @@ if TYPE_CHECKING:
     from ..coordinator.runtime import CoordinatorRuntime
 
 WRITES = frozenset({
-    11, 12, 13, 14,  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup
     22,  # InitProducerId
     24, 25, 26, 28,  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
     42,  # DeleteGroups
-    68, 76,  # ConsumerGroupHeartbeat, ShareGroupHeartbeat
     78, 79,  # ShareFetch, ShareAcknowledge (their acknowledgements write share state)
     91, 92,  # AlterShareGroupOffsets, DeleteShareGroupOffsets
 })
 # Not here, answered once their own records (or what they read) are committed
 # (`CoordinatorRuntime.write_committed` / `read_committed`, Kafka's write and read
 # operations), a failed commit NOT_COORDINATOR where it applies: OffsetCommit (8),
-# OffsetFetch (9), OffsetDelete (47) (api/offset_commits.py) and
+# OffsetFetch (9), OffsetDelete (47) (api/offset_commits.py), the classic group APIs
+# (11-14, api/classic_groups.py: a parked JoinGroup or SyncGroup once the records of the
+# operation that answered it are), Consumer/ShareGroupHeartbeat (68, 76,
+# api/modern_groups.py) and
 # Initialize/Read/Write/DeleteShareGroupState and ReadShareGroupStateSummary (83-87,
 # api/share_state.py).
 

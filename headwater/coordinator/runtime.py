@@ -617,10 +617,16 @@ class CoordinatorRuntime:
         that then vanishes). Kafka reads at the last committed offset; here the read
         waits for what was pending when it read. A failed commit raises its LogError."""
         response = fn(self.shard(partition))
-        pending = self._unsettled_in.get(partition)
-        if pending:
-            await _all(list(pending))
+        pending = self.pending_commits(partition)
+        if pending is not None:
+            await pending
         return response
+
+    def pending_commits(self, partition: int) -> Awaitable[None] | None:
+        """The commits of what was appended to `partition` so far (None when none
+        waits); raises the first failed one's LogError."""
+        pending = self._unsettled_in.get(partition)
+        return _all(list(pending)) if pending else None
 
     def write(self, partition: int, op: Callable[[Any, int], Result], producer_id: int = -1,
               producer_epoch: int = -1, transactional: bool = False) -> Any:
@@ -643,9 +649,9 @@ class CoordinatorRuntime:
         if committed is not None:
             await asyncio.shield(committed)
         elif not result.records:  # what it read, committed
-            pending = self._unsettled_in.get(partition)
-            if pending:
-                await _all(list(pending))
+            pending = self.pending_commits(partition)
+            if pending is not None:
+                await pending
         elif not self.follows:  # one node: flushed as its flush policy asks
             flushed = cast(CoordinatorLogs, self._partitions).commit([self._log(partition)])
             if flushed is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import BrokerConfig
@@ -93,6 +93,11 @@ class GroupCoordinator:
     async def read_committed(self, group_id: str, fn: Callable[[GroupShard], Any]) -> Any:
         """`read`, answered once what it read is committed."""
         return await self.runtime.read_committed(self.partition_for(group_id), fn)
+
+    def pending_commits(self, group_id: str) -> Awaitable[None] | None:
+        """The commits of what the group's partition was appended so far (None when none
+        waits); raises a failed one's LogError."""
+        return self.runtime.pending_commits(self.partition_for(group_id))
 
     def commit_transactional(self, group_id: str, member_id: str, instance_id: str | None,
                              generation: int, commits: Sequence[tuple[str, list[PartitionCommit]]],

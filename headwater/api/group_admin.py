@@ -15,6 +15,7 @@ from kio.schema.list_groups.v5.request import ListGroupsRequest
 
 from ..coordinator.runtime import NotReady
 from ..security import acl as A
+from ..storage.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext, typed
 from .services import HasAccess, HasGroups, HasShareGroups
 
@@ -37,13 +38,20 @@ class _Handlers:
     def groups(self) -> GroupCoordinator:
         return self.broker.groups
 
-    def handle_list(self, ctx: RequestContext, req: ListGroupsRequest) -> dict[str, Any]:
+    async def handle_list(self, ctx: RequestContext, req: ListGroupsRequest
+                          ) -> dict[str, Any]:
         states = {s.lower() for s in req.states_filter}
         types = {t.lower() for t in req.types_filter}
         error = 0 if self.groups().runtime.is_loaded() else E.coordinator_load_in_progress
         listed = []
         for shard in self.groups().loaded_shards():
             listed += shard.list_groups(states or None, types or None)
+        pending = self.groups().runtime.settled()  # what it listed, committed
+        if pending is not None:
+            try:
+                await pending
+            except LogError:
+                error, listed = E.not_coordinator, []
         access = self.broker.access
         if access.enabled and not access.allowed(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
             # As Kafka: without DESCRIBE on the cluster, the groups one may describe.
@@ -51,7 +59,8 @@ class _Handlers:
                                                           g["group_id"])]
         return {"throttle_time": 0, "error_code": error, "groups": listed}
 
-    def handle_describe(self, ctx: RequestContext, req: DescribeGroupsRequest) -> dict[str, Any]:
+    async def handle_describe(self, ctx: RequestContext, req: DescribeGroupsRequest
+                              ) -> dict[str, Any]:
         out = []
         for group_id in req.groups:
             if self.broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
@@ -62,9 +71,10 @@ class _Handlers:
             try:
                 def describe(shard: GroupShard, g: str = group_id) -> Any:
                     return shard.describe_group(g)
-                entry = self.groups().read(group_id, describe)
-            except NotReady as exc:
-                entry = {"error_code": exc.code, "group_id": group_id, "group_state": "",
+                entry = await self.groups().read_committed(group_id, describe)
+            except (NotReady, LogError) as exc:
+                code = exc.code if isinstance(exc, NotReady) else E.not_coordinator
+                entry = {"error_code": code, "group_id": group_id, "group_state": "",
                          "protocol_type": "", "protocol_data": "", "members": ()}
             if entry.get("error_code") == E.group_id_not_found and ctx.api_version < 6:
                 entry = {**entry, "error_code": 0, "error_message": None}

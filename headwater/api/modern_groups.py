@@ -90,18 +90,20 @@ def register_group_apis(dispatcher: Dispatcher, broker: Services,
             resp = HeartbeatResponse(E.not_coordinator)
         return to_response(resp)
 
-    def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    async def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         include = bool(getattr(req, "include_authorized_operations", False))
         out = []
         for group_id in req.group_ids:
             if broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
                 out.append(describe_error(group_id, E.group_authorization_failed, None))
                 continue
-            try:
-                entry, = groups().read(group_id, functools.partial(_describe_one, manager,
-                                                                    group_id, include))
+            try:  # answered once what it read is committed
+                entry, = await groups().read_committed(
+                    group_id, functools.partial(_describe_one, manager, group_id, include))
             except NotReady as exc:
                 entry = describe_error(group_id, exc.code, None)
+            except LogError:
+                entry = describe_error(group_id, E.not_coordinator, None)
             out.append(entry)
         return {"throttle_time": 0, "groups": out}
 

@@ -37,7 +37,8 @@ WRITES = frozenset({
 # OffsetFetch (9), OffsetDelete (47) (api/offset_commits.py), the classic group APIs
 # (11-14, api/classic_groups.py: a parked JoinGroup or SyncGroup once the records of the
 # operation that answered it are), Consumer/ShareGroupHeartbeat (68, 76,
-# api/modern_groups.py) and
+# api/modern_groups.py), the group reads DescribeGroups, ListGroups (15, 16,
+# api/group_admin.py), ConsumerGroupDescribe and ShareGroupDescribe (69, 77) and
 # Initialize/Read/Write/DeleteShareGroupState and ReadShareGroupStateSummary (83-87,
 # api/share_state.py).
 
@@ -48,9 +49,7 @@ WRITES = frozenset({
 # here a read waits until everything appended before it is committed, and a failed commit
 # answers NOT_COORDINATOR as it does for a write (the client asks again).
 READS = frozenset({
-    15, 16,  # DescribeGroups, ListGroups
     65, 66,  # DescribeTransactions, ListTransactions
-    69, 77,  # ConsumerGroupDescribe, ShareGroupDescribe
     90,  # DescribeShareGroupOffsets
 })
 

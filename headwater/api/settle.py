@@ -28,7 +28,6 @@ WRITES = frozenset({
     22,  # InitProducerId
     24, 25, 26, 28,  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
     42,  # DeleteGroups
-    78, 79,  # ShareFetch, ShareAcknowledge (their acknowledgements write share state)
     91, 92,  # AlterShareGroupOffsets, DeleteShareGroupOffsets
 })
 # Not here, answered once their own records (or what they read) are committed
@@ -40,7 +39,9 @@ WRITES = frozenset({
 # api/modern_groups.py), the group reads DescribeGroups, ListGroups (15, 16,
 # api/group_admin.py), ConsumerGroupDescribe and ShareGroupDescribe (69, 77) and
 # Initialize/Read/Write/DeleteShareGroupState and ReadShareGroupStateSummary (83-87,
-# api/share_state.py).
+# api/share_state.py), and ShareFetch and ShareAcknowledge (78, 79: the share-partition
+# leaders persist through ShareCoordinator's writes, or another broker's answered once
+# committed, before they answer).
 
 # Reads answer from the shards' memory, where an append sits before its commit window
 # lands; a window that fails rebuilds the shard without it. Answered at once, a read could

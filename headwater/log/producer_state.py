@@ -126,6 +126,19 @@ def _check_sequence(entry: ProducerEntry | None, h: BatchHeader) -> None:
                            f"at sequence 0, got {h.base_sequence}")
         return
     if not _in_sequence(entry.last_seq, h.base_sequence):
+        if (h.is_transactional and entry.current_txn_first_offset < 0
+                and h.base_sequence <= entry.last_seq):
+            # Sequences of the producer's ended transaction used again (librdkafka
+            # purges a batch queued for retry on abort_transaction and hands its
+            # numbers to the next transaction, TV1 keeping the epoch; `find_duplicate`).
+            # OUT_OF_ORDER_SEQUENCE for the head of the queue is fatal to librdkafka
+            # ("sequence desynchronization"); UNKNOWN_PRODUCER_ID is an abortable error
+            # with an epoch bump, after which the transaction is sent again at sequence
+            # 0 (KIP-360; Java's client does the same). Nothing is written.
+            raise LogError(E.unknown_producer_id,
+                           f"producer {h.producer_id} reuses sequences {h.base_sequence}.."
+                           f"{h.last_sequence} of its ended transaction (last sequence "
+                           f"{entry.last_seq}): bump the epoch")
         raise LogError(E.out_of_order_sequence_number,
                        f"producer {h.producer_id} expected sequence "
                        f"{(entry.last_seq + 1) if entry.last_seq < INT32_MAX else 0}, "

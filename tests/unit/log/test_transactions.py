@@ -129,21 +129,28 @@ def test_retried_transactional_batch_is_a_duplicate(open_log) -> None:
 
 
 @pytest.mark.parametrize("commit", [False, True])
-def test_a_batch_repeating_one_of_an_ended_transaction_is_out_of_order(open_log,
-                                                                       commit) -> None:
+def test_a_batch_repeating_one_of_an_ended_transaction_asks_for_an_epoch_bump(
+        open_log, commit) -> None:
     """librdkafka purges a batch queued for retry on abort_transaction and hands its
     sequence numbers to the next transaction (same epoch under TV1). Its new batch
     matched the old one's sequences and got the old offsets back, which the marker had
     aborted: the next transaction committed without its records (the chaos campaign's
-    torn transaction). Only a batch of the open transaction is a retry."""
+    torn transaction). Only a batch of the open transaction is a retry. Answered
+    OUT_OF_ORDER_SEQUENCE, librdkafka failed fatally (the head of its queue: "sequence
+    desynchronization", a CI campaign's copier); UNKNOWN_PRODUCER_ID is an abortable
+    error with an epoch bump. Nothing is written either way."""
     plog = open_log()
     a = Producer(plog, A)
     first = a.batch(3)
     plog.append(first, 0)
     a.end(commit)
     a.seq = 0  # the next transaction reuses sequences 0..2
-    assert code_of(lambda: plog.append(a.batch(3), 0)) == E.out_of_order_sequence_number
+    assert code_of(lambda: plog.append(a.batch(3), 0)) == E.unknown_producer_id
+    a.seq = 1  # overlapping them, not repeating one
+    assert code_of(lambda: plog.append(a.batch(4), 0)) == E.unknown_producer_id
     assert plog.log_end_offset == 4 and plog.last_stable_offset == 4
+    a.seq = 5  # a gap ahead of them stays out of order
+    assert code_of(lambda: plog.append(a.batch(1), 0)) == E.out_of_order_sequence_number
 
 
 def test_a_retry_within_the_open_transaction_is_still_a_duplicate(open_log) -> None:

@@ -270,9 +270,8 @@ class CoordinatorRuntime:
         self._wanted: Callable[[int], bool] = lambda _p: not self.follows
         #: The placement puts the partition here now, by a fresh view.
         self._placed: Callable[[int], bool] = lambda _p: False
-        self._unsettled: set[asyncio.Future[None]] = set()
-        #: The same commits by partition (`write_committed` of a write with no records
-        #: answers once what it read is committed).
+        #: The commits of appended records not landed yet, by partition (`settled`,
+        #: `pending_commits`).
         self._unsettled_in: dict[int, set[asyncio.Future[None]]] = {}
         #: Commits of this runtime's records that failed, ever: a request that sees it
         #: move while it is answered may have had its own records dropped (`settle.py`).
@@ -447,12 +446,10 @@ class CoordinatorRuntime:
         if pending is None:
             return None
         future = asyncio.ensure_future(pending)
-        self._unsettled.add(future)
         mine = self._unsettled_in.setdefault(partition, set())
         mine.add(future)
 
         def done(f: asyncio.Future[None]) -> None:
-            self._unsettled.discard(f)
             mine.discard(f)
             if f.cancelled() or f.exception() is None:
                 return
@@ -467,9 +464,8 @@ class CoordinatorRuntime:
         """Everything appended so far, committed (a cluster's coordinator answers once
         its records are); None when nothing waits. Raises the first failed commit's
         error."""
-        if not self._unsettled:
-            return None
-        return _all(list(self._unsettled))
+        pending = [f for futures in self._unsettled_in.values() for f in futures]
+        return _all(pending) if pending else None
 
     async def _load(self, partition: int) -> None:
         """Replay the partition into a new shard and serve it."""

@@ -19,15 +19,24 @@ def _active(logs: FakeLogs) -> Any:
     return runtime
 
 
+async def _serving(runtime: Any) -> None:
+    runtime.take(0)
+    await _until(lambda: runtime.state(0) is ShardState.ACTIVE)
+
+
+def _write(runtime: Any) -> asyncio.Future[Any]:
+    """A write of one record to partition 0, answered once committed."""
+    return asyncio.ensure_future(runtime.write_committed(
+        0, lambda shard, now: Result([object()], "written")))
+
+
 def test_a_write_is_answered_once_its_own_records_are_committed() -> None:
     logs = FakeLogs()
     runtime = _active(logs)
 
     async def story() -> None:
-        runtime.take(0)
-        await _until(lambda: runtime.state(0) is ShardState.ACTIVE)
-        answer = asyncio.ensure_future(runtime.write_committed(
-            0, lambda shard, now: Result([object()], "written")))
+        await _serving(runtime)
+        answer = _write(runtime)
         await _until(lambda: len(logs.commits) == 1)
         await asyncio.sleep(0.05)
         assert not answer.done()  # its window has not landed
@@ -41,10 +50,8 @@ def test_a_failed_commit_is_raised_to_the_writer() -> None:
     runtime = _active(logs)
 
     async def story() -> None:
-        runtime.take(0)
-        await _until(lambda: runtime.state(0) is ShardState.ACTIVE)
-        answer = asyncio.ensure_future(runtime.write_committed(
-            0, lambda shard, now: Result([object()], "written")))
+        await _serving(runtime)
+        answer = _write(runtime)
         await _until(lambda: len(logs.commits) == 1)
         logs.commits[0].set_exception(RuntimeError("object store away"))
         with pytest.raises(RuntimeError, match="object store away"):
@@ -58,8 +65,7 @@ def test_a_write_without_records_waits_for_what_it_read() -> None:
     runtime = _active(logs)
 
     async def story() -> None:
-        runtime.take(0)
-        await _until(lambda: runtime.state(0) is ShardState.ACTIVE)
+        await _serving(runtime)
         runtime.write(0, lambda shard, now: Result([object()], "someone's"))
         read = asyncio.ensure_future(runtime.write_committed(
             0, lambda shard, now: Result([], "read")))
@@ -81,8 +87,7 @@ def test_one_node_flushes_as_its_policy_asks() -> None:
     async def story() -> None:
         await runtime.start()
         await _until(lambda: runtime.state(0) is ShardState.ACTIVE)
-        answer = asyncio.ensure_future(runtime.write_committed(
-            0, lambda shard, now: Result([object()], "written")))
+        answer = _write(runtime)
         await _until(lambda: len(logs.commits) == 1)  # the flush, asked by the write
         assert not answer.done()
         logs.commits[0].set_result(None)

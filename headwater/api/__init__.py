@@ -35,7 +35,6 @@ from . import (
     quorum,
     reassignments,
     sasl,
-    settle,
     share_admin,
     share_fetch,
     share_groups,
@@ -52,7 +51,7 @@ class Services(acls.Services, api_versions.Services, classic_groups.Services,
                find_coordinator.Services, forwarding.Services, group_admin.Services,
                log_dirs.Services, offset_commits.Services, offsets.Services,
                produce.Services, producers.Services, quorum.Services,
-               reassignments.Services, sasl.Services, settle.Services,
+               reassignments.Services, sasl.Services,
                share_admin.Services, share_fetch.Services,
                share_state.Services, topics.Services, transactions.Services, Protocol):
     """Everything the handlers use: what the assembly (`broker.py`) provides (share_groups
@@ -68,11 +67,12 @@ HANDLERS = (api_versions, cluster_metadata, topics, configs, produce, fetch, off
 
 #: The cross-cutting concerns around the handlers, innermost first: the group APIs'
 #: feature gates; a cluster's forwarding of metadata changes to the controller (so a
-#: forwarded request is gated where it is handled); answering a cluster's coordinator
-#: requests once their records are committed (around forwarding too). Authorization and
-#: quotas are not here: each handler asks `access` about its own resources (as Kafka's
-#: do), and the server throttles connections (`wire/server.py`).
-MIDDLEWARE = (features.middleware, forwarding.middleware, settle.middleware)
+#: forwarded request is gated where it is handled). Authorization and quotas are not
+#: here: each handler asks `access` about its own resources (as Kafka's do), and the
+#: server throttles connections (`wire/server.py`). Waiting for a coordinator's records
+#: to be committed is not either: each coordinator operation answers once its own are
+#: (`CoordinatorRuntime.write_committed`, or `api/committed.py` after a synchronous one).
+MIDDLEWARE = (features.middleware, forwarding.middleware)
 
 
 def register_all(dispatcher: Dispatcher, broker: Services) -> None:

@@ -103,9 +103,11 @@ class _Handlers:
                 if not code:
                     def delete(shard: GroupShard, _now: int, g: str = group_id) -> Result:
                         return shard.delete_group(g)
-                    code = self.groups().write(group_id, delete)
+                    code = await self.groups().write_committed(group_id, delete)
             except NotReady as exc:
                 code = exc.code
+            except LogError:  # not committed: the client finds the coordinator again
+                code = E.not_coordinator
             results.append({"group_id": group_id, "error_code": code})
         return {"throttle_time": 0, "results": results}
 

@@ -16,6 +16,7 @@ block is answered once it is durable in the shared metadata log.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
@@ -25,6 +26,7 @@ from ..coordinator.runtime import NotReady
 from ..metadata.controller import ControllerError
 from ..security import acl as A
 from ..wire.dispatch import Dispatcher, RequestContext, typed
+from .committed import once_committed
 from .services import (
     HasAccess,
     HasCluster,
@@ -46,7 +48,8 @@ class _Handlers:
     def __init__(self, broker: Services) -> None:
         self.broker = broker
 
-    def handle_init(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_init(self, ctx: RequestContext, req: Any
+                    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         access = self.broker.access
         if access.enabled:
             if req.transactional_id is not None:
@@ -72,8 +75,11 @@ class _Handlers:
                 error, pid, epoch = exc.code, -1, -1
             if error == E.producer_fenced and ctx.api_version < 4:
                 error = E.invalid_producer_epoch  # PRODUCER_FENCED is v4+ (KIP-588)
-            return {"throttle_time": 0, "error_code": error, "producer_id": pid,
-                    "producer_epoch": epoch}
+            # answered once the new epoch (or what it read) is committed
+            return once_committed({"throttle_time": 0, "error_code": error,
+                                   "producer_id": pid, "producer_epoch": epoch},
+                                  self.broker.transactions.pending_commits(
+                                      req.transactional_id))
         # Without a transactional id Kafka "always blindly accepts the request and
         # returns a new producerId" at epoch 0, whatever id and epoch the producer names
         # (an idempotent producer resetting its sequences, KIP-360). Bumping the named

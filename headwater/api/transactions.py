@@ -32,12 +32,13 @@ from kio.schema.list_transactions.v2.request import ListTransactionsRequest
 from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequest
 from kio.schema.write_txn_markers.v2.request import WriteTxnMarkersRequest
 
-from ..coordinator.runtime import NotReady
+from ..coordinator.runtime import NotReady, landed
 from ..group.offsets import PartitionCommit
 from ..security import acl as A
 from ..txn.coordinator import OFFSETS_TOPIC
 from ..txn.state import TxnState
 from ..wire.dispatch import Dispatcher, RequestContext, typed
+from .committed import Pending, not_coordinator, once_committed
 from .services import HasAccess, HasCluster, HasGroups, HasImage, HasTransactions
 
 if TYPE_CHECKING:
@@ -69,16 +70,24 @@ CONFIRM_WAIT_S = 3.0
 
 def _after_markers(coordinator: TransactionCoordinator, txn_id: str,
                    answer: dict[str, Any]) -> dict[str, Any] | Awaitable[dict[str, Any]]:
-    """`answer` once `txn_id`'s markers are written (`TransactionCoordinator.completion`)."""
-    pending = coordinator.completion(txn_id)
-    if pending is None:
+    """`answer` once the Prepare* record is committed (in a cluster) and then `txn_id`'s
+    markers are written (`TransactionCoordinator.completion`)."""
+    committed = coordinator.pending_commits(txn_id)
+    markers = coordinator.completion(txn_id) if committed is None else None
+    if committed is None and markers is None:
         return answer
 
     async def wait() -> dict[str, Any]:
-        try:
-            await asyncio.wait_for(pending, END_TXN_MARKERS_WAIT_S)
-        except TimeoutError:
-            pass
+        nonlocal markers
+        if committed is not None:
+            if not await landed([committed]):
+                return not_coordinator(answer)
+            markers = coordinator.completion(txn_id)
+        if markers is not None:
+            try:
+                await asyncio.wait_for(markers, END_TXN_MARKERS_WAIT_S)
+            except TimeoutError:
+                pass
         return answer
     return wait()
 
@@ -141,20 +150,31 @@ class _Handlers:
             {"partition_index": p, "partition_error_code": c} for p, c in parts.items()]}
             for topic, parts in by_topic(codes).items()]
 
-    def handle_add_partitions(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_add_partitions(self, ctx: RequestContext, req: Any
+                              ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        """Answered once what each transaction added (or what a verification read) is
+        committed."""
         if ctx.api_version <= 3:
-            codes = self.add_or_verify(ctx, req.v3_and_below_transactional_id,
-                                       req.v3_and_below_producer_id,
+            txn_id = req.v3_and_below_transactional_id
+            codes = self.add_or_verify(ctx, txn_id, req.v3_and_below_producer_id,
                                        req.v3_and_below_producer_epoch, False,
                                        req.v3_and_below_topics, ctx.api_version)
-            return {"throttle_time": 0, "results_by_topic_v3_and_below": self.topic_results(codes)}
-        results = []
+            return once_committed(
+                {"throttle_time": 0, "results_by_topic_v3_and_below": self.topic_results(codes)},
+                self.pending(txn_id))
+        results, pending = [], []
         for txn in req.transactions:
             codes = self.add_or_verify(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch,
                                        txn.verify_only, txn.topics, ctx.api_version)
+            pending.append(self.pending(txn.transactional_id))
             results.append({"transactional_id": txn.transactional_id,
                             "topic_results": self.topic_results(codes)})
-        return {"throttle_time": 0, "error_code": 0, "results_by_transaction": results}
+        return once_committed(
+            {"throttle_time": 0, "error_code": 0, "results_by_transaction": results}, *pending)
+
+    def pending(self, txn_id: str) -> Pending:
+        """The commits pending on `txn_id`'s partition (None when none waits)."""
+        return self.coordinator().pending_commits(txn_id)
 
     # ---- AddOffsetsToTxn / EndTxn --------------------------------------------------
     def txn_refused(self, ctx: RequestContext, transactional_id: str,
@@ -166,7 +186,8 @@ class _Handlers:
             return E.group_authorization_failed
         return 0
 
-    def handle_add_offsets(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    def handle_add_offsets(self, ctx: RequestContext, req: Any
+                           ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         refused = self.txn_refused(ctx, req.transactional_id, req.group_id)
         if refused:
             return {"throttle_time": 0, "error_code": refused}
@@ -176,8 +197,9 @@ class _Handlers:
             return self.coordinator().add_partitions(req.transactional_id, req.producer_id,
                                                      req.producer_epoch,
                                                      [(OFFSETS_TOPIC, partition)])
-        return {"throttle_time": 0,
-                "error_code": fenced_as(self.call(add), ctx.api_version, 2)}
+        return once_committed({"throttle_time": 0,
+                               "error_code": fenced_as(self.call(add), ctx.api_version, 2)},
+                              self.pending(req.transactional_id))
 
     def handle_end_txn(self, ctx: RequestContext, req: Any) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         refused = self.txn_refused(ctx, req.transactional_id)
@@ -285,8 +307,10 @@ class _Handlers:
         return {"markers": results}
 
     # ---- DescribeTransactions / ListTransactions -----------------------------------
-    def handle_describe(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
-        states = []
+    def handle_describe(self, ctx: RequestContext, req: Any
+                        ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        """Answered once what it read is committed."""
+        states, pending = [], []
         for txn_id in req.transactional_ids:
             if self.broker.access.denies(ctx, A.DESCRIBE, A.TRANSACTIONAL_ID, txn_id):
                 states.append({"error_code": E.transactional_id_authorization_failed,
@@ -296,14 +320,17 @@ class _Handlers:
                 continue
             try:
                 states.append(self.coordinator().describe(txn_id))
+                pending.append(self.pending(txn_id))
             except NotReady as exc:
                 states.append({"error_code": exc.code, "transactional_id": txn_id,
                                "transaction_state": "", "transaction_timeout": 0,
                                "transaction_start_time": 0, "producer_id": -1,
                                "producer_epoch": -1, "topics": ()})
-        return {"throttle_time": 0, "transaction_states": states}
+        return once_committed({"throttle_time": 0, "transaction_states": states}, *pending)
 
-    def handle_list(self, ctx: RequestContext, req: ListTransactionsRequest) -> dict[str, Any]:
+    def handle_list(self, ctx: RequestContext, req: ListTransactionsRequest
+                    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        """Answered once what it read, on every partition, is committed."""
         wanted: set[TxnState] = set()
         unknown = []
         for name in req.state_filters:
@@ -328,8 +355,9 @@ class _Handlers:
         if self.broker.access.enabled:
             found = [t for t in found if self.broker.access.allowed(
                 ctx, A.DESCRIBE, A.TRANSACTIONAL_ID, t["transactional_id"])]
-        return {"throttle_time": 0, "error_code": error, "unknown_state_filters": unknown,
-                "transaction_states": found}
+        return once_committed({"throttle_time": 0, "error_code": error,
+                               "unknown_state_filters": unknown, "transaction_states": found},
+                              self.coordinator().pending_commits())
 
 
 def register(dispatcher: Dispatcher, broker: Services) -> None:

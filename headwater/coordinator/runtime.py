@@ -273,8 +273,7 @@ class CoordinatorRuntime:
         #: The commits of appended records not landed yet, by partition (`settled`,
         #: `pending_commits`).
         self._unsettled_in: dict[int, set[asyncio.Future[None]]] = {}
-        #: Commits of this runtime's records that failed, ever: a request that sees it
-        #: move while it is answered may have had its own records dropped (`settle.py`).
+        #: Commits of this runtime's records that failed, ever (the tests' witness).
         self.commit_failures = 0
         self._unfollow: Callable[[], None] = lambda: None
         placement = None if cluster is None else cluster.placement
@@ -719,3 +718,15 @@ class CoordinatorRuntime:
 async def _all(futures: list[asyncio.Future[None]]) -> None:
     for future in futures:
         await asyncio.shield(future)
+
+
+async def landed(pending: Iterable[Awaitable[None] | None]) -> bool:
+    """True once every commit waited for (`pending_commits`, None: nothing waits)
+    landed; False when one failed (the shard is rebuilt without its records)."""
+    try:
+        for future in pending:
+            if future is not None:
+                await future
+    except LogError:
+        return False
+    return True

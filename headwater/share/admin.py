@@ -16,9 +16,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kio.schema.errors import ErrorCode as E
+
 from ..coordinator.runtime import CoordinatorRuntime, NotReady, Result
 from ..faults import SHARE_AFTER_PENDING_DELETION, Faults
 from ..group.share import admin as A
+from ..storage.errors import LogError
 from .coordinator_shard import StateSummary
 
 if TYPE_CHECKING:
@@ -47,7 +50,14 @@ class ShareGroups(Protocol):
 
     def write(self, group_id: str, op: Callable[[GroupShard, int], Result]) -> Any: ...
 
-    def read(self, group_id: str, fn: Callable[[GroupShard], Any]) -> Any: ...
+    async def write_committed(self, group_id: str,
+                              op: Callable[[GroupShard, int], Result]) -> Any:
+        """`write`, answered once its records are committed (LogError if not)."""
+        ...
+
+    async def read_committed(self, group_id: str, fn: Callable[[GroupShard], Any]) -> Any:
+        """A read, answered once what it read is committed (LogError if not)."""
+        ...
 
 
 class ShareState(Protocol):
@@ -103,10 +113,12 @@ class ShareAdmin:
         unknown: list[dict[str, Any]] = []
         if topics is None:
             try:
-                parts = self.groups.read(
+                parts = await self.groups.read_committed(
                     group_id, lambda s: A.initialized_partitions(s, group_id))
             except NotReady as exc:
                 return _group_error(group_id, exc.code)
+            except LogError:  # what it read was not committed: the client asks again
+                return _group_error(group_id, E.not_coordinator)
             for t, ps in parts.items():
                 topic = image.topic_by_id(t)
                 if topic is not None:
@@ -152,12 +164,14 @@ class ShareAdmin:
     async def alter(self, group_id: str, topics: list[tuple[str, list[tuple[int, int]]]]
                     ) -> tuple[int, str | None, list[A.TopicRow]]:
         try:
-            plan: A.Plan = self.groups.write(
+            plan: A.Plan = await self.groups.write_committed(
                 group_id, lambda s, now: A.alter_offsets(s, group_id, topics))
         except A.AdminError as exc:
             return exc.code, exc.message, []
         except NotReady as exc:
             return exc.code, None, []
+        except LogError:
+            return E.not_coordinator, None, []
         by_id = {row.topic_id: row for row in plan.rows}
         for t, p, offset in plan.initialize:
             summary = await self.state.read_summary(group_id, t, p)
@@ -188,18 +202,23 @@ class ShareAdmin:
     async def delete_offsets(self, group_id: str, names: list[str]
                              ) -> tuple[int, str | None, list[A.TopicRow]]:
         try:
-            plan: A.Plan = self.groups.write(
+            plan: A.Plan = await self.groups.write_committed(
                 group_id, lambda s, now: A.delete_offsets(s, group_id, names))
         except A.AdminError as exc:
             return exc.code, exc.message, []
         except NotReady as exc:
             return exc.code, None, []
+        except LogError:
+            return E.not_coordinator, None, []
         errors = await self._delete_state(group_id, plan.delete)
         done = [t for t, code in errors.items() if code == 0]
         try:
-            self.groups.write(group_id, lambda s, now: A.complete_deletion(s, group_id, done))
+            await self.groups.write_committed(
+                group_id, lambda s, now: A.complete_deletion(s, group_id, done))
         except NotReady as exc:
             return exc.code, None, []
+        except LogError:
+            return E.not_coordinator, None, []
         for row in plan.rows:
             if errors.get(row.topic_id):
                 row.error_code = errors[row.topic_id]
@@ -210,10 +229,12 @@ class ShareAdmin:
         path answers), else the code of the first failing step (0: the caller writes
         the group's tombstones, the last step)."""
         try:
-            plan: A.Plan | None = self.groups.write(
+            plan: A.Plan | None = await self.groups.write_committed(
                 group_id, lambda s, now: A.delete_group_state(s, group_id))
         except A.AdminError as exc:
             return exc.code
+        except LogError:
+            return E.not_coordinator
         if plan is None:
             return None
         errors = await self._delete_state(group_id, plan.delete)

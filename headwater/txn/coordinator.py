@@ -172,6 +172,15 @@ class TransactionCoordinator:
     def _write(self, txn_id: str, op: Callable[[TxnShard, int], Result]) -> Any:
         return self.runtime.write(self.partition_for(txn_id), op)
 
+    def pending_commits(self, txn_id: str | None = None) -> Awaitable[None] | None:
+        """The commits of what `txn_id`'s partition (every partition: None) was appended
+        so far, None when none waits (one node); raises a failed one's LogError. A
+        handler takes them right after its operation and answers once they land
+        (`api/committed.py`)."""
+        if txn_id is None:
+            return self.runtime.settled()
+        return self.runtime.pending_commits(self.partition_for(txn_id))
+
     def _read(self, txn_id: str, fn: Callable[[TxnShard], _T]) -> _T:
         value: _T = self.runtime.read(self.partition_for(txn_id), fn)
         return value

@@ -38,6 +38,9 @@ class FakeTransactions:
         self.calls.append(("verify", parts))
         return {tp: self.code for tp in parts}
 
+    def pending_commits(self, txn_id: str) -> None:
+        return None  # one node: nothing waits for a commit
+
 
 class FakeGroups:
     def __init__(self, fail: Exception | None = None) -> None:
@@ -46,6 +49,9 @@ class FakeGroups:
 
     def partition_for(self, group_id: str) -> int:
         return 7
+
+    def pending_commits(self, group_id: str) -> None:
+        return None
 
     def commit_transactional(self, group_id: str, member_id: str, instance_id: str | None,
                              generation: int, commits: Sequence[tuple[str, list[Commit]]],

@@ -8,10 +8,12 @@ metadata image.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode as E
@@ -97,6 +99,20 @@ class StartupError(RuntimeError):
     """The broker cannot start with its configuration; the message names the setting."""
 
 
+@dataclass(frozen=True)
+class ClusterParts:
+    """A cluster broker's own parts (headwater.storage=shared), built together by
+    `open_shared`, so that one test of one field decides local-or-cluster: the shared
+    log, its metadata log, this broker's place in the cluster and the producer ids it
+    hands out (blocks from the controller)."""
+
+    shared: SharedStore
+    meta: SharedMetadata
+    node: ClusterNode
+    producer_id_blocks: ProducerIdBlocks
+    cluster_id: str
+
+
 class Broker:
     # Built by `open`, every one of them, before anything is served (`_opened`): the
     # stores, the controller, the coordinators and the services the handlers use.
@@ -133,17 +149,14 @@ class Broker:
         # `local`: every partition on one node; with the shared log, the metadata log's
         # cache. `store`: what services use, the local store or the shared log.
         self._opened = False
-        self._shared: SharedStore | None = None
-        self._meta: SharedMetadata | None = None
-        self._shared_cluster_id = ""
+        #: A cluster broker's parts (`open_shared`); None on one node.
+        self._parts: ClusterParts | None = None
         self._background: set[asyncio.Future[None]] = set()
         #: This broker's place in a cluster (headwater.storage=shared), else None.
         self.cluster: ClusterNode | None = None
         #: Where the brokers, the controller and the coordinators are: this broker
         #: alone, or the cluster once the shared log is open (`open_shared`).
         self.topology: Topology = OneNode(self.node_id, self._advertised_on)
-        #: A cluster's producer ids come in blocks from the controller (`producer_ids`).
-        self._producer_id_blocks: ProducerIdBlocks | None = None
         self.metrics: MetricsServer | None = None
         self.server: KafkaServer | None = None
         self.dispatcher = Dispatcher()
@@ -191,7 +204,7 @@ class Broker:
                                "controller (every shard with the controller)")
         try:
             settings = SharedSettings.from_config(self.config)
-            self._shared = SharedStore(
+            shared = SharedStore(
                 settings, self.node_id, self.data_dir / "shared-cache", self.now_ms,
                 linger_ms=self.config.get_int("headwater.shared.commit.linger.ms"),
                 lease_ms=self.config.get_int("headwater.shared.lease.ms"),
@@ -210,16 +223,18 @@ class Broker:
                 # every coordinator shard with the controller: served while it leads
                 with_controller=() if self._spread else INTERNAL_TOPICS,
                 controller_active=self._leads_metadata)
-            await self._shared.open(wait_s=self.config.get_int(
+            await shared.open(wait_s=self.config.get_int(
                 "headwater.shared.startup.wait.ms") / 1000)
-            self._meta = SharedMetadata(
-                self._shared, self.data_dir / partition_dir_name(METADATA_TOPIC, 0))
-            await self._meta.download()
-            async with self._shared.pool.acquire() as conn:
-                self._shared_cluster_id = await cluster_id(conn, uuid.uuid4().hex[:22])
-            self.cluster = ClusterNode(self._shared, self._meta,
-                                       self._shard_of if self._spread else None)
-            self.topology = self.cluster
+            meta = SharedMetadata(shared, self.data_dir / partition_dir_name(METADATA_TOPIC, 0))
+            await meta.download()
+            async with shared.pool.acquire() as conn:
+                shared_id = await cluster_id(conn, uuid.uuid4().hex[:22])
+            node = ClusterNode(shared, meta, self._shard_of if self._spread else None)
+            self._parts = ClusterParts(
+                shared, meta, node,
+                ProducerIdBlocks(functools.partial(self._fetch_producer_ids, node)),
+                shared_id)
+            self.cluster = self.topology = node
         except STARTUP_ERRORS as exc:
             raise StartupError(str(exc)) from exc
         log.info("shared log: database %s, objects %s", settings.redacted_database(),
@@ -228,7 +243,9 @@ class Broker:
     def open(self) -> None:
         """Open storage and replay metadata (synchronous: nothing is served yet)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = self._shared_cluster_id or self._load_meta_properties()
+        parts = self._parts
+        self.cluster_id = (self._load_meta_properties() if parts is None
+                           else parts.cluster_id)
         FILES.set_capacity(self.config.get_int("headwater.max.open.partition.files",
                                                open_file_capacity(raise_nofile_limit())))
         local = self.local = LocalStore(
@@ -239,8 +256,8 @@ class Broker:
         # On the shared log every topic is shared, the coordinators' included (they
         # follow the controller: `_ControllerTarget`); the local store keeps the
         # metadata log's cache.
-        self.store = (local if self._shared is None
-                      else RoutedStore(self._shared, local, ()))
+        self.store = (local if parts is None
+                      else RoutedStore(parts.shared, local, ()))
         meta_config = LogConfig.resolve(self.config, {
             "segment.bytes": str(self.config.get_int("metadata.log.segment.bytes")),
             "retention.ms": "-1"})
@@ -250,8 +267,9 @@ class Broker:
             meta_log, self.config, self.now_ms, self.faults,
             max_partitions=self.config.get_int("headwater.max.partitions"),
             snapshot_runner=self._run_snapshot, brokers=self.broker_ids,
-            writer_check=None if self._meta is None else self._check_controller,
-            written=None if self._meta is None else self._meta.written)
+            writer_check=None if parts is None else functools.partial(
+                _check_controller, parts.meta),
+            written=None if parts is None else parts.meta.written)
         self.controller.load()
         self._sync_logs(MetadataImage(), self.controller.image, lazy=True)
         self.controller.subscribe(self._sync_logs)
@@ -303,16 +321,14 @@ class Broker:
 
         # A cluster's shards follow the shared log: each where it places the shard's
         # partition ("spread"), or all with the controller (`_ControllerTarget`).
-        shards = None if self._shared is None else ClusterShards(
-            self._shared if self._spread else None)
+        parts = self._parts
+        shards = None if parts is None else ClusterShards(
+            parts.shared if self._spread else None)
         self.groups = GroupCoordinator(self.config, image=image, metadata=controller,
                                        partitions=store, topics=controller,
                                        clock=self.now_ms, cluster=shards)
         #: Producer ids: the controller's (one node), or blocks from it (a cluster).
-        self.producer_ids = controller
-        if self.cluster is not None:
-            self.producer_ids = self._producer_id_blocks = ProducerIdBlocks(
-                self._fetch_producer_ids)
+        self.producer_ids = controller if parts is None else parts.producer_id_blocks
         self.transactions = TransactionCoordinator(
             self.config, image=image, partitions=store, topics=controller,
             clock=self.now_ms, producer_ids=self.producer_ids, offsets=self.groups.runtime,
@@ -380,14 +396,15 @@ class Broker:
         if self.config.get_str("headwater.storage") != "local":
             await self.open_shared()
         self.open()
-        if self._meta is not None:
-            await self._join_cluster(self._meta)
+        parts = self._parts
+        if parts is not None:
+            await self._join_cluster(parts)
         self.connection_limits = ConnectionLimits.from_config(self.config)
         self.servers = [self._server_for(listener) for listener in self.listeners]
         self.server = self.servers[0]
         await self.groups.start()
-        if self._producer_id_blocks is not None:
-            self._producer_id_blocks.start()
+        if parts is not None:
+            parts.producer_id_blocks.start()
         await self.transactions.start()
         self.coordinator_key_types.add(TRANSACTION_KEY_TYPE)
         await self.share_coordinator.start()
@@ -415,33 +432,31 @@ class Broker:
         if self.metrics is not None:
             await self.metrics.stop()
         self.coordinator_key_types.intersection_update({GROUP_KEY_TYPE})
+        parts = self._parts
         if self._opened:
             await self.transactions.stop()
-            if self._producer_id_blocks is not None:
-                await self._producer_id_blocks.stop()
+            if parts is not None:
+                await parts.producer_id_blocks.stop()
             await self.share_coordinator.stop()
             await self.groups.stop()
-        if self._meta is not None:
-            await self._meta.close()
+        if parts is not None:
+            await parts.meta.close()
         if self._opened:
             await self.store.close()
         log.info("headwater stopped; logs flushed and closed")
 
     # ---- the cluster (headwater.storage=shared) -------------------------------------
-    async def _join_cluster(self, meta: SharedMetadata) -> None:
+    async def _join_cluster(self, parts: ClusterParts) -> None:
         """Follow the shared metadata log (or take the controller lease), then wait until
         the image has the coordinators' internal topics (the controller creates them
         when it takes over), so the coordinators start as on one node."""
-        shared = self._shared
-        assert shared is not None
+        shared, meta, cluster = parts.shared, parts.meta, parts.node
         meta.start(_ControllerTarget(self.controller, self.coordinator_runtimes(), shared,
                                      self.local,
                                      spread=self._spread, leads=self._leads_metadata))
         wanted = [rt.topic for rt in self.coordinator_runtimes()]
         deadline = time.monotonic() + self.config.get_int(
             "headwater.shared.join.timeout.ms") / 1000
-        cluster = self.cluster
-        assert cluster is not None
         # ... and until some broker is the controller (this one, restarted, takes its
         # own lease back at once): its coordinators answer from then on, not
         # NOT_COORDINATOR to a client that found this broker through a stale view.
@@ -449,8 +464,6 @@ class Broker:
         # the store, after this): one read a moment before the controller's first
         # heartbeat after its own restart saw no live controller, and the broker waited
         # the whole timeout for it (a restarted trio in make test-cluster).
-        shared = self._shared
-        assert shared is not None
         read_at = time.monotonic()
         while not all(self.image.topic(t) is not None for t in wanted) or \
                 cluster.controller_id() in (-1, self.node_id) and not meta.active:
@@ -469,7 +482,7 @@ class Broker:
 
     def _leads_metadata(self) -> bool:
         """This broker holds the controller lease (writes the shared metadata log)."""
-        return self._meta is not None and self._meta.active
+        return self._parts is not None and self._parts.meta.active
 
     def _offsets_marker(self, topic: str, partition: int, producer_id: int, epoch: int,
                         commit: bool, offset: int) -> None:
@@ -490,12 +503,11 @@ class Broker:
             return None
         return runtime.topic, topic.topic_id, runtime.partition_for(key)
 
-    async def _fetch_producer_ids(self) -> tuple[int, int]:
+    async def _fetch_producer_ids(self, cluster: ClusterNode) -> tuple[int, int]:
         """A block of producer ids for this broker of a cluster (`ProducerIdBlocks`):
         from the controller's own allocator when this broker is the controller, once
         the block is durable; else from the controller in AllocateProducerIds."""
-        cluster, controller = self.cluster, self.controller
-        assert cluster is not None
+        controller = self.controller
         if not cluster.is_controller():
             return await cluster.allocate_producer_ids()
         block = controller.allocate_producer_ids(self.node_id)
@@ -508,17 +520,12 @@ class Broker:
         return [self.groups.runtime, self.transactions.runtime,
                 self.share_coordinator.runtime]
 
-    def _check_controller(self) -> None:
-        if self._meta is not None and not self._meta.active:
-            raise ControllerError(E.not_controller,
-                                  "this broker is not the controller; ask the controller "
-                                  "(Metadata's controller_id)")
-
     def auto_create_elsewhere(self, ctx: RequestContext, names: list[str]) -> None:
         """Metadata asked for unknown topics with auto-creation on a broker that is not
         the controller: the controller is asked to create them (in the background)."""
         cluster = self.cluster
-        assert cluster is not None
+        if cluster is None:  # one node: Metadata creates them itself
+            return
         request = build(load_request_schema(CREATE_TOPICS, 4), {
             "topics": [{"name": n, "num_partitions": -1, "replication_factor": -1}
                        for n in names], "timeout_ms": 30_000})
@@ -591,10 +598,11 @@ class Broker:
         last_unload = last_clean = time.monotonic()
         while True:
             await asyncio.sleep(1.0)
-            if (self._shared is not None and self.is_controller()
+            parts = self._parts
+            if (parts is not None and self.is_controller()
                     and time.monotonic() - last_clean >= clean_every):
                 last_clean = time.monotonic()
-                self._clean_objects(self._shared)
+                self._clean_objects(parts.shared)
             try:
                 self.controller.maybe_snapshot()  # a time-based snapshot with no commit
                 if time.monotonic() - last_unload >= unload_every:
@@ -670,7 +678,7 @@ class Broker:
         committed change), so a CreateTopics answer means the topic takes produce at
         once, on one node as on several. None on the local store (its partitions are
         there as soon as the image has them)."""
-        if self._shared is None:
+        if self._parts is None:
             return None
         ready = self.store.ready
         wanted = [(t.name, t.topic_id, p.partition_id) for t in map(self.image.topic, topics)
@@ -710,6 +718,15 @@ class Broker:
 
     def topic(self, name: str) -> TopicImage | None:
         return self.image.topic(name)
+
+
+def _check_controller(meta: SharedMetadata) -> None:
+    """The controller's `writer_check` in a cluster: it writes only while this broker
+    holds the controller lease."""
+    if not meta.active:
+        raise ControllerError(E.not_controller,
+                              "this broker is not the controller; ask the controller "
+                              "(Metadata's controller_id)")
 
 
 class _ControllerTarget:

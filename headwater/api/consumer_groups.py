@@ -11,6 +11,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+
 from ..group.consumer.operations import HeartbeatRequest
 from ..group.modern.assignment import freeze
 from ..wire.dispatch import Dispatcher, RequestContext
@@ -41,11 +44,12 @@ def to_request(ctx: RequestContext, req: Any) -> HeartbeatRequest:
         instance_id=req.instance_id, rack_id=req.rack_id,
         rebalance_timeout_ms=_millis(req.rebalance_timeout),
         subscribed_topic_names=tuple(names) if names is not None else None,
-        subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
+        subscribed_topic_regex=req.subscribed_topic_regex,
         server_assignor=req.server_assignor, owned=owned, api_version=ctx.api_version,
         client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}")
 
 
 def register(dispatcher: Dispatcher, broker: Services) -> None:
     register_group_apis(dispatcher, broker, lambda shard: shard.consumer, to_request,
-                        heartbeat=(68, 0, 1), describe=(69, 0, 1))
+                        heartbeat=(68, 0, 1), describe=(69, 0, 1),
+                        classes=(ConsumerGroupHeartbeatRequest, ConsumerGroupDescribeRequest))

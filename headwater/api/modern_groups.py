@@ -20,7 +20,7 @@ from ..coordinator.runtime import NotReady
 from ..group.modern.operations import HeartbeatResponse, ModernHeartbeatRequest, describe_error
 from ..security import acl as A
 from ..storage.errors import LogError
-from ..wire.dispatch import Dispatcher, RequestContext
+from ..wire.dispatch import Dispatcher, RequestContext, typed
 from .services import HasAccess, HasGroups
 
 if TYPE_CHECKING:
@@ -68,10 +68,11 @@ def heartbeat_refused(broker: Services, ctx: RequestContext, group_id: str,
 def register_group_apis(dispatcher: Dispatcher, broker: Services,
                         manager: Callable[[GroupShard], ModernGroupManager[Any, Any]],
                         to_request: Callable[[RequestContext, Any], ModernHeartbeatRequest],
-                        heartbeat: tuple[int, int, int], describe: tuple[int, int, int]
-                        ) -> None:
+                        heartbeat: tuple[int, int, int], describe: tuple[int, int, int],
+                        classes: tuple[type, type]) -> None:
     """Register one kind's heartbeat and describe APIs, each as (api key, min version,
-    max version); `manager` picks the kind's manager on a shard."""
+    max version); `manager` picks the kind's manager on a shard; `classes` are the kind's
+    newest heartbeat and describe request classes, every version read as them."""
 
     def groups() -> GroupCoordinator:
         return broker.groups
@@ -91,7 +92,7 @@ def register_group_apis(dispatcher: Dispatcher, broker: Services,
         return to_response(resp)
 
     async def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        include = bool(getattr(req, "include_authorized_operations", False))
+        include = bool(req.include_authorized_operations)
         out = []
         for group_id in req.group_ids:
             if broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
@@ -107,8 +108,9 @@ def register_group_apis(dispatcher: Dispatcher, broker: Services,
             out.append(entry)
         return {"throttle_time": 0, "groups": out}
 
-    dispatcher.register(*heartbeat, handle_heartbeat)
-    dispatcher.register(*describe, handle_describe)
+    heartbeat_class, describe_class = classes
+    dispatcher.register(*heartbeat, typed(heartbeat_class, handle_heartbeat))
+    dispatcher.register(*describe, typed(describe_class, handle_describe))
 
 
 def _describe_one(manager: Callable[[GroupShard], ModernGroupManager[Any, Any]], group_id: str,

@@ -13,12 +13,14 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
+from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest
+from kio.schema.share_fetch.v2.request import ShareFetchRequest
 
 from ..security import acl as A
 from ..share.config import AcquireMode
 from ..share.fetch_service import FetchRequest, Key, Outcome, Unreadable
 from ..share.outcomes import AcknowledgementBatch
-from ..wire.dispatch import Dispatcher, RequestContext
+from ..wire.dispatch import Dispatcher, RequestContext, typed
 from .services import (
     HasAccess,
     HasCluster,
@@ -28,6 +30,8 @@ from .services import (
     HasShareGroups,
 )
 from .share_wire import PartitionEntry, share_acknowledge_response, share_fetch_response
+
+ZERO_UUID = uuid.UUID(int=0)  # kio's None topic id: no topic
 
 ACQUIRE_MODES = frozenset(int(m) for m in AcquireMode)
 
@@ -59,6 +63,8 @@ class _Handlers:
         return out
 
     def check_ids(self, ctx: RequestContext, req: Any) -> tuple[E, str] | None:
+        """Both ids present (so `req.group_id or ""` below never is), and READ on the
+        group."""
         if not req.group_id:
             return E.invalid_group_id, "The group id is empty"
         if not req.member_id:
@@ -102,21 +108,22 @@ class _Handlers:
                     PartitionEntry(p.partition_index, int(code), leader_id=self.broker.node_id))
         return share_fetch_response(0, None, 0, by_topic.items())
 
-    async def share_fetch(self, ctx: RequestContext, req: Any
+    async def share_fetch(self, ctx: RequestContext, req: ShareFetchRequest
                           ) -> dict[str, Any] | list[bytes | bytearray]:
         if self.broker.cluster is not None and self.broker.cluster.asks_to_recover_share(ctx.client_id):
             return await self.recover(ctx, req)
         bad = self.check_ids(ctx, req)
         if bad is not None:
             return self.top_error(*bad)
-        mode = getattr(req, "share_acquire_mode", 0) or 0
+        mode = req.share_acquire_mode
         if mode not in ACQUIRE_MODES:
             return self.top_error(E.invalid_request, f"Unknown share acquire mode: {mode}")
         request = FetchRequest(
-            req.group_id, req.member_id, req.share_session_epoch, self.requested(req.topics),
-            forgotten=[(t.topic_id, p) for t in req.forgotten_topics_data
+            req.group_id or "", req.member_id or "", req.share_session_epoch,
+            self.requested(req.topics),
+            forgotten=[(t.topic_id or ZERO_UUID, p) for t in req.forgotten_topics_data
                        for p in t.partitions],
-            renew=bool(getattr(req, "is_renew_ack", False)), max_bytes=req.max_bytes,
+            renew=req.is_renew_ack, max_bytes=req.max_bytes,
             max_records=req.max_records, batch_size=req.batch_size,
             mode=AcquireMode(mode),
             max_wait_s=req.max_wait.total_seconds())
@@ -150,14 +157,15 @@ class _Handlers:
         return share_fetch_response(0, None, outcome.lock_ms, by_topic.items(), throttle_ms)
 
     # ---- ShareAcknowledge ------------------------------------------------------------
-    async def share_acknowledge(self, ctx: RequestContext, req: Any
+    async def share_acknowledge(self, ctx: RequestContext, req: ShareAcknowledgeRequest
                                 ) -> dict[str, Any] | list[bytes | bytearray]:
         bad = self.check_ids(ctx, req)
         if bad is not None:
             return self.top_error(*bad)
         outcome = await self.service.acknowledge(
-            req.group_id, req.member_id, req.share_session_epoch, self.requested(req.topics),
-            bool(getattr(req, "is_renew_ack", False)), self.unreadable(ctx))
+            req.group_id or "", req.member_id or "", req.share_session_epoch,
+            self.requested(req.topics),
+            req.is_renew_ack, self.unreadable(ctx))
         if outcome.error is not None:
             return self.top_error(*outcome.error, outcome.lock_ms)
         by_topic: dict[uuid.UUID, list[tuple[int, int, int]]] = {}
@@ -170,5 +178,5 @@ class _Handlers:
 
 def register(dispatcher: Dispatcher, broker: Services) -> None:
     handlers = _Handlers(broker)
-    dispatcher.register(78, 1, 2, handlers.share_fetch)
-    dispatcher.register(79, 1, 2, handlers.share_acknowledge)
+    dispatcher.register(78, 1, 2, typed(ShareFetchRequest, handlers.share_fetch))
+    dispatcher.register(79, 1, 2, typed(ShareAcknowledgeRequest, handlers.share_acknowledge))

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+
 from ..group.share.operations import ShareHeartbeatRequest
 from ..wire.dispatch import Dispatcher, RequestContext
 from .modern_groups import Services, register_group_apis
@@ -25,4 +28,5 @@ def to_request(ctx: RequestContext, req: Any) -> ShareHeartbeatRequest:
 
 def register(dispatcher: Dispatcher, broker: Services) -> None:
     register_group_apis(dispatcher, broker, lambda shard: shard.share, to_request,
-                        heartbeat=(76, 1, 1), describe=(77, 1, 1))
+                        heartbeat=(76, 1, 1), describe=(77, 1, 1),
+                        classes=(ShareGroupHeartbeatRequest, ShareGroupDescribeRequest))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import operator
 import types
 import typing
 import uuid
@@ -183,8 +184,12 @@ def upgrade(cls: type[_R], obj: Any, changes: Mapping[str, Any] | None = None) -
     default (Kafka's generated readers do the same), else the type's zero; `changes`
     sets fields whose meaning moved between versions. Handlers then read one typed
     shape instead of probing with getattr."""
-    if type(obj) is cls and not changes:
-        return obj
+    if not changes:
+        if type(obj) is cls:
+            return obj
+        if hasattr(type(obj), "__dataclass_fields__"):  # a kio object: planned per class
+            converted: _R = _converter(cast(type, type(obj)), cast(type, cls))(obj)
+            return converted
     kwargs: dict[str, Any] = {}
     for p in _plan(cast(type, cls)):
         if changes is not None and p.name in changes:
@@ -201,12 +206,76 @@ def upgrade(cls: type[_R], obj: Any, changes: Mapping[str, Any] | None = None) -
             continue
         else:
             value = getattr(obj, p.name)
-        if value is not None and p.kind == _ENTITIES:
+        if value and p.kind == _ENTITIES and not _same_shape(cast(type, type(value[0])),
+                                                             p.nested):
             value = tuple(upgrade(p.nested, v) for v in value)
         elif value is not None and p.kind == _ENTITY:
             value = upgrade(p.nested, value)
         kwargs[p.name] = value
     return cls(**kwargs)
+
+
+@cache
+def _converter(old: type, new: type) -> Callable[[Any], Any]:
+    """`upgrade` from kio class `old` to `new`, planned once per pair (it runs on every
+    request of an older version, ShareFetch's included): the fields both have read in
+    one `attrgetter` call, those `old` lacks set to their defaults, nested entities of
+    another shape upgraded."""
+    if _same_shape(old, new):
+        return _as_it_is  # every field the newest has, in the same shape
+    old_fields = {p.name: p for p in _plan(old)}
+    copied: list[str] = []
+    nested: list[tuple[str, _FieldPlan]] = []
+    fixed: dict[str, Any] = {}
+    for p in _plan(new):
+        q = old_fields.get(p.name)
+        if q is None:
+            if not p.has_default:
+                fixed[p.name] = _absent(p)
+        elif p.kind in (_ENTITIES, _ENTITY) and not _same_shape(q.nested, p.nested):
+            nested.append((p.name, p))
+        else:
+            copied.append(p.name)
+    read = operator.attrgetter(*copied) if len(copied) > 1 else None
+
+    def convert(obj: Any) -> Any:
+        kwargs = dict(fixed)
+        if read is not None:
+            kwargs.update(zip(copied, read(obj), strict=True))
+        elif copied:
+            kwargs[copied[0]] = getattr(obj, copied[0])
+        for name, p in nested:
+            value = getattr(obj, name)
+            if value is not None:
+                value = (tuple(upgrade(p.nested, v) for v in value) if p.kind == _ENTITIES
+                         else upgrade(p.nested, value))
+            kwargs[name] = value
+        return new(**kwargs)
+    return convert
+
+
+def _as_it_is(obj: Any) -> Any:
+    return obj
+
+
+@cache
+def _same_shape(old: type, new: type) -> bool:
+    """An `old` object reads as a `new` one: the same fields, of the same kinds, nested
+    entities of the same shape (an older version whose fields did not change; its
+    objects are used as they are, not rebuilt on the hot path: ShareFetch v1's topics)."""
+    if not (dataclasses.is_dataclass(old) and dataclasses.is_dataclass(new)):
+        return False
+    old_fields = {p.name: p for p in _plan(old)}
+    new_fields = {p.name: p for p in _plan(new)}
+    if old_fields.keys() != new_fields.keys():
+        return False
+    for name, p in new_fields.items():
+        q = old_fields[name]
+        if q.kind != p.kind or q.optional != p.optional:
+            return False
+        if p.kind in (_ENTITIES, _ENTITY) and not _same_shape(q.nested, p.nested):
+            return False
+    return True
 
 
 def _absent(p: _FieldPlan) -> Any:

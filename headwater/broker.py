@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode as E
 from . import __version__
 from .api import register_all
 from .api.services import Topology
-from .config import BrokerConfig, LogConfig
+from .config import BrokerConfig, ConfigError, LogConfig
 from .coordinator.runtime import ClusterShards, CoordinatorRuntime
 from .faults import PRODUCE_ACK_BEFORE_COMMIT, Faults
 from .fetch.service import FetchService
@@ -43,6 +43,7 @@ from .produce.service import ProduceService
 from .quota.enforce import ClientQuotas
 from .security import listeners, tls
 from .security.access import AccessControl
+from .security.inter_broker import credentials_setting, inter_broker_client
 from .security.sasl import SaslConfig, SaslSession
 from .security.scram import MECHANISMS, ScramCredential
 from .share.admin import ShareAdmin, ShareState
@@ -58,6 +59,7 @@ from .shared.database import OUTAGES
 from .shared.errors import STARTUP_ERRORS
 from .shared.metadata_log import SharedMetadata
 from .shared.node import ClusterNode
+from .shared.peers import Peers
 from .shared.settings import SharedSettings
 from .shared.store import SharedStore
 from .shared.txn_remote import MarkerSender, RemoteVerifier
@@ -73,12 +75,14 @@ from .txn.verification import ProduceVerification
 from .wire.codec import build
 from .wire.dispatch import Dispatcher, RequestContext
 from .wire.limits import ConnectionLimits
+from .wire.peer_errors import ForwardError, PeerAuthenticationError
 from .wire.schemas import load_request_schema
 from .wire.server import KafkaServer
 
 log = logging.getLogger("headwater.broker")
 
 CREATE_TOPICS = 19
+API_VERSIONS = 18
 # CreateTopics waits at most this long for the new partitions to be taken (a topic of
 # thousands of partitions answers before all are: clients retry LEADER_NOT_AVAILABLE).
 READY_WAIT_MAX_S = 10.0
@@ -229,13 +233,18 @@ class Broker:
             await meta.download()
             async with shared.pool.acquire() as conn:
                 shared_id = await cluster_id(conn, uuid.uuid4().hex[:22])
-            node = ClusterNode(shared, meta, self._shard_of if self._spread else None)
+            peers = Peers(inter_broker_client(self.config, self.inter_broker),
+                          credentials_setting(self.inter_broker, self.config.get_str(
+                              "sasl.mechanism.inter.broker.protocol")))
+            node = ClusterNode(shared, meta, peers, self._shard_of if self._spread else None)
             self._parts = ClusterParts(
                 shared, meta, node,
                 ProducerIdBlocks(functools.partial(self._fetch_producer_ids, node)),
                 shared_id)
             self.cluster = self.topology = node
         except STARTUP_ERRORS as exc:
+            raise StartupError(str(exc)) from exc
+        except ConfigError as exc:  # the inter-broker listener's client settings
             raise StartupError(str(exc)) from exc
         log.info("shared log: database %s, objects %s", settings.redacted_database(),
                  settings.objects)
@@ -441,6 +450,7 @@ class Broker:
             await self.groups.stop()
         if parts is not None:
             await parts.meta.close()
+            await parts.node.peers.close()
         if self._opened:
             await self.store.close()
         log.info("headwater stopped; logs flushed and closed")
@@ -479,6 +489,23 @@ class Broker:
                 except OUTAGES as exc:
                     log.warning("reading the cluster's state failed: %s: %s",
                                 type(exc).__name__, exc)
+        await self._check_peer_login(cluster)
+
+    async def _check_peer_login(self, cluster: ClusterNode) -> None:
+        """This broker's inter-broker credentials, tried on the controller at start: a
+        broker the others would refuse stops here with one line naming the setting,
+        rather than serve and fail every request it sends them."""
+        controller = cluster.broker(cluster.controller_id())
+        if controller is None or controller.node_id == self.node_id:
+            return
+        try:
+            await cluster.peers.call(controller.host, controller.port, API_VERSIONS, 3,
+                                     {"client_software_name": "headwater",
+                                      "client_software_version": __version__}, 10.0)
+        except PeerAuthenticationError as exc:
+            raise StartupError(str(exc)) from None
+        except ForwardError as exc:  # not reached now: requests will try again
+            log.warning("the controller's inter-broker listener not reached: %s", exc)
 
     def _leads_metadata(self) -> bool:
         """This broker holds the controller lease (writes the shared metadata log)."""

@@ -39,7 +39,7 @@ from ..wire.header import parse_request_header, skip_tagged_fields
 from ..wire.peer_errors import EnvelopeRefused, ForwardError
 from ..wire.server import encode_frame
 from .forward_errors import error_response
-from .services import HasAccess, HasCluster, HasController
+from .services import HasAccess, HasCluster, HasController, HasInterBroker
 
 log = logging.getLogger("headwater.forwarding")
 
@@ -66,7 +66,7 @@ FORWARDED_ATTR = "forwarded"  # set on the context of a request that came in an 
 FOLLOW_TIMEOUT_S = 5.0
 
 
-class Services(HasAccess, HasController, HasCluster, Protocol):
+class Services(HasAccess, HasController, HasCluster, HasInterBroker, Protocol):
     """What these handlers use of the broker."""
 
 
@@ -92,8 +92,18 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
     if cluster is None:
         return
 
+    inter_broker = broker.inter_broker.name
+
     async def handle_envelope(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        if broker.access.denies(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
+        # Only brokers forward: on their listener (as Kafka takes envelopes only on its
+        # privileged listener), with CLUSTER_ACTION. An envelope names the principal
+        # the inner request runs as: from anyone else it would be a forged identity.
+        if ctx.attrs.get(LISTENER) != inter_broker or broker.access.denies(
+                ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
+            log.warning("refused an envelope from %s on listener %s (principal %s): "
+                        "envelopes come from brokers, on %s", ctx.client_host,
+                        ctx.attrs.get(LISTENER), ctx.attrs.get(PRINCIPAL) or "ANONYMOUS",
+                        inter_broker)
             return {"error_code": E.cluster_authorization_failed, "response_data": None}
         if not broker.is_controller():
             return {"error_code": E.not_controller, "response_data": None}

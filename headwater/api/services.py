@@ -155,6 +155,12 @@ class HasListeners(Protocol):
     def servers(self) -> list[KafkaServer]: ...
 
 
+class HasInterBroker(Protocol):
+    @property
+    def inter_broker(self) -> Listener:
+        """The listener the other brokers of a cluster reach this one on."""
+
+
 class HasClock(Protocol):
     @property
     def now_ms(self) -> Callable[[], int]: ...

@@ -121,6 +121,11 @@ SECURITY: tuple[S, ...] = (
     S("inter.broker.listener.name", STRING, None, "The listener other brokers reach."),
     S("security.inter.broker.protocol", STRING, None,
       "The protocol other brokers use (names the listener)."),
+    S("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI",
+      "SASL mechanism brokers authenticate to each other with (PLAIN, SCRAM-SHA-256 or "
+      "SCRAM-SHA-512 here)."),
+    S("ssl.endpoint.identification.algorithm", STRING, "https",
+      "Check the peer's host name against its certificate (empty: do not)."),
     S("sasl.enabled.mechanisms", LIST, None,
       "SASL mechanisms a listener offers (PLAIN,SCRAM-SHA-256,SCRAM-SHA-512 unset)."),
     S("sasl.jaas.config", PASSWORD, None, "JAAS configuration: PLAIN users."),

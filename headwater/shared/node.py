@@ -15,9 +15,10 @@ from kio.schema.errors import ErrorCode as E
 from ..wire.dispatch import RequestContext
 from ..wire.peer_errors import EnvelopeRefused, ForwardError
 from .cluster import BrokerInfo
-from .forward import call, forward
+from .forward import forward
 from .marker_holds import CONFIRM_CLIENT_ID, HOLD_CLIENT_ID
 from .metadata_log import SharedMetadata
+from .peers import Peers
 from .store import SharedStore
 
 CONTROLLER_WAIT_S = 10.0
@@ -44,10 +45,12 @@ ShardOf = Callable[[str, int], "tuple[str, uuid.UUID, int] | None"]
 
 
 class ClusterNode:
-    def __init__(self, store: SharedStore, metadata: SharedMetadata,
+    def __init__(self, store: SharedStore, metadata: SharedMetadata, peers: Peers,
                  shard_of: ShardOf | None = None) -> None:
         self.store = store
         self.metadata = metadata
+        #: The connections to the other brokers (their inter-broker listeners).
+        self.peers = peers
         #: Where coordinator shards are (None: every shard with the controller).
         self.shard_of = shard_of
 
@@ -139,7 +142,7 @@ class ClusterNode:
         if target is None or target.node_id == self.node_id:
             return None
         try:
-            return await call(target.host, target.port, api_key, version, body,
+            return await self.peers.call(target.host, target.port, api_key, version, body,
                               COORDINATOR_TIMEOUT_S)
         except ForwardError as exc:
             log.info("coordinator of %r (key type %d, broker %d) not reached: %s", key,
@@ -160,7 +163,7 @@ class ClusterNode:
         body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
             {"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}]}]}
         try:
-            response = await call(target.host, target.port, LIST_OFFSETS, 7, body,
+            response = await self.peers.call(target.host, target.port, LIST_OFFSETS, 7, body,
                                   COORDINATOR_TIMEOUT_S)
         except ForwardError as exc:
             log.info("end offset of %s-%d: broker %d not reached: %s", topic, partition,
@@ -189,7 +192,7 @@ class ClusterNode:
             why = f"led here ({leader})" if target is None else ""
             if target is not None:
                 try:
-                    response = await call(target.host, target.port, api_key, version, body,
+                    response = await self.peers.call(target.host, target.port, api_key, version, body,
                                           COORDINATOR_TIMEOUT_S, client_id)
                     code = int(code_of(response))
                     if code not in LEADER_MOVING:
@@ -304,7 +307,7 @@ class ClusterNode:
         while True:
             target = self.broker(self.controller_id())
             if target is not None and target.node_id != self.node_id:
-                response = await call(target.host, target.port, CREATE_TOPICS, 7, body,
+                response = await self.peers.call(target.host, target.port, CREATE_TOPICS, 7, body,
                                       CONTROLLER_WAIT_S)
                 code = int(response.topics[0].error_code)
                 if code == 41:  # NOT_CONTROLLER: it moved; ask the next one
@@ -341,7 +344,7 @@ class ClusterNode:
                     {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
                     for p in parts]} for topic, parts in topics.items()]}
             try:
-                response = await call(target.host, target.port, LIST_OFFSETS, 7, body,
+                response = await self.peers.call(target.host, target.port, LIST_OFFSETS, 7, body,
                                       timeout_s)
             except ForwardError as exc:
                 log.info("end offsets: broker %d not reached: %s", leader, exc)
@@ -395,7 +398,7 @@ class ClusterNode:
                                         "timestamp": -1} for p in ps]}
             for t, ps in topics.items()]}
         try:
-            response = await call(target.host, target.port, LIST_OFFSETS, 7, body, timeout_s)
+            response = await self.peers.call(target.host, target.port, LIST_OFFSETS, 7, body, timeout_s)
         except ForwardError as exc:
             log.info("broker %d not asked whether it serves new partitions: %s",
                      target.node_id, exc)
@@ -429,7 +432,7 @@ class ClusterNode:
             target = self.broker(self.controller_id())
             if target is not None and target.node_id != self.node_id:
                 try:
-                    return await forward(target.host, target.port, ctx, request,
+                    return await forward(self.peers, target.host, target.port, ctx, request,
                                          max(deadline - loop.time(), 0.1))
                 except EnvelopeRefused as exc:
                     if exc.code != E.not_controller:
@@ -448,7 +451,7 @@ class ClusterNode:
         target = self.broker(controller)
         if target is None or controller == self.node_id:
             raise ForwardError("no other broker is the controller")
-        response = await call(target.host, target.port, ALLOCATE_PRODUCER_IDS, 0,
+        response = await self.peers.call(target.host, target.port, ALLOCATE_PRODUCER_IDS, 0,
                               {"broker_id": self.node_id, "broker_epoch": -1},
                               CONTROLLER_WAIT_S)
         if response.error_code:

@@ -34,7 +34,6 @@ from kio.schema.errors import ErrorCode as E
 
 from ..faults import TXN_AFTER_HOLDS, Faults
 from ..wire.peer_errors import ForwardError
-from .forward import call
 from .marker_holds import CONFIRM_CLIENT_ID, HOLD_CLIENT_ID
 from .node import ClusterNode
 from .sequencer import Outcome
@@ -176,7 +175,7 @@ class MarkerSender:
     async def _send(self, host: str, port: int, body: dict[str, Any], topic: str,
                     partition: int, client_id: str) -> int:
         try:
-            response = await call(host, port, WRITE_TXN_MARKERS, VERSION, body, TIMEOUT_S,
+            response = await self._node.peers.call(host, port, WRITE_TXN_MARKERS, VERSION, body, TIMEOUT_S,
                                   client_id)
         except ForwardError as exc:
             log.info("marker for %s-%d not delivered: %s", topic, partition, exc)
@@ -218,7 +217,7 @@ class RemoteVerifier:
                        for topic in sorted({t for t, _p in tps})]}
             for (pid, epoch), tps in by_producer.items()]}
         try:
-            response = await call(target.host, target.port, ADD_PARTITIONS_TO_TXN,
+            response = await self._node.peers.call(target.host, target.port, ADD_PARTITIONS_TO_TXN,
                                   ADD_VERSION, body, TIMEOUT_S)
         except ForwardError as exc:
             log.info("transaction verification of %r failed: %s", transactional_id, exc)

@@ -12,7 +12,7 @@ import socket
 import ssl
 import struct
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,30 +159,50 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def authenticate(sock: socket.socket, mechanism: str, username: str, password: str) -> None:
-    """SaslHandshake then SaslAuthenticate rounds; AuthenticationError with the broker's
-    message when it refuses."""
-    hs = _call(sock, SaslHandshakeRequest(mechanism=mechanism), SaslHandshakeResponse, 1)
+#: One step of a SASL exchange: the request to send and the response class to read.
+SaslStep = tuple[Any, Any]
+
+
+def sasl_exchange(mechanism: str, username: str, password: str
+                  ) -> Generator[SaslStep, Any, None]:
+    """The client's side of SaslHandshake then SaslAuthenticate rounds, sans-IO: yields
+    each request (with its response class) and is sent the decoded response; raises
+    AuthenticationError with the broker's message when it refuses. Driven over a socket
+    (`authenticate`) or a stream (`shared/peers.py`)."""
+    hs = yield SaslHandshakeRequest(mechanism=mechanism), SaslHandshakeResponse
     if hs.error_code != ErrorCode.none:
         raise AuthenticationError(f"SASL mechanism {mechanism} is not enabled by the broker "
                                   f"(it offers {', '.join(hs.mechanisms) or 'none'})")
-    correlation = 1
 
-    def step(token: bytes) -> bytes:
-        nonlocal correlation
-        correlation += 1
-        resp = _call(sock, SaslAuthenticateRequest(auth_bytes=token),
-                     SaslAuthenticateResponse, correlation)
+    def checked(resp: Any) -> bytes:
         if resp.error_code != ErrorCode.none:
             raise AuthenticationError(resp.error_message or resp.error_code.name)
         token_back: bytes = resp.auth_bytes
         return token_back
 
+    def request(token: bytes) -> SaslStep:
+        return SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse
+
     if mechanism == "PLAIN":
-        step(b"\x00" + username.encode() + b"\x00" + password.encode())
+        checked((yield request(b"\x00" + username.encode() + b"\x00" + password.encode())))
         return
     try:
         scram = ScramClient(mechanism, username, password)
-        scram.verify(step(scram.final(step(scram.first()))))
+        server_first = checked((yield request(scram.first())))
+        scram.verify(checked((yield request(scram.final(server_first)))))
     except ScramError as exc:
         raise AuthenticationError(str(exc)) from None
+
+
+def authenticate(sock: socket.socket, mechanism: str, username: str, password: str) -> None:
+    """`sasl_exchange` over a connected socket."""
+    steps = sasl_exchange(mechanism, username, password)
+    correlation = 1
+    try:
+        body, response_type = next(steps)
+        while True:
+            answer = _call(sock, body, response_type, correlation)
+            correlation += 1
+            body, response_type = steps.send(answer)
+    except StopIteration:
+        return

@@ -16,3 +16,8 @@ class EnvelopeRefused(ForwardError):
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
         self.code = code
+
+
+class PeerAuthenticationError(ForwardError):
+    """Another broker refused this broker's inter-broker credentials: retrying does not
+    cure it; the message names the setting that holds them."""

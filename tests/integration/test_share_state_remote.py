@@ -15,7 +15,8 @@ import pytest
 from headwater.share import remote
 from headwater.share.coordinator import coordinator_key
 from headwater.share.records import StateBatch, StateWrite
-from headwater.shared.forward import call
+from headwater.shared.peers import Peers
+from headwater.wire.client_security import ClientSecurity
 from headwater.wire.peer_errors import ForwardError
 from tests.support.share_state import create_topic
 from tests.support.wire import RawClient
@@ -31,6 +32,7 @@ class Elsewhere:
     def __init__(self, port: int) -> None:
         self.port = port
         self.routed: list[tuple[str, int, int]] = []
+        self.peers = Peers(ClientSecurity())  # a broker's connections to the others
 
     def remote(self, key: str, key_type: int) -> bool:
         return key_type == 2
@@ -40,11 +42,12 @@ class Elsewhere:
         assert key_type == 2
         self.routed.append((key, key_type, api_key))
         try:
-            found = (await call("127.0.0.1", self.port, 10, 4, {
+            found = (await self.peers.call("127.0.0.1", self.port, 10, 4, {
                 "key_type": key_type, "coordinator_keys": [key]}, 10)).coordinators[0]
             if int(found.error_code):
                 return None  # the persister retries, as while a coordinator moves
-            return await call(found.host, int(found.port), api_key, version, body, 10)
+            return await self.peers.call(found.host, int(found.port), api_key, version,
+                                         body, 10)
         except ForwardError:
             return None
 

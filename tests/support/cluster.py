@@ -10,7 +10,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -336,14 +336,16 @@ def topic_id_of(cluster: Cluster, topic: str, node: int = 1,
 def start_cluster(postgres: PostgresServer, versitygw: VersityGateway, base: Path,
                   overrides: tuple[str, ...] = (),
                   controller: tuple[str, ...] | None = None,
-                  proxies: Toxiproxy | None = None) -> Iterator[Cluster]:
+                  proxies: Toxiproxy | None = None,
+                  configure: Callable[[Cluster], None] | None = None) -> Iterator[Cluster]:
     """The body of a module's `cluster` fixture: three brokers, each listing all three
     (`overrides`: broker configs, "key=value", of every broker). With `controller`
     (its extra arguments), broker 1 starts alone first, so it is the controller. With
     `proxies`, each broker reaches PostgreSQL through proxy `postgres-N` and the object
     store through `objects-N`, and the other brokers reach broker N (its INTERNAL
     inter-broker listener) through `peers-N`: network faults between one broker and
-    one service, or the other brokers."""
+    one service, or the other brokers. `configure` sets each node's own configs
+    (`Cluster.per_node`: its listeners, say) before any starts."""
     shared = shared_broker_args(postgres, versitygw, base / "shared")
     dsn = next(a.split("=", 1)[1] for a in shared if a.startswith("headwater.shared.database="))
     c = Cluster(base, shared, dsn, overrides)
@@ -365,6 +367,8 @@ def start_cluster(postgres: PostgresServer, versitygw: VersityGateway, base: Pat
                 f"INTERNAL://127.0.0.1:{peers}",
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
                 "inter.broker.listener.name=INTERNAL")
+    if configure is not None:
+        configure(c)
     try:  # a broker that does not start stops the others (left running, they took a
         # core from every later test of the worker: a CI run's next module failed on it)
         if controller is not None:

@@ -16,13 +16,14 @@ import pytest
 
 from headwater.api import find_coordinator
 from headwater.share.coordinator import coordinator_key
-from headwater.shared import node as node_module
 from headwater.shared.cluster import BrokerInfo
 from headwater.shared.node import ClusterNode
 from headwater.shared.txn_remote import RemoteVerifier
 from headwater.wire.dispatch import RequestContext
 
 BROKERS = {n: BrokerInfo(n, f"host{n}", 9000 + n) for n in (1, 2, 3)}
+#: The connections to the other brokers (`shared/peers.py`): each test gives its `call`.
+PEERS: Any = SimpleNamespace(call=None)
 
 
 class Spread(ClusterNode):
@@ -33,7 +34,7 @@ class Spread(ClusterNode):
         store: Any = SimpleNamespace(node_id=1, advertised=BROKERS[1],
                                      view=SimpleNamespace(brokers=BROKERS, listed=BROKERS, controller=1))
         metadata: Any = SimpleNamespace(active=True)
-        super().__init__(store, metadata)
+        super().__init__(store, metadata, PEERS)
         self.owners = owners
         self.looked_up: list[tuple[str, int]] = []
 
@@ -45,7 +46,7 @@ class Spread(ClusterNode):
 def test_the_default_coordinator_is_the_controller_for_every_key_type() -> None:
     store: Any = SimpleNamespace(node_id=2, advertised=BROKERS[2],
                                  view=SimpleNamespace(brokers=BROKERS, listed=BROKERS, controller=3))
-    node = ClusterNode(store, SimpleNamespace(active=False))  # type: ignore[arg-type]
+    node = ClusterNode(store, SimpleNamespace(active=False), PEERS)  # type: ignore[arg-type]
     for key_type in (0, 1, 2):
         assert node.coordinator("k", key_type) == BROKERS[3]
         assert node.remote("k", key_type)
@@ -64,7 +65,7 @@ def test_a_request_goes_to_the_coordinator_of_its_key_and_key_type(
         sent.append((host, port, api_key))
         return "answer"
 
-    monkeypatch.setattr(node_module, "call", call)
+    monkeypatch.setattr(PEERS, "call", call)
     assert node.remote("g", 0) and node.remote(share_key, 2)
     assert not node.remote("g", 2) and not node.remote(share_key, 0)  # here (broker 1)
     assert asyncio.run(node.ask("g", 0, 77, 1, {})) == "answer"
@@ -83,7 +84,7 @@ def test_transaction_verification_asks_by_transactional_id_with_key_type_1(
         sent.append(host)
         return SimpleNamespace(error_code=0, results_by_transaction=[])
 
-    monkeypatch.setattr("headwater.shared.txn_remote.call", call)
+    monkeypatch.setattr(PEERS, "call", call)
     verifier = RemoteVerifier(node)
     assert verifier.coordinator_elsewhere("tx")
     assert not Spread({("tx", 0): 2}).remote("tx", 1)  # a group "tx" is not the txn
@@ -128,7 +129,7 @@ def test_a_shard_is_named_where_it_is_placed_not_where_a_stale_view_saw_its_leas
     store: Any = SimpleNamespace(node_id=1, advertised=BROKERS[1], view=view,
                                  partition=lambda t, p: object() if (t, p) in served
                                  else None)
-    node = ClusterNode(store, SimpleNamespace(active=True))  # type: ignore[arg-type]
+    node = ClusterNode(store, SimpleNamespace(active=True), PEERS)  # type: ignore[arg-type]
     node.shard_of = lambda key, key_type: ("__consumer_offsets", tid, 7)
     assert node.coordinator("g") == BROKERS[3]
     served.add(("__consumer_offsets", 7))  # still serving it here: until handed over
@@ -146,7 +147,7 @@ def test_a_broker_that_lost_the_controller_lease_does_not_name_itself() -> None:
     view = SimpleNamespace(brokers=BROKERS, listed=BROKERS, controller=1)
     store: Any = SimpleNamespace(node_id=1, advertised=BROKERS[1], view=view)
     metadata = SimpleNamespace(active=True)
-    node = ClusterNode(store, metadata)  # type: ignore[arg-type]
+    node = ClusterNode(store, metadata, PEERS)  # type: ignore[arg-type]
     assert node.controller_id() == 1
     metadata.active = False  # the lease lost (cut off from PostgreSQL)
     assert node.controller_id() == -1

@@ -18,6 +18,8 @@ from headwater.shared.node import ClusterNode
 from headwater.wire.peer_errors import ForwardError
 
 BROKERS = {n: BrokerInfo(n, f"host{n}", 9000 + n) for n in (1, 2, 3)}
+#: The connections to the other brokers (`shared/peers.py`): each test gives its `call`.
+PEERS: Any = SimpleNamespace(call=None)
 TID = uuid.uuid4()
 
 
@@ -28,7 +30,7 @@ def node(leaders: dict[int, int]) -> ClusterNode:
                            owner_of=lambda _tid, p: leaders[p])
     store: Any = SimpleNamespace(node_id=1, advertised=BROKERS[1], view=view,
                                  partition=lambda _t, _p: None)
-    return ClusterNode(store, SimpleNamespace(active=True))  # type: ignore[arg-type]
+    return ClusterNode(store, SimpleNamespace(active=True), PEERS)  # type: ignore[arg-type]
 
 
 def answer(codes: dict[int, int]) -> Any:
@@ -51,7 +53,7 @@ def test_waits_until_each_other_leader_serves_its_partitions(
                              for p in t["partitions"]]))
         return replies[port].pop(0)
 
-    monkeypatch.setattr(node_module, "call", call)
+    monkeypatch.setattr(PEERS, "call", call)
     wanted = [("t", TID, p) for p in (0, 1, 2)]
     assert asyncio.run(node({0: 1, 1: 2, 2: 3}).served_elsewhere(wanted, 5.0))
     # partition 0 is this broker's own (its caller waits for those), never asked
@@ -65,7 +67,7 @@ def test_a_leader_that_cannot_be_asked_or_refuses_is_not_waited_for(
             raise ForwardError("closed")
         return answer({2: 29})  # TOPIC_AUTHORIZATION_FAILED: not "not yet"
 
-    monkeypatch.setattr(node_module, "call", call)
+    monkeypatch.setattr(PEERS, "call", call)
     wanted = [("t", TID, p) for p in (1, 2, 3)]
     # partition 3: no live leader (its broker died): not this request's to wait for
     assert asyncio.run(node({1: 2, 2: 3, 3: -1}).served_elsewhere(wanted, 5.0))
@@ -77,5 +79,5 @@ def test_gives_up_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     async def call(host: str, port: int, *args: Any) -> Any:
         return answer({1: 3})
 
-    monkeypatch.setattr(node_module, "call", call)
+    monkeypatch.setattr(PEERS, "call", call)
     assert not asyncio.run(node({1: 2}).served_elsewhere([("t", TID, 1)], 0.1))

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode as E
 
-from headwater.shared import txn_remote
 from headwater.shared.txn_remote import MarkerSender
 from headwater.txn.coordinator import TransactionCoordinator
 from headwater.txn.shard import MarkerJob
@@ -42,14 +41,14 @@ def test_an_owner_that_does_not_know_a_known_topic_is_asked_again() -> None:
 @pytest.mark.parametrize(("known", "answered"), [
     (True, E.not_leader_or_follower), (False, E.unknown_topic_or_partition)])
 def test_the_owners_unknown_topic_is_retriable_where_the_coordinator_knows_it(
-        monkeypatch: pytest.MonkeyPatch, known: bool, answered: int) -> None:
+        known: bool, answered: int) -> None:
     async def call(*_args: object) -> Any:
         partition = SimpleNamespace(partition_index=1,
                                     error_code=E.unknown_topic_or_partition)
         return SimpleNamespace(markers=[SimpleNamespace(topics=[
             SimpleNamespace(name="t", partitions=[partition])])])
 
-    monkeypatch.setattr(txn_remote, "call", call)
-    sender = MarkerSender(SimpleNamespace(), lambda _t: T_ID if known else None)  # type: ignore[arg-type]
+    node: Any = SimpleNamespace(peers=SimpleNamespace(call=call))  # its connections
+    sender = MarkerSender(node, lambda _t: T_ID if known else None)
     code = asyncio.run(sender._send("h", 1, {}, "t", 1, "c"))
     assert code == answered

@@ -32,9 +32,14 @@ log = logging.getLogger("headwater.shared.peers")
 BROKER_CLIENT_ID = "headwater-broker"
 
 
+API_VERSIONS = 18
+
+
 def _decode(frame: bytes, response_type: Any) -> Any:
-    """A response body (after its correlation id, and tagged fields when flexible)."""
-    pos = skip_tagged_fields(frame, 4) if response_type.__flexible__ else 4
+    """A response body (after its correlation id, and the header's tagged fields when
+    flexible: never ApiVersions', whose response header stays v0)."""
+    flexible = response_type.__flexible__ and response_type.__api_key__ != API_VERSIONS
+    pos = skip_tagged_fields(frame, 4) if flexible else 4
     result = entity_reader(response_type)(frame, pos)
     return result[0] if isinstance(result, tuple) else result
 

@@ -13,14 +13,12 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-
-from kio.schema.errors import ErrorCode as E
 
 from . import __version__
 from .api import register_all
 from .api.services import Topology
+from .cluster_parts import ClusterParts, ControllerTarget, check_controller
 from .config import BrokerConfig, ConfigError, LogConfig
 from .coordinator.runtime import ClusterShards, CoordinatorRuntime
 from .faults import PRODUCE_ACK_BEFORE_COMMIT, Faults
@@ -33,7 +31,7 @@ from .log.fdcache import FILES
 from .log.manager import partition_dir_name
 from .log.store import LocalStore
 from .metadata.assignments import reported_replicas
-from .metadata.controller import METADATA_TOPIC, Controller, ControllerError
+from .metadata.controller import METADATA_TOPIC, Controller
 from .metadata.convert import convert_json_log
 from .metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, TopicImage
 from .metadata.topics import INTERNAL_TOPICS
@@ -101,20 +99,6 @@ def _host_port(value: str) -> tuple[str, int]:
 
 class StartupError(RuntimeError):
     """The broker cannot start with its configuration; the message names the setting."""
-
-
-@dataclass(frozen=True)
-class ClusterParts:
-    """A cluster broker's own parts (headwater.storage=shared), built together by
-    `open_shared`, so that one test of one field decides local-or-cluster: the shared
-    log, its metadata log, this broker's place in the cluster and the producer ids it
-    hands out (blocks from the controller)."""
-
-    shared: SharedStore
-    meta: SharedMetadata
-    node: ClusterNode
-    producer_id_blocks: ProducerIdBlocks
-    cluster_id: str
 
 
 class Broker:
@@ -263,7 +247,7 @@ class Broker:
             cleaner_backoff_ms=self.config.get_int("log.cleaner.backoff.ms"),
             reserved=(METADATA_TOPIC,))
         # On the shared log every topic is shared, the coordinators' included (they
-        # follow the controller: `_ControllerTarget`); the local store keeps the
+        # follow the controller: `ControllerTarget`); the local store keeps the
         # metadata log's cache.
         self.store = (local if parts is None
                       else RoutedStore(parts.shared, local, ()))
@@ -277,7 +261,7 @@ class Broker:
             max_partitions=self.config.get_int("headwater.max.partitions"),
             snapshot_runner=self._run_snapshot, brokers=self.broker_ids,
             writer_check=None if parts is None else functools.partial(
-                _check_controller, parts.meta),
+                check_controller, parts.meta),
             written=None if parts is None else parts.meta.written)
         self.controller.load()
         self._sync_logs(MetadataImage(), self.controller.image, lazy=True)
@@ -329,7 +313,7 @@ class Broker:
             return controller.image
 
         # A cluster's shards follow the shared log: each where it places the shard's
-        # partition ("spread"), or all with the controller (`_ControllerTarget`).
+        # partition ("spread"), or all with the controller (`ControllerTarget`).
         parts = self._parts
         shards = None if parts is None else ClusterShards(
             parts.shared if self._spread else None)
@@ -461,7 +445,7 @@ class Broker:
         the image has the coordinators' internal topics (the controller creates them
         when it takes over), so the coordinators start as on one node."""
         shared, meta, cluster = parts.shared, parts.meta, parts.node
-        meta.start(_ControllerTarget(self.controller, self.coordinator_runtimes(), shared,
+        meta.start(ControllerTarget(self.controller, self.coordinator_runtimes(), shared,
                                      self.local,
                                      spread=self._spread, leads=self._leads_metadata))
         wanted = [rt.topic for rt in self.coordinator_runtimes()]
@@ -745,60 +729,3 @@ class Broker:
 
     def topic(self, name: str) -> TopicImage | None:
         return self.image.topic(name)
-
-
-def _check_controller(meta: SharedMetadata) -> None:
-    """The controller's `writer_check` in a cluster: it writes only while this broker
-    holds the controller lease."""
-    if not meta.active:
-        raise ControllerError(E.not_controller,
-                              "this broker is not the controller; ask the controller "
-                              "(Metadata's controller_id)")
-
-
-class _ControllerTarget:
-    """The controller as the shared metadata log drives it (`MetadataTarget`): `runtimes`
-    are the coordinators', which take every shard over with the lease unless each shard
-    is `spread` on its own; `local` reopens the metadata log after the lease is lost."""
-
-    def __init__(self, controller: Controller, runtimes: list[CoordinatorRuntime],
-                 shared: SharedStore, local: LocalStore, *, spread: bool,
-                 leads: Callable[[], bool]) -> None:
-        self._controller = controller
-        self._runtimes = runtimes
-        self._shared = shared
-        self._local = local
-        self._spread = spread
-        self._leads = leads
-
-    def end_offset(self) -> int:
-        return self._controller.log.log_end_offset
-
-    def read(self, start: int, end: int) -> bytes:
-        return self._controller.log.read(start, 1 << 62, end)
-
-    def follow(self, data: bytes) -> None:
-        self._controller.follow(data)
-
-    def activate(self) -> None:
-        """Took the controller lease: write, create the internal topics if new, and
-        take the coordinators over (their partitions follow the controller)."""
-        controller = self._controller
-        controller.activate()
-        for runtime in self._runtimes:
-            controller.ensure_internal_topic(runtime.topic, runtime.num_partitions,
-                                             runtime.topic_configs)
-        self._shared.rebalance()
-        if not self._spread:
-            for runtime in self._runtimes:
-                runtime.take_all(self._leads)
-
-    def reload(self) -> None:
-        """Lost the controller lease: the coordinators stop serving, their partitions
-        go to the next controller; the metadata log starts again from PostgreSQL's."""
-        if not self._spread:
-            for runtime in self._runtimes:
-                runtime.release_all()
-        self._shared.rebalance()
-        meta_log = self._local.reopen_reserved(METADATA_TOPIC, self._controller.log.config)
-        self._controller.reload(meta_log)

@@ -144,7 +144,7 @@ class PeerConnection:
                 waiting = self._waiting.get(correlation)
                 if waiting is not None and not waiting.done():
                     waiting.set_result(frame)
-        except (OSError, asyncio.IncompleteReadError) as exc:
+        except (OSError, asyncio.IncompleteReadError, struct.error) as exc:
             failure = ForwardError(f"broker {self.host}:{self.port}: {type(exc).__name__}")
         except asyncio.CancelledError:
             failure = ForwardError(f"connection to broker {self.host}:{self.port} closed")

@@ -1,6 +1,7 @@
-"""Three brokers whose traffic to each other goes over a SASL inter-broker listener, with
-an authorizer on (issue 35's first user): a PLAINTEXT client listener, an INTERNAL
-SASL_PLAINTEXT one named in `inter.broker.listener.name`, `authorizer.class.name` set,
+"""Three brokers whose traffic to each other goes over a SASL_SSL inter-broker listener,
+with an authorizer on (issue 35's first user): a PLAINTEXT client listener, an INTERNAL
+SASL_SSL one (TLS from a throwaway CA, PLAIN) named in `inter.broker.listener.name`,
+`authorizer.class.name` set,
 `allow.everyone.if.no.acl.found=true` and one ACL on the cluster resource, so the
 anonymous principal holds no CLUSTER_ACTION, as on any secured Kafka; the brokers'
 principal is a super user.
@@ -34,6 +35,7 @@ from headwater.wire.schemas import load_request_schema
 from tests.support.cluster import Cluster, create, read_all, settled_leaders, start_cluster
 from tests.support.engines import PostgresServer, VersityGateway
 from tests.support.ports import free_port
+from tests.support.secured import make_pki
 from tests.support.wire import RawClient
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.cluster_campaign(
@@ -47,7 +49,7 @@ SECURED = (
     "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "allow.everyone.if.no.acl.found=true",
     "super.users=User:broker",
-    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
     "inter.broker.listener.name=INTERNAL",
     "sasl.mechanism.inter.broker.protocol=PLAIN",
     f"listener.name.internal.plain.sasl.jaas.config={JAAS}",
@@ -59,6 +61,9 @@ WRITE_TXN_MARKERS = 27
 def secured(postgres: PostgresServer, versitygw: VersityGateway,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     base = tmp_path_factory.mktemp("secured")
+    pki = make_pki(base / "pki")  # a server certificate for 127.0.0.1, its CA
+    tls = (f"listener.name.internal.ssl.keystore.location={pki / 'keystore.pem'}",
+           f"listener.name.internal.ssl.truststore.location={pki / 'ca.pem'}")
     inter = {n: free_port() for n in (1, 2, 3)}
 
     def listeners(cluster: Cluster) -> None:
@@ -66,7 +71,7 @@ def secured(postgres: PostgresServer, versitygw: VersityGateway,
             cluster.per_node[n] = (
                 f"listeners=PLAINTEXT://127.0.0.1:{cluster.ports[n]},"
                 f"INTERNAL://127.0.0.1:{inter[n]}",)
-    yield from start_cluster(postgres, versitygw, base, overrides=SECURED,
+    yield from start_cluster(postgres, versitygw, base, overrides=(*SECURED, *tls),
                              configure=listeners)
 
 

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from . import __version__
-from .config import BrokerConfig
+from .config import BrokerConfig, ConfigError
 
 
 def _parse_override(text: str) -> tuple[str, str]:
@@ -169,7 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         faulthandler.register(signal.SIGUSR1, all_threads=True)
         allocator.tune()
 
-        config = config_from_args(args)
+        try:
+            config = config_from_args(args)
+        except ConfigError as exc:  # a config provider's reference that cannot be read
+            logging.getLogger("headwater").error("cannot start: %s", exc)
+            return 1
         if args.console_listen:  # beside a broker: loopback only (TLS: `headwater console`)
             from .console import listen
 
@@ -187,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 asyncio.run(_serve(config, args))
             else:
                 uvloop.run(_serve(config, args))
-        except StartupError as exc:  # a wrong setting: one line naming it, no traceback
+        except (StartupError, ConfigError) as exc:  # one line naming it, no traceback
             logging.getLogger("headwater").error("cannot start: %s", exc)
             return 1
         return 0

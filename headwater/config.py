@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import config_registry as registry
+from .config_providers import ProviderError
+from .config_providers import resolve as resolve_references
 from .config_registry import (
     BROKER_DEFAULTS,
     DYNAMIC_BROKER_KEYS,
@@ -107,7 +109,10 @@ class BrokerConfig:
         if path:
             values.update(parse_properties(Path(path).read_text()))
         values.update(overrides)
-        return cls(values)
+        try:  # `${provider:path:key}` references (config_providers.py)
+            return cls(resolve_references(values, parse_properties))
+        except ProviderError as exc:
+            raise ConfigError(str(exc)) from None
 
     def get(self, key: str, default: str | None = None) -> str | None:
         value = self._values.get(key)

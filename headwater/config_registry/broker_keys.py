@@ -116,6 +116,10 @@ DEAD_LETTERS: tuple[S, ...] = (
 )
 
 SECURITY: tuple[S, ...] = (
+    S("config.providers", LIST, None,
+      "Config providers (KIP-297): each name's config.providers.<name>.class is Kafka's "
+      "File-, Directory- or EnvVarConfigProvider; a value refers to a secret as "
+      "${name:path:key}."),
     S("listener.security.protocol.map", STRING, None,
       "NAME:PROTOCOL pairs (a listener named after a protocol uses it)."),
     S("inter.broker.listener.name", STRING, None, "The listener other brokers reach."),

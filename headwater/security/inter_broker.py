@@ -63,9 +63,12 @@ def inter_broker_client(config: BrokerConfig, listener: Listener) -> ClientSecur
         check_hostname=_identification(config, listener) != "")
 
 
-def _identification(config: BrokerConfig, listener: Listener) -> str | None:
-    """`ssl.endpoint.identification.algorithm`, the listener's own first; empty (not
-    unset) turns host-name checking off, as in Kafka."""
+def _identification(config: BrokerConfig, listener: Listener) -> str:
+    """`ssl.endpoint.identification.algorithm`, the listener's own first; set empty (not
+    unset) it turns host-name checking off, as in Kafka."""
     key = "ssl.endpoint.identification.algorithm"
-    specific = config.get(f"listener.name.{listener.name.lower()}.{key}")
-    return specific if specific is not None else config.get(key)
+    for name in (f"listener.name.{listener.name.lower()}.{key}", key):
+        found = config.layers(name)
+        if found:
+            return found[0][1]
+    return "https"

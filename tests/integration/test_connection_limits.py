@@ -40,6 +40,10 @@ def closed_within(sock: socket.socket, seconds: float) -> bool:
         return True
 
 
+@pytest.mark.one_node(
+    "three brokers on one host keep connections to each other (shared/peers.py) from "
+    "127.0.0.1 too, which count against max.connections.per.ip as Kafka counts its "
+    "brokers' own: four client connections from that address no longer all fit")
 def test_connections_past_the_limits_are_closed(broker_factory) -> None:
     broker = broker_factory("--override", "max.connections=6",
                             "--override", "max.connections.per.ip=4")

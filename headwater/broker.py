@@ -41,7 +41,7 @@ from .produce.service import ProduceService
 from .quota.enforce import ClientQuotas
 from .security import listeners, tls
 from .security.access import AccessControl
-from .security.inter_broker import credentials_setting, inter_broker_client
+from .security.inter_broker import credentials_setting, inter_broker_client, own_scram_user
 from .security.sasl import SaslConfig, SaslSession
 from .security.scram import MECHANISMS, ScramCredential
 from .share.admin import ShareAdmin, ShareState
@@ -212,7 +212,7 @@ class Broker:
                 with_controller=() if self._spread else INTERNAL_TOPICS,
                 controller_active=self._leads_metadata)
             await shared.open(wait_s=self.config.get_int(
-                "headwater.shared.startup.wait.ms") / 1000)
+                "headwater.shared.startup.wait.ms") / 1000, register=False)
             meta = SharedMetadata(shared, self.data_dir / partition_dir_name(METADATA_TOPIC, 0))
             await meta.download()
             async with shared.pool.acquire() as conn:
@@ -447,7 +447,8 @@ class Broker:
         shared, meta, cluster = parts.shared, parts.meta, parts.node
         meta.start(ControllerTarget(self.controller, self.coordinator_runtimes(), shared,
                                      self.local,
-                                     spread=self._spread, leads=self._leads_metadata))
+                                     spread=self._spread, leads=self._leads_metadata,
+                                     own_user=own_scram_user(cluster.peers.client)))
         wanted = [rt.topic for rt in self.coordinator_runtimes()]
         deadline = time.monotonic() + self.config.get_int(
             "headwater.shared.join.timeout.ms") / 1000
@@ -469,11 +470,15 @@ class Broker:
             if time.monotonic() - read_at >= shared.refresh_s:
                 read_at = time.monotonic()
                 try:
-                    await asyncio.wait_for(shared.refresh_view(), shared.lease_ms / 1000)
+                    await asyncio.wait_for(shared.refresh_view(register=False),
+                                           shared.lease_ms / 1000)
                 except OUTAGES as exc:
                     log.warning("reading the cluster's state failed: %s: %s",
                                 type(exc).__name__, exc)
+        # Registered (listed to clients, given partitions) only once the others accept
+        # its credentials: a refused broker is never listed, even for a moment.
         await self._check_peer_login(cluster)
+        await shared.refresh_view()
 
     async def _check_peer_login(self, cluster: ClusterNode) -> None:
         """This broker's inter-broker credentials, tried on the controller at start: a

@@ -4,6 +4,7 @@ metadata log drives it (taking and losing the controller lease)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -11,7 +12,9 @@ from kio.schema.errors import ErrorCode as E
 
 from .coordinator.runtime import CoordinatorRuntime
 from .log.store import LocalStore
+from .metadata import records as R
 from .metadata.controller import METADATA_TOPIC, Controller, ControllerError
+from .security.scram import MECHANISMS, MIN_ITERATIONS, credential, salted_password
 from .shared.metadata_log import SharedMetadata
 from .shared.node import ClusterNode
 from .shared.store import SharedStore
@@ -44,11 +47,15 @@ def check_controller(meta: SharedMetadata) -> None:
 class ControllerTarget:
     """The controller as the shared metadata log drives it (`MetadataTarget`): `runtimes`
     are the coordinators', which take every shard over with the lease unless each shard
-    is `spread` on its own; `local` reopens the metadata log after the lease is lost."""
+    is `spread` on its own; `local` reopens the metadata log after the lease is lost;
+    `own_user` is the brokers' SCRAM user (`inter_broker.own_scram_user`), written when
+    the metadata has no credential for it."""
 
     def __init__(self, controller: Controller, runtimes: list[CoordinatorRuntime],
                  shared: SharedStore, local: LocalStore, *, spread: bool,
-                 leads: Callable[[], bool]) -> None:
+                 leads: Callable[[], bool],
+                 own_user: tuple[str, str, str] | None = None) -> None:
+        self._own_user = own_user
         self._controller = controller
         self._runtimes = runtimes
         self._shared = shared
@@ -70,6 +77,8 @@ class ControllerTarget:
         take the coordinators over (their partitions follow the controller)."""
         controller = self._controller
         controller.activate()
+        if self._own_user is not None:
+            self._ensure_user(*self._own_user)
         for runtime in self._runtimes:
             controller.ensure_internal_topic(runtime.topic, runtime.num_partitions,
                                              runtime.topic_configs)
@@ -77,6 +86,20 @@ class ControllerTarget:
         if not self._spread:
             for runtime in self._runtimes:
                 runtime.take_all(self._leads)
+
+    def _ensure_user(self, name: str, mechanism: str, password: str) -> None:
+        """The brokers' SCRAM credential, written once: kept as it is when present (an
+        operator may have set it with AlterUserScramCredentials)."""
+        controller = self._controller
+        mechanism_id = MECHANISMS[mechanism][0]
+        if (name, mechanism_id) in controller.image.scram:
+            return
+        salt = os.urandom(32)
+        cred = credential(mechanism, salted_password(mechanism, password, salt,
+                                                     MIN_ITERATIONS), salt, MIN_ITERATIONS)
+        controller.commit([R.UserScramCredentialRecord(
+            name, mechanism_id, cred.salt, cred.stored_key, cred.server_key,
+            cred.iterations)])
 
     def reload(self) -> None:
         """Lost the controller lease: the coordinators stop serving, their partitions

@@ -108,18 +108,39 @@ class Authorizer:
         return allowed or (not found_acls and self.allow_if_no_acl)
 
     def authorize_any(self, principal: str, host: str, op: int, rtype: int) -> bool:
-        """Whether some resource of the type may be operated on (Kafka's
-        `authorizeByResourceType`: an idempotent producer needs WRITE on some topic)."""
-        if not self.enabled or principal in self.super_users:
+        """Whether some resource of the type may be operated on (an idempotent producer
+        needs WRITE on some topic, KIP-679), as Kafka's default
+        `Authorizer.authorizeByResourceType`: allowed on a resource no ACL names (its
+        "hardcode" probe, so `allow.everyone.if.no.acl.found` counts), else by an ALLOW
+        for the principal (or User:*) that no DENY overrides: a LITERAL "*" DENY
+        overrides every one, a LITERAL DENY its own name, a PREFIXED DENY the names it
+        starts."""
+        if self.authorize(principal, host, op, rtype, "hardcode"):
             return True
-        acls = self._by_type.get(rtype, ())
-        if not acls:
-            return self.allow_if_no_acl
-        denied_everywhere = any(
-            b.pattern_type == A.LITERAL and b.resource_name == A.WILDCARD
-            and _result(b, principal, host, op) is False for b in acls)
-        return not denied_everywhere and any(
-            _result(b, principal, host, op) is True for b in acls)
+        deny_literal: set[str] = set()
+        deny_prefixed: set[str] = set()
+        allows: list[AclBinding] = []
+        for b in self._by_type.get(rtype, ()):
+            if b.host not in (host, A.WILDCARD) or \
+                    b.principal not in (principal, A.WILDCARD_PRINCIPAL) or \
+                    b.operation not in (op, A.ALL):
+                continue
+            if b.permission == A.DENY:
+                if b.pattern_type == A.LITERAL and b.resource_name == A.WILDCARD:
+                    return False
+                (deny_prefixed if b.pattern_type == A.PREFIXED else deny_literal).add(
+                    b.resource_name)
+            elif b.permission == A.ALLOW:
+                if b.pattern_type == A.LITERAL and b.resource_name == A.WILDCARD:
+                    return True
+                allows.append(b)
+        for b in allows:
+            name = b.resource_name
+            if b.pattern_type == A.LITERAL and name in deny_literal:
+                continue
+            if not any(name[:i] in deny_prefixed for i in range(1, len(name) + 1)):
+                return True
+        return False
 
     def operations(self, principal: str, host: str, rtype: int, name: str) -> int:
         """Kafka's authorized-operations bit field for one resource (bit = op code)."""

@@ -14,6 +14,7 @@ from ..config import BrokerConfig, ConfigError
 from ..wire.client_properties import jaas_options
 from ..wire.client_security import ClientSecurity
 from .listeners import Listener, listener_config
+from .scram import MECHANISMS as SCRAM_MECHANISMS
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -21,6 +22,16 @@ MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 def credentials_setting(listener: Listener, mechanism: str) -> str:
     """The setting that holds the broker's own inter-broker credentials (for errors)."""
     return f"listener.name.{listener.name.lower()}.{mechanism.lower()}.sasl.jaas.config"
+
+
+def own_scram_user(client: ClientSecurity) -> tuple[str, str, str] | None:
+    """The broker's own SCRAM user (name, mechanism, password) when brokers log in to
+    each other with SCRAM: the controller writes its credential when the metadata has
+    none (headwater's `kafka-storage format --add-scram`: a cluster's first brokers
+    could not otherwise log in to each other, and no password goes on a command line)."""
+    if client.protocol.startswith("SASL_") and client.mechanism in SCRAM_MECHANISMS:
+        return client.username, client.mechanism, client.password
+    return None
 
 
 def inter_broker_client(config: BrokerConfig, listener: Listener) -> ClientSecurity:

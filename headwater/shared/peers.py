@@ -177,6 +177,11 @@ class Peers:
         self._credentials = credentials
         self._connections: dict[tuple[str, int, str], PeerConnection] = {}
 
+    @property
+    def client(self) -> ClientSecurity:
+        """How this broker connects to the others (its own credentials among them)."""
+        return self._security
+
     async def call(self, host: str, port: int, api_key: int, version: int, body: Any,
                    timeout_s: float, client_id: str = BROKER_CLIENT_ID) -> Any:
         """One request to the broker at `host:port` on the connection for `client_id`;

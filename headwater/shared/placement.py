@@ -54,9 +54,12 @@ class Placement:
         self.with_controller = frozenset(with_controller)
         self._controller_active = controller_active
 
-    async def refresh(self, conn: Connection) -> ClusterView:
-        """Heartbeat (register this broker), then read the cluster's state."""
-        await cluster.register(conn, self.advertised)
+    async def refresh(self, conn: Connection, register: bool = True) -> ClusterView:
+        """Heartbeat (register this broker), then read the cluster's state; only read it
+        with `register=False` (a starting broker, not yet known to be one the others
+        accept)."""
+        if register:
+            await cluster.register(conn, self.advertised)
         self.view = await cluster.read_view(conn, self.lease_ms, self.listed_ms)
         self._view_at = time.monotonic()
         return self.view

@@ -134,11 +134,12 @@ class SharedStore:
         #: held marker committed: a coordinator topic's runtime replays it.
         self.on_marker = on_marker
 
-    async def open(self, wait_s: float = 0.0) -> None:
-        """Connect (and migrate) the database, probe the object store, empty the cache.
-        Either unreachable: tried again every second for `wait_s` seconds (a broker
-        starting during a database restart or an object-store outage), a line each try,
-        then the last error (it names the setting)."""
+    async def open(self, wait_s: float = 0.0, register: bool = True) -> None:
+        """Connect (and migrate) the database, probe the object store, empty the cache,
+        register this broker (unless `register=False`: the broker does once it has
+        joined). Either engine unreachable: tried again every second for `wait_s`
+        seconds (a broker starting during a database restart or an object-store
+        outage), a line each try, then the last error (it names the setting)."""
         deadline = time.monotonic() + wait_s  # one budget for both, as documented
         self._pool = await _waiting(lambda: open_pool(self.settings, lease_ms=self.lease_ms),
                                     deadline)
@@ -149,7 +150,7 @@ class SharedStore:
             raise
         shutil.rmtree(self.cache_dir, ignore_errors=True)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        await self.refresh_view()
+        await self.refresh_view(register)
         await self.holds.listen()
         self._tasks.append(asyncio.create_task(self._taker()))  # takes from now on
 
@@ -167,10 +168,11 @@ class SharedStore:
     def refresh_s(self) -> float:
         return self.placement.refresh_s
 
-    async def refresh_view(self) -> ClusterView:
-        """Heartbeat (register this broker), then read the cluster's state."""
+    async def refresh_view(self, register: bool = True) -> ClusterView:
+        """Heartbeat (register this broker), then read the cluster's state (only read
+        it with `register=False`: `Placement.refresh`)."""
         async with self.pool.acquire() as conn:
-            return await self.placement.refresh(conn)
+            return await self.placement.refresh(conn, register)
 
     def _should_own(self, key: Key) -> bool:
         return self.placement.should_own(key)

@@ -867,3 +867,59 @@ def test_clients_over_sasl(target: Target) -> None:
     assert delivered["alice"] is None
     assert bob is not None and bob.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert seen == {"alice": ["pw-1", "pw-2"], "bob": []}
+
+
+# The brokers' own requests (issue 35): from a client, anonymous on PLAINTEXT or an
+# ordinary user on SASL, each is refused; the share-state and marker requests name a
+# real topic, so a request let through would change its state.
+SHARE_STATE_PARTITION = {"partition": 0, "state_epoch": 0, "leader_epoch": 0,
+                         "start_offset": 0, "delivery_complete_count": 0,
+                         "state_batches": []}
+
+
+def brokers_own_requests(topic_id: Any) -> dict[str, tuple[int, int, dict]]:
+    def share(**fields: Any) -> dict:
+        return {"group_id": "forged", "topics": [{"topic_id": topic_id, "partitions": [
+            {"partition": 0, **fields}]}]}
+    return {
+        "WriteTxnMarkers": (27, 1, {"markers": [{
+            "producer_id": 999, "producer_epoch": 0, "transaction_result": True,
+            "topics": [{"name": "t-plain", "partition_indexes": [0]}],
+            "coordinator_epoch": 0}]}),
+        "InitializeShareGroupState": (83, 0, share(state_epoch=5, start_offset=7)),
+        "ReadShareGroupState": (84, 0, share(leader_epoch=0)),
+        "WriteShareGroupState": (85, 1, share(
+            state_epoch=0, leader_epoch=0, start_offset=7, delivery_complete_count=0,
+            state_batches=[])),
+        "DeleteShareGroupState": (86, 0, share()),
+        "ReadShareGroupStateSummary": (87, 1, share(leader_epoch=0)),
+    }
+
+
+@pytest.mark.parametrize("who", ["anonymous", "alice"])
+def test_brokers_own_requests_are_refused_to_clients(target: Target, who: str) -> None:
+    """Kafka 4.4 answers each with CLUSTER_AUTHORIZATION_FAILED (31) to a principal
+    without CLUSTER_ACTION, whatever listener; headwater the same. (Envelope and
+    AllocateProducerIds are controller-listener APIs on Kafka, not served on a broker's
+    listeners at all: headwater's refusal of them is test_shared_secured_cluster's.)"""
+    target.set_acls([])
+    meta = target.request(3, 12, metadata_body(["t-plain"]), admin=True)
+    topic_id = meta.topics[0].topic_id
+    requests = brokers_own_requests(topic_id)
+
+    def state() -> dict[str, Any]:  # as the super user, who may read it
+        return outcome(target.request(*requests["ReadShareGroupStateSummary"], admin=True))
+    before = state()
+    got = {}
+    for name, (key, version, body) in requests.items():
+        client = target.raw() if who == "anonymous" else RawClient(
+            LOCALHOST, target.sasl, security=ClientSecurity(
+                "SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret"))
+        try:
+            resp = client.request(key, version, body)
+        finally:
+            client.close()
+        got[name] = sorted({v for path, v in outcome(resp).items()
+                            if path.endswith("error_code")})
+    assert got == {name: [CLUSTER_AUTH] for name in requests}
+    assert state() == before  # the share state is as it was

@@ -35,11 +35,21 @@ TRUSTSTORE = "headwater.shared.objects.ssl.truststore.location"
 #: The DSN's files, checked at start: a path mistyped is a line naming it, not a TLS
 #: error from deep in a connection attempt.
 _DSN_FILES = ("sslrootcert", "sslcert", "sslkey")
-_DSN_SECRETS = re.compile(r"([?&](?:ssl)?password=)([^&]*)")
+_DSN_SECRETS = re.compile(r"((?:^|&)(?:ssl)?password=)([^&]*)")  # in a query
 MASK = "***"
 #: Shorter secrets are not searched for in messages (`masked`): one of two letters
 #: would garble every line it met, and is no secret worth the name.
 _MASKED_FROM = 4
+
+
+def redact_dsn(dsn: str) -> str:
+    """`dsn` with its secrets (the password, `password=` and `sslpassword=`) `***`."""
+    url = urlparse(dsn)
+    netloc = url.netloc
+    if url.password is not None:
+        netloc = netloc.replace(f":{url.password}@", f":{MASK}@")
+    query = _DSN_SECRETS.sub(rf"\1{MASK}", url.query)
+    return url._replace(netloc=netloc, query=query).geturl()
 
 
 class SettingError(ValueError):
@@ -71,7 +81,8 @@ class SharedSettings:
             raise SettingError(f"{DATABASE} is empty: a shared broker needs a PostgreSQL "
                                "DSN (postgresql://user@host:port/dbname)")
         if not database.startswith(("postgresql://", "postgres://")):
-            raise SettingError(f"{DATABASE}={database!r}: not a postgresql:// DSN")
+            raise SettingError(f"{DATABASE}={redact_dsn(database)!r}: not a postgresql:// "
+                               "DSN")
         query = parse_qs(urlparse(database).query)
         for name in _DSN_FILES:
             for path in query.get(name, ()):
@@ -90,20 +101,14 @@ class SharedSettings:
                    get(REGION), truststore)
 
     def redacted_database(self) -> str:
-        """The DSN without its secrets (the password, `password=` and `sslpassword=`),
-        for log and error lines."""
-        url = urlparse(self.database)
-        netloc = url.netloc
-        if url.password is not None:
-            netloc = netloc.replace(f":{url.password}@", f":{MASK}@")
-        query = _DSN_SECRETS.sub(rf"\1{MASK}", url.query)
-        return url._replace(netloc=netloc, query=query).geturl()
+        """The DSN without its secrets, for log and error lines."""
+        return redact_dsn(self.database)
 
     def secrets(self) -> list[str]:
         """Every secret value these settings hold, as written and URL-decoded."""
         url = urlparse(self.database)
         found = [url.password or "", self.secret_key,
-                 *(m.group(2) for m in _DSN_SECRETS.finditer(f"?{url.query}"))]
+                 *(m.group(2) for m in _DSN_SECRETS.finditer(url.query))]
         return [s for v in found if v for s in {v, unquote(v), unquote_plus(v)}]
 
     def masked(self, text: str) -> str:

@@ -30,6 +30,15 @@ def test_the_dsn_is_printed_without_its_secrets() -> None:
                          "s3-secret-key")
     assert line == "refused ***, ***, ***, *** and ***"
     assert settings("postgresql://hw@h/db").redacted_database() == "postgresql://hw@h/db"
+    assert settings("postgresql://h/db?password=pass-w0rd&sslpassword=&user=hw"
+                    ).redacted_database() == "postgresql://h/db?password=***&sslpassword=***&user=hw"
+
+
+def test_a_dsn_that_is_not_postgresql_is_refused_without_its_password() -> None:
+    with pytest.raises(SettingError) as err:
+        settings("postgres+asyncpg://hw:pass-w0rd-1@h/db?sslpassword=key-pass")
+    assert str(err.value) == ("headwater.shared.database='postgres+asyncpg://hw:***@h/db"
+                              "?sslpassword=***': not a postgresql:// DSN")
 
 
 def test_a_short_secret_is_not_searched_for() -> None:

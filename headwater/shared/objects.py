@@ -95,7 +95,8 @@ class ObjectStore:
                 if settings.truststore and "ertificate" in str(exc):  # the CAs parsed
                     raise SettingError(f"{TRUSTSTORE}={settings.truststore}: not PEM "
                                        f"certificates: {_first_line(exc)}") from None
-                raise SettingError(f"{OBJECTS}={self.url}: {_first_line(exc)}") from None
+                raise SettingError(settings.masked(f"{OBJECTS}={self.url}: "
+                                                   f"{_first_line(exc)}")) from None
 
     @staticmethod
     def new_key(prefix: str = "") -> str:

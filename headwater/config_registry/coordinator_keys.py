@@ -117,13 +117,17 @@ SHARED_LOG: tuple[S, ...] = (
       "Storage engine: local (segment files in log.dirs) or shared.",
       valid=("local", "shared")),
     S("headwater.shared.database", STRING, "",
-      "Shared log: PostgreSQL DSN (may hold a password).", sensitive=True),
+      "Shared log: PostgreSQL DSN (may hold a password; TLS as libpq: "
+      "sslmode=verify-full&sslrootcert=ca.pem).", sensitive=True),
     S("headwater.shared.objects", STRING, "",
       "Shared log: object store, s3://bucket[/prefix] or file:///path."),
     S("headwater.shared.objects.endpoint", STRING, "", "Shared log: the S3 service's URL."),
     S("headwater.shared.objects.access.key", STRING, "", "Shared log: S3 access key id."),
     S("headwater.shared.objects.secret.key", PASSWORD, "", "Shared log: S3 secret key."),
     S("headwater.shared.objects.region", STRING, "us-east-1", "Shared log: S3 region."),
+    S("headwater.shared.objects.ssl.truststore.location", STRING, "",
+      "Shared log: PEM file of CAs the S3 service's certificate is checked against "
+      "(beside the system's)."),
     S("headwater.shared.coordinators", STRING, "spread",
       "Coordinator shards each on its own lease (spread) or with the controller.",
       valid=("spread", "controller")),

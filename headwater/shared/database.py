@@ -1,12 +1,16 @@
 """The broker's PostgreSQL connection pool, with errors that name the setting.
 
 A wrong DSN, an unreachable server or refused credentials at start are one line naming
-`headwater.shared.database` (the password left out), never a traceback.
+`headwater.shared.database` (the password left out), never a traceback. TLS is the
+DSN's (libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`, which asyncpg reads); a
+server certificate that does not verify, like refused credentials, is a line at once:
+no retry would mend it.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 
 import asyncpg
 
@@ -25,7 +29,20 @@ COMMAND_TIMEOUT_S = 30.0
 
 
 class DatabaseUnavailable(RuntimeError):
-    """The database named by `headwater.shared.database` cannot be used."""
+    """The database named by `headwater.shared.database` cannot be used; `retry`: it may
+    be an outage (a start waits for it), not the settings."""
+
+    def __init__(self, message: str, retry: bool = True) -> None:
+        super().__init__(message)
+        self.retry = retry
+
+
+#: Refusals that are the settings', not an outage's: the server's certificate not
+#: trusted, the credentials or the client certificate refused (pg_hba.conf), a DSN
+#: asyncpg cannot use (an sslmode it does not know, verify-full without a CA file).
+SETTINGS_REFUSED = (ssl.SSLCertVerificationError,
+                    asyncpg.InvalidAuthorizationSpecificationError,
+                    asyncpg.ClientConfigurationError)
 
 
 #: What the database going away looks like to a statement (restarted, a connection reset
@@ -45,6 +62,13 @@ def session_settings(lease_ms: int) -> dict[str, str]:
     return {"idle_in_transaction_session_timeout": str(max(lease_ms, 1000))}
 
 
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"the server's certificate did not verify ({exc.verify_message}): is "
+                "sslrootcert the CA that signed it, and the host a name it was issued to?")
+    return f"{type(exc).__name__}: {exc}"
+
+
 async def open_pool(settings: SharedSettings, min_size: int = 2, max_size: int = 8,
                     lease_ms: int = 10_000) -> asyncpg.Pool:
     """A pool on the shared database, its schema migrated to this broker's version."""
@@ -56,7 +80,8 @@ async def open_pool(settings: SharedSettings, min_size: int = 2, max_size: int =
                                          server_settings=session_settings(lease_ms))
     except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
         raise DatabaseUnavailable(f"{DATABASE}={where}: cannot connect: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+                                  + settings.masked(_why(exc)),
+                                  retry=not isinstance(exc, SETTINGS_REFUSED)) from exc
     try:
         async with pool.acquire() as conn:
             found, now = await migrate(conn, __version__)

@@ -666,7 +666,9 @@ STARTUP_RETRY_S = 1.0
 
 async def _waiting(attempt: Callable[[], Awaitable[_T]], deadline: float) -> _T:
     """`attempt()`, again each STARTUP_RETRY_S while it finds the database or the object
-    store unreachable and the monotonic `deadline` has not passed; then its error."""
+    store unreachable and the monotonic `deadline` has not passed; then its error. A
+    refusal that is the settings' (a certificate not trusted, credentials refused) is
+    not waited on."""
     tries = 0
     while True:
         try:
@@ -674,7 +676,7 @@ async def _waiting(attempt: Callable[[], Awaitable[_T]], deadline: float) -> _T:
         except (DatabaseUnavailable, ObjectStoreUnavailable) as exc:
             tries += 1
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or not exc.retry:
                 raise
             log.warning("waiting for the shared log (try %d; giving up in %.0f s, "
                         "headwater.shared.startup.wait.ms): %s", tries, left, exc)

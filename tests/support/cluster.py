@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from headwater.shared.cluster import rendezvous
 
 from .broker_process import BrokerProcess, free_port
-from .engines import PostgresServer, VersityGateway, shared_broker_args
+from .engines import PostgresServer, VersityGateway, secrets_from_file, shared_broker_args
 from .toxiproxy import Toxiproxy
 
 LEASE_MS = 3000
@@ -337,7 +337,8 @@ def start_cluster(postgres: PostgresServer, versitygw: VersityGateway, base: Pat
                   overrides: tuple[str, ...] = (),
                   controller: tuple[str, ...] | None = None,
                   proxies: Toxiproxy | None = None,
-                  configure: Callable[[Cluster], None] | None = None) -> Iterator[Cluster]:
+                  configure: Callable[[Cluster], None] | None = None,
+                  secrets: Path | None = None) -> Iterator[Cluster]:
     """The body of a module's `cluster` fixture: three brokers, each listing all three
     (`overrides`: broker configs, "key=value", of every broker). With `controller`
     (its extra arguments), broker 1 starts alone first, so it is the controller. With
@@ -345,9 +346,13 @@ def start_cluster(postgres: PostgresServer, versitygw: VersityGateway, base: Pat
     store through `objects-N`, and the other brokers reach broker N (its INTERNAL
     inter-broker listener) through `peers-N`: network faults between one broker and
     one service, or the other brokers. `configure` sets each node's own configs
-    (`Cluster.per_node`: its listeners, say) before any starts."""
+    (`Cluster.per_node`: its listeners, say) before any starts. With `secrets` (a
+    properties file's path), the DSN and the S3 secret key are read from that file
+    through a config provider, not given on the command line."""
     shared = shared_broker_args(postgres, versitygw, base / "shared")
     dsn = next(a.split("=", 1)[1] for a in shared if a.startswith("headwater.shared.database="))
+    if secrets is not None:
+        shared = secrets_from_file(shared, secrets)
     c = Cluster(base, shared, dsn, overrides)
     c.postgres, c.gateway, c.proxies = postgres, versitygw, proxies
     if proxies is not None:

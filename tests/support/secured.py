@@ -97,3 +97,14 @@ class SecuredBroker:
         for fut in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
                 user, ScramCredentialInfo(mech, 4096), password.encode())]).values():
             fut.result(30)
+
+
+def encrypted_keystore(pki: Path, password: str) -> Path:
+    """keystore-encrypted.pem: the server's key, encrypted with `password` (a listener's
+    `ssl.key.password`), and its certificate."""
+    _openssl("pkey", "-in", "server.key", "-aes256", "-passout", f"pass:{password}",
+             "-out", "server-encrypted.key", cwd=pki)
+    keystore = pki / "keystore-encrypted.pem"
+    keystore.write_text((pki / "server-encrypted.key").read_text()
+                        + (pki / "server.crt").read_text())
+    return keystore

@@ -113,8 +113,10 @@ run: $(STAMP)
 
 # Three brokers on the shared log with a private PostgreSQL and versitygw, on loopback
 # (127.0.0.1:19091-19093, data under ./cluster, afresh each time); Ctrl-C stops them all.
+# SECURE=1: SASL_SSL client listeners, SCRAM between the brokers, an authorizer, TLS to
+# PostgreSQL and versitygw, random passwords from ./cluster/secrets (examples/cluster/run.py).
 cluster: $(STAMP) postgres $(VERSITYGW)
-	$(BIN)/python examples/cluster/run.py ./cluster
+	$(BIN)/python examples/cluster/run.py ./cluster $(if $(SECURE),--secure)
 
 # The lint runs first: a layer broken or a type wrong fails the suite before it starts.
 # Two workers (pytest-xdist), each taking whole files (module-scoped brokers stay shared):

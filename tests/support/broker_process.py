@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from headwater.wire.client import RawClient  # readiness asks this very process
+from headwater.wire.client_security import PLAINTEXT, ClientSecurity
 
 from .metrics import metrics_port, scrape
 from .ports import free_port
@@ -39,8 +40,10 @@ READY_IDS = _ids_for_every_partition()
 
 class BrokerProcess:
     def __init__(self, data_dir: Path, *extra: str, port: int | None = None,
-                 nofile: int | None = None) -> None:
+                 nofile: int | None = None, probe: ClientSecurity = PLAINTEXT) -> None:
         self.data_dir = Path(data_dir)
+        #: How readiness logs in on `port` (a broker with no PLAINTEXT listener).
+        self.probe = probe
         #: RLIMIT_NOFILE (soft and hard) of the broker process, to test a small one.
         self.nofile = nofile
         self.port = port or free_port()
@@ -104,7 +107,7 @@ class BrokerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.logs()}")
             try:
-                client = RawClient("127.0.0.1", self.port, timeout=2)
+                client = RawClient("127.0.0.1", self.port, timeout=2, security=self.probe)
                 try:
                     resp = client.request(18, 3, {"client_software_name": "t",
                                                   "client_software_version": "1"})

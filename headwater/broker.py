@@ -429,8 +429,8 @@ class Broker:
             task.cancel()
         for server in self.servers:
             await server.stop()
-        for sasl_config in self.sasl_configs:
-            sasl_config.close()
+        for sasl_config in self.sasl_configs:  # a JWKS fetch in flight may take a moment
+            await asyncio.to_thread(sasl_config.close)
         if self.metrics is not None:
             await self.metrics.stop()
         self.coordinator_key_types.intersection_update({GROUP_KEY_TYPE})

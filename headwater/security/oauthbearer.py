@@ -30,7 +30,8 @@ from .listeners import listener_config
 
 MECHANISM = "OAUTHBEARER"
 INVALID_TOKEN = b'{"status":"invalid_token"}'
-VALIDATOR_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+VALIDATOR_HANDLER = ("org.apache.kafka.common.security.oauthbearer."
+                     "OAuthBearerValidatorCallbackHandler")
 # Kafka 4.4's DefaultJwtValidator is BrokerJwtValidator on a broker.
 JWT_VALIDATORS = ("org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator",
                   "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator")

@@ -133,6 +133,8 @@ class Broker:
         self._advertised = ((first.advertised_host, first.advertised_port)
                             if config.get("advertised.listeners") else None)
         self.servers: list[KafkaServer] = []
+        #: the SASL listeners' configs (an OAUTHBEARER one holds its JWKS refresher)
+        self.sasl_configs: list[SaslConfig] = []
         self.now_ms = now_ms
         # `local`: every partition on one node; with the shared log, the metadata log's
         # cache. `store`: what services use, the local store or the shared log.
@@ -395,6 +397,11 @@ class Broker:
         self.connection_limits = ConnectionLimits.from_config(self.config)
         self.servers = [self._server_for(listener) for listener in self.listeners]
         self.server = self.servers[0]
+        for sasl_config in self.sasl_configs:  # OAUTHBEARER's first JWKS fetch
+            try:
+                await asyncio.to_thread(sasl_config.load)
+            except ConfigError as exc:
+                raise StartupError(str(exc)) from None
         await self.groups.start()
         if parts is not None:
             parts.producer_id_blocks.start()
@@ -422,6 +429,8 @@ class Broker:
             task.cancel()
         for server in self.servers:
             await server.stop()
+        for sasl_config in self.sasl_configs:  # a JWKS fetch in flight may take a moment
+            await asyncio.to_thread(sasl_config.close)
         if self.metrics is not None:
             await self.metrics.stop()
         self.coordinator_key_types.intersection_update({GROUP_KEY_TYPE})
@@ -566,7 +575,11 @@ class Broker:
         ssl_context = tls.server_context(self.config, listener) if listener.tls else None
         factory = None
         if listener.sasl:
-            sasl_config = SaslConfig(self.config, listener, self._scram_credential)
+            try:
+                sasl_config = SaslConfig(self.config, listener, self._scram_credential)
+            except ConfigError as exc:
+                raise StartupError(str(exc)) from None
+            self.sasl_configs.append(sasl_config)
 
             def factory() -> SaslSession:
                 return SaslSession(sasl_config)

@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode as E
 
 from ..metadata import records as R
 from ..security import acl as A
-from ..security.sasl import SaslFailure, SaslSession
+from ..security.sasl import ILLEGAL_SASL_STATE, SaslFailure, SaslIllegalState, SaslSession
 from ..security.scram import BY_ID, MAX_ITERATIONS, MIN_ITERATIONS, credential
 from ..wire.dispatch import (
     CLOSE_AFTER_RESPONSE,
@@ -42,10 +42,10 @@ class _Handlers:
         session: SaslSession | None = ctx.attrs.get(SESSION)
         if session is None:
             return {"error_code": E.illegal_sasl_state, "mechanisms": []}
-        offered = session.config.mechanisms
-        if not session.handshake(req.mechanism):
-            return {"error_code": E.unsupported_sasl_mechanism, "mechanisms": offered}
-        return {"error_code": 0, "mechanisms": offered}
+        code = session.handshake(req.mechanism)
+        # Kafka lists its mechanisms, except to a handshake out of place (KafkaApis')
+        return {"error_code": code,
+                "mechanisms": [] if code == ILLEGAL_SASL_STATE else session.config.mechanisms}
 
     def authenticate(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         session: SaslSession | None = ctx.attrs.get(SESSION)
@@ -55,6 +55,8 @@ class _Handlers:
                     "error_message": "SaslAuthenticate on a listener without SASL"}
         try:
             reply = session.authenticate(req.auth_bytes)
+        except SaslIllegalState as exc:  # KafkaApis' answer; the connection stays
+            return {**base, "error_code": E.illegal_sasl_state, "error_message": str(exc)}
         except SaslFailure as exc:
             log.warning("SASL authentication failed from %s (%s): %s", ctx.client_host,
                         session.mechanism, exc)
@@ -66,7 +68,8 @@ class _Handlers:
             ctx.attrs[PRINCIPAL] = session.principal
             log.info("%s %s as %s (%s)", "re-authenticated" if again else "authenticated",
                      ctx.client_host, session.principal, session.mechanism)
-        return {**base, "error_code": 0, "error_message": None, "auth_bytes": reply,
+        # Kafka answers a success with an empty message, not a null one
+        return {**base, "error_code": 0, "error_message": "", "auth_bytes": reply,
                 "session_lifetime": session.session_lifetime_ms}
 
     def describe(self, ctx: RequestContext, req: Any) -> dict[str, Any]:

@@ -256,8 +256,11 @@ class KafkaReference:
     """
 
     def __init__(self, data_dir: Path, *overrides: str, port: int | None = None,
-                 heap: str = "512m") -> None:
+                 heap: str = "512m", jvm_opts: tuple[str, ...] = ()) -> None:
         self.data_dir = Path(data_dir)
+        #: extra JVM options of the broker (system properties such as Kafka 4's
+        #: -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=...)
+        self.jvm_opts = list(jvm_opts)
         self.port = port or free_port()
         self.controller_port = free_port()
         self.overrides = list(overrides)
@@ -330,7 +333,7 @@ class KafkaReference:
         cfg = self._write_config()
         self._format(cfg)
         out = open(self.stdout_path, "ab")
-        cmd = [java(), *BROKER_JVM_OPTS, f"-Xmx{self.heap}", f"-Xms{self.heap}",
+        cmd = [java(), *BROKER_JVM_OPTS, *self.jvm_opts, f"-Xmx{self.heap}", f"-Xms{self.heap}",
                f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
                f"-Dkafka.logs.dir={self.work_dir}",
                "-cp", kafka_classpath(), TOOLS["kafka-server-start"], str(cfg)]

@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode as E
 
 from ..metadata import records as R
 from ..security import acl as A
-from ..security.sasl import ILLEGAL_SASL_STATE, SaslFailure, SaslIllegalState, SaslSession
+from ..security.sasl import SaslFailure, SaslIllegalState, SaslSession
 from ..security.scram import BY_ID, MAX_ITERATIONS, MIN_ITERATIONS, credential
 from ..wire.dispatch import (
     CLOSE_AFTER_RESPONSE,
@@ -45,7 +45,7 @@ class _Handlers:
         code = session.handshake(req.mechanism)
         # Kafka lists its mechanisms, except to a handshake out of place (KafkaApis')
         return {"error_code": code,
-                "mechanisms": [] if code == ILLEGAL_SASL_STATE else session.config.mechanisms}
+                "mechanisms": [] if code == E.illegal_sasl_state else session.config.mechanisms}
 
     def authenticate(self, ctx: RequestContext, req: Any) -> dict[str, Any]:
         session: SaslSession | None = ctx.attrs.get(SESSION)

@@ -26,6 +26,8 @@ import re
 import time
 from collections.abc import Callable
 
+from kio.schema.errors import ErrorCode as E
+
 from ..config import BrokerConfig
 from .jwks import BearerValidator
 from .listeners import Listener, listener_config
@@ -40,9 +42,6 @@ PRE_AUTH_APIS = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthe
 _JAAS_USER = re.compile(r'user_([^=\s]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
-# Kafka's answers to a SaslHandshake that starts no exchange (kio's ErrorCode values).
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
 MIN_REAUTH_INTERVAL_S = 1.0  # KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS
 
 
@@ -122,17 +121,17 @@ class SaslSession:
             if self.expires_at is None or (self._reauth_started is not None
                                            and now - self._reauth_started
                                            < MIN_REAUTH_INTERVAL_S):
-                return ILLEGAL_SASL_STATE
+                return E.illegal_sasl_state
             if mechanism != self.mechanism:  # the same mechanism again
-                return UNSUPPORTED_SASL_MECHANISM
+                return E.unsupported_sasl_mechanism
             self._reauth_started = now
             self._reauthenticating = True
             self._begin_exchange(mechanism)
             return 0
         if self.mechanism is not None or mechanism not in self.config.mechanisms:
-            return UNSUPPORTED_SASL_MECHANISM
+            return E.unsupported_sasl_mechanism
         if mechanism not in ("PLAIN", OAUTHBEARER) and mechanism not in MECHANISMS:
-            return UNSUPPORTED_SASL_MECHANISM
+            return E.unsupported_sasl_mechanism
         self.mechanism = mechanism
         self._begin_exchange(mechanism)
         return 0

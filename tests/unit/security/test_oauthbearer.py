@@ -13,6 +13,7 @@ from typing import Any
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+from kio.schema.errors import ErrorCode as E
 
 from headwater.config import BrokerConfig, ConfigError
 from headwater.security.listeners import Listener
@@ -29,7 +30,6 @@ from headwater.security.oauthbearer import (
     validate,
 )
 from headwater.security.sasl import (
-    ILLEGAL_SASL_STATE,
     SaslConfig,
     SaslFailure,
     SaslIllegalState,
@@ -283,7 +283,7 @@ def test_reauthentication_renews_the_session(tmp_path: Path) -> None:
         assert login(s, IDP.token("alice", lifetime_s=90)) == b""
         assert 85_000 < s.session_lifetime_ms <= 90_000
         # at most once a second (Kafka's KafkaChannel): a handshake out of place
-        assert s.handshake("OAUTHBEARER") == ILLEGAL_SASL_STATE
+        assert s.handshake("OAUTHBEARER") == E.illegal_sasl_state
         with pytest.raises(SaslIllegalState, match="received after successful auth"):
             s.authenticate(client_first(IDP.token("alice")))
         assert s.authenticated

@@ -1,0 +1,403 @@
+"""Scale-out on one machine: 1, 2, 3 (and 4) shared brokers, each held to the same CPU
+quota, beside one local broker under that quota, with more client load than they carry.
+
+On a 2-core machine, brokers left to take what they can share the cores with each other,
+the clients, PostgreSQL and versitygw, and three brokers cannot show what three machines
+would do. Here every broker runs in a cgroup v1 group of its own with `cpu.cfs_quota_us`
+set to `--quota` of a core (root only); PostgreSQL and versitygw run in groups without a
+quota (their CPU is counted, not limited); the clients run outside. So a broker's work
+per record is what limits the cluster, as on separate machines.
+
+Workloads, each for `--seconds` (time-based, so a faster setup moves more records):
+produce 100 B and 1 KiB (acks=all, idempotent; `--producers` processes of librdkafka,
+enough to keep the brokers busy), consume (a group of `--producers` consumers reading the
+100 B topic), and a share group's accept rate (`--producers` share consumers,
+implicit acknowledgement). During each produce workload a probe producer sends one
+record every 10 ms: its produce latency under load (p50/p99). Figures: msgs/s, MB/s, per
+broker msgs/s, CPU seconds per GB (the brokers' summed cpuacct; PostgreSQL's and
+versitygw's), PostgreSQL write transactions and objects per second; then each setup's
+throughput as a multiple of one shared broker's, and the issue-36 floors (`--check`
+exits 1 when one is missed).
+
+    python bench/scale_bench.py [--quota 0.3] [--brokers 1,2,3] [--seconds 10]
+                                [--partitions 12] [--producers 3] [--runs 1] [--check]
+
+PostgreSQL and versitygw are started here (private, on loopback), as the tests do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR.parent))
+sys.path.insert(0, str(BENCH_DIR))
+
+import broker_bench as bb  # noqa: E402
+from cluster_bench import Setup  # noqa: E402
+from confluent_kafka import Consumer, Producer, ShareConsumer  # noqa: E402
+from confluent_kafka.admin import (  # noqa: E402
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+)
+
+from tests.support.broker_process import BrokerProcess  # noqa: E402
+from tests.support.engines import PostgresServer, VersityGateway, shared_broker_args  # noqa: E402
+
+CGROUP = Path("/sys/fs/cgroup")
+PERIOD_US = 100_000
+GB = 1_000_000_000
+PRODUCER: dict[str, Any] = {"acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                            "batch.size": 1_000_000, "compression.type": "none",
+                            "queue.buffering.max.messages": 200_000,
+                            "delivery.report.only.error": True}
+
+
+class CpuGroup:
+    """One cgroup v1 group in the `cpu` and `cpuacct` hierarchies: a quota (None: no
+    limit) and the CPU time of every process in it, children forked later included."""
+
+    def __init__(self, name: str, quota_cores: float | None) -> None:
+        self.dirs = [CGROUP / kind / f"headwater-scale-{name}" for kind in ("cpu", "cpuacct")]
+        for d in self.dirs:
+            d.mkdir(exist_ok=True)
+        quota = -1 if quota_cores is None else int(quota_cores * PERIOD_US)
+        (self.dirs[0] / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+        (self.dirs[0] / "cpu.cfs_quota_us").write_text(str(quota))
+
+    def add(self, pid: int) -> None:
+        """`pid` and its descendants now (later children follow by themselves)."""
+        for p in [pid, *_descendants(pid)]:
+            for d in self.dirs:
+                try:
+                    (d / "cgroup.procs").write_text(str(p))
+                except OSError:  # exited meanwhile
+                    pass
+
+    def seconds(self) -> float:
+        return int((self.dirs[1] / "cpuacct.usage").read_text()) / 1e9
+
+    def remove(self) -> None:
+        for d in self.dirs:
+            root = d.parent / "cgroup.procs"
+            for line in (d / "cgroup.procs").read_text().split():
+                try:
+                    root.write_text(line)
+                except OSError:
+                    pass
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+# ---- client processes (each a librdkafka client of its own, outside every quota) ----
+def _produce_worker(bootstrap: str, topic: str, size: int, seconds: float,
+                    out: Any) -> None:
+    errors = [0]
+
+    def failed(err: Any, _msg: Any) -> None:
+        errors[0] += 1
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER, "on_delivery": failed})
+    producer.list_topics(topic=topic, timeout=10)
+    value, sent = os.urandom(size), 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for _ in range(1000):
+            try:
+                producer.produce(topic, value)
+                sent += 1
+            except BufferError:
+                producer.poll(0.005)
+        producer.poll(0)
+    left = producer.flush(60)
+    out.put((sent - left - errors[0], errors[0] + left))
+
+
+def _consume_worker(bootstrap: str, topic: str, group: str, seconds: float,
+                    out: Any) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         **bb.CONSUMER_THROUGHPUT_CONFIG})
+    consumer.subscribe([topic])
+    got, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        got += sum(1 for m in consumer.consume(1000, 0.2) if m.error() is None)
+    consumer.close()
+    out.put((got, 0))
+
+
+def _share_worker(bootstrap: str, topic: str, group: str, seconds: float,
+                  out: Any) -> None:
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer.subscribe([topic])
+    got, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        got += sum(1 for m in consumer.poll(0.2) or [] if m.error() is None)
+    consumer.close()
+    out.put((got, 0))
+
+
+def _in_processes(count: int, target: Callable[..., None], *args: Any) -> tuple[int, int]:
+    """Run `target(*args, queue)` in `count` processes; the sums of what they put."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args, queue)) for _ in range(count)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(30)
+    return sum(r[0] for r in results), sum(r[1] for r in results)
+
+
+@contextmanager
+def latency_probe(bootstrap: str, topic: str) -> Iterator[list[float]]:
+    """A producer sending one record every 10 ms meanwhile: its produce latencies (ms)."""
+    latencies: list[float] = []
+    stop = threading.Event()
+
+    def run() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+
+        def done(err: Any, msg: Any) -> None:
+            if err is None and msg.latency() is not None:
+                latencies.append(msg.latency() * 1000)
+        while not stop.is_set():
+            producer.produce(topic, b"probe", on_delivery=done)
+            producer.poll(0.01)
+        producer.flush(30)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield latencies
+    finally:
+        stop.set()
+        thread.join(60)
+
+
+class Counted:
+    """CPU of the brokers (summed) and of the engines, between two reads."""
+
+    def __init__(self, brokers: list[CpuGroup], engines: dict[str, CpuGroup],
+                 setup: Setup) -> None:
+        self.brokers, self.engines, self.setup = brokers, engines, setup
+
+    def read(self) -> dict[str, float]:
+        xacts, objects = self.setup.counters()
+        return {"brokers": sum(g.seconds() for g in self.brokers),
+                **{k: g.seconds() for k, g in self.engines.items()},
+                "xacts": xacts, "objects": objects, "t": time.perf_counter()}
+
+    def figures(self, before: dict[str, float], after: dict[str, float], records: int,
+                size: int, brokers: int) -> dict[str, float]:
+        seconds = after["t"] - before["t"]
+        gb = records * size / GB or 1e-12
+        out = {"msgs_per_s": records / seconds, "mb_per_s": records * size / 1e6 / seconds,
+               "per_broker_msgs_per_s": records / seconds / brokers,
+               "broker_cpu_s_per_gb": (after["brokers"] - before["brokers"]) / gb}
+        for k in self.engines:
+            out[f"{k}_cpu_s_per_gb"] = (after[k] - before[k]) / gb
+        if self.setup.dsn is not None:
+            out["pg_tx_per_s"] = (after["xacts"] - before["xacts"]) / seconds
+            out["objects_per_s"] = (after["objects"] - before["objects"]) / seconds
+        return out
+
+
+def run_setup(setup: Setup, count: Counted, args: argparse.Namespace) -> dict[str, dict]:
+    bs, brokers = setup.bootstrap, len(setup.procs)
+    out: dict[str, dict] = {}
+    warm = bb.create_topic(bs, "warm", args.partitions)
+    _in_processes(1, _produce_worker, bs, warm, 100, 2.0)
+    topics = {}
+    for size, name in ((100, "produce 100 B"), (1024, "produce 1 KiB")):
+        topic = topics[size] = bb.create_topic(bs, f"p{size}", args.partitions)
+        probe = bb.create_topic(bs, "probe", 1)
+        with latency_probe(bs, probe) as latencies:
+            before = count.read()
+            acked, failed = _in_processes(args.producers, _produce_worker, bs, topic, size,
+                                          args.seconds)
+            after = count.read()
+        lat = sorted(latencies)
+        out[name] = {**count.figures(before, after, acked, size, brokers),
+                     "failed": failed,
+                     "p50_ms": bb.percentile(lat, 50) if lat else float("nan"),
+                     "p99_ms": bb.percentile(lat, 99) if lat else float("nan")}
+        setup.check_alive()
+        bb.log(f"{setup.name}: {name} {out[name]['msgs_per_s']:,.0f} msgs/s")
+    before = count.read()
+    got, _ = _in_processes(args.producers, _consume_worker, bs, topics[100],
+                           f"scale-{uuid.uuid4().hex[:6]}", args.seconds)
+    out["consume 100 B"] = count.figures(before, count.read(), got, 100, brokers)
+    group = f"scale-share-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bs})
+    resource = ConfigResource("group", group, incremental_configs=[ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    before = count.read()
+    got, _ = _in_processes(args.producers, _share_worker, bs, topics[100], group,
+                           args.seconds)
+    out["share accept 100 B"] = count.figures(before, count.read(), got, 100, brokers)
+    setup.check_alive()
+    return out
+
+
+def start_setup(name: str, brokers: int, args: argparse.Namespace, base: Path,
+                postgres: PostgresServer, gateway: VersityGateway
+                ) -> tuple[Setup, list[CpuGroup]]:
+    d = base / f"{name}-{uuid.uuid4().hex[:6]}"
+    groups = [CpuGroup(f"broker-{n}", args.quota) for n in range(1, brokers + 1)]
+    if name == "local":
+        procs, dsn = [BrokerProcess(d / "broker-1")], None
+    else:
+        shared = shared_broker_args(postgres, gateway, d / "shared")
+        dsn = next(a.split("=", 1)[1] for a in shared
+                   if a.startswith("headwater.shared.database="))
+        procs = [BrokerProcess(d / f"broker-{n}", *shared, "--override", f"node.id={n}")
+                 for n in range(1, brokers + 1)]
+    for proc, group in zip(procs, groups, strict=True):
+        proc.start(120)  # unthrottled start, then the quota
+        assert proc.proc is not None
+        group.add(proc.proc.pid)
+    time.sleep(2.0 if brokers > 1 else 0)  # the brokers' first heartbeats under the quota
+    return Setup(name if name == "local" else f"shared x{brokers}", procs, dsn), groups
+
+
+def report(runs: list[dict[str, dict[str, dict]]], check: bool) -> int:
+    names = list(runs[0])
+    workloads = list(runs[0][names[0]])
+    rows = [("msgs_per_s", "msgs/s"), ("per_broker_msgs_per_s", "msgs/s per broker"),
+            ("broker_cpu_s_per_gb", "broker CPU s/GB"), ("postgres_cpu_s_per_gb",
+                                                         "PostgreSQL CPU s/GB"),
+            ("versitygw_cpu_s_per_gb", "versitygw CPU s/GB"), ("pg_tx_per_s", "PG tx/s"),
+            ("objects_per_s", "objects/s"), ("p50_ms", "produce p50 ms (probe)"),
+            ("p99_ms", "produce p99 ms (probe)")]
+
+    def median(name: str, workload: str, key: str) -> float | None:
+        values = [r[name][workload].get(key) for r in runs]
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+
+    print(f"\nmedian of {len(runs)} run(s)")
+    print("\n| workload | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    for workload in workloads:
+        for key, unit in rows:
+            cells = [median(n, workload, key) for n in names]
+            if all(c is None for c in cells):
+                continue
+            print(f"| {workload}, {unit} | "
+                  + " | ".join("—" if c is None else f"{c:,.1f}" for c in cells) + " |")
+    shared = [n for n in names if n.startswith("shared")]
+    one = "shared x1"
+    missed = 0
+    if one in names:
+        print("\nthroughput as a multiple of one shared broker's (each run):")
+        for workload in workloads:
+            for n in shared[1:]:
+                ratios = [r[n][workload]["msgs_per_s"] / r[one][workload]["msgs_per_s"]
+                          for r in runs]
+                floor = {"shared x2": 1.9, "shared x3": 2.8}.get(n)
+                ok = floor is None or "produce" not in workload or min(ratios) >= floor
+                missed += not ok
+                print(f"  {workload}, {n}: " + ", ".join(f"{x:.2f}x" for x in ratios)
+                      + (f" (floor {floor}x{'' if ok else ': MISSED'})"
+                         if floor and "produce" in workload else ""))
+        for workload in ("produce 100 B", "produce 1 KiB"):
+            for a, b, floor in (("shared x3", one, 1.25), (one, "local", 1.5)):
+                if a in names and b in names:
+                    ratios = [r[a][workload]["broker_cpu_s_per_gb"]
+                              / r[b][workload]["broker_cpu_s_per_gb"] for r in runs]
+                    ok = max(ratios) <= floor
+                    missed += not ok
+                    print(f"  {workload} broker CPU s/GB, {a} / {b}: "
+                          + ", ".join(f"{x:.2f}x" for x in ratios)
+                          + f" (at most {floor}x{'' if ok else ': MISSED'})")
+    return 1 if check and missed else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quota", type=float, default=0.3, help="cores per broker")
+    ap.add_argument("--brokers", default="1,2,3", help="shared setups: broker counts")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--partitions", type=int, default=12)
+    ap.add_argument("--producers", type=int, default=3, help="client processes")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--no-local", action="store_true", help="skip the local broker")
+    ap.add_argument("--check", action="store_true", help="exit 1 when a floor is missed")
+    args = ap.parse_args()
+    if os.geteuid() != 0 or not (CGROUP / "cpu" / "cpu.cfs_quota_us").exists():
+        print("scale_bench needs root and cgroup v1's cpu controller "
+              f"({CGROUP / 'cpu'})", file=sys.stderr)
+        return 2
+    base = Path(tempfile.mkdtemp(prefix="scale-bench-"))
+    postgres = PostgresServer(base / "postgres").start()
+    gateway = VersityGateway(base / "objects")
+    gateway.base.mkdir(parents=True, exist_ok=True)
+    gateway.start()
+    engines = {"postgres": CpuGroup("postgres", None), "versitygw": CpuGroup("versitygw", None)}
+    # the postmaster and its processes (backends forked later follow it)
+    engines["postgres"].add(int((postgres.data / "postmaster.pid").read_text().split()[0]))
+    assert gateway.proc is not None
+    engines["versitygw"].add(gateway.proc.pid)
+    setups = ([] if args.no_local else [("local", 1)]) + [
+        ("shared", int(n)) for n in args.brokers.split(",")]
+    runs: list[dict[str, dict[str, dict]]] = []
+    try:
+        for r in range(args.runs):
+            results: dict[str, dict[str, dict]] = {}
+            for name, brokers in setups:
+                setup, groups = start_setup(name, brokers, args, base, postgres, gateway)
+                try:
+                    bb.log(f"run {r + 1}: {setup.name} at {args.quota} core each")
+                    results[setup.name] = run_setup(
+                        setup, Counted(groups, engines, setup), args)
+                finally:
+                    setup.stop()
+                    for g in groups:
+                        g.remove()
+            runs.append(results)
+    finally:
+        gateway.kill()
+        postgres.remove()
+        for g in engines.values():
+            g.remove()
+        shutil.rmtree(base, ignore_errors=True)
+    return report(runs, args.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -232,9 +232,9 @@ def test_a_consumer_group_reads_and_commits(secured: Secured, protocol: str) -> 
     assert sum(tp.offset for tp in committed) == 60
 
 
-def test_a_share_group_reads_every_record_once(secured: Secured) -> None:
-    topic = spread_topic(secured)
-    produce(secured, topic, 60)
+def share_read(secured: Secured, topic: str, want: int) -> tuple[str, list[int]]:
+    """A new share group reading `topic` from the earliest offset as alice: its name and
+    the values it got (until `want` of them, or 60 s)."""
     group = f"sg-{uuid.uuid4().hex[:6]}"
     resource = ConfigResource("group", group, incremental_configs=[ConfigEntry(
         "share.auto.offset.reset", "earliest",
@@ -246,12 +246,17 @@ def test_a_share_group_reads_every_record_once(secured: Secured) -> None:
     try:
         consumer.subscribe([topic])
         deadline = time.monotonic() + 60
-        while len(got) < 60 and time.monotonic() < deadline:
-            for msg in consumer.poll(0.5) or []:
-                if msg.error() is None:
-                    got.append(int(msg.value()))
+        while len(got) < want and time.monotonic() < deadline:
+            got += [int(m.value()) for m in consumer.poll(0.5) or [] if m.error() is None]
     finally:
         consumer.close()
+    return group, got
+
+
+def test_a_share_group_reads_every_record_once(secured: Secured) -> None:
+    topic = spread_topic(secured)
+    produce(secured, topic, 60)
+    _group, got = share_read(secured, topic, 60)
     assert sorted(got) == list(range(60))
 
 
@@ -377,21 +382,7 @@ def test_the_brokers_own_requests_are_refused_to_clients(secured: Secured, who: 
     the share state as it was."""
     topic = spread_topic(secured)
     produce(secured, topic, 12)
-    group = f"sg-{uuid.uuid4().hex[:6]}"
-    resource = ConfigResource("group", group, incremental_configs=[ConfigEntry(
-        "share.auto.offset.reset", "earliest",
-        incremental_operation=AlterConfigOpType.SET)])
-    admin = AdminClient(secured.config("admin"))  # kept until the answer
-    admin.incremental_alter_configs([resource])[resource].result(30)
-    consumer = ShareConsumer(secured.config("alice", **{"group.id": group}))
-    got = 0
-    try:
-        consumer.subscribe([topic])
-        deadline = time.monotonic() + 60
-        while got < 12 and time.monotonic() < deadline:
-            got += len([m for m in consumer.poll(0.5) or [] if m.error() is None])
-    finally:
-        consumer.close()
+    group, _got = share_read(secured, topic, 12)  # the group has share state
     tid = topic_id(secured, topic)
     before = share_state(secured, group, tid), end_offset(secured, topic, 0)
     forged = f"forged-{uuid.uuid4().hex[:8]}"

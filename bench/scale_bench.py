@@ -32,6 +32,7 @@ import multiprocessing as mp
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -125,8 +126,74 @@ def _descendants(pid: int) -> list[int]:
 
 
 # ---- client processes (each a librdkafka client of its own, outside every quota) ----
+WARM_S = 2.0  # producing before the measured window opens
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> int:
+    """The sum of `topic`'s high watermarks: what is committed (acks=all: acknowledged
+    or about to be)."""
+    from confluent_kafka import TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "scale-bench-hw"})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                   for p in range(partitions))
+    finally:
+        consumer.close()
+
+
+@contextmanager
+def producing(args: argparse.Namespace, bootstrap: str, topic: str, size: int
+              ) -> Iterator[list[int]]:
+    """`--producers` producer processes sending `size`-byte records to `topic` until
+    the block ends; then the failed deliveries' count (kcat: its exit code)."""
+    failures = [0]
+    if args.client == "kcat":  # C: about 0.65 CPU s per million records here
+        line = b"x" * (size - 1)
+        procs = []
+        for _ in range(args.producers):
+            feed = subprocess.Popen(["yes", line], stdout=subprocess.PIPE)
+            procs.append((feed, subprocess.Popen(
+                ["kcat", "-P", "-b", bootstrap, "-t", topic, "-q",
+                 *(a for k, v in PRODUCER.items() if k != "delivery.report.only.error"
+                   for a in ("-X", f"{k}={str(v).lower()}"))],
+                stdin=feed.stdout, stderr=subprocess.PIPE)))
+            assert feed.stdout is not None
+            feed.stdout.close()
+        try:
+            yield failures
+        finally:  # the window is measured from the high watermarks: the queued rest goes
+            for feed, kcat in procs:
+                feed.kill()
+                kcat.kill()
+            for feed, kcat in procs:
+                feed.wait(10)
+                _out, err = kcat.communicate(timeout=10)
+                bad = [ln for ln in err.decode(errors="replace").splitlines()
+                       if "failed" in ln.lower() or "error" in ln.lower()]
+                failures[0] += len(bad)
+                if bad:
+                    bb.log(f"kcat: {len(bad)} error lines, e.g. {bad[0][:200]}")
+        return
+    ctx = mp.get_context("spawn")  # python: about 1.1 CPU s per million records here
+    queue = ctx.Queue()
+    seconds = WARM_S + args.seconds + 30.0
+    stop = ctx.Event()
+    workers = [ctx.Process(target=_produce_worker,
+                           args=(bootstrap, topic, size, seconds, stop, queue))
+               for _ in range(args.producers)]
+    for p in workers:
+        p.start()
+    try:
+        yield failures
+    finally:
+        stop.set()
+        failures[0] += sum(queue.get(timeout=300)[1] for _ in workers)
+        for p in workers:
+            p.join(30)
+
+
 def _produce_worker(bootstrap: str, topic: str, size: int, seconds: float,
-                    _index: int, _count: int, out: Any) -> None:
+                    stop: Any, out: Any) -> None:
     errors = [0]
 
     def failed(err: Any, _msg: Any) -> None:
@@ -135,7 +202,7 @@ def _produce_worker(bootstrap: str, topic: str, size: int, seconds: float,
     producer.list_topics(topic=topic, timeout=10)
     value, sent = os.urandom(size), 0
     end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    while time.monotonic() < end and not stop.is_set():
         for _ in range(1000):
             try:
                 producer.produce(topic, value)
@@ -217,8 +284,9 @@ class Counted:
     """CPU of the brokers (summed) and of the engines, between two reads."""
 
     def __init__(self, brokers: list[CpuGroup], engines: dict[str, CpuGroup],
-                 setup: Setup) -> None:
+                 setup: Setup, quota: float) -> None:
         self.brokers, self.engines, self.setup = brokers, engines, setup
+        self.quota = quota
 
     def read(self) -> dict[str, float]:
         xacts, objects = self.setup.counters()
@@ -231,7 +299,10 @@ class Counted:
         seconds = after["t"] - before["t"]
         gb = records * size / GB
         out = {"msgs_per_s": records / seconds, "mb_per_s": records * size / 1e6 / seconds,
-               "per_broker_msgs_per_s": records / seconds / brokers}
+               "per_broker_msgs_per_s": records / seconds / brokers,
+               # below ~90 %: something else (clients, engines, the machine) held them back
+               "quota_used_pct": 100 * (after["brokers"] - before["brokers"])
+               / (self.quota * brokers * seconds)}
         if gb:  # nothing moved: no cost per GB
             out["broker_cpu_s_per_gb"] = (after["brokers"] - before["brokers"]) / gb
             for k in self.engines:
@@ -242,23 +313,57 @@ class Counted:
         return out
 
 
+@contextmanager
+def profiled(setup: Setup, workload: str, args: argparse.Namespace) -> Iterator[None]:
+    """With `--profile DIR`: py-spy samples every broker (without pausing it) for the
+    workload's seconds; one collapsed-stack file per broker (flamegraph.pl or
+    speedscope read them)."""
+    if args.profile is None:
+        yield
+        return
+    tag = f"{setup.name}-{workload}".replace(" ", "_")
+    pids = [(n, proc.proc.pid) for n, proc in enumerate(setup.procs, 1)
+            if proc.proc is not None]
+    if args.profiler == "perf":  # on-CPU samples only: right under a quota's throttling
+        spies = [subprocess.Popen(
+            ["perf", "record", "-F", "2999", "-g", "-p", str(pid), "-o",
+             str(Path(args.profile) / f"{tag}-broker{n}.perf"), "--", "sleep",
+             str(args.seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for n, pid in pids]
+    else:  # Python frames, but wall-clock: a throttled broker's waits land in syscalls
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        spies = [subprocess.Popen(
+            [spy, "record", "--nonblocking", "--format", "raw", "--rate", "250",
+             "--duration", str(int(args.seconds)), "--pid", str(pid),
+             "--output", str(Path(args.profile) / f"{tag}-broker{n}.txt")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for n, pid in pids]
+    try:
+        yield
+    finally:
+        for s in spies:
+            s.wait(60)
+
+
 def run_setup(setup: Setup, count: Counted, args: argparse.Namespace) -> dict[str, dict]:
     bs, brokers = setup.bootstrap, len(setup.procs)
     out: dict[str, dict] = {}
     warm = bb.create_topic(bs, "warm", args.partitions)
-    _in_processes(1, _produce_worker, bs, warm, 100, 2.0)
+    with producing(args, bs, warm, 100):
+        time.sleep(WARM_S)
     topics = {}
     for size, name in ((100, "produce 100 B"), (1024, "produce 1 KiB")):
         topic = topics[size] = bb.create_topic(bs, f"p{size}", args.partitions)
         probe = bb.create_topic(bs, "probe", 1)
-        with latency_probe(bs, probe) as latencies:
-            before = count.read()
-            acked, failed = _in_processes(args.producers, _produce_worker, bs, topic, size,
-                                          args.seconds)
-            after = count.read()
+        with latency_probe(bs, probe) as latencies, \
+                producing(args, bs, topic, size) as failures:
+            time.sleep(WARM_S)  # clients connected, windows at their steady size
+            before, ends = count.read(), end_offsets(bs, topic, args.partitions)
+            with profiled(setup, name, args):
+                time.sleep(args.seconds)
+            after, acked = count.read(), end_offsets(bs, topic, args.partitions) - ends
         lat = sorted(latencies)
         out[name] = {**count.figures(before, after, acked, size, brokers),
-                     "failed": failed,
+                     "failed": failures[0],
                      "p50_ms": bb.percentile(lat, 50) if lat else float("nan"),
                      "p99_ms": bb.percentile(lat, 99) if lat else float("nan")}
         setup.check_alive()
@@ -305,6 +410,7 @@ def report(runs: list[dict[str, dict[str, dict]]], check: bool) -> int:
     names = list(runs[0])
     workloads = list(runs[0][names[0]])
     rows = [("msgs_per_s", "msgs/s"), ("per_broker_msgs_per_s", "msgs/s per broker"),
+            ("quota_used_pct", "brokers' quota used %"),
             ("broker_cpu_s_per_gb", "broker CPU s/GB"), ("postgres_cpu_s_per_gb",
                                                          "PostgreSQL CPU s/GB"),
             ("versitygw_cpu_s_per_gb", "versitygw CPU s/GB"), ("pg_tx_per_s", "PG tx/s"),
@@ -312,8 +418,8 @@ def report(runs: list[dict[str, dict[str, dict]]], check: bool) -> int:
             ("p99_ms", "produce p99 ms (probe)")]
 
     def median(name: str, workload: str, key: str) -> float | None:
-        values = [r[name][workload].get(key) for r in runs]
-        values = [v for v in values if v is not None]
+        values = [float(v) for r in runs
+                  if (v := r[name][workload].get(key)) is not None]
         return statistics.median(values) if values else None
 
     print(f"\nmedian of {len(runs)} run(s)")
@@ -364,8 +470,16 @@ def main() -> int:
     ap.add_argument("--producers", type=int, default=3, help="client processes")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--no-local", action="store_true", help="skip the local broker")
+    ap.add_argument("--client", choices=("kcat", "python"), default="kcat",
+                    help="producers: kcat (C, the cheaper per record) or confluent-kafka")
     ap.add_argument("--check", action="store_true", help="exit 1 when a floor is missed")
+    ap.add_argument("--profile", metavar="DIR",
+                    help="profile every broker during each produce workload")
+    ap.add_argument("--profiler", choices=("py-spy", "perf"), default="py-spy",
+                    help="py-spy (pip install py-spy) or Linux perf")
     args = ap.parse_args()
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0 or not (CGROUP / "cpu" / "cpu.cfs_quota_us").exists():
         print("scale_bench needs root and cgroup v1's cpu controller "
               f"({CGROUP / 'cpu'})", file=sys.stderr)
@@ -391,7 +505,7 @@ def main() -> int:
                 try:
                     bb.log(f"run {r + 1}: {setup.name} at {args.quota} core each")
                     results[setup.name] = run_setup(
-                        setup, Counted(groups, engines, setup), args)
+                        setup, Counted(groups, engines, setup, args.quota), args)
                 finally:
                     setup.stop()
                     for g in groups:

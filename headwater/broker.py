@@ -184,6 +184,16 @@ class Broker:
             tuple((li.name, li.advertised_host, li.advertised_port)
                   for li in self.listeners))
 
+    def _topic_size(self, topic_id: uuid.UUID) -> int | None:
+        """A topic's partition count in the metadata image: placement spreads it evenly.
+        None for the coordinators' topics: placed by rendezvous alone, a broker's death
+        moves only its own shards (a shard's move is a coordinator's failover, every
+        group on it rejoins; a data partition's is a leader change clients retry)."""
+        topic = self.image.topic_by_id(topic_id)
+        if topic is None or topic.name in INTERNAL_TOPICS:
+            return None
+        return len(topic.partitions)
+
     async def open_shared(self) -> None:
         """headwater.storage=shared: connect the shared log (database migrated, object
         store probed) before `open`; a wrong setting raises one clear error."""
@@ -212,7 +222,7 @@ class Broker:
                 advertised=self._broker_info(), on_marker=self._offsets_marker,
                 # every coordinator shard with the controller: served while it leads
                 with_controller=() if self._spread else INTERNAL_TOPICS,
-                controller_active=self._leads_metadata)
+                controller_active=self._leads_metadata, topic_size=self._topic_size)
             await shared.open(wait_s=self.config.get_int(
                 "headwater.shared.startup.wait.ms") / 1000, register=False)
             meta = SharedMetadata(shared, self.data_dir / partition_dir_name(METADATA_TOPIC, 0))

@@ -2,19 +2,26 @@
 heartbeat), the controller (the holder of the `controller` lease) and who serves each
 partition (the holders of the partition leases), refreshed from PostgreSQL.
 
-Placement needs no coordinator: every broker computes the same **rendezvous** owner of a
-partition over the same live brokers (`owner_of`), takes the partitions it should own
-when their leases are free or expired, and gives up those another live broker should
-own. Leases make ownership exclusive; the hash only spreads it. Metadata reports the
+Placement needs no coordinator: every broker computes the same owner of a partition over
+the same live brokers (`owner_of`), takes the partitions it should own when their leases
+are free or expired, and gives up those another live broker should own. Leases make
+ownership exclusive; the placement only spreads it. A topic whose partition count is
+known (every topic but the coordinators') is placed **evenly** (`balanced`: each broker leads its share, as Kafka's
+round-robin assignment does; a hash alone put 6, 3 and 3 of 12 partitions on three
+brokers, and the busiest one limited the cluster), each partition on the first broker of
+its **rendezvous** order that has room, so a broker's death or arrival moves few
+partitions besides its own. Metadata reports the
 lease holder as leader (or, while none holds it, the broker that will take it) and the
 lease epoch as `leader_epoch`, so clients move as they do with Kafka.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .leases import partition_resource
@@ -72,9 +79,16 @@ class ClusterView:
     controller: int = -1
     #: Partition leases: resource -> (owner or -1 when expired, epoch).
     leases: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: A topic's partition count, from the metadata image (None: not known here).
+    sizes: Callable[[uuid.UUID], int | None] = field(default=lambda _topic_id: None)
 
     def owner_of(self, topic_id: uuid.UUID, partition: int) -> int:
-        """The live broker that should serve the partition (-1: none live)."""
+        """The live broker that should serve the partition (-1: none live): its place in
+        the topic's even placement, or its rendezvous owner while the topic's size is
+        not known."""
+        size = self.sizes(topic_id)
+        if size is not None and 0 <= partition < size and self.brokers:
+            return balanced(topic_id, size, tuple(sorted(self.brokers)))[partition]
         return rendezvous(f"{topic_id}:{partition}", self.brokers)
 
     def leader(self, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
@@ -96,14 +110,41 @@ class ClusterView:
         return self.owner_of(topic_id, partition), epoch
 
 
+@functools.lru_cache(maxsize=4096)
+def balanced(topic_id: uuid.UUID, partitions: int, brokers: tuple[int, ...]
+             ) -> tuple[int, ...]:
+    """Each of a topic's partitions' broker, as even as can be: every broker leads
+    partitions // brokers of them, and partitions % brokers of them one more. In
+    partition order, each goes to the first broker of its rendezvous order with room,
+    so the placement is the same on every broker, and a broker joining or leaving moves
+    its own share and few others."""
+    floor, extra = divmod(partitions, len(brokers))
+    load = dict.fromkeys(brokers, 0)
+    out = []
+    for partition in range(partitions):
+        key = f"{topic_id}:{partition}"
+        for node in sorted(brokers, key=lambda n: (-_score(key, n), n)):
+            if load[node] < floor or (load[node] == floor and extra > 0):
+                if load[node] == floor:
+                    extra -= 1
+                load[node] += 1
+                out.append(node)
+                break
+    return tuple(out)
+
+
+def _score(key: str, node: int) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{key}/{node}".encode(), digest_size=8).digest(),
+                          "big")
+
+
 def rendezvous(key: str, brokers: dict[int, BrokerInfo] | list[int]) -> int:
     """The node with the highest hash of (key, node): stable while it lives, and only its
     keys move when it dies or another joins (blake2b: crc32 of keys differing in one
     character is far from uniform)."""
     best, best_score = -1, -1
     for node in brokers:
-        score = int.from_bytes(hashlib.blake2b(f"{key}/{node}".encode(),
-                                               digest_size=8).digest(), "big")
+        score = _score(key, node)
         if score > best_score or (score == best_score and node < best):
             best, best_score = node, score
     return best

@@ -37,7 +37,9 @@ class Placement:
     def __init__(self, node_id: int, advertised: BrokerInfo, *, lease_ms: int,
                  listed_ms: int, topic_id: Callable[[Key], uuid.UUID | None],
                  with_controller: Iterable[str] = (),
-                 controller_active: Callable[[], bool] = lambda: False) -> None:
+                 controller_active: Callable[[], bool] = lambda: False,
+                 topic_size: Callable[[uuid.UUID], int | None] = lambda _topic_id: None
+                 ) -> None:
         self.node_id = node_id
         #: Where clients reach this broker, as registered in `brokers`.
         self.advertised = advertised
@@ -47,8 +49,10 @@ class Placement:
         #: How often the view is refreshed (a quarter of the lease time, at most 1 s).
         self.refresh_s = min(1.0, lease_ms / 4000)
         self.lease_s = lease_ms / 1000 * LOCAL_LEASE_FRACTION
+        #: A topic's partition count (the metadata image's): topics are placed evenly.
+        self._topic_size = topic_size
         #: The cluster as of the last refresh.
-        self.view = ClusterView()
+        self.view = ClusterView(sizes=topic_size)
         self._view_at = float("-inf")  # monotonic time `view` was read
         self._topic_id = topic_id
         self.with_controller = frozenset(with_controller)
@@ -61,6 +65,7 @@ class Placement:
         if register:
             await cluster.register(conn, self.advertised)
         self.view = await cluster.read_view(conn, self.lease_ms, self.listed_ms)
+        self.view.sizes = self._topic_size
         self._view_at = time.monotonic()
         return self.view
 

@@ -89,7 +89,9 @@ class SharedStore:
                  upkeep: UpkeepSettings | None = None,
                  on_marker: Callable[[str, int, int, int, bool, int], None] | None = None,
                  with_controller: Iterable[str] = (),
-                 controller_active: Callable[[], bool] = lambda: False) -> None:
+                 controller_active: Callable[[], bool] = lambda: False,
+                 topic_size: Callable[[uuid.UUID], int | None] = lambda _topic_id: None
+                 ) -> None:
         self.settings = settings
         self.node_id = node_id
         self._ids: dict[Key, uuid.UUID] = {}
@@ -98,7 +100,7 @@ class SharedStore:
         self.placement = Placement(
             node_id, advertised or BrokerInfo(node_id, "127.0.0.1", 0), lease_ms=lease_ms,
             listed_ms=listed_ms, topic_id=self._ids.get, with_controller=with_controller,
-            controller_active=controller_active)
+            controller_active=controller_active, topic_size=topic_size)
         #: The coordinator runtimes following their topics' partitions here.
         self.ownership = Ownership()
         self.cache_dir = cache_dir

@@ -166,8 +166,8 @@ def share_pipeline_through_a_kill(cluster: Cluster, tmp_path: Path, source: str,
 
 
 def spread_topic(cluster: Cluster, prefix: str) -> tuple[str, dict[int, int], int]:
-    """A new topic with partitions led by all three brokers (placement is a rendezvous
-    hash of the partition: a name is drawn until its six partitions cover the three);
+    """A new topic with partitions led by all three brokers (placement spreads a topic
+    evenly; a name is drawn again while a broker was not yet seen when it was placed);
     its placement and the controller."""
     for _ in range(20):
         topic = served_topic(cluster, prefix)

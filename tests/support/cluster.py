@@ -17,7 +17,7 @@ import asyncpg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from headwater.shared.cluster import rendezvous
+from headwater.shared.cluster import balanced, rendezvous
 
 from .broker_process import BrokerProcess, free_port
 from .engines import PostgresServer, VersityGateway, secrets_from_file, shared_broker_args
@@ -119,12 +119,12 @@ def leaders(bootstrap: str, topic: str, partitions: int, live: set[int],
 
 def settled_leaders(cluster: Cluster, topic: str, partitions: int,
                     live: tuple[int, ...] = (1, 2, 3), timeout: float = 30.0) -> dict[int, int]:
-    """Partition -> leader once every partition is led by its rendezvous owner among
-    `live`: the placement that stays while no broker joins or leaves (right after a
+    """Partition -> leader once every partition is led by its owner among `live` (the
+    topic spread evenly, `balanced`): the placement that stays while no broker joins or leaves (right after a
     broker rejoins, a new topic may be taken first by a broker that has not seen it
     yet, then handed over)."""
     topic_id = topic_id_of(cluster, topic)
-    want = {p: rendezvous(f"{topic_id}:{p}", list(live)) for p in range(partitions)}
+    want = dict(enumerate(balanced(topic_id, partitions, tuple(sorted(live)))))
     deadline = time.monotonic() + timeout
     while True:
         got, _controller = leaders(cluster.bootstrap(*live), topic, partitions, set(live),
@@ -442,7 +442,9 @@ def coordinator_placement(cluster: Cluster, *nodes: int) -> Placement:
 
 
 def rendezvous_placement(cluster: Cluster, live: tuple[int, ...]) -> Placement:
-    """Where the shards belong with `live` brokers (every broker computes the same)."""
+    """Where the shards belong with `live` brokers (every broker computes the same: the
+    coordinator topics are placed by rendezvous alone, so that only a dead broker's
+    shards move)."""
     now = coordinator_placement(cluster, *live)
     ids = {name: topic_id_of(cluster, name, node=live[0]) for name in TOPICS}
     return {(t, p): rendezvous(f"{ids[t]}:{p}", list(live)) for t, p in now}

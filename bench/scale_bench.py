@@ -368,6 +368,8 @@ def run_setup(setup: Setup, count: Counted, args: argparse.Namespace) -> dict[st
                      "p99_ms": bb.percentile(lat, 99) if lat else float("nan")}
         setup.check_alive()
         bb.log(f"{setup.name}: {name} {out[name]['msgs_per_s']:,.0f} msgs/s")
+    if args.produce_only:
+        return out
     before = count.read()
     got, _ = _in_processes(args.producers, _consume_worker, bs, topics[100],
                            args.partitions, args.seconds)
@@ -390,13 +392,14 @@ def start_setup(name: str, brokers: int, args: argparse.Namespace, base: Path,
                 ) -> tuple[Setup, list[CpuGroup]]:
     d = base / f"{name}-{uuid.uuid4().hex[:6]}"
     groups = [CpuGroup(f"broker-{n}", args.quota) for n in range(1, brokers + 1)]
+    extra = [a for kv in args.set for a in ("--override", kv)]
     if name == "local":
-        procs, dsn = [BrokerProcess(d / "broker-1")], None
+        procs, dsn = [BrokerProcess(d / "broker-1", *extra)], None
     else:
         shared = shared_broker_args(postgres, gateway, d / "shared")
         dsn = next(a.split("=", 1)[1] for a in shared
                    if a.startswith("headwater.shared.database="))
-        procs = [BrokerProcess(d / f"broker-{n}", *shared, "--override", f"node.id={n}")
+        procs = [BrokerProcess(d / f"broker-{n}", *shared, *extra, "--override", f"node.id={n}")
                  for n in range(1, brokers + 1)]
     for proc, group in zip(procs, groups, strict=True):
         proc.start(120)  # unthrottled start, then the quota
@@ -472,6 +475,9 @@ def main() -> int:
     ap.add_argument("--no-local", action="store_true", help="skip the local broker")
     ap.add_argument("--client", choices=("kcat", "python"), default="kcat",
                     help="producers: kcat (C, the cheaper per record) or confluent-kafka")
+    ap.add_argument("--produce-only", action="store_true", help="skip consume and share")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker setting for every broker (repeatable)")
     ap.add_argument("--check", action="store_true", help="exit 1 when a floor is missed")
     ap.add_argument("--profile", metavar="DIR",
                     help="profile every broker during each produce workload")

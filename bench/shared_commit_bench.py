@@ -3,9 +3,11 @@ window (`headwater/shared/sequencer.py`) and the object store's PUT of its bytes
 
 Starts a private PostgreSQL and versitygw (as the tests do), then prints commits/s and
 commit latency p50/p99 for one writer on one partition, 4 writers on their own
-partitions, and 4 writers each committing windows over 16 of 64 partitions; batch
-bytes inline in PostgreSQL against an object key; and versitygw PUT latency by size.
-Numbers only: nothing here asserts on time.
+partitions, and 4 and 12 writers each committing windows over 16 of 64 (32 of 384)
+partitions; batch bytes inline in PostgreSQL against an object key; and versitygw PUT
+latency by size. As root (cgroup v1's cpuacct), also PostgreSQL's CPU per commit and the
+commits one PostgreSQL core carries at that rate (the capacity model's input,
+docs/shared-log.md, "Capacity"). Numbers only: nothing here asserts on time.
 
     .venv/bin/python bench/shared_commit_bench.py [--seconds 3]
 """
@@ -25,6 +27,10 @@ import asyncpg
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+sys.path.insert(0, str(ROOT / "bench"))
+
+from scale_bench import CGROUP, CpuGroup  # noqa: E402
 
 from headwater.config import BrokerConfig  # noqa: E402
 from headwater.shared import leases  # noqa: E402
@@ -92,6 +98,7 @@ async def puts(store: ObjectStore, size: int, n: int) -> list[float]:
 
 async def main(seconds: float) -> None:
     base = Path(tempfile.mkdtemp(prefix="shared-bench-"))
+    cpu: CpuGroup | None = None
     pg = PostgresServer(base / "pg").start()
     gw = VersityGateway(base / "gw").start()
     try:
@@ -100,16 +107,28 @@ async def main(seconds: float) -> None:
         await conn.close()
         print("PostgreSQL commit of one window (fsync on; loopback; 2 cores shared with "
               "the writers)")
-        print(f"{'case':52} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
+        if (CGROUP / "cpuacct").exists():
+            try:
+                cpu = CpuGroup("commit-bench-postgres", None)
+                cpu.add(int((pg.data / "postmaster.pid").read_text().split()[0]))
+            except OSError:  # not root
+                cpu = None
+        print(f"{'case':56} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
+              f"{'PG CPU ms/commit':>17} {'commits/s per PG core':>22}")
         for label, writers, parts, per, inline in [
                 ("1 writer, 1 partition, inline bytes", 1, 1, 1, True),
                 ("1 writer, 1 partition, object key", 1, 1, 1, False),
                 ("4 writers, own partition each, object key", 4, 4, 1, False),
                 ("4 writers, 16 of 64 partitions per window, object key", 4, 64, 16, False),
-                ("4 writers, 16 of 64 partitions per window, inline", 4, 64, 16, True)]:
+                ("4 writers, 16 of 64 partitions per window, inline", 4, 64, 16, True),
+                ("12 writers, 32 of 384 partitions per window, object key", 12, 384, 32,
+                 False)]:
+            before = cpu.seconds() if cpu is not None else 0.0
             rate, lat = await commits(pg.dsn, writers, parts, per, inline, seconds)
-            print(f"{label:52} {rate:10,.0f} {statistics.median(lat):8.2f} "
-                  f"{pct(lat, 0.99):8.2f}")
+            used = (cpu.seconds() - before) if cpu is not None else float("nan")
+            per_commit = used / max(len(lat), 1) * 1000
+            print(f"{label:56} {rate:10,.0f} {statistics.median(lat):8.2f} "
+                  f"{pct(lat, 0.99):8.2f} {per_commit:17.2f} {1000 / per_commit:22,.0f}")
         config = BrokerConfig({"headwater.storage": "shared",
                                "headwater.shared.database": pg.dsn, **gw.settings("bench")})
         store = ObjectStore(SharedSettings.from_config(config))
@@ -120,6 +139,8 @@ async def main(seconds: float) -> None:
             lat = await puts(store, size, 50 if size <= (1 << 20) else 10)
             print(f"{size:>10,} {statistics.median(lat):8.2f} {pct(lat, 0.99):8.2f}")
     finally:
+        if cpu is not None:
+            cpu.remove()
         gw.kill()
         pg.remove()
 

@@ -69,6 +69,15 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+async def keep_session(_conn: asyncpg.Connection) -> None:
+    """A pooled connection's release, after asyncpg rolls back what was left open: no
+    reset query. The brokers' pooled sessions hold nothing to reset (no session
+    settings beyond the connect-time ones, no LISTEN: listeners have connections of
+    their own, only transaction-scoped advisory locks, no cursors), and asyncpg's
+    default (`pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL`) is one more
+    round trip after every commit window."""
+
+
 async def open_pool(settings: SharedSettings, min_size: int = 2, max_size: int = 8,
                     lease_ms: int = 10_000) -> asyncpg.Pool:
     """A pool on the shared database, its schema migrated to this broker's version."""
@@ -77,7 +86,8 @@ async def open_pool(settings: SharedSettings, min_size: int = 2, max_size: int =
         pool = await asyncpg.create_pool(settings.database, min_size=min_size,
                                          max_size=max_size, timeout=CONNECT_TIMEOUT_S,
                                          command_timeout=COMMAND_TIMEOUT_S,
-                                         server_settings=session_settings(lease_ms))
+                                         server_settings=session_settings(lease_ms),
+                                         reset=keep_session)
     except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
         raise DatabaseUnavailable(f"{DATABASE}={where}: cannot connect: "
                                   + settings.masked(_why(exc)),

@@ -30,7 +30,7 @@ from ..log.partition_log import LOG_START_CHECKPOINT
 from ..records.batch import iter_batches
 from . import leases
 from .cluster import CONTROLLER
-from .database import COMMAND_TIMEOUT_S, CONNECT_TIMEOUT_S, session_settings
+from .database import COMMAND_TIMEOUT_S, CONNECT_TIMEOUT_S, keep_session, session_settings
 from .sequencer import NOTIFY_CHANNEL, BatchRow, Outcome, PartitionCommit, commit
 from .settings import SharedSettings
 from .tasks import cancel_and_wait
@@ -102,7 +102,7 @@ class SharedMetadata:
             self._pool = await asyncpg.create_pool(
                 self.store.settings.database, min_size=1, max_size=2,
                 timeout=CONNECT_TIMEOUT_S, command_timeout=COMMAND_TIMEOUT_S,
-                server_settings=session_settings(self.store.lease_ms))
+                server_settings=session_settings(self.store.lease_ms), reset=keep_session)
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(
                 "SELECT high_watermark, log_start FROM partitions WHERE topic_id = $1 "

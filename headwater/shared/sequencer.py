@@ -91,14 +91,16 @@ async def commit(conn: Connection, object_key: str | None, object_size: int,
     ordered = sorted((c for c in commits if c.batches or c.log_start is not None),
                      key=lambda c: (c.topic_id, c.partition))
     async with conn.transaction():
-        if object_key is not None:
-            await conn.execute("INSERT INTO objects (key, size) VALUES ($1, $2)",
-                               object_key, object_size)
+        # the object's row and the partitions' locks in one round trip (the window's
+        # transaction is four: BEGIN, this, its writes, COMMIT)
         rows = await conn.fetch(
+            "WITH o AS (INSERT INTO objects (key, size) SELECT $3::text, $4::bigint "
+            "WHERE $3::text IS NOT NULL) "
             "SELECT topic_id, partition, high_watermark, writer_epoch FROM partitions "
             "WHERE (topic_id, partition) IN (SELECT * FROM unnest($1::uuid[], $2::int[])) "
             "ORDER BY topic_id, partition FOR UPDATE",
-            [c.topic_id for c in ordered], [c.partition for c in ordered])
+            [c.topic_id for c in ordered], [c.partition for c in ordered], object_key,
+            object_size)
         found = {(r["topic_id"], r["partition"]): r for r in rows}
         passed: list[PartitionCommit] = []
         for c in ordered:
@@ -168,21 +170,35 @@ async def replace(conn: Connection, topic_id: uuid.UUID, partition: int, writer_
     return Outcome.COMMITTED
 
 
+_BATCH_COLUMNS = ("topic_id, partition, base_offset, last_offset, object_key, byte_offset, "
+                  "byte_length, inline_bytes, max_timestamp, producer_id, producer_epoch, "
+                  "base_sequence, is_transactional, is_control")
+#: Batch rows as one statement over arrays (one Bind however many rows, where
+#: executemany sends one per row), $1..$14; `_write` adds its own parameters after.
+_INSERT_BATCHES = (
+    f"INSERT INTO batches ({_BATCH_COLUMNS}) SELECT * FROM unnest($1::uuid[], $2::int[], "
+    "$3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::int[], $8::bytea[], "
+    "$9::bigint[], $10::bigint[], $11::smallint[], $12::int[], $13::bool[], $14::bool[])")
+
+
+def _batch_arrays(object_key: str | None, rows: Sequence[tuple[uuid.UUID, int, BatchRow]]
+                  ) -> list[list[object]]:
+    """The 14 column arrays of `_INSERT_BATCHES` for `rows`."""
+    return [
+        [t for t, _p, _b in rows], [p for _t, p, _b in rows],
+        [b.base_offset for _t, _p, b in rows], [b.last_offset for _t, _p, b in rows],
+        [None if b.inline is not None else object_key for _t, _p, b in rows],
+        [None if b.inline is not None else b.byte_offset for _t, _p, b in rows],
+        [b.byte_length for _t, _p, b in rows], [b.inline for _t, _p, b in rows],
+        [b.max_timestamp for _t, _p, b in rows], [b.producer_id for _t, _p, b in rows],
+        [b.producer_epoch for _t, _p, b in rows], [b.base_sequence for _t, _p, b in rows],
+        [b.is_transactional for _t, _p, b in rows], [b.is_control for _t, _p, b in rows]]
+
+
 async def _insert_batches(conn: Connection, object_key: str | None,
                           rows: Sequence[tuple[uuid.UUID, int, BatchRow]]) -> None:
-    if not rows:
-        return
-    await conn.executemany(
-        "INSERT INTO batches (topic_id, partition, base_offset, last_offset, object_key, "
-        "byte_offset, byte_length, inline_bytes, max_timestamp, producer_id, "
-        "producer_epoch, base_sequence, is_transactional, is_control) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-        [(topic_id, partition, b.base_offset, b.last_offset,
-          None if b.inline is not None else object_key,
-          None if b.inline is not None else b.byte_offset, b.byte_length, b.inline,
-          b.max_timestamp, b.producer_id, b.producer_epoch, b.base_sequence,
-          b.is_transactional, b.is_control)
-         for topic_id, partition, b in rows])
+    if rows:
+        await conn.execute(_INSERT_BATCHES, *_batch_arrays(object_key, rows))
 
 
 async def _write(conn: Connection, object_key: str | None,
@@ -204,6 +220,19 @@ async def _write(conn: Connection, object_key: str | None,
                 *moved)
     passed = [c for c in everything if c.batches]
     if not passed:
+        return
+    if not any(c.producers or c.aborted for c in passed):
+        # the common window: its batch rows, the high watermarks and the notification
+        # in one statement (one round trip)
+        await conn.execute(
+            f"WITH b AS ({_INSERT_BATCHES}), u AS (UPDATE partitions AS p SET "
+            "high_watermark = n.hw FROM unnest($15::uuid[], $16::int[], $17::bigint[]) AS "
+            "n(topic_id, partition, hw) WHERE p.topic_id = n.topic_id AND p.partition = "
+            "n.partition) SELECT pg_notify($18, $19)",
+            *_batch_arrays(object_key, [(c.topic_id, c.partition, b)
+                                        for c in passed for b in c.batches]),
+            [c.topic_id for c in passed], [c.partition for c in passed],
+            [c.end_offset for c in passed], NOTIFY_CHANNEL, _notice(passed))
         return
     await _insert_batches(conn, object_key,
                           [(c.topic_id, c.partition, b) for c in passed for b in c.batches])
@@ -232,5 +261,8 @@ async def _write(conn: Connection, object_key: str | None,
         "WHERE p.topic_id = n.topic_id AND p.partition = n.partition",
         [c.topic_id for c in passed], [c.partition for c in passed],
         [c.end_offset for c in passed])
-    await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, ",".join(
-        f"{c.topic_id}:{c.partition}:{c.end_offset}" for c in passed))
+    await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, _notice(passed))
+
+
+def _notice(passed: Sequence[PartitionCommit]) -> str:
+    return ",".join(f"{c.topic_id}:{c.partition}:{c.end_offset}" for c in passed)

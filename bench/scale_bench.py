@@ -6,7 +6,9 @@ the clients, PostgreSQL and versitygw, and three brokers cannot show what three 
 would do. Here every broker runs in a cgroup v1 group of its own with `cpu.cfs_quota_us`
 set to `--quota` of a core (root only); PostgreSQL and versitygw run in groups without a
 quota (their CPU is counted, not limited); the clients run outside. So a broker's work
-per record is what limits the cluster, as on separate machines.
+per record is what limits the cluster, as on separate machines. Each broker's group also
+holds its memory to `--memory` MiB, page cache included (see `CpuGroup`), and every
+broker runs its upkeep (merging small pieces) every second (`UPKEEP_EVERY`).
 
 Workloads, each for `--seconds` (time-based, so a faster setup moves more records):
 produce 100 B and 1 KiB (acks=all, idempotent; `--producers` processes of librdkafka,
@@ -15,11 +17,13 @@ of the 100 B topic's partitions), and a share group's accept rate (`--producers`
 implicit acknowledgement). During each produce workload a probe producer sends one
 record every 10 ms: its produce latency under load (p50/p99). Figures: msgs/s, MB/s, per
 broker msgs/s, CPU seconds per GB (the brokers' summed cpuacct; PostgreSQL's and
-versitygw's), PostgreSQL write transactions and objects per second; then each setup's
+versitygw's; from the load's start until the brokers are idle after it, over every byte
+it wrote, so the merging a load leaves behind is its cost, not the next workload's),
+PostgreSQL write transactions and objects per second; then each setup's
 throughput as a multiple of one shared broker's, and the issue-36 floors (`--check`
 exits 1 when one is missed).
 
-    python bench/scale_bench.py [--quota 0.15] [--brokers 1,2,3] [--seconds 10]
+    python bench/scale_bench.py [--quota 0.08] [--brokers 1,2,3] [--seconds 10]
                                 [--partitions 12] [--producers 3] [--runs 1] [--check]
 
 PostgreSQL and versitygw are started here (private, on loopback), as the tests do.
@@ -69,17 +73,30 @@ PRODUCER: dict[str, Any] = {"acks": "all", "enable.idempotence": True, "linger.m
                             "delivery.report.only.error": True}
 
 
+UPKEEP_EVERY = "log.cleaner.backoff.ms=1000"
+
+
 class CpuGroup:
     """One cgroup v1 group in the `cpu` and `cpuacct` hierarchies: a quota (None: no
-    limit) and the CPU time of every process in it, children forked later included."""
+    limit) and the CPU time of every process in it, children forked later included.
+    With `memory_mb`, also a `memory` group of that limit: its page cache then stays
+    at a steady size, recycling its own pages, as on a server that has run a while.
+    Without it every GB written takes pages the machine has not used lately, and
+    this VM charges each such page's first touch to the writer (new page-cache pages
+    cost 1.3-3 CPU s/GB here, reused ones 0.3-0.5): the spread between runs was
+    mostly that."""
 
-    def __init__(self, name: str, quota_cores: float | None) -> None:
-        self.dirs = [CGROUP / kind / f"headwater-scale-{name}" for kind in ("cpu", "cpuacct")]
+    def __init__(self, name: str, quota_cores: float | None,
+                 memory_mb: int | None = None) -> None:
+        kinds = ("cpu", "cpuacct", "memory") if memory_mb else ("cpu", "cpuacct")
+        self.dirs = [CGROUP / kind / f"headwater-scale-{name}" for kind in kinds]
         for d in self.dirs:
             d.mkdir(exist_ok=True)
         quota = -1 if quota_cores is None else int(quota_cores * PERIOD_US)
         (self.dirs[0] / "cpu.cfs_period_us").write_text(str(PERIOD_US))
         (self.dirs[0] / "cpu.cfs_quota_us").write_text(str(quota))
+        if memory_mb:
+            (self.dirs[2] / "memory.limit_in_bytes").write_text(str(memory_mb << 20))
 
     def add(self, pid: int) -> None:
         """`pid` and its descendants now (later children follow by themselves)."""
@@ -294,6 +311,20 @@ class Counted:
                 **{k: g.seconds() for k, g in self.engines.items()},
                 "xacts": xacts, "objects": objects, "t": time.perf_counter()}
 
+    def settled(self, brokers: int, deadline_s: float = 60) -> dict[str, float]:
+        """Once the load has stopped: wait until the brokers are idle (under a tenth of
+        their quota for a second), so the work a load leaves behind (the last windows,
+        merging the small pieces it wrote) is counted with it."""
+        last = self.read()
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            time.sleep(1.0)
+            now = self.read()
+            if now["brokers"] - last["brokers"] < 0.1 * self.quota * brokers:
+                return now
+            last = now
+        return last
+
     def figures(self, before: dict[str, float], after: dict[str, float], records: int,
                 size: int, brokers: int) -> dict[str, float]:
         seconds = after["t"] - before["t"]
@@ -354,6 +385,7 @@ def run_setup(setup: Setup, count: Counted, args: argparse.Namespace) -> dict[st
     for size, name in ((100, "produce 100 B"), (1024, "produce 1 KiB")):
         topic = topics[size] = bb.create_topic(bs, f"p{size}", args.partitions)
         probe = bb.create_topic(bs, "probe", 1)
+        start = count.read()
         with latency_probe(bs, probe) as latencies, \
                 producing(args, bs, topic, size) as failures:
             time.sleep(WARM_S)  # clients connected, windows at their steady size
@@ -361,8 +393,13 @@ def run_setup(setup: Setup, count: Counted, args: argparse.Namespace) -> dict[st
             with profiled(setup, name, args):
                 time.sleep(args.seconds)
             after, acked = count.read(), end_offsets(bs, topic, args.partitions) - ends
+        # Throughput from the window; cost per GB from the whole load, the work it
+        # left behind included (merging runs after the windows that need it).
+        whole = count.figures(start, count.settled(brokers),
+                              end_offsets(bs, topic, args.partitions), size, brokers)
         lat = sorted(latencies)
         out[name] = {**count.figures(before, after, acked, size, brokers),
+                     **{k: v for k, v in whole.items() if k.endswith("_cpu_s_per_gb")},
                      "failed": failures[0],
                      "p50_ms": bb.percentile(lat, 50) if lat else float("nan"),
                      "p99_ms": bb.percentile(lat, 99) if lat else float("nan")}
@@ -391,8 +428,12 @@ def start_setup(name: str, brokers: int, args: argparse.Namespace, base: Path,
                 postgres: PostgresServer, gateway: VersityGateway
                 ) -> tuple[Setup, list[CpuGroup]]:
     d = base / f"{name}-{uuid.uuid4().hex[:6]}"
-    groups = [CpuGroup(f"broker-{n}", args.quota) for n in range(1, brokers + 1)]
-    extra = [a for kv in args.set for a in ("--override", kv)]
+    groups = [CpuGroup(f"broker-{n}", args.quota, args.memory)
+              for n in range(1, brokers + 1)]
+    # Upkeep (merging) every second rather than every 15 s: spread evenly over the
+    # load, not landing on a workload or missing it by the luck of the tick.
+    sets = [UPKEEP_EVERY, *args.set]
+    extra = [a for kv in sets for a in ("--override", kv)]
     if name == "local":
         procs, dsn = [BrokerProcess(d / "broker-1", *extra)], None
     else:
@@ -466,7 +507,9 @@ def report(runs: list[dict[str, dict[str, dict]]], check: bool) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quota", type=float, default=0.15, help="cores per broker")
+    ap.add_argument("--quota", type=float, default=0.08, help="cores per broker")
+    ap.add_argument("--memory", type=int, default=1024,
+                    help="MiB of memory (page cache included) per broker; 0: no limit")
     ap.add_argument("--brokers", default="1,2,3", help="shared setups: broker counts")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--partitions", type=int, default=12)

@@ -34,6 +34,13 @@ from .unmerged import SMALL_PIECE
 log = logging.getLogger("headwater.shared")
 
 WINDOWS_IN_FLIGHT = 4  # commit windows uploading or committing at once
+#: A window overlaps those in flight only with at least this much to carry; a smaller
+#: one waits for them. Every window pays an upload and a transaction whatever its size,
+#: so a busy broker starting one every `linger_ms` paid them per few records: three
+#: brokers under a CPU quota committed 4x the windows per broker of one, each a third
+#: the size (bench/scale_bench.py, 100 B). Waiting sizes windows by load: the busier the
+#: broker, the more each in-flight window's time gathers.
+OVERLAP_MIN_BYTES = 1 << 20
 #: A window whose transaction's answer was lost: PostgreSQL is asked whether it landed
 #: every SETTLE_RETRY_S for SETTLE_S (each ask at most SETTLE_ASK_S), then its appends
 #: are answered "possibly persisted".
@@ -78,20 +85,30 @@ class WindowCommitter:
         self._dirty = asyncio.Event()
         self.windows: set[asyncio.Task[None]] = set()
         self._large: set[asyncio.Task[None]] = set()  # windows with an object
-        self._window_moved = asyncio.Event()  # a window finished
+        self._window_moved = asyncio.Event()  # a window finished, or enough gathered
+        self._gathered = 0  # bytes appended since the last window was prepared
 
     def wake(self) -> None:
         """Appends (or a new log start) wait to be committed."""
         self._dirty.set()
 
+    def added(self, nbytes: int) -> None:
+        """`nbytes` were appended to a partition (`SharedPartition.on_append`)."""
+        before = self._gathered
+        self._gathered = before + nbytes
+        if before < OVERLAP_MIN_BYTES <= self._gathered:
+            self._window_moved.set()
+
     async def run(self) -> None:
         """Start a commit window after `linger_ms` whenever appends wait. Windows
-        overlap only when large: a new one starts when fewer than `WINDOWS_IN_FLIGHT`
-        are in flight and all of them carry an object, so under load uploads and
-        transactions overlap (1 KiB produce +25 % here), while a trickle of small
-        (inline) windows never queues behind a transaction (that tripled the latency at
-        2,000 msg/s). Transactions run in window order: a partition's next window starts
-        where its previous one ends."""
+        overlap only when large: a new one starts beside others when fewer than
+        `WINDOWS_IN_FLIGHT` are in flight, all of them carry an object, and it has
+        `OVERLAP_MIN_BYTES` to carry, so under load uploads and transactions overlap
+        (1 KiB produce +25 % here) without splitting the load into windows too small
+        to pay for themselves, while a trickle of small (inline) windows never queues
+        behind a transaction (that tripled the latency at 2,000 msg/s). Transactions
+        run in window order: a partition's next window starts where its previous one
+        ends."""
         previous: asyncio.Task[None] | None = None
         while True:
             await self._dirty.wait()
@@ -100,7 +117,9 @@ class WindowCommitter:
                 await asyncio.sleep(self.linger_s)
             while True:
                 self._window_moved.clear()
-                if len(self.windows) < WINDOWS_IN_FLIGHT and self.windows <= self._large:
+                if not self.windows or (len(self.windows) < WINDOWS_IN_FLIGHT
+                                        and self.windows <= self._large
+                                        and self._gathered >= OVERLAP_MIN_BYTES):
                     break
                 await self._window_moved.wait()
             window = [p for p in self._waiting() if p.unflushed and not p.broken]
@@ -125,6 +144,7 @@ class WindowCommitter:
         `inline_max_bytes`: no upload round trip for a trickle of small batches)."""
         pieces = []
         size = 0
+        self._gathered = 0
         for part in window:
             written = _written(part)
             pieces.append((part, written, size))

@@ -59,6 +59,8 @@ class SharedPartition:
         #: is taken and at every renewal, from the moment the request was sent.
         self.valid_until = float("inf")
         self._subscribers: list[Callable[[], None]] = []
+        #: Told the bytes of every append (the committer's `added`, set by the store).
+        self.on_append: Callable[[int], None] | None = None
         self._waiting: list[tuple[int, asyncio.Future[None]]] = []
 
     # ---- identity and offsets ------------------------------------------------------
@@ -120,8 +122,11 @@ class SharedPartition:
     def append(self, data: bytes | bytearray | memoryview, now_ms: int,
                *, origin_client: bool = True, transaction_version: int = 0) -> AppendResult:
         self._check_usable()
-        return self.plog.append(data, now_ms, origin_client=origin_client,
-                                transaction_version=transaction_version)
+        result = self.plog.append(data, now_ms, origin_client=origin_client,
+                                  transaction_version=transaction_version)
+        if self.on_append is not None:
+            self.on_append(len(data))
+        return result
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool,
                       coordinator_epoch: int, now_ms: int,

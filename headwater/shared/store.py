@@ -472,6 +472,7 @@ class SharedStore:
         if fut.done() or key not in self._configs:  # removed meanwhile
             part.plog.close(sync=False)
             return
+        part.on_append = self.committer.added
         self._owned[key] = part
         failed = self._take_failures.pop(key, 0)
         log.info("serving %s-%d (lease epoch %d, high watermark %d; %d rows, %d bytes in "

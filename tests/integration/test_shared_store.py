@@ -229,3 +229,55 @@ def test_a_commit_whose_answer_is_lost_is_answered_by_what_landed(
         assert (code, hw, duplicate) == (0, 2, True)
     else:
         assert (code, hw, duplicate) == (E.kafka_storage_error, 2, False)
+
+
+@pytest.mark.parametrize("append_bytes", [2_000, 800_000])
+def test_windows_overlap_only_with_enough_to_carry(
+        postgres: PostgresServer, versitygw: VersityGateway, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, append_bytes: int) -> None:
+    """Under a stream of appends, a commit window starts beside one in flight only with
+    `OVERLAP_MIN_BYTES` to carry: small appends wait for the window in flight (one
+    window at a time, each gathering what came meanwhile), large ones overlap it."""
+    from headwater.shared import committer as committer_module
+
+    real = committer_module.commit
+    flight = {"now": 0, "most": 0, "windows": 0}
+
+    async def slow(conn, key, size, commits):  # type: ignore[no-untyped-def]
+        flight["now"] += 1
+        flight["windows"] += 1
+        flight["most"] = max(flight["most"], flight["now"])
+        try:
+            await asyncio.sleep(0.2)  # a slow database: windows would pile up
+            return await real(conn, key, size, commits)
+        finally:
+            flight["now"] -= 1
+    monkeypatch.setattr(committer_module, "commit", slow)
+    records = max(1, append_bytes // 1_000)
+
+    async def story() -> tuple[int, int]:
+        settings = await settings_for(postgres, versitygw)
+        s = await store(settings, 1, tmp_path, lease_ms=10_000)
+        try:
+            s.ensure("t", 0, LogConfig(segment_bytes=64 << 20, retention_ms=-1),
+                     topic_id=uuid.uuid4())
+            p = await s.ready("t", 0)
+            assert p is not None
+            waits = []
+            for _ in range(12):
+                p.append(build_batch([(b"k", b"v" * 990, [], 1_000)] * records), 1_000)
+                durable = s.commit([p])
+                assert durable is not None
+                waits.append(durable)
+                await asyncio.sleep(0.05)
+            await asyncio.gather(*waits)  # type: ignore[arg-type]
+            assert p.high_watermark == 12 * records
+            return flight["most"], flight["windows"]
+        finally:
+            await s.close()
+
+    most, windows = asyncio.run(story())
+    if append_bytes < committer_module.OVERLAP_MIN_BYTES:
+        assert most == 1 and windows < 12, (most, windows)
+    else:
+        assert most > 1, (most, windows)

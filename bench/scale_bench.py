@@ -73,6 +73,9 @@ PRODUCER: dict[str, Any] = {"acks": "all", "enable.idempotence": True, "linger.m
                             "delivery.report.only.error": True}
 
 
+TXN_PRODUCER: dict[str, Any] = {k: v for k, v in PRODUCER.items()
+                                if k != "delivery.report.only.error"}
+TXN_RECORDS = 1_000  # records per transaction (a consume-transform-produce batch)
 UPKEEP_EVERY = "log.cleaner.backoff.ms=1000"
 
 
@@ -258,9 +261,34 @@ def _share_worker(bootstrap: str, topic: str, group: str, seconds: float,
     out.put((got, 0))
 
 
-def _in_processes(count: int, target: Callable[..., None], *args: Any) -> tuple[int, int]:
-    """Run `target(*args, index, count, queue)` in `count` processes; the sums of what
-    they put."""
+def _txn_worker(bootstrap: str, topic: str, seconds: float, index: int, _count: int,
+                out: Any) -> None:
+    """Transactions of `TXN_RECORDS` 100 B records each, one after another: the records
+    committed and each commit's seconds (commit_transaction, the markers included)."""
+    producer = Producer({"bootstrap.servers": bootstrap, **TXN_PRODUCER,
+                         "transactional.id": f"scale-{uuid.uuid4().hex[:8]}-{index}"})
+    producer.init_transactions(60)
+    value, committed, commits = os.urandom(100), 0, []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        producer.begin_transaction()
+        for _ in range(TXN_RECORDS):
+            while True:
+                try:
+                    producer.produce(topic, value)
+                    break
+                except BufferError:
+                    producer.poll(0.005)
+        producer.flush(60)
+        t = time.perf_counter()
+        producer.commit_transaction(60)
+        commits.append(time.perf_counter() - t)
+        committed += TXN_RECORDS
+    out.put((committed, commits))
+
+
+def _gather(count: int, target: Callable[..., None], *args: Any) -> list[Any]:
+    """Run `target(*args, index, count, queue)` in `count` processes; what each put."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     procs = [ctx.Process(target=target, args=(*args, i, count, queue)) for i in range(count)]
@@ -269,6 +297,12 @@ def _in_processes(count: int, target: Callable[..., None], *args: Any) -> tuple[
     results = [queue.get(timeout=300) for _ in procs]
     for p in procs:
         p.join(30)
+    return results
+
+
+def _in_processes(count: int, target: Callable[..., None], *args: Any) -> tuple[int, int]:
+    """`_gather`, summed."""
+    results = _gather(count, target, *args)
     return sum(r[0] for r in results), sum(r[1] for r in results)
 
 
@@ -420,6 +454,14 @@ def run_setup(setup: Setup, count: Counted, args: argparse.Namespace) -> dict[st
     got, _ = _in_processes(args.producers, _share_worker, bs, topics[100], group,
                            args.seconds)
     out["share accept 100 B"] = count.figures(before, count.read(), got, 100, brokers)
+    txn_topic = bb.create_topic(bs, "txn", args.partitions)
+    before = count.read()
+    results = _gather(args.producers, _txn_worker, bs, txn_topic, args.seconds)
+    commits = sorted(1000 * c for _n, cs in results for c in cs)
+    out["transactions 100 B"] = {
+        **count.figures(before, count.read(), sum(n for n, _c in results), 100, brokers),
+        "p50_ms": bb.percentile(commits, 50) if commits else float("nan"),
+        "p99_ms": bb.percentile(commits, 99) if commits else float("nan")}
     setup.check_alive()
     return out
 
@@ -458,8 +500,9 @@ def report(runs: list[dict[str, dict[str, dict]]], check: bool) -> int:
             ("broker_cpu_s_per_gb", "broker CPU s/GB"), ("postgres_cpu_s_per_gb",
                                                          "PostgreSQL CPU s/GB"),
             ("versitygw_cpu_s_per_gb", "versitygw CPU s/GB"), ("pg_tx_per_s", "PG tx/s"),
-            ("objects_per_s", "objects/s"), ("p50_ms", "produce p50 ms (probe)"),
-            ("p99_ms", "produce p99 ms (probe)")]
+            ("objects_per_s", "objects/s"), ("p50_ms", "p50 ms (produce: the probe's; "
+                                                       "transactions: commit)"),
+            ("p99_ms", "p99 ms")]
 
     def median(name: str, workload: str, key: str) -> float | None:
         values = [float(v) for r in runs
@@ -502,6 +545,18 @@ def report(runs: list[dict[str, dict[str, dict]]], check: bool) -> int:
                     print(f"  {workload} broker CPU s/GB, {a} / {b}: "
                           + ", ".join(f"{x:.2f}x" for x in ratios)
                           + f" (at most {floor}x{'' if ok else ': MISSED'})")
+        txn = "transactions 100 B"
+        if "shared x3" in names and txn in workloads:
+            for key, what, limit, most in (("msgs_per_s", "throughput", 0.8, False),
+                                           ("p99_ms", "commit p99", 2.0, True)):
+                ratios = [r["shared x3"][txn][key] / max(r[one][txn][key], 1e-9)
+                          for r in runs]
+                ok = all(x <= limit for x in ratios) if most else min(ratios) >= limit
+                missed += not ok
+                print(f"  {txn} {what}, shared x3 / shared x1: "
+                      + ", ".join(f"{x:.2f}x" for x in ratios)
+                      + f" ({'at most' if most else 'floor'} {limit}x"
+                      + f"{'' if ok else ': MISSED'})")
     return 1 if check and missed else 0
 
 

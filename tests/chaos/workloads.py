@@ -440,11 +440,22 @@ class Reader(Worker):
         fetch = Counter(p.get("fetch_state") for t in (stats.get("topics") or {}).values()
                         for n, p in (t.get("partitions") or {}).items() if n != "-1"
                         and p.get("fetch_state") != "none")
+        # A partition behind its end: what the client believes of it (its leader and
+        # leader epoch, where it fetches, the end it was told), to tell a stall's cause.
+        behind = [f"{name}-{n} leader {p.get('leader')} epoch {p.get('leader_epoch')} "
+                  f"{p.get('fetch_state')} at {p.get('next_offset')} of hw "
+                  f"{p.get('hi_offset')} lso {p.get('ls_offset')} queued "
+                  f"{p.get('fetchq_cnt')}"
+                  for name, t in (stats.get("topics") or {}).items()
+                  for n, p in (t.get("partitions") or {}).items()
+                  if n != "-1" and p.get("fetch_state") != "none"
+                  and 0 <= p.get("next_offset", -1) < p.get("ls_offset", -1)]
         self._client_view = (f"group {cgrp.get('state')}/{cgrp.get('join_state')}, "
                              f"{cgrp.get('assignment_size')} assigned, rebalanced "
                              f"{cgrp.get('rebalance_age', 0) / 1000:.0f} s ago "
                              f"({cgrp.get('rebalance_reason')!r}), fetch states "
-                             f"{dict(fetch)} at {time.strftime('%H:%M:%S')}")
+                             f"{dict(fetch)}, behind: {'; '.join(behind) or 'none'} "
+                             f"at {time.strftime('%H:%M:%S')}")
 
     def _commit(self) -> None:
         """Asynchronous, recorded once acknowledged (`_committed`): a synchronous commit

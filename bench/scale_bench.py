@@ -395,10 +395,10 @@ def profiled(setup: Setup, workload: str, args: argparse.Namespace) -> Iterator[
              str(Path(args.profile) / f"{tag}-broker{n}.perf"), "--", "sleep",
              str(args.seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for n, pid in pids]
-    else:  # Python frames, but wall-clock: a throttled broker's waits land in syscalls
+    else:  # Python frames while the GIL is held (its own work; wall-clock otherwise)
         spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
         spies = [subprocess.Popen(
-            [spy, "record", "--nonblocking", "--format", "raw", "--rate", "250",
+            [spy, "record", "--nonblocking", "--gil", "--format", "raw", "--rate", "250",
              "--duration", str(int(args.seconds)), "--pid", str(pid),
              "--output", str(Path(args.profile) / f"{tag}-broker{n}.txt")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for n, pid in pids]
@@ -409,6 +409,10 @@ def profiled(setup: Setup, workload: str, args: argparse.Namespace) -> Iterator[
             s.wait(60)
 
 
+#: What `--workloads` chooses from.
+WORKLOADS = ("produce", "consume", "share", "transactions")
+
+
 def run_setup(setup: Setup, count: Counted, args: argparse.Namespace) -> dict[str, dict]:
     bs, brokers = setup.bootstrap, len(setup.procs)
     out: dict[str, dict] = {}
@@ -416,7 +420,8 @@ def run_setup(setup: Setup, count: Counted, args: argparse.Namespace) -> dict[st
     with producing(args, bs, warm, 100):
         time.sleep(WARM_S)
     topics = {}
-    for size, name in ((100, "produce 100 B"), (1024, "produce 1 KiB")):
+    sizes = ((100, "produce 100 B"), (1024, "produce 1 KiB"))
+    for size, name in sizes if "produce" in args.workloads else sizes[:1]:
         topic = topics[size] = bb.create_topic(bs, f"p{size}", args.partitions)
         probe = bb.create_topic(bs, "probe", 1)
         start = count.read()
@@ -439,29 +444,34 @@ def run_setup(setup: Setup, count: Counted, args: argparse.Namespace) -> dict[st
                      "p99_ms": bb.percentile(lat, 99) if lat else float("nan")}
         setup.check_alive()
         bb.log(f"{setup.name}: {name} {out[name]['msgs_per_s']:,.0f} msgs/s")
-    if args.produce_only:
-        return out
-    before = count.read()
-    got, _ = _in_processes(args.producers, _consume_worker, bs, topics[100],
-                           args.partitions, args.seconds)
-    out["consume 100 B"] = count.figures(before, count.read(), got, 100, brokers)
-    group = f"scale-share-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": bs})
-    resource = ConfigResource("group", group, incremental_configs=[ConfigEntry(
-        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    admin.incremental_alter_configs([resource])[resource].result(30)
-    before = count.read()
-    got, _ = _in_processes(args.producers, _share_worker, bs, topics[100], group,
-                           args.seconds)
-    out["share accept 100 B"] = count.figures(before, count.read(), got, 100, brokers)
-    txn_topic = bb.create_topic(bs, "txn", args.partitions)
-    before = count.read()
-    results = _gather(args.producers, _txn_worker, bs, txn_topic, args.seconds)
-    commits = sorted(1000 * c for _n, cs in results for c in cs)
-    out["transactions 100 B"] = {
-        **count.figures(before, count.read(), sum(n for n, _c in results), 100, brokers),
-        "p50_ms": bb.percentile(commits, 50) if commits else float("nan"),
-        "p99_ms": bb.percentile(commits, 99) if commits else float("nan")}
+    consumers = args.consumers or args.producers
+    if "consume" in args.workloads:
+        before = count.read()
+        got, _ = _in_processes(consumers, _consume_worker, bs, topics[100],
+                               args.partitions, args.seconds)
+        out["consume 100 B"] = count.figures(before, count.read(), got, 100, brokers)
+    if "share" in args.workloads:
+        group = f"scale-share-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": bs})
+        resource = ConfigResource("group", group, incremental_configs=[ConfigEntry(
+            "share.auto.offset.reset", "earliest",
+            incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource])[resource].result(30)
+        before = count.read()
+        with profiled(setup, "share accept", args):
+            got, _ = _in_processes(consumers, _share_worker, bs, topics[100], group,
+                                   args.seconds)
+        out["share accept 100 B"] = count.figures(before, count.read(), got, 100, brokers)
+    if "transactions" in args.workloads:
+        txn_topic = bb.create_topic(bs, "txn", args.partitions)
+        before = count.read()
+        results = _gather(args.producers, _txn_worker, bs, txn_topic, args.seconds)
+        commits = sorted(1000 * c for _n, cs in results for c in cs)
+        out["transactions 100 B"] = {
+            **count.figures(before, count.read(), sum(n for n, _c in results), 100,
+                            brokers),
+            "p50_ms": bb.percentile(commits, 50) if commits else float("nan"),
+            "p99_ms": bb.percentile(commits, 99) if commits else float("nan")}
     setup.check_alive()
     return out
 
@@ -534,7 +544,7 @@ def report(runs: list[dict[str, dict[str, dict]]], check: bool) -> int:
                 print(f"  {workload}, {n}: " + ", ".join(f"{x:.2f}x" for x in ratios)
                       + (f" (floor {floor}x{'' if ok else ': MISSED'})"
                          if floor and "produce" in workload else ""))
-        for workload in ("produce 100 B", "produce 1 KiB"):
+        for workload in (w for w in ("produce 100 B", "produce 1 KiB") if w in workloads):
             for a, b, floor in (("shared x3", one, 1.25), (one, "local", 1.5)):
                 if a in names and b in names:
                     ratios = [r[a][workload].get("broker_cpu_s_per_gb", float("nan"))
@@ -573,7 +583,13 @@ def main() -> int:
     ap.add_argument("--no-local", action="store_true", help="skip the local broker")
     ap.add_argument("--client", choices=("kcat", "python"), default="kcat",
                     help="producers: kcat (C, the cheaper per record) or confluent-kafka")
-    ap.add_argument("--produce-only", action="store_true", help="skip consume and share")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS),
+                    help="a comma-separated subset of %(default)s (100 B produce always "
+                         "runs: the others read its topic)")
+    ap.add_argument("--produce-only", action="store_true",
+                    help="the produce workloads alone (--workloads produce)")
+    ap.add_argument("--consumers", type=int, default=0,
+                    help="consumer and share consumer processes (default: --producers)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker setting for every broker (repeatable)")
     ap.add_argument("--check", action="store_true", help="exit 1 when a floor is missed")
@@ -582,6 +598,10 @@ def main() -> int:
     ap.add_argument("--profiler", choices=("py-spy", "perf"), default="py-spy",
                     help="py-spy (pip install py-spy) or Linux perf")
     args = ap.parse_args()
+    args.workloads = {"produce"} if args.produce_only else set(args.workloads.split(","))
+    if not args.workloads <= set(WORKLOADS):
+        ap.error(f"--workloads: not among {', '.join(WORKLOADS)}: "
+                 f"{', '.join(sorted(args.workloads - set(WORKLOADS)))}")
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0 or not (CGROUP / "cpu" / "cpu.cfs_quota_us").exists():

@@ -90,6 +90,10 @@ async def commit(conn: Connection, object_key: str | None, object_size: int,
     connection raises (then the outcome is unknown for all of them)."""
     ordered = sorted((c for c in commits if c.batches or c.log_start is not None),
                      key=lambda c: (c.topic_id, c.partition))
+    if ordered and all(c.batches and c.log_start is None and not c.producers
+                       and not c.aborted for c in ordered):
+        await _commit_window(conn, object_key, object_size, ordered)
+        return list(commits)
     async with conn.transaction():
         # the object's row and the partitions' locks in one round trip (the window's
         # transaction is four: BEGIN, this, its writes, COMMIT)
@@ -117,6 +121,28 @@ async def commit(conn: Connection, object_key: str | None, object_size: int,
         if passed:
             await _write(conn, object_key, passed)
     return list(commits)
+
+
+async def _commit_window(conn: Connection, object_key: str | None, object_size: int,
+                         ordered: Sequence[PartitionCommit]) -> None:
+    """The common window (batches alone) in one statement, `headwater_commit_window`
+    (schema version 5): the same locks, judgement and writes as `commit`'s transaction,
+    one round trip instead of four."""
+    rows = await conn.fetch(
+        "SELECT * FROM headwater_commit_window($1::text, $2::bigint, $3::uuid[], "
+        "$4::int[], $5::int[], $6::bigint[], $7::bigint[], $8::uuid[], $9::int[], "
+        "$10::bigint[], $11::bigint[], $12::text[], $13::bigint[], $14::int[], "
+        "$15::bytea[], $16::bigint[], $17::bigint[], $18::smallint[], $19::int[], "
+        "$20::bool[], $21::bool[], $22::text)",
+        object_key, object_size, [c.topic_id for c in ordered],
+        [c.partition for c in ordered], [c.writer_epoch for c in ordered],
+        [c.first_offset for c in ordered], [c.end_offset for c in ordered],
+        *_batch_arrays(object_key, [(c.topic_id, c.partition, b)
+                                    for c in ordered for b in c.batches]),
+        NOTIFY_CHANNEL)
+    outcomes = {(r["topic_id"], r["part"]): Outcome(r["outcome"]) for r in rows}
+    for c in ordered:
+        c.outcome = outcomes.get((c.topic_id, c.partition), Outcome.UNKNOWN)
 
 
 async def landed(conn: Connection, firsts: Sequence[tuple[uuid.UUID, int, BatchRow]]

@@ -285,17 +285,27 @@ class ShareFetchService:
     async def _acknowledge_all(self, session: ShareSession, acks: Acks, renew_allowed: bool,
                                denied: set[Key]) -> dict[Key, E]:
         results: dict[Key, E] = {}
+        asked: list[Key] = []
         for key, batches in acks.items():
             if key in denied:
                 results[key] = E.topic_authorization_failed
-                continue
-            if not batches:
-                continue
-            if not renew_allowed and any(RENEW in b.acknowledge_types for b in batches):
+            elif batches and not renew_allowed and any(
+                    RENEW in b.acknowledge_types for b in batches):
                 results[key] = E.invalid_request
-                continue
-            results[key] = await self.leaders.acknowledge(
-                (session.group_id, *key), session.member_id, batches)
+            elif batches:
+                results[key] = E.none  # its place in the answer; set below
+                asked.append(key)
+        # Every share-partition at once: each persists its state at its own share
+        # coordinator (in a cluster, mostly another broker), so one after another made
+        # a request wait for the sum of those round trips.
+        answers = await asyncio.gather(
+            *(self.leaders.acknowledge((session.group_id, *key), session.member_id,
+                                       acks[key]) for key in asked),
+            return_exceptions=True)
+        for key, answer in zip(asked, answers, strict=True):
+            if isinstance(answer, BaseException):
+                raise answer
+            results[key] = answer
         return results
 
     async def _close(self, session: ShareSession) -> None:

@@ -502,6 +502,17 @@ def start_setup(name: str, brokers: int, args: argparse.Namespace, base: Path,
     return Setup(name if name == "local" else f"shared x{brokers}", procs, dsn), groups
 
 
+def discard(setup: Setup, gateway: VersityGateway) -> None:
+    """A stopped setup's files gone (its brokers' data, its objects) and written back:
+    left behind, nine setups' gigabytes still being written back slowed the next ones
+    (one run's local broker read 337k, 277k, 193k records/s in turn)."""
+    shutil.rmtree(setup.procs[0].data_dir.parent, ignore_errors=True)
+    if setup.dsn is not None:
+        prefix = setup.dsn.rsplit("/", 1)[-1].split("?", 1)[0]
+        shutil.rmtree(gateway.root / gateway.bucket / prefix, ignore_errors=True)
+    os.sync()
+
+
 def report(runs: list[dict[str, dict[str, dict]]], check: bool) -> int:
     names = list(runs[0])
     workloads = list(runs[0][names[0]])
@@ -634,6 +645,7 @@ def main() -> int:
                     setup.stop()
                     for g in groups:
                         g.remove()
+                    discard(setup, gateway)
             runs.append(results)
     finally:
         gateway.kill()

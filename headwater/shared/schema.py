@@ -159,7 +159,7 @@ MIGRATIONS: tuple[str, ...] = (
             INSERT INTO objects (key, size) VALUES (p_key, p_size);
         END IF;
         -- the rows locked in key order (as every writer locks them), then judged
-        WITH locked AS (
+        WITH locked AS MATERIALIZED (
             SELECT p.topic_id, p.partition, p.high_watermark, p.writer_epoch
             FROM partitions AS p
             WHERE (p.topic_id, p.partition) IN (SELECT * FROM unnest(p_topics, p_parts))

@@ -252,3 +252,38 @@ def test_a_partition_whose_storage_fails_gets_an_error_and_the_others_are_served
         assert out.errors[B].code == E.kafka_storage_error
 
     asyncio.run(story())
+
+
+class WaitingLeaders(FakeLeaders):
+    """Each acknowledgement returns only once every asked share-partition's has begun:
+    persisted one after another, the first would wait for good."""
+
+    def __init__(self, keys: int) -> None:
+        super().__init__()
+        self.started: list[Key] = []
+        self.all_started = asyncio.Event()
+        self.keys = keys
+
+    async def acknowledge(self, key: tuple[str, uuid.UUID, int], member_id: str,
+                          batches: Sequence[AcknowledgementBatch]) -> E:
+        self.started.append((key[1], key[2]))
+        if len(self.started) == self.keys:
+            self.all_started.set()
+        await self.all_started.wait()
+        return E.none if key[2] == 0 else E.invalid_record_state
+
+
+def test_a_requests_acknowledgements_are_persisted_at_once_and_answered_in_order() -> None:
+    leaders = WaitingLeaders(keys=2)
+    svc = ShareFetchService(leaders, ShareSessionCache(2), Members("m"))
+
+    async def story() -> None:
+        await svc.fetch(req(0, {A: (), B: ()}), everyone)
+        answer = await asyncio.wait_for(
+            svc.fetch(req(1, {B: (ACCEPT,), A: (ACCEPT,)}), everyone), 10)
+        assert answer.error is None
+        assert list(answer.ack_errors.items()) == [(B, E.invalid_record_state),
+                                                   (A, E.none)]
+
+    asyncio.run(story())
+    assert sorted(leaders.started) == [A, B]

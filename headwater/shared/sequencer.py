@@ -95,8 +95,8 @@ async def commit(conn: Connection, object_key: str | None, object_size: int,
         await _commit_window(conn, object_key, object_size, ordered)
         return list(commits)
     async with conn.transaction():
-        # the object's row and the partitions' locks in one round trip (the window's
-        # transaction is four: BEGIN, this, its writes, COMMIT)
+        # a window that moves a log start (or carries producer state): BEGIN, the
+        # object's row with the partitions' locks, its writes, COMMIT
         rows = await conn.fetch(
             "WITH o AS (INSERT INTO objects (key, size) SELECT $3::text, $4::bigint "
             "WHERE $3::text IS NOT NULL) "

@@ -24,7 +24,9 @@ throughput as a multiple of one shared broker's, and the issue-36 floors (`--che
 exits 1 when one is missed).
 
     python bench/scale_bench.py [--quota 0.08] [--brokers 1,2,3] [--seconds 10]
-                                [--partitions 12] [--producers 3] [--runs 1] [--check]
+                                [--partitions 12] [--producers 3] [--consumers N]
+                                [--workloads produce,consume,share,transactions]
+                                [--runs 1] [--check]
 
 PostgreSQL and versitygw are started here (private, on loopback), as the tests do.
 """

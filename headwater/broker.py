@@ -12,8 +12,11 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
+
+from kio.schema.errors import ErrorCode as E
 
 from . import __version__
 from .api import register_all
@@ -26,12 +29,13 @@ from .fetch.service import FetchService
 from .fetch.sessions import FetchSessionCache
 from .group.coordinator import GroupCoordinator
 from .group.offsets import PartitionCommit
+from .group.streams.configured import InternalTopic
 from .limits import open_file_capacity, raise_nofile_limit
 from .log.fdcache import FILES
 from .log.manager import partition_dir_name
 from .log.store import LocalStore
 from .metadata.assignments import reported_replicas
-from .metadata.controller import METADATA_TOPIC, Controller
+from .metadata.controller import METADATA_TOPIC, Controller, NewTopic
 from .metadata.convert import convert_json_log
 from .metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, TopicImage
 from .metadata.topics import INTERNAL_TOPICS
@@ -558,12 +562,38 @@ class Broker:
     def auto_create_elsewhere(self, ctx: RequestContext, names: list[str]) -> None:
         """Metadata asked for unknown topics with auto-creation on a broker that is not
         the controller: the controller is asked to create them (in the background)."""
-        cluster = self.cluster
-        if cluster is None:  # one node: Metadata creates them itself
+        if self.cluster is None:  # one node: Metadata creates them itself
             return
+        self._create_on_controller(ctx, [{"name": n, "num_partitions": -1,
+                                          "replication_factor": -1} for n in names])
+
+    def create_internal_topics(self, ctx: RequestContext,
+                               topics: Sequence[InternalTopic]) -> None:
+        """A streams group's missing repartition and changelog topics (Kafka's
+        AutoTopicCreationManager.createStreamsInternalTopics): made by the controller,
+        here or on the controller's broker; a failure is logged (the next heartbeat
+        reports them missing again and asks again)."""
+        if self.cluster is None or self.cluster.is_controller():
+            results = self.controller.create_topics(
+                [NewTopic(t.name, t.partitions, t.replication_factor,
+                          configs=dict(t.configs)) for t in topics], allow_internal=False)
+            for topic, error, _ in results:
+                if error is not None and error.code != E.topic_already_exists:
+                    log.warning("creating streams internal topic %s failed: %s", topic.name,
+                                error)
+            return
+        self._create_on_controller(ctx, [
+            {"name": t.name, "num_partitions": t.partitions,
+             "replication_factor": t.replication_factor,
+             "configs": [{"name": k, "value": v} for k, v in t.configs]} for t in topics])
+
+    def _create_on_controller(self, ctx: RequestContext, topics: list[dict[str, Any]]) -> None:
+        """CreateTopics forwarded to the controller, in the background."""
+        cluster = self.cluster
+        assert cluster is not None
+        names = [t["name"] for t in topics]
         request = build(load_request_schema(CREATE_TOPICS, 4), {
-            "topics": [{"name": n, "num_partitions": -1, "replication_factor": -1}
-                       for n in names], "timeout_ms": 30_000})
+            "topics": topics, "timeout_ms": 30_000})
         inner = RequestContext(CREATE_TOPICS, 4, 0, ctx.client_id, ctx.client_host,
                                ctx.connection_id, dict(ctx.attrs))
 

@@ -39,6 +39,7 @@ from . import (
     share_fetch,
     share_groups,
     share_state,
+    streams_groups,
     topics,
     transactions,
 )
@@ -53,7 +54,8 @@ class Services(acls.Services, api_versions.Services, classic_groups.Services,
                produce.Services, producers.Services, quorum.Services,
                reassignments.Services, sasl.Services,
                share_admin.Services, share_fetch.Services,
-               share_state.Services, topics.Services, transactions.Services, Protocol):
+               share_state.Services, streams_groups.Services, topics.Services,
+               transactions.Services, Protocol):
     """Everything the handlers use: what the assembly (`broker.py`) provides (share_groups
     and consumer_groups both take `modern_groups.Services`)."""
 
@@ -61,7 +63,8 @@ class Services(acls.Services, api_versions.Services, classic_groups.Services,
 #: The API families, each registering its handlers.
 HANDLERS = (api_versions, cluster_metadata, topics, configs, produce, fetch, offsets,
             producers, log_dirs, find_coordinator, offset_commits, group_admin,
-            classic_groups, consumer_groups, share_groups, transactions, share_state,
+            classic_groups, consumer_groups, share_groups, streams_groups, transactions,
+            share_state,
             share_fetch, share_admin, client_quotas, sasl, acls, quorum, elections,
             reassignments, delegation_tokens, config_resources, features, forwarding)
 

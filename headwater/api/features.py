@@ -171,12 +171,23 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
 # group.version is below 1 (isConsumerGroupProtocolEnabled); they stay advertised.
 _GATED_APIS = {76: "share.version", 77: "share.version", 78: "share.version",
                79: "share.version", 90: "share.version", 91: "share.version",
-               92: "share.version", 68: "group.version", 69: "group.version"}
+               92: "share.version", 68: "group.version", 69: "group.version",
+               88: "streams.version", 89: "streams.version"}
 _UNSUPPORTED_MESSAGE = "The version of API is not supported."
 
 
 def _refusal(api_key: int, req: Any) -> dict[str, Any]:
     code = E.unsupported_version
+    if api_key == 89:
+        return {"throttle_time": 0, "groups": [
+            {"group_id": g, "error_code": code, "error_message": None, "group_state": "",
+             "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": (),
+             "authorized_operations": -2147483648} for g in req.group_ids]}
+    if api_key == 88:
+        return {"throttle_time": 0, "error_code": code, "error_message": None,
+                "member_id": "", "member_epoch": 0, "heartbeat_interval": 0,
+                "acceptable_recovery_lag": 0, "task_offset_interval": 0,
+                "endpoint_information_epoch": 0}
     if api_key in (69, 77):
         return {"throttle_time": 0, "groups": [
             {"group_id": g, "error_code": code, "error_message": None, "members": ()}

@@ -86,6 +86,31 @@ SHARE_GROUP: tuple[S, ...] = (
     S("group.share.max.share.sessions", INT, "2000", "Share sessions cached by the broker."),
 )
 
+STREAMS_GROUP: tuple[S, ...] = (
+    S("group.streams.session.timeout.ms", INT, "45000",
+      "Streams-group session timeout (KIP-1071)."),
+    S("group.streams.min.session.timeout.ms", INT, "45000",
+      "Smallest streams.session.timeout.ms a group may set."),
+    S("group.streams.max.session.timeout.ms", INT, "60000",
+      "Largest streams.session.timeout.ms a group may set."),
+    S("group.streams.heartbeat.interval.ms", INT, "5000", "Streams-group heartbeat interval."),
+    S("group.streams.min.heartbeat.interval.ms", INT, "5000",
+      "Smallest streams.heartbeat.interval.ms a group may set."),
+    S("group.streams.max.heartbeat.interval.ms", INT, "15000",
+      "Largest streams.heartbeat.interval.ms a group may set."),
+    S("group.streams.max.size", INT, INT_MAX, "Most members of a streams group."),
+    S("group.streams.num.standby.replicas", INT, "0",
+      "Standby replicas of each stateful task of a streams group."),
+    S("group.streams.max.standby.replicas", INT, "2",
+      "Largest streams.num.standby.replicas a group may set."),
+    S("group.streams.initial.rebalance.delay.ms", INT, "3000",
+      "A new streams group waits this long for more members before its first assignment."),
+    S("group.streams.acceptable.recovery.lag", LONG, "10000",
+      "Changelog records a warm-up task may lag and still count as caught up."),
+    S("group.streams.task.offset.interval.ms", INT, "60000",
+      "How often streams-group members report their task offsets."),
+)
+
 TRANSACTIONS: tuple[S, ...] = (
     S("transaction.state.log.num.partitions", INT, "50", "Partitions of __transaction_state."),
     S("transaction.state.log.segment.bytes", INT, "104857600",
@@ -153,5 +178,5 @@ SHARED_LOG: tuple[S, ...] = (
       "Shared log: an orphan object is deleted once older than this."),
 )
 
-ALL: tuple[S, ...] = (*COORDINATORS, *GROUP, *SHARE_GROUP, *TRANSACTIONS,
+ALL: tuple[S, ...] = (*COORDINATORS, *GROUP, *SHARE_GROUP, *STREAMS_GROUP, *TRANSACTIONS,
                       *SHARE_COORDINATOR, *SHARED_LOG)

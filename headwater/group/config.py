@@ -29,6 +29,10 @@ class GroupConfig:
     share_heartbeat_interval_ms: int = 5000
     share_assignment_interval_ms: int = 1000
     share_max_size: int = 200
+    streams_session_timeout_ms: int = 45000
+    streams_heartbeat_interval_ms: int = 5000
+    streams_num_standby_replicas: int = 0
+    streams_max_size: int = 2147483647
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> GroupConfig:
@@ -56,4 +60,8 @@ class GroupConfig:
             share_heartbeat_interval_ms=int(share("group.share.heartbeat.interval.ms")),
             share_assignment_interval_ms=int(share("group.share.assignment.interval.ms")),
             share_max_size=int(share("group.share.max.size")),
+            streams_session_timeout_ms=int(get("group.streams.session.timeout.ms")),
+            streams_heartbeat_interval_ms=int(get("group.streams.heartbeat.interval.ms")),
+            streams_num_standby_replicas=int(get("group.streams.num.standby.replicas")),
+            streams_max_size=int(get("group.streams.max.size")),
         )

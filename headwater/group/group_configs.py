@@ -36,14 +36,20 @@ class GroupConfigKey:
     valid: tuple[str, ...] = ()  # ConfigDef's ValidString
 
 
+# Group keys bounded otherwise than by `group.<kind>.min/max.<rest>` (GroupConfig.java);
+# a bound of "" is none (at_least holds).
+_BOUNDS = {"streams.num.standby.replicas": ("", "group.streams.max.standby.replicas"),
+           "streams.initial.rebalance.delay.ms": ("", "")}
+
+
 def _key(setting: Setting) -> GroupConfigKey:
     """A group key of the registry (config_registry/resource_keys.py); one with a broker
     synonym is bounded by the broker's `group.<kind>.min.<rest>` / `.max.<rest>`."""
     prefix, _, rest = setting.name.partition(".")
-    bounds = None
-    if setting.synonym is not None:
+    bounds = _BOUNDS.get(setting.name)
+    if bounds is None and setting.synonym is not None:
         bounds = (f"group.{prefix}.min.{rest}", f"group.{prefix}.max.{rest}")
-        assert all(registry.lookup(k) is not None for k in bounds), bounds
+        assert all(not k or registry.lookup(k) is not None for k in bounds), bounds
     return GroupConfigKey(setting.name, setting.type, setting.default or "", setting.synonym,
                           setting.at_least, bounds, setting.valid)
 
@@ -141,10 +147,11 @@ def validate(overrides: Mapping[str, str | None], config: BrokerConfig) -> None:
         low_key, high_key = key.bounds
         value = values[name]
         assert isinstance(value, int)
-        low, high = int(broker_value(config, low_key)), int(broker_value(config, high_key))
+        low = int(broker_value(config, low_key)) if low_key else key.at_least or 0
+        high = int(broker_value(config, high_key)) if high_key else 2**31 - 1
         if not low <= value <= high:  # Kafka 4.4's message (4.3 named the broker keys)
             raise GroupConfigError(f"{name} must be in the range {low} to {high} inclusive.")
-    for kind in ("consumer", "share"):
+    for kind in ("consumer", "share", "streams"):
         session, heartbeat = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"
         if (session in given or heartbeat in given) \
                 and int(values[session]) <= int(values[heartbeat]):

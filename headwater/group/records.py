@@ -26,8 +26,20 @@ SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = 13
 SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
 SHARE_GROUP_STATE_PARTITION_METADATA = 15
 SHARE_TYPES = frozenset(range(10, 16))
+# KIP-1071 streams groups (type 18, StreamsGroupPartitionMetadata, is gone since 4.1).
+STREAMS_GROUP_METADATA = 17
+STREAMS_GROUP_MEMBER_METADATA = 19
+STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA = 20
+STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER = 21
+STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT = 22
+STREAMS_GROUP_TOPOLOGY = 23
+STREAMS_TYPES = frozenset({17, 19, 20, 21, 22, 23})
 
 TOPIC_PARTITIONS = (("topic_id", "uuid"), ("partitions", "[int32]"))
+KEY_VALUE = (("key", "string"), ("value", "string"))
+TASK_IDS = (("subtopology_id", "string"), ("partitions", "[int32]"))
+STREAMS_TOPIC_INFO = (("name", "string"), ("partitions", "int32"),
+                      ("replication_factor", "int16"), ("topic_configs", KEY_VALUE))
 TOPIC_INFO = (("topic_id", "uuid"), ("topic_name", "string"), ("partitions", "[int32]"))
 GROUP_KEY = (("group_id", "string"),)
 MEMBER_KEY = (("group_id", "string"), ("member_id", "string"))
@@ -84,6 +96,43 @@ TYPES = [
                               ("initialized_topics", TOPIC_INFO),
                               ("deleting_topics", (("topic_id", "uuid"),
                                                    ("topic_name", "string"))))),
+    # Streams groups: Kafka 4.4's fields in its order (SCHEMAS of the generated classes);
+    # its tagged fields are plain fields here, after the others.
+    RecordType(STREAMS_GROUP_METADATA, "StreamsGroupMetadata", GROUP_KEY,
+               0, (("epoch", "int32"), ("metadata_hash", "int64"),
+                   ("validated_topology_epoch", "int32"),
+                   ("last_assignment_configs", KEY_VALUE))),
+    RecordType(STREAMS_GROUP_MEMBER_METADATA, "StreamsGroupMemberMetadata", MEMBER_KEY,
+               0, (("instance_id", "nstring"), ("rack_id", "nstring"),
+                   ("client_id", "string"), ("client_host", "string"),
+                   ("rebalance_timeout_ms", "int32"), ("topology_epoch", "int32"),
+                   ("process_id", "string"),
+                   ("user_endpoint", (("host", "string"), ("port", "uint16"))),
+                   ("client_tags", KEY_VALUE))),
+    RecordType(STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA, "StreamsGroupTargetAssignmentMetadata",
+               GROUP_KEY, 0, (("assignment_epoch", "int32"),)),
+    RecordType(STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER, "StreamsGroupTargetAssignmentMember",
+               MEMBER_KEY, 0, (("active_tasks", TASK_IDS), ("standby_tasks", TASK_IDS),
+                               ("warmup_tasks", TASK_IDS))),
+    RecordType(STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT, "StreamsGroupCurrentMemberAssignment",
+               MEMBER_KEY, 0, (("member_epoch", "int32"), ("previous_member_epoch", "int32"),
+                               ("state", "int8"), ("active_tasks", TASK_IDS),
+                               ("standby_tasks", TASK_IDS), ("warmup_tasks", TASK_IDS),
+                               ("active_tasks_pending_revocation", TASK_IDS),
+                               ("standby_tasks_pending_revocation", TASK_IDS),
+                               ("warmup_tasks_pending_revocation", TASK_IDS))),
+    RecordType(STREAMS_GROUP_TOPOLOGY, "StreamsGroupTopology", GROUP_KEY,
+               0, (("epoch", "int32"),
+                   ("subtopologies", (("subtopology_id", "string"),
+                                      ("source_topics", "[string]"),
+                                      ("source_topic_regex", "[string]"),
+                                      ("state_changelog_topics", STREAMS_TOPIC_INFO),
+                                      ("repartition_sink_topics", "[string]"),
+                                      ("repartition_source_topics", STREAMS_TOPIC_INFO),
+                                      ("copartition_groups",
+                                       (("source_topics", "[int32]"),
+                                        ("source_topic_regex", "[int32]"),
+                                        ("repartition_source_topics", "[int32]"))))))),
 ]
 
 CODEC = RecordCodec(TYPES)

@@ -1,8 +1,9 @@
 """One group-coordinator shard: the state of the groups hashed to one partition of
 `__consumer_offsets`, rebuilt by replaying that partition.
 
-The shard composes four managers over one `groups` map: offsets (Kafka's inbuilt offset management design),
-classic groups (JoinGroup/SyncGroup), KIP-848 consumer groups and KIP-932 share groups. `replay` is the
+The shard composes five managers over one `groups` map: offsets (Kafka's inbuilt offset management design),
+classic groups (JoinGroup/SyncGroup), KIP-848 consumer groups, KIP-932 share groups and
+KIP-1071 streams groups. `replay` is the
 only method that changes state; operations return records (see coordinator.runtime).
 """
 
@@ -21,6 +22,7 @@ from .config import GroupConfig
 from .consumer.operations import ConsumerGroupManager
 from .offsets import OffsetManager
 from .share.operations import ShareGroupManager
+from .streams.operations import StreamsGroupManager
 
 if TYPE_CHECKING:
     from ..metadata.image import MetadataImage
@@ -45,6 +47,7 @@ class GroupShard:
         self.classic = ClassicGroupManager(self)
         self.consumer = ConsumerGroupManager(self)
         self.share = ShareGroupManager(self, share_member_removed)
+        self.streams = StreamsGroupManager(self)
 
     # ---- replay (the only state change) --------------------------------------------
     def replay(self, offset: int, producer_id: int, producer_epoch: int,
@@ -56,6 +59,8 @@ class GroupShard:
             self.classic.replay(record)
         elif t in R.SHARE_TYPES:
             self.share.replay(record)
+        elif t in R.STREAMS_TYPES:
+            self.streams.replay(record)
         else:
             self.consumer.replay(record)
 
@@ -74,6 +79,7 @@ class GroupShard:
         self.classic.on_loaded(now_ms)
         self.consumer.on_loaded(now_ms)
         self.share.on_loaded(now_ms)
+        self.streams.on_loaded(now_ms)
         self._schedule_expiry()
 
     def on_metadata_update(self, image: MetadataImage, now_ms: int) -> Result:

@@ -19,15 +19,16 @@ from .records import METADATA_VERSION
 # 4.4's default) adds the share groups' dead-letter topics (KIP-1191): below it a group's
 # errors.deadletterqueue.topic.name is ignored (records are archived), as Kafka's
 # SharePartition.isDLQEnabledForGroup does.
-# eligible.leader.replicas.version and streams.version (finalized by Kafka 4.4) are not
-# supported: one node has no ELR to keep, and headwater has no streams groups.
+# streams.version 1 (KIP-1071 streams groups, finalized by default since Kafka 4.2): the
+# StreamsGroupHeartbeat/Describe APIs are refused below it. eligible.leader.replicas.version
+# (finalized by Kafka 4.4) is not supported: one node has no ELR to keep.
 SUPPORTED_FEATURES = {"metadata.version": (7, METADATA_VERSION), "kraft.version": (0, 0),
                       "group.version": (0, 1), "transaction.version": (0, 2),
-                      "share.version": (0, 2)}
+                      "share.version": (0, 2), "streams.version": (0, 1)}
 # The levels of a cluster that has no FeatureLevelRecord for a feature (a new metadata log
 # holds only metadata.version; UpdateFeatures writes the others, level 0 included).
 FINALIZED_FEATURES = {"metadata.version": METADATA_VERSION, "group.version": 1, "share.version": 2,
-                      "transaction.version": 2}
+                      "transaction.version": 2, "streams.version": 1}
 
 
 def finalized_features(image: MetadataImage) -> dict[str, int]:

@@ -82,7 +82,8 @@ def test_finalized_levels_default_and_disabled_features_survive_a_snapshot():
     image = image.apply([R.FeatureLevelRecord("group.version", 0),
                          R.FeatureLevelRecord("share.version", 1)], 2)
     assert finalized_features(image) == {"metadata.version": R.METADATA_VERSION,
-                                         "share.version": 1, "transaction.version": 2}
+                                         "share.version": 1, "transaction.version": 2,
+                                         "streams.version": 1}
     assert feature_level(image, "group.version") == 0
     restored = MetadataImage().apply(snapshot.image_records(image), 2)
     assert finalized_features(restored) == finalized_features(image)

@@ -31,6 +31,8 @@ GROUP: tuple[Setting, ...] = (
            "This streams group's heartbeat interval.", at_least=1),
     _group("streams.num.standby.replicas", INT, "group.streams.num.standby.replicas",
            "Standby replicas of each stateful task of this streams group.", at_least=0),
+    _group("streams.assignment.interval.ms", INT, "group.streams.assignment.interval.ms",
+           "Least time between two runs of this streams group's assignor.", at_least=0),
     _group("streams.initial.rebalance.delay.ms", INT,
            "group.streams.initial.rebalance.delay.ms",
            "How long this new streams group waits for more members.", at_least=0),

@@ -33,6 +33,8 @@ class GroupConfig:
     streams_heartbeat_interval_ms: int = 5000
     streams_num_standby_replicas: int = 0
     streams_max_size: int = 2147483647
+    streams_initial_rebalance_delay_ms: int = 3000
+    streams_assignment_interval_ms: int = 1000
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> GroupConfig:
@@ -64,4 +66,7 @@ class GroupConfig:
             streams_heartbeat_interval_ms=int(get("group.streams.heartbeat.interval.ms")),
             streams_num_standby_replicas=int(get("group.streams.num.standby.replicas")),
             streams_max_size=int(get("group.streams.max.size")),
+            streams_initial_rebalance_delay_ms=int(
+                get("group.streams.initial.rebalance.delay.ms")),
+            streams_assignment_interval_ms=int(get("group.streams.assignment.interval.ms")),
         )

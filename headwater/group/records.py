@@ -110,7 +110,7 @@ TYPES = [
                    ("user_endpoint", (("host", "string"), ("port", "uint16"))),
                    ("client_tags", KEY_VALUE))),
     RecordType(STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA, "StreamsGroupTargetAssignmentMetadata",
-               GROUP_KEY, 0, (("assignment_epoch", "int32"),)),
+               GROUP_KEY, 0, (("assignment_epoch", "int32"), ("assignment_timestamp", "int64"))),
     RecordType(STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER, "StreamsGroupTargetAssignmentMember",
                MEMBER_KEY, 0, (("active_tasks", TASK_IDS), ("standby_tasks", TASK_IDS),
                                ("warmup_tasks", TASK_IDS))),

@@ -118,9 +118,10 @@ def member_metadata_record(group_id: str, member: StreamsGroupMember) -> Coordin
                     member.metadata())
 
 
-def target_metadata_record(group_id: str, epoch: int) -> CoordinatorRecord:
+def target_metadata_record(group_id: str, epoch: int, timestamp_ms: int) -> CoordinatorRecord:
+    """Record 20: the target's epoch and when the assignor ran (0: it did not)."""
     return R.record(R.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA, _key(group_id),
-                    {"assignment_epoch": epoch})
+                    {"assignment_epoch": epoch, "assignment_timestamp": timestamp_ms})
 
 
 def target_member_record(group_id: str, member_id: str, target: TasksTuple
@@ -159,11 +160,14 @@ class StreamsGroup:
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
+        # A new group is at epoch 1 with a target at epoch 1 (Kafka 4.4's initial target
+        # metadata): its first member, answered before any assignment, gets epoch 1.
+        self.group_epoch = 1
         self.metadata_hash = 0
         self.validated_topology_epoch = -1
         self.last_assignment_configs: dict[str, str] = {}
-        self.assignment_epoch = 0
+        self.assignment_epoch = 1
+        self.assignment_timestamp = 0
         self.members: dict[str, StreamsGroupMember] = {}
         self.target: dict[str, TasksTuple] = {}
         self.topology: Topology | None = None
@@ -185,6 +189,7 @@ class StreamsGroup:
                                             for c in value["last_assignment_configs"]}
         elif t == R.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA:
             self.assignment_epoch = -1 if value is None else value["assignment_epoch"]
+            self.assignment_timestamp = 0 if value is None else value["assignment_timestamp"]
         elif t == R.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER:
             if value is None:
                 self.target.pop(key["member_id"], None)
@@ -271,11 +276,18 @@ class StreamsGroup:
     def validate_offset_commit(self, member_id: str, instance_id: str | None,
                                generation_or_epoch: int, api_version: int,
                                transactional: bool = False) -> int:
-        if not member_id and generation_or_epoch < 0:
+        """Kafka 4.4's StreamsGroup.validateOffsetCommit, with the member epoch checked
+        exactly (Kafka also accepts an older epoch for a task still assigned since it)."""
+        if generation_or_epoch < 0 and not self.members:
             return E.none  # an admin / simple commit (e.g. the reset tool)
+        if transactional and generation_or_epoch == -1 and not member_id \
+                and instance_id is None:
+            return E.none
         member = self.members.get(member_id)
         if member is None:
             return E.unknown_member_id
+        if not transactional and api_version < 9:
+            return E.unsupported_version  # member epochs need OffsetCommit v9+
         if generation_or_epoch != member.member_epoch:
             return E.stale_member_epoch
         return E.none
@@ -303,7 +315,9 @@ class StreamsGroup:
 
     def tombstones(self) -> list[CoordinatorRecord]:
         """Records deleting the group, in Kafka's order: current assignments, target
-        members, target metadata, member metadata, topology, group metadata last."""
+        members, target metadata, member metadata, group metadata, topology last (replay
+        removes the group at the group metadata tombstone; the topology's is then a no-op
+        kept for compaction)."""
         g = self.group_id
         ids = sorted(self.members)
         return ([tombstone(R.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT, g, m) for m in ids]
@@ -311,8 +325,8 @@ class StreamsGroup:
                    for m in sorted(set(self.target) | set(ids))]
                 + [tombstone(R.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA, g)]
                 + [tombstone(R.STREAMS_GROUP_MEMBER_METADATA, g, m) for m in ids]
-                + [tombstone(R.STREAMS_GROUP_TOPOLOGY, g)]
-                + [tombstone(R.STREAMS_GROUP_METADATA, g)])
+                + [tombstone(R.STREAMS_GROUP_METADATA, g)]
+                + [tombstone(R.STREAMS_GROUP_TOPOLOGY, g)])
 
     def describe(self) -> dict[str, Any]:
         """DescribeGroups (15) entry: Kafka answers a streams group as "not a classic
@@ -359,7 +373,8 @@ class StreamsGroup:
         """Everything replay builds, for comparing a live group with a replayed one."""
         return (self.group_id, self.group_epoch, self.metadata_hash,
                 self.validated_topology_epoch, dict(sorted(self.last_assignment_configs.items())),
-                self.assignment_epoch, dict(sorted(self.members.items())),
+                self.assignment_epoch, self.assignment_timestamp,
+                dict(sorted(self.members.items())),
                 dict(sorted(self.target.items())), self.topology)
 
 

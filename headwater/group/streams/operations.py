@@ -55,6 +55,7 @@ from ..modern.operations import (
 )
 from . import assignor
 from .configured import (
+    ASSIGNMENT_DELAYED,
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
     ConfiguredTopology,
@@ -83,6 +84,8 @@ if TYPE_CHECKING:
     from ..shard import GroupShard
 
 STATIC_LEAVE_EPOCH = -2
+_INITIAL = "Assignment delayed due to the configured initial rebalance delay."
+_INTERVAL = "Assignment delayed due to the configured assignment interval."
 log = logging.getLogger("headwater.group.streams")
 
 
@@ -145,6 +148,8 @@ class StreamsGroupManager:
         # Per group, bumped whenever a member with an endpoint changes tasks (not
         # persisted, as in Kafka): clients re-read the endpoints when theirs differs.
         self.endpoint_epochs: dict[str, int] = {}
+        # Groups whose first assignment waits for the initial rebalance delay -> due (ms).
+        self._initial_due: dict[str, int] = {}
 
     # ---- configs -------------------------------------------------------------------
     def _group_config(self, group_id: str, key: str, default: int) -> int:
@@ -200,8 +205,10 @@ class StreamsGroupManager:
     def on_loaded(self, now_ms: int) -> None:
         """Members keep their epochs across a restart but must heartbeat in time."""
         for group in self.groups():
-            for member_id in group.members:
+            for member_id, member in group.members.items():
                 self.arm_session(group.group_id, member_id)
+                if member.state == UNREVOKED_TASKS:
+                    self._arm_rebalance(group.group_id, member)
 
     # ---- StreamsGroupHeartbeat -----------------------------------------------------
     def heartbeat(self, req: StreamsHeartbeatRequest, now_ms: int) -> Result:
@@ -337,13 +344,19 @@ class StreamsGroupManager:
             _check_tasks(configured.tasks, req.owned)
         group_epoch = self._group_epoch(group, topology, configured, image, bump, records)
 
-        # 3. The target assignment (records 21, then 20).
+        # 3. The target assignment (records 21, then 20), unless it waits.
         everyone = dict(group.members)
         everyone[updated.member_id] = updated
+        if not group.members:
+            self._delay_initial(g, now_ms)
         targets = dict(group.target)
         target_epoch = group.assignment_epoch
-        if group_epoch > group.assignment_epoch:
-            targets = self._assign(group, everyone.values(), configured, records, group_epoch)
+        delayed = self._delayed(group, group_epoch, now_ms)
+        if delayed is not None and delayed.startswith(_INITIAL):
+            targets = {}
+        elif delayed is None and group_epoch > group.assignment_epoch:
+            targets = self._assign(group, everyone.values(), configured, records, group_epoch,
+                                   now_ms)
             target_epoch = group_epoch
 
         # 4. Reconcile (record 22), then the timers (the heartbeat can no longer fail).
@@ -369,7 +382,7 @@ class StreamsGroupManager:
         return Result(records, StreamsHeartbeatResponse(
             member_id=updated.member_id, member_epoch=current.member_epoch,
             heartbeat_interval_ms=self.heartbeat_interval_ms(g),
-            status=_status(group, current, topology, configured),
+            status=_status(group, current, topology, configured, delayed),
             assignment=current.assigned if joining or changed else None,
             endpoint_information_epoch=endpoint_epoch,
             endpoints=(_endpoints(everyone.values(), current, topology, image)
@@ -393,6 +406,45 @@ class StreamsGroupManager:
         records.append(group_epoch_record(g, group.group_epoch + 1, metadata_hash, validated,
                                           configs))
         return group.group_epoch + 1
+    def _delay_initial(self, group_id: str, now_ms: int) -> None:
+        """A heartbeat to an empty group: its first assignment waits
+        `streams.initial.rebalance.delay.ms` for the application's other instances."""
+        delay = self._group_config(group_id, "streams.initial.rebalance.delay.ms",
+                                   self.shard.config.streams_initial_rebalance_delay_ms)
+        if delay <= 0 or group_id in self._initial_due:
+            return
+        self._initial_due[group_id] = now_ms + delay
+        self.shard.timer.schedule(f"initial-rebalance-timeout-{group_id}", delay,
+                                  lambda now: self._delayed_assignment(group_id, now))
+
+    def _delayed(self, group: StreamsGroup, group_epoch: int, now_ms: int) -> str | None:
+        """Why the target assignment waits (ASSIGNMENT_DELAYED's detail), or None: the
+        initial delay (nobody gets tasks yet), or the assignment interval since the
+        assignor last ran (the current target stands)."""
+        if group.group_id in self._initial_due:
+            return _INITIAL
+        interval = self._group_config(group.group_id, "streams.assignment.interval.ms",
+                                      self.shard.config.streams_assignment_interval_ms)
+        if (group_epoch > group.assignment_epoch and group.assignment_timestamp
+                and interval and now_ms < group.assignment_timestamp + interval):
+            return _INTERVAL
+        return None
+
+    def _delayed_assignment(self, group_id: str, now_ms: int) -> Result:
+        """Timer operation: the first target assignment, once the initial delay is over
+        (members take it at their next heartbeat)."""
+        self._initial_due.pop(group_id, None)
+        group = self.group(group_id)
+        if group is None or not group.members or group.group_epoch <= group.assignment_epoch \
+                or group.topology is None:
+            return Result([])
+        configured = group.configured(self.shard.image())
+        assert configured is not None
+        records: list[CoordinatorRecord] = []
+        self._assign(group, group.members.values(), configured, records, group.group_epoch,
+                     now_ms)
+        return Result(records)
+
     def _topology(self, group: StreamsGroup, req: StreamsHeartbeatRequest,
                   records: list[CoordinatorRecord]) -> Topology:
         """The group's topology after this heartbeat (Kafka's maybeUpdateTopology)."""
@@ -414,7 +466,7 @@ class StreamsGroupManager:
 
     def _assign(self, group: StreamsGroup, members: Iterable[StreamsGroupMember],
                 configured: ConfiguredTopology, records: list[CoordinatorRecord],
-                epoch: int) -> dict[str, TasksTuple]:
+                epoch: int, now_ms: int) -> dict[str, TasksTuple]:
         """The target assignment at `epoch` (records 21 of members whose target changed,
         then 20): the sticky assignor's when the topology is ready, else nothing."""
         g = group.group_id
@@ -436,7 +488,7 @@ class StreamsGroupManager:
         for member_id in sorted(targets):
             if group.target.get(member_id) != targets[member_id] or member_id not in group.target:
                 records.append(target_member_record(g, member_id, targets[member_id]))
-        records.append(target_metadata_record(g, epoch))
+        records.append(target_metadata_record(g, epoch, now_ms))
         return targets
 
     # ---- leaving and fencing -------------------------------------------------------
@@ -462,6 +514,8 @@ class StreamsGroupManager:
         records.append(group_epoch_record(g, group.group_epoch + 1, group.metadata_hash,
                                           group.validated_topology_epoch,
                                           group.last_assignment_configs))
+        if group.members.keys() == {mid}:  # the empty group's target is current
+            records.append(target_metadata_record(g, group.group_epoch + 1, 0))
         if group.shutdown_requested_by == mid:
             group.shutdown_requested_by = None
         self.cancel_timers(g, mid)
@@ -539,11 +593,18 @@ def _reconciled(member: StreamsGroupMember, everyone: Mapping[str, StreamsGroupM
     held = holders(m for mid, m in everyone.items() if mid != member.member_id)
     process_of = {mid: m.process_id for mid, m in everyone.items()}
 
-    def blocked(kind: str, sid: str, p: int) -> bool:
-        if kind == "active":
-            return bool(held.get(("active", sid, p)))
+    def on_process(kind: str, sid: str, p: int) -> bool:
         return any(process_of.get(mid) == member.process_id
-                   for k in KINDS for mid in held.get((k, sid, p), ()))
+                   for mid in held.get((kind, sid, p), ()))
+
+    def blocked(kind: str, sid: str, p: int) -> bool:
+        """Kafka 4.4's unreleased tasks: an active task while any member holds it as
+        active, or another member of this process as standby or warm-up; a standby or
+        warm-up task while another member of this process holds it in any role."""
+        if kind == "active":
+            return bool(held.get(("active", sid, p))) or on_process("standby", sid, p) \
+                or on_process("warmup", sid, p)
+        return any(on_process(k, sid, p) for k in KINDS)
 
     try:
         return reconcile(member, target_epoch, target, owned, blocked)
@@ -552,12 +613,15 @@ def _reconciled(member: StreamsGroupMember, everyone: Mapping[str, StreamsGroupM
 
 
 def _status(group: StreamsGroup, member: StreamsGroupMember, topology: Topology,
-            configured: ConfiguredTopology) -> tuple[tuple[int, str], ...]:
+            configured: ConfiguredTopology, delayed: str | None
+            ) -> tuple[tuple[int, str], ...]:
     """The heartbeat's statuses, in Kafka's order."""
     status: list[tuple[int, str]] = []
     if member.topology_epoch < topology.epoch:
         status.append((STALE_TOPOLOGY, f"The member's topology epoch {member.topology_epoch} "
                        f"is behind the group's topology epoch {topology.epoch}."))
+    if delayed is not None:
+        status.append((ASSIGNMENT_DELAYED, delayed))
     if configured.status is not None:
         status.append(configured.status)
     if group.shutdown_requested_by is not None:

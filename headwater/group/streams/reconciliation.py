@@ -70,6 +70,12 @@ def _next(member: StreamsGroupMember, epoch: int, target_epoch: int, target: Tas
         have, wanted = getattr(member.assigned, kind), getattr(target, kind)
         keep[kind] = intersect(have, wanted)
         revoke[kind] = minus(have, wanted)
+        if kind != "active":
+            # A standby or warm-up copy about to become this member's active task is kept
+            # (its state stays warm) until the active task is granted (Kafka 4.4).
+            promoted = intersect(revoke[kind], target.active)
+            keep[kind] = union(keep[kind], promoted)
+            revoke[kind] = minus(revoke[kind], promoted)
         free: dict[str, set[int]] = {}
         for sid, parts in minus(wanted, have).items():
             for p in parts:
@@ -82,7 +88,13 @@ def _next(member: StreamsGroupMember, epoch: int, target_epoch: int, target: Tas
     if not to_revoke.is_empty() and _owns_any(owned, to_revoke):
         return _moved(member, member.member_epoch, UNREVOKED_TASKS,
                       TasksTuple(keep["active"], keep["standby"], keep["warmup"]), to_revoke)
-    assigned = TasksTuple(*(union(keep[k], add[k]) for k in KINDS))
+    active = union(keep["active"], add["active"])
+
+    def settled(kind: str) -> Tasks:
+        """A promoted copy goes once its task is active here."""
+        return minus(union(keep[kind], add[kind]), minus(active, getattr(target, kind)))
+
+    assigned = TasksTuple(active, settled("standby"), settled("warmup"))
     return _moved(member, target_epoch, UNRELEASED_TASKS if unreleased else STABLE, assigned,
                   TasksTuple())
 

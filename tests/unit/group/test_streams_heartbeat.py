@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode as E
 
 from headwater.group import records as R
 from headwater.group.streams.configured import (
+    ASSIGNMENT_DELAYED,
     MISSING_INTERNAL_TOPICS,
     MISSING_SOURCE_TOPICS,
     STALE_TOPOLOGY,
@@ -37,7 +38,9 @@ NONE = TasksTuple()
 
 class StreamsStory(GroupContext):
     def __init__(self, topics: dict[str, int] | None = None, **config: str) -> None:
+        # The stories assign at once; the waits have their own tests below.
         config.setdefault("group.streams.initial.rebalance.delay.ms", "0")
+        config.setdefault("group.streams.assignment.interval.ms", "0")
         super().__init__(topics, **config)
 
     def hb(self, member: str, epoch: int, topology: Topology | None = None,
@@ -78,7 +81,8 @@ def everything(resp: Any) -> TasksTuple:
 def test_the_first_member_initialises_the_topology_and_the_broker_is_asked_for_its_topics() -> None:
     ctx = StreamsStory({"input": 4})
     resp = ctx.hb("m1", 0)
-    assert (resp.error_code, resp.member_id, resp.member_epoch) == (0, "m1", 1)
+    # A new group is at epoch 1: the first member's join makes it 2.
+    assert (resp.error_code, resp.member_id, resp.member_epoch) == (0, "m1", 2)
     # Records 19, 23, 17, 21, 20, 22: member, topology, epoch, target, target epoch, current.
     assert ctx.types() == [(19, False), (23, False), (17, False), (21, False), (20, False),
                            (22, False)]
@@ -94,16 +98,16 @@ def test_once_the_internal_topics_exist_the_member_gets_every_task() -> None:
     ctx = StreamsStory({"input": 4})
     ctx.hb("m1", 0)
     ctx.set_topics({"input": 4, REPARTITION: 4, CHANGELOG: 4})
-    resp = ctx.hb("m1", 1)
+    resp = ctx.hb("m1", 2)
     assert resp.error_code == 0 and resp.status == ()
-    assert resp.member_epoch == 2
+    assert resp.member_epoch == 3
     tasks = everything(resp)
     assert dict(tasks.active) == {"0": frozenset(range(4)), "1": frozenset(range(4))}
     assert ctx.group().state_name() == "Stable"
     assert ctx.group().validated_topology_epoch == 0
     # A plain heartbeat then: no records, no tasks (unchanged).
-    again = ctx.hb("m1", 2)
-    assert (again.error_code, again.member_epoch, again.assignment) == (0, 2, None)
+    again = ctx.hb("m1", 3)
+    assert (again.error_code, again.member_epoch, again.assignment) == (0, 3, None)
     assert ctx.last_records == []
     ctx.assert_replay_matches()
 
@@ -125,23 +129,23 @@ def test_a_second_member_gets_tasks_only_after_the_first_revokes_them() -> None:
     first = everything(ctx.hb("m1", 0))
     assert sum(len(p) for p in first.active.values()) == 8
     second = ctx.hb("m2", 0)
-    assert second.member_epoch == 2
+    assert second.member_epoch == 3
     # m2's target half is still m1's: it waits (nothing given yet).
     assert everything(second).active == {} or sum(
         len(p) for p in everything(second).active.values()) == 0
     # m1 heartbeats: it must revoke, keeps its epoch.
-    revoke = ctx.hb("m1", 1, owned=first)
-    assert revoke.member_epoch == 1
+    revoke = ctx.hb("m1", 2, owned=first)
+    assert revoke.member_epoch == 2
     kept = everything(revoke)
     assert sum(len(p) for p in kept.active.values()) == 4
     assert ctx.group().members["m1"].state == UNREVOKED_TASKS
     assert ctx.group().state_name() == "Reconciling"
     # m1 reports it let them go: it moves to epoch 2.
-    done = ctx.hb("m1", 1, owned=kept)
-    assert done.member_epoch == 2
+    done = ctx.hb("m1", 2, owned=kept)
+    assert done.member_epoch == 3
     assert ctx.group().members["m1"].state == STABLE
     # m2 now gets the released half.
-    got = ctx.hb("m2", 2, owned=NONE)
+    got = ctx.hb("m2", 3, owned=NONE)
     assert sum(len(p) for p in everything(got).active.values()) == 4
     union = {(s, p) for t in (kept, everything(got)) for s, ps in t.active.items() for p in ps}
     assert len(union) == 8
@@ -154,7 +158,8 @@ def test_leaving_tombstones_the_member_and_bumps_the_epoch() -> None:
     ctx.hb("m1", 0)
     resp = ctx.hb("m1", -1)
     assert (resp.error_code, resp.member_epoch) == (0, -1)
-    assert ctx.types() == [(22, True), (21, True), (19, True), (17, False)]
+    # The last member: the empty group's target epoch follows (record 20).
+    assert ctx.types() == [(22, True), (21, True), (19, True), (17, False), (20, False)]
     assert ctx.group().state_name() == "Empty"
     ctx.assert_replay_matches()
 
@@ -164,7 +169,7 @@ def test_the_session_timeout_fences_a_silent_member() -> None:
     ctx.hb("m1", 0)
     ctx.hb("m2", 0)
     ctx.advance(44_000)
-    ctx.hb("m1", 1, owned=None)
+    ctx.hb("m1", 2, owned=None)
     ctx.advance(2_000)
     assert "m2" not in ctx.group().members and "m1" in ctx.group().members
 
@@ -222,11 +227,11 @@ def test_tasks_the_topology_does_not_have_are_an_invalid_request() -> None:
     ctx = ready()
     ctx.hb("m1", 0)
     absurd = TasksTuple.of({"0": [1_000_000]})
-    resp = ctx.hb("m1", 1, owned=absurd)
+    resp = ctx.hb("m1", 2, owned=absurd)
     assert resp.error_code == E.invalid_request
     assert resp.error_message == ("Task 1000000 for subtopology 0 is invalid. Number of tasks "
                                   "for this subtopology: 4")
-    missing = ctx.hb("m1", 1, owned=TasksTuple.of({"9": [0]}))
+    missing = ctx.hb("m1", 2, owned=TasksTuple.of({"9": [0]}))
     assert missing.error_message == "Subtopology 9 does not exist in the topology."
 
 
@@ -251,9 +256,11 @@ def test_list_groups_and_offsets_see_a_streams_group() -> None:
     assert listed == [{"group_id": "g", "protocol_type": "streams", "group_state": "Stable",
                        "group_type": "streams"}]
     group = ctx.group()
-    assert group.validate_offset_commit("m1", None, 1, 9) == 0
-    assert group.validate_offset_commit("m1", None, 0, 9) == E.stale_member_epoch
-    assert group.validate_offset_commit("zz", None, 1, 9) == E.unknown_member_id
+    assert group.validate_offset_commit("m1", None, 2, 9) == 0
+    assert group.validate_offset_commit("m1", None, 1, 9) == E.stale_member_epoch
+    assert group.validate_offset_commit("m1", None, 2, 8) == E.unsupported_version
+    assert group.validate_offset_commit("m1", None, 2, -1, transactional=True) == 0
+    assert group.validate_offset_commit("zz", None, 2, 9) == E.unknown_member_id
     assert group.validate_delete() == E.non_empty_group
 
 
@@ -265,3 +272,34 @@ def test_the_group_is_deleted_by_its_tombstones() -> None:
     assert "g" not in ctx.shard.groups
     assert R.STREAMS_GROUP_METADATA in {r.type_id for r in ctx.last_records}
     ctx.assert_replay_matches()
+
+
+def test_the_first_assignment_waits_for_the_initial_rebalance_delay() -> None:
+    ctx = ready(**{"group.streams.initial.rebalance.delay.ms": "3000"})
+    first = ctx.hb("m1", 0)
+    assert first.status == ((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured "
+                             "initial rebalance delay."),)
+    assert everything(first).is_empty()
+    second = ctx.hb("m2", 0)
+    assert everything(second).is_empty()
+    # Members stay at the target epoch (1) meanwhile, and heartbeat with it.
+    assert (first.member_epoch, second.member_epoch) == (1, 1)
+    ctx.advance(3000)  # the timer assigns both at once
+    got = [ctx.hb(m, 1, owned=NONE) for m in ("m1", "m2")]
+    counts = [sum(len(p) for p in everything(r).active.values()) for r in got]
+    assert counts == [4, 4]
+    assert all(r.status == () for r in got)
+
+
+def test_the_assignor_runs_at_most_once_per_assignment_interval() -> None:
+    ctx = ready(**{"group.streams.assignment.interval.ms": "1000"})
+    ctx.advance(60_000)  # a clock that is not at 0 (timestamp 0 means "never assigned")
+    ctx.hb("m1", 0)
+    second = ctx.hb("m2", 0)
+    assert second.status == ((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured "
+                              "assignment interval."),)
+    assert ctx.group().assignment_epoch == 2 < ctx.group().group_epoch
+    ctx.advance(1000)
+    later = ctx.hb("m2", 2, owned=NONE)
+    assert later.status == ()
+    assert ctx.group().assignment_epoch == ctx.group().group_epoch

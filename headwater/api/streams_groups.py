@@ -74,7 +74,7 @@ def to_request(ctx: RequestContext, req: Any) -> StreamsHeartbeatRequest:
         group_id=req.group_id, member_id=req.member_id, member_epoch=int(req.member_epoch),
         endpoint_information_epoch=int(req.endpoint_information_epoch),
         instance_id=req.instance_id, rack_id=req.rack_id,
-        rebalance_timeout_ms=_millis(req.rebalance_timeout_ms), topology=topology,
+        rebalance_timeout_ms=_millis(req.rebalance_timeout), topology=topology,
         sent_tasks=(active, standby, warmup), process_id=req.process_id,
         user_endpoint=(endpoint.host, int(endpoint.port)) if endpoint is not None else None,
         client_tags=tuple((t.key, t.value) for t in tags) if tags is not None else None,

@@ -7,7 +7,7 @@ offsets, ListGroups, DescribeGroups and DeleteGroups treat them alike.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ..coordinator.record_codec import CoordinatorRecord
 
@@ -47,3 +47,13 @@ class Group(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """DescribeGroups entry (kio field names)."""
+
+
+@runtime_checkable
+class PartitionCommitValidated(Protocol):
+    """A group that judges some commits partition by partition (streams groups: a
+    member's older epoch is good for the tasks it held since)."""
+
+    def partition_commit_error(self, member_id: str, epoch: int, topic: str,
+                               partition: int) -> int: ...
+

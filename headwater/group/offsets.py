@@ -20,6 +20,8 @@ leaves them alone.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +30,7 @@ from kio.schema.errors import ErrorCode as E
 from ..coordinator.record_codec import CoordinatorRecord
 from ..coordinator.runtime import Result
 from . import records as R
+from .base import Group, PartitionCommitValidated
 
 if TYPE_CHECKING:
     from .shard import GroupShard
@@ -153,6 +156,8 @@ class OffsetManager:
                                                  api_version)
             if error:
                 return Result([], _all(topics, error))
+            return self._commit_records(group_id, topics, now_ms,
+                                        _partition_check(group, member_id, generation_or_epoch))
         return self._commit_records(group_id, topics, now_ms)
 
     def commit_transactional(self, group_id: str, member_id: str, instance_id: str | None,
@@ -174,16 +179,26 @@ class OffsetManager:
             if error:
                 return Result([], _all(topics, E.illegal_generation
                                        if error == E.stale_member_epoch else error))
+            check = _partition_check(group, member_id, generation)
+            if check is not None:
+                def as_txn(topic: str, partition: int) -> int:
+                    code = check(topic, partition)
+                    return E.illegal_generation if code == E.stale_member_epoch else code
+                return self._commit_records(group_id, topics, now_ms, as_txn)
         return self._commit_records(group_id, topics, now_ms)
 
     def _commit_records(self, group_id: str, topics: list[tuple[str, list[PartitionCommit]]],
-                        now_ms: int) -> Result:
+                        now_ms: int, check: Callable[[str, int], int] | None = None) -> Result:
         limit = self.shard.config.offset_metadata_max_bytes
         records = []
         response: dict[str, dict[int, int]] = {}
         for topic, parts in topics:
             codes = response.setdefault(topic, {})
             for p in parts:
+                refused = check(topic, p.partition) if check is not None else E.none
+                if refused:
+                    codes[p.partition] = refused
+                    continue
                 metadata = p.metadata or ""
                 if len(metadata.encode()) > limit:
                     codes[p.partition] = E.offset_metadata_too_large
@@ -274,6 +289,14 @@ class OffsetManager:
                     if now_ms - base >= retention:
                         records.append(R.offset_commit_tombstone(group_id, topic, p))
         return records
+
+
+def _partition_check(group: Group, member_id: str, epoch: int
+                     ) -> Callable[[str, int], int] | None:
+    """The group's per-partition judgement of this commit, if it has one."""
+    if not isinstance(group, PartitionCommitValidated):
+        return None
+    return functools.partial(group.partition_commit_error, member_id, epoch)
 
 
 def _all(topics: list[tuple[str, list[PartitionCommit]]], code: int) -> dict[str, dict[int, int]]:

@@ -38,6 +38,9 @@ STREAMS_TYPES = frozenset({17, 19, 20, 21, 22, 23})
 TOPIC_PARTITIONS = (("topic_id", "uuid"), ("partitions", "[int32]"))
 KEY_VALUE = (("key", "string"), ("value", "string"))
 TASK_IDS = (("subtopology_id", "string"), ("partitions", "[int32]"))
+# Active tasks of record 22 carry the epoch each was assigned at (Kafka 4.4's tagged
+# AssignmentEpochs, parallel to the partitions).
+ACTIVE_TASK_IDS = TASK_IDS + (("assignment_epochs", "[int32]"),)
 STREAMS_TOPIC_INFO = (("name", "string"), ("partitions", "int32"),
                       ("replication_factor", "int16"), ("topic_configs", KEY_VALUE))
 TOPIC_INFO = (("topic_id", "uuid"), ("topic_name", "string"), ("partitions", "[int32]"))
@@ -116,9 +119,9 @@ TYPES = [
                                ("warmup_tasks", TASK_IDS))),
     RecordType(STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT, "StreamsGroupCurrentMemberAssignment",
                MEMBER_KEY, 0, (("member_epoch", "int32"), ("previous_member_epoch", "int32"),
-                               ("state", "int8"), ("active_tasks", TASK_IDS),
+                               ("state", "int8"), ("active_tasks", ACTIVE_TASK_IDS),
                                ("standby_tasks", TASK_IDS), ("warmup_tasks", TASK_IDS),
-                               ("active_tasks_pending_revocation", TASK_IDS),
+                               ("active_tasks_pending_revocation", ACTIVE_TASK_IDS),
                                ("standby_tasks_pending_revocation", TASK_IDS),
                                ("warmup_tasks_pending_revocation", TASK_IDS))),
     RecordType(STREAMS_GROUP_TOPOLOGY, "StreamsGroupTopology", GROUP_KEY,

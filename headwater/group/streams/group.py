@@ -74,6 +74,10 @@ class StreamsGroupMember:
     state: int = STABLE
     assigned: TasksTuple = field(default_factory=TasksTuple)
     pending_revocation: TasksTuple = field(default_factory=TasksTuple)
+    # (subtopology, partition) -> the member epoch its active task was assigned at, for
+    # the active tasks assigned or pending revocation: a commit with an older member
+    # epoch is still good for a task held since then (Kafka 4.4).
+    active_epochs: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
     def metadata(self) -> dict[str, Any]:
         """Record 19's value; a heartbeat that changes it writes it."""
@@ -88,10 +92,16 @@ class StreamsGroupMember:
 
     def current_assignment(self) -> dict[str, Any]:
         """Record 22's value."""
-        return {"member_epoch": self.member_epoch,
-                "previous_member_epoch": self.previous_member_epoch, "state": self.state,
-                **self.assigned.record_fields(),
-                **self.pending_revocation.record_fields("_pending_revocation")}
+        value = {"member_epoch": self.member_epoch,
+                 "previous_member_epoch": self.previous_member_epoch, "state": self.state,
+                 **self.assigned.record_fields(),
+                 **self.pending_revocation.record_fields("_pending_revocation")}
+        for key in ("active_tasks", "active_tasks_pending_revocation"):
+            for entry in value[key]:
+                entry["assignment_epochs"] = [
+                    self.active_epochs.get((entry["subtopology_id"], p), self.member_epoch)
+                    for p in entry["partitions"]]
+        return value
 
     def is_reconciled_to(self, epoch: int) -> bool:
         return self.state == STABLE and self.member_epoch == epoch
@@ -221,15 +231,27 @@ class StreamsGroup:
         if value is None:
             if member_id in self.members:
                 self.members[member_id] = replace(
-                    self.members[member_id], member_epoch=-1, assigned=EMPTY_TASKS,
-                    pending_revocation=EMPTY_TASKS)
+                    self.members[member_id], member_epoch=-1, previous_member_epoch=-1,
+                    assigned=EMPTY_TASKS, pending_revocation=EMPTY_TASKS, active_epochs={})
             return
         base = self.members.get(member_id) or StreamsGroupMember(member_id)
+        epoch = value["member_epoch"]
+        epochs: dict[tuple[str, int], int] = {}
+        for key in ("active_tasks", "active_tasks_pending_revocation"):
+            for entry in value[key]:
+                parts, given = entry["partitions"], entry.get("assignment_epochs") or []
+                for i, p in enumerate(parts):
+                    # Kafka: no (or a short) epochs list means the member epoch for all.
+                    epochs[(entry["subtopology_id"], p)] = (
+                        given[i] if len(given) == len(parts) else epoch)
+        state = value["state"]
         self.members[member_id] = replace(
-            base, member_epoch=value["member_epoch"],
-            previous_member_epoch=value["previous_member_epoch"], state=value["state"],
+            base, member_epoch=epoch,
+            previous_member_epoch=value["previous_member_epoch"],
+            state=state if state in (STABLE, UNREVOKED_TASKS, UNRELEASED_TASKS) else UNKNOWN,
             assigned=TasksTuple.from_record(value),
-            pending_revocation=TasksTuple.from_record(value, "_pending_revocation"))
+            pending_revocation=TasksTuple.from_record(value, "_pending_revocation"),
+            active_epochs=epochs)
 
     # ---- derived -------------------------------------------------------------------
     def configured(self, image: MetadataImage) -> ConfiguredTopology | None:
@@ -276,8 +298,8 @@ class StreamsGroup:
     def validate_offset_commit(self, member_id: str, instance_id: str | None,
                                generation_or_epoch: int, api_version: int,
                                transactional: bool = False) -> int:
-        """Kafka 4.4's StreamsGroup.validateOffsetCommit, with the member epoch checked
-        exactly (Kafka also accepts an older epoch for a task still assigned since it)."""
+        """Kafka 4.4's StreamsGroup.validateOffsetCommit; an older member epoch passes
+        here and is judged per partition (`partition_commit_error`)."""
         if generation_or_epoch < 0 and not self.members:
             return E.none  # an admin / simple commit (e.g. the reset tool)
         if transactional and generation_or_epoch == -1 and not member_id \
@@ -288,9 +310,29 @@ class StreamsGroup:
             return E.unknown_member_id
         if not transactional and api_version < 9:
             return E.unsupported_version  # member epochs need OffsetCommit v9+
-        if generation_or_epoch != member.member_epoch:
+        if generation_or_epoch > member.member_epoch:
             return E.stale_member_epoch
         return E.none
+
+    def partition_commit_error(self, member_id: str, epoch: int, topic: str,
+                               partition: int) -> int:
+        """One partition of a commit whose group-level checks passed: with an epoch
+        older than the member's, the partition's task must be the member's active task
+        (assigned or being revoked) since that epoch or before (Kafka 4.4's per-task
+        assignment epochs), else STALE_MEMBER_EPOCH."""
+        member = self.members.get(member_id)
+        if member is None or epoch >= member.member_epoch or epoch < 0:
+            return E.none
+        if self.topology is None:
+            return E.stale_member_epoch
+        for sub in self.topology.subtopologies:
+            if topic in sub.source_topics or topic in {t.name for t in
+                                                      sub.repartition_source_topics}:
+                assigned_at = member.active_epochs.get((sub.subtopology_id, partition))
+                if assigned_at is not None and epoch >= assigned_at:
+                    return E.none
+                return E.stale_member_epoch
+        return E.stale_member_epoch
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
         if not member_id and member_epoch < 0:

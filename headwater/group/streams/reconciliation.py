@@ -101,14 +101,19 @@ def _next(member: StreamsGroupMember, epoch: int, target_epoch: int, target: Tas
 
 def _moved(member: StreamsGroupMember, epoch: int, state: int, assigned: TasksTuple,
            pending: TasksTuple) -> StreamsGroupMember:
-    """Kafka's updateMemberEpoch: the old epoch becomes the previous one."""
+    """Kafka's updateMemberEpoch: the old epoch becomes the previous one. An active task
+    kept (or being revoked) keeps the epoch it was assigned at; a new one gets `epoch`."""
+    active_epochs = {(sid, p): member.active_epochs.get((sid, p), epoch)
+                     for tasks in (assigned.active, pending.active)
+                     for sid, parts in tasks.items() for p in parts}
     if (epoch == member.member_epoch and state == member.state and assigned == member.assigned
-            and pending == member.pending_revocation):
+            and pending == member.pending_revocation
+            and active_epochs == dict(member.active_epochs)):
         return member
     previous = member.member_epoch if epoch != member.member_epoch \
         else member.previous_member_epoch
     return replace(member, member_epoch=epoch, previous_member_epoch=previous, state=state,
-                   assigned=assigned, pending_revocation=pending)
+                   assigned=assigned, pending_revocation=pending, active_epochs=active_epochs)
 
 
 def holders(members: Iterable[StreamsGroupMember]) -> dict[tuple[str, str, int], set[str]]:

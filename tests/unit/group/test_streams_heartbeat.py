@@ -257,7 +257,8 @@ def test_list_groups_and_offsets_see_a_streams_group() -> None:
                        "group_type": "streams"}]
     group = ctx.group()
     assert group.validate_offset_commit("m1", None, 2, 9) == 0
-    assert group.validate_offset_commit("m1", None, 1, 9) == E.stale_member_epoch
+    assert group.validate_offset_commit("m1", None, 3, 9) == E.stale_member_epoch
+    assert group.partition_commit_error("m1", 1, "input", 0) == E.stale_member_epoch
     assert group.validate_offset_commit("m1", None, 2, 8) == E.unsupported_version
     assert group.validate_offset_commit("m1", None, 2, -1, transactional=True) == 0
     assert group.validate_offset_commit("zz", None, 2, 9) == E.unknown_member_id
@@ -303,3 +304,26 @@ def test_the_assignor_runs_at_most_once_per_assignment_interval() -> None:
     later = ctx.hb("m2", 2, owned=NONE)
     assert later.status == ()
     assert ctx.group().assignment_epoch == ctx.group().group_epoch
+
+
+def test_a_commit_with_an_older_epoch_is_good_for_tasks_held_since_then() -> None:
+    """Kafka 4.4's per-task assignment epochs: a member that moved on keeps committing
+    for the tasks it held before; not for a task it got later or never had."""
+    ctx = ready()
+    first = everything(ctx.hb("m1", 0))  # all tasks at epoch 2
+    ctx.hb("m2", 0)
+    kept = everything(ctx.hb("m1", 2, owned=first))  # must revoke half: stays at 2
+    ctx.hb("m1", 2, owned=kept)  # revoked: now at epoch 3, keeps its tasks' epoch 2
+    group = ctx.group()
+    member = group.members["m1"]
+    assert member.member_epoch == 3
+    mine = sorted(kept.active["0"])[0]
+    theirs = next(p for p in range(4) if p not in kept.active.get("0", frozenset()))
+    assert group.validate_offset_commit("m1", None, 2, 9) == 0  # judged per partition
+    assert group.partition_commit_error("m1", 2, "input", mine) == 0
+    assert group.partition_commit_error("m1", 2, "input", theirs) == E.stale_member_epoch
+    assert group.partition_commit_error("m1", 2, "elsewhere", mine) == E.stale_member_epoch
+    assert group.partition_commit_error("m1", 1, "input", mine) == E.stale_member_epoch
+    assert group.validate_offset_commit("m1", None, 4, 9) == E.stale_member_epoch
+    # The epochs survive a replay (record 22's assignment epochs).
+    ctx.assert_replay_matches()

@@ -277,6 +277,14 @@ class StreamsGroup:
             return "Reconciling"
         return "Stable"
 
+    def static_member(self, instance_id: str | None) -> StreamsGroupMember | None:
+        if instance_id is None:
+            return None
+        for m in self.members.values():
+            if m.instance_id == instance_id:
+                return m
+        return None
+
     def active_owner(self, subtopology_id: str, partition: int) -> str | None:
         """The member holding (or still revoking) the task as active, if any."""
         for m in self.members.values():

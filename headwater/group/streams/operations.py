@@ -260,15 +260,47 @@ class StreamsGroupManager:
             raise invalid("Topology can only be provided when (re-)joining.")
 
     def leave(self, req: StreamsHeartbeatRequest) -> Result:
-        group = self._existing(req.group_id)
-        member = group.members.get(req.member_id)
-        if member is None:
-            raise HeartbeatError(E.unknown_member_id, f"Member {req.member_id} is not a "
-                                 f"member of group {req.group_id}.")
+        """Epoch -1 leaves for good; -2 (a static member) leaves for a while: its tasks
+        stay its own until its session runs out or an instance with its instance id
+        takes its place (Kafka's streamsGroupLeave)."""
+        existing = self.shard.groups.get(req.group_id)
+        if not isinstance(existing, StreamsGroup):
+            raise HeartbeatError(E.group_id_not_found, f"Group {req.group_id} not found."
+                                 if existing is None
+                                 else f"Group {req.group_id} is not a streams group.")
+        group = existing
+        if req.instance_id is None:
+            member = group.members.get(req.member_id)
+            if member is None:
+                raise HeartbeatError(E.unknown_member_id, f"Member {req.member_id} is not a "
+                                     f"member of group {req.group_id}.")
+        else:
+            member = self._static_member(group, req)
+        if req.shutdown_application and group.shutdown_requested_by is None:
+            group.shutdown_requested_by = member.member_id
+        answer = StreamsHeartbeatResponse(member_id=req.member_id, member_epoch=req.member_epoch)
+        if req.member_epoch == STATIC_LEAVE_EPOCH:
+            log.info("streams group %s: static member %s left for now", group.group_id,
+                     member.member_id)
+            away = replace(member, member_epoch=STATIC_LEAVE_EPOCH,
+                           pending_revocation=EMPTY_TASKS,
+                           active_epochs=dict.fromkeys(member.active_epochs, 0))
+            return Result([current_assignment_record(group.group_id, away)], answer)
         log.info("streams group %s: member %s left", group.group_id, member.member_id)
-        return Result(self.fence_records(group, member),
-                      StreamsHeartbeatResponse(member_id=member.member_id,
-                                               member_epoch=req.member_epoch))
+        return Result(self.fence_records(group, member), answer)
+
+    def _static_member(self, group: StreamsGroup, req: StreamsHeartbeatRequest
+                       ) -> StreamsGroupMember:
+        """The static member a heartbeat of an instance id names (not joining)."""
+        member = group.static_member(req.instance_id)
+        if member is None:
+            raise HeartbeatError(E.unknown_member_id, f"Instance id {req.instance_id} is "
+                                 f"unknown.")
+        if member.member_id != req.member_id:
+            raise HeartbeatError(E.fenced_instance_id, f"Static member {req.member_id} with "
+                                 f"instance id {req.instance_id} was fenced by member "
+                                 f"{member.member_id}.")
+        return member
 
     def _existing(self, group_id: str) -> StreamsGroup:
         existing = self.shard.groups.get(group_id)
@@ -296,20 +328,34 @@ class StreamsGroupManager:
             records += existing.tombstones()
         return StreamsGroup(req.group_id)
 
-    def _member_for(self, group: StreamsGroup, req: StreamsHeartbeatRequest
-                    ) -> StreamsGroupMember:
+    def _member_for(self, group: StreamsGroup, req: StreamsHeartbeatRequest,
+                    records: list[CoordinatorRecord]) -> StreamsGroupMember:
+        """The member the heartbeat is from, created when it joins. A static member
+        joining with a new member id takes the place (and tasks) of the one that left
+        with epoch -2 (records replacing it)."""
+        joining = req.member_epoch == JOIN_EPOCH
+        static = group.static_member(req.instance_id) if req.instance_id is not None \
+            else None
         member = group.members.get(req.member_id)
+        if joining and req.instance_id is not None:
+            if static is None:
+                return self._new_member(group, req)
+            if static.member_id == req.member_id:
+                return static
+            if static.member_epoch != STATIC_LEAVE_EPOCH:
+                raise HeartbeatError(
+                    E.unreleased_instance_id, f"Static member {req.member_id} with instance "
+                    f"id {req.instance_id} cannot join the group because the instance id is "
+                    f"owned by {static.member_id} member.")
+            return self._replace_static(group, static, req.member_id, records)
+        if req.instance_id is not None and not joining:
+            member = self._static_member(group, req)
         if member is None:
-            if req.member_epoch != JOIN_EPOCH:
+            if not joining:
                 raise HeartbeatError(E.unknown_member_id, f"Member {req.member_id} is not a "
                                      f"member of group {group.group_id}.")
-            max_size = self.shard.config.streams_max_size
-            if len(group.members) >= max_size:
-                raise HeartbeatError(E.group_max_size_reached, f"The streams group has "
-                                     f"reached its maximum capacity of {max_size} members.")
-            log.info("streams group %s: member %s joins", group.group_id, req.member_id)
-            return StreamsGroupMember(req.member_id)
-        if req.member_epoch == JOIN_EPOCH:
+            return self._new_member(group, req)
+        if joining:
             return member
         epoch = req.member_epoch
         if epoch > member.member_epoch or (epoch < member.member_epoch and (
@@ -322,19 +368,51 @@ class StreamsGroupManager:
                                  f"must abandon all its partitions and rejoin.")
         return member
 
+    def _new_member(self, group: StreamsGroup, req: StreamsHeartbeatRequest
+                    ) -> StreamsGroupMember:
+        max_size = self.shard.config.streams_max_size
+        if len(group.members) >= max_size:
+            raise HeartbeatError(E.group_max_size_reached, f"The streams group has reached "
+                                 f"its maximum capacity of {max_size} members.")
+        log.info("streams group %s: member %s joins", group.group_id, req.member_id)
+        return StreamsGroupMember(req.member_id, instance_id=req.instance_id,
+                                  previous_member_epoch=0)
+
+    def _replace_static(self, group: StreamsGroup, old: StreamsGroupMember, member_id: str,
+                        records: list[CoordinatorRecord]) -> StreamsGroupMember:
+        """The old static member's records go, the new one's come with its tasks and
+        target (Kafka's replaceStreamsMember); the caller writes its metadata."""
+        g = group.group_id
+        log.info("streams group %s: static member %s replaces %s (instance id %s)", g,
+                 member_id, old.member_id, old.instance_id)
+        new = replace(old, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+        records += member_tombstones(g, old.member_id)
+        records.append(member_metadata_record(g, new))
+        records.append(target_member_record(g, member_id,
+                                            group.target.get(old.member_id, EMPTY_TASKS)))
+        records.append(current_assignment_record(g, new))
+        self.cancel_timers(g, old.member_id)
+        return new
+
     def join_or_heartbeat(self, req: StreamsHeartbeatRequest, now_ms: int) -> Result:
         image = self.shard.image()
         records: list[CoordinatorRecord] = []
         group = self._group_for(req, records)
         g = group.group_id
-        member = self._member_for(group, req)
-        is_new = member.member_id not in group.members
+        before = len(records)
+        member = self._member_for(group, req, records)
+        # A static member taking an old one's place (its records are written already).
+        replaced = group.static_member(req.instance_id) if len(records) > before else None
+        is_new = member.member_id not in group.members and replaced is None
 
         # 1. The member's changes (record 19) and the topology (record 23).
         updated = _updated(member, req)
-        bump = group.group_epoch == 0 or is_new or updated.metadata() != member.metadata()
-        if is_new or updated.metadata() != member.metadata():
+        changed = updated.metadata() != member.metadata()
+        if is_new or changed:
             records.append(member_metadata_record(g, updated))
+        # A static member's new client, host, endpoint or timeout is no rebalance.
+        bump = is_new or (changed and (updated.instance_id is None or _assignor_input(
+            updated) != _assignor_input(member)))
         topology = self._topology(group, req, records)
 
         # 2. Configured against the metadata; the group epoch (record 17).
@@ -346,17 +424,21 @@ class StreamsGroupManager:
 
         # 3. The target assignment (records 21, then 20), unless it waits.
         everyone = dict(group.members)
+        if replaced is not None:
+            everyone.pop(replaced.member_id, None)
         everyone[updated.member_id] = updated
         if not group.members:
             self._delay_initial(g, now_ms)
         targets = dict(group.target)
+        if replaced is not None:  # its target is the new member's (written above)
+            targets[updated.member_id] = targets.pop(replaced.member_id, EMPTY_TASKS)
         target_epoch = group.assignment_epoch
         delayed = self._delayed(group, group_epoch, now_ms)
         if delayed is not None and delayed.startswith(_INITIAL):
             targets = {}
         elif delayed is None and group_epoch > group.assignment_epoch:
             targets = self._assign(group, everyone.values(), configured, records, group_epoch,
-                                   now_ms)
+                                   now_ms, targets)
             target_epoch = group_epoch
 
         # 4. Reconcile (record 22), then the timers (the heartbeat can no longer fail).
@@ -466,17 +548,20 @@ class StreamsGroupManager:
 
     def _assign(self, group: StreamsGroup, members: Iterable[StreamsGroupMember],
                 configured: ConfiguredTopology, records: list[CoordinatorRecord],
-                epoch: int, now_ms: int) -> dict[str, TasksTuple]:
+                epoch: int, now_ms: int, previous: Mapping[str, TasksTuple] | None = None
+                ) -> dict[str, TasksTuple]:
         """The target assignment at `epoch` (records 21 of members whose target changed,
-        then 20): the sticky assignor's when the topology is ready, else nothing."""
+        then 20): the sticky assignor's when the topology is ready, else nothing.
+        `previous`: the targets before (default the group's)."""
         g = group.group_id
         members = list(members)
+        before = group.target if previous is None else previous
         if configured.ready and configured.tasks is not None:
             specs = [assignor.MemberSpec(
                 member_id=m.member_id, process_id=m.process_id,
-                active=dict(group.target.get(m.member_id, EMPTY_TASKS).active),
-                standby=dict(group.target.get(m.member_id, EMPTY_TASKS).standby),
-                warmup=dict(group.target.get(m.member_id, EMPTY_TASKS).warmup),
+                active=dict(before.get(m.member_id, EMPTY_TASKS).active),
+                standby=dict(before.get(m.member_id, EMPTY_TASKS).standby),
+                warmup=dict(before.get(m.member_id, EMPTY_TASKS).warmup),
                 client_tags=dict(m.client_tags)) for m in members]
             subs = [assignor.SubtopologySpec(sid, n, sid in configured.stateful)
                     for sid, n in sorted(configured.tasks.items())]
@@ -486,7 +571,7 @@ class StreamsGroupManager:
         else:
             targets = {m.member_id: EMPTY_TASKS for m in members}
         for member_id in sorted(targets):
-            if group.target.get(member_id) != targets[member_id] or member_id not in group.target:
+            if before.get(member_id) != targets[member_id] or member_id not in before:
                 records.append(target_member_record(g, member_id, targets[member_id]))
         records.append(target_metadata_record(g, epoch, now_ms))
         return targets
@@ -582,6 +667,11 @@ def _updated(member: StreamsGroupMember, req: StreamsHeartbeatRequest) -> Stream
         # Joining sets the endpoint even to none (a restarted instance may have dropped it).
         user_endpoint=(req.user_endpoint if req.member_epoch == JOIN_EPOCH
                        else pick(req.user_endpoint, member.user_endpoint)))
+
+
+def _assignor_input(member: StreamsGroupMember) -> tuple[Any, ...]:
+    """What of a static member's metadata changes the assignment when it changes."""
+    return (member.topology_epoch, member.rack_id, member.client_tags, member.process_id)
 
 
 def _reconciled(member: StreamsGroupMember, everyone: Mapping[str, StreamsGroupMember],

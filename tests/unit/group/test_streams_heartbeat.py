@@ -327,3 +327,40 @@ def test_a_commit_with_an_older_epoch_is_good_for_tasks_held_since_then() -> Non
     assert group.validate_offset_commit("m1", None, 4, 9) == E.stale_member_epoch
     # The epochs survive a replay (record 22's assignment epochs).
     ctx.assert_replay_matches()
+
+
+def test_a_static_member_leaves_for_a_while_and_its_successor_takes_its_tasks() -> None:
+    ctx = ready()
+    ctx.hb("a1", 0, instance_id="i-a")
+    ctx.hb("b1", 0)
+    ctx.hb("a1", 2, instance_id="i-a")  # asked to revoke half (owned not sent: it waits)
+    held = ctx.group().members["a1"].assigned
+    assert held.active
+    epoch = ctx.group().group_epoch
+    # Leaving with -2: only its current assignment is written, no new group epoch.
+    away = ctx.hb("a1", -2, instance_id="i-a")
+    assert (away.error_code, away.member_epoch) == (0, -2)
+    assert ctx.types() == [(22, False)]
+    assert ctx.group().group_epoch == epoch
+    # Someone else with that instance id while it is away takes its place and tasks.
+    back = ctx.hb("a2", 0, instance_id="i-a", process="process-a1")
+    assert back.error_code == 0
+    assert "a1" not in ctx.group().members and "a2" in ctx.group().members
+    assert ctx.group().members["a2"].assigned == held
+    assert ctx.group().group_epoch == epoch  # same process, same tags: no rebalance
+    ctx.assert_replay_matches()
+
+
+def test_static_membership_errors_are_kafkas() -> None:
+    ctx = ready()
+    ctx.hb("a1", 0, instance_id="i-a")
+    taken = ctx.hb("a2", 0, instance_id="i-a")
+    assert (taken.error_code, taken.error_message) == (
+        E.unreleased_instance_id, "Static member a2 with instance id i-a cannot join the "
+        "group because the instance id is owned by a1 member.")
+    fenced = ctx.hb("a9", 2, owned=NONE, instance_id="i-a")
+    assert (fenced.error_code, fenced.error_message) == (
+        E.fenced_instance_id, "Static member a9 with instance id i-a was fenced by member a1.")
+    unknown = ctx.hb("z", 2, owned=NONE, instance_id="i-z")
+    assert (unknown.error_code, unknown.error_message) == (
+        E.unknown_member_id, "Instance id i-z is unknown.")

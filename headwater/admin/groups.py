@@ -82,6 +82,11 @@ def _assignment_owners(client: RawClient, group: str) -> tuple[str, dict[tuple[s
                 for p in tp.partitions:
                     owners[(tp.topic_name, p)] = (m.member_id, m.client_host, m.client_id)
         return g.group_state, owners
+    if any(k.api_key == 89 for k in versions.api_keys):
+        s = client.request(89, 0, {"group_ids": [group],
+                                   "include_authorized_operations": False}).groups[0]
+        if int(s.error_code) == 0:
+            return s.group_state, _task_owners(s)
     resp = client.request(15, 5, {"groups": [group], "include_authorized_operations": False})
     d = resp.groups[0]
     if d.protocol_type == "consumer":
@@ -97,6 +102,22 @@ def _assignment_owners(client: RawClient, group: str) -> tuple[str, dict[tuple[s
                 for p in tp.partitions:
                     owners[(tp.topic, p)] = (m.member_id, m.client_host, m.client_id)
     return d.group_state, owners
+
+
+def _task_owners(described: Any) -> dict[tuple[str, int], Owner]:
+    """A streams group's (StreamsGroupDescribe) input partitions by the member whose
+    active task reads them: task n of a subtopology reads partition n of its sources."""
+    sources: dict[str, list[str]] = {}
+    for sub in (described.topology.subtopologies or ()) if described.topology else ():
+        sources[sub.subtopology_id] = (list(sub.source_topics)
+                                       + [t.name for t in sub.repartition_source_topics])
+    owners: dict[tuple[str, int], Owner] = {}
+    for m in described.members:
+        for task in m.assignment.active_tasks:
+            for topic in sources.get(task.subtopology_id, ()):
+                for p in task.partitions:
+                    owners[(topic, int(p))] = (m.member_id, m.client_host, m.client_id)
+    return owners
 
 
 def _assignment_type() -> Any:

@@ -1,0 +1,195 @@
+"""StreamsGroupHeartbeat (KIP-1071) raw, side by side with Apache Kafka 4.4: hostile
+requests get Kafka's error codes and messages and the group keeps serving its members;
+a join's statuses and the internal topics the broker creates; `headwater groups` shows
+the group.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_reference import KafkaReference, create_topic
+from tests.support.wire import RawClient
+
+pytestmark = pytest.mark.timeout(180)
+
+Broker = Any  # KafkaReference | BrokerProcess: both have .bootstrap
+
+
+def heartbeat(b: Broker, **fields: Any) -> Any:
+    host, port = b.bootstrap.rsplit(":", 1)
+    body = {"group_id": "g", "member_id": "m", "member_epoch": 0,
+            "endpoint_information_epoch": 0, "rebalance_timeout": 30000,
+            "topology": None, "active_tasks": [], "standby_tasks": [], "warmup_tasks": [],
+            "process_id": "p", "user_endpoint": None, "client_tags": None,
+            "task_offsets": None, "task_end_offsets": None, "shutdown_application": False}
+    body.update(fields)
+    deadline = time.monotonic() + 30
+    while True:  # the group's coordinator may be loading (a new group, a new broker)
+        client = RawClient(host, int(port), timeout=15)
+        try:
+            resp = client.request(88, 0, body)
+        finally:
+            client.close()
+        if int(resp.error_code) not in (14, 15, 16) or time.monotonic() > deadline:
+            return resp
+        time.sleep(0.2)
+
+
+def topology(*subtopologies: dict[str, Any], epoch: int = 0) -> dict[str, Any]:
+    subs = []
+    for s in subtopologies:
+        sub = {"subtopology_id": "0", "source_topics": [], "source_topic_regex": [],
+               "state_changelog_topics": [], "repartition_sink_topics": [],
+               "repartition_source_topics": [], "copartition_groups": []}
+        sub.update(s)
+        subs.append(sub)
+    return {"epoch": epoch, "subtopologies": subs}
+
+
+def info(name: str, partitions: int = 0) -> dict[str, Any]:
+    return {"name": name, "partitions": partitions, "replication_factor": 0,
+            "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}
+
+
+def answer(resp: Any) -> tuple[Any, ...]:
+    return (int(resp.error_code), resp.error_message,
+            [(int(s.status_code), s.status_detail) for s in resp.status or ()])
+
+
+@pytest.fixture
+def both(kafka_ref: KafkaReference, broker: BrokerProcess) -> tuple[Broker, Broker]:
+    return kafka_ref, broker
+
+
+def on_both(pair: tuple[Broker, Broker], fn: Callable[[Broker], Any]) -> list[Any]:
+    return [fn(b) for b in pair]
+
+
+def test_a_join_reports_missing_topics_and_the_broker_creates_the_internal_ones(
+        both: tuple[Broker, Broker]) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    source = f"src-{suffix}"
+    changelog = f"app-{suffix}-store-changelog"
+    group = f"app-{suffix}"
+    stateful = topology({"source_topics": [source], "state_changelog_topics": [info(changelog)]})
+    # No source topic yet: MISSING_SOURCE_TOPICS, nothing created.
+    k, h = on_both(both, lambda b: answer(heartbeat(b, group_id=group, topology=stateful)))
+    assert k == h == (0, None, [(1, f"Source topics {source} are missing.")]), (k, h)
+    for b in both:
+        create_topic(b.bootstrap, source, 3)
+
+    def until_created(b: Broker) -> Any:
+        deadline = time.monotonic() + 30
+        seen = []
+        while time.monotonic() < deadline:
+            resp = heartbeat(b, group_id=group, member_id=f"m2-{suffix}", topology=stateful)
+            seen.append(answer(resp))
+            if int(resp.error_code) == 0 and not resp.status:
+                return seen[0], [(t.subtopology_id, list(t.partitions))
+                                 for t in resp.active_tasks or ()]
+            time.sleep(0.5)
+        raise AssertionError(seen[-3:])
+
+    k, h = on_both(both, until_created)
+    # First MISSING_INTERNAL_TOPICS (the broker creates it), then no status at all.
+    assert k[0] == h[0] == (0, None, [(3, f"Internal topics are missing: {changelog}")]), (k, h)
+
+
+@pytest.mark.parametrize(("name", "fields"), [
+    ("a changelog with a partition count", {"topology": topology(
+        {"source_topics": ["t"], "state_changelog_topics": [info("c", 4)]})}),
+    ("a regex source", {"topology": topology({"source_topic_regex": ["t.*"]})}),
+    ("Kafka's internal topic as a source", {"topology": topology(
+        {"source_topics": ["__consumer_offsets"]})}),
+    ("an illegal topic name", {"topology": topology({"source_topics": ["bad name!"]})}),
+    ("no rebalance timeout on joining", {"rebalance_timeout": -1,
+                                        "topology": topology({"source_topics": ["t"]})}),
+    ("tasks when joining", {"active_tasks": [{"subtopology_id": "0", "partitions": [0]}],
+                            "topology": topology({"source_topics": ["t"]})}),
+    ("no topology on joining", {}),
+    ("a member epoch below -2", {"member_epoch": -3}),
+    ("one task list without the others", {"member_epoch": 5, "standby_tasks": None,
+                                         "warmup_tasks": None}),
+    ("a topology after joining", {"member_epoch": 5,
+                                  "topology": topology({"source_topics": ["t"]})}),
+    ("an empty member id", {"member_id": " ", "topology": topology({"source_topics": ["t"]})}),
+])
+def test_hostile_heartbeats_get_kafkas_errors(both: tuple[Broker, Broker], name: str,
+                                              fields: dict[str, Any]) -> None:
+    group = f"hostile-{uuid.uuid4().hex[:8]}"
+    k, h = on_both(both, lambda b: answer(heartbeat(b, group_id=group, **fields)))
+    assert k[0] != 0, k
+    assert k == h, f"{name}: kafka {k}, headwater {h}"
+
+
+def test_a_member_from_the_future_and_absurd_tasks_leave_the_group_serving(
+        both: tuple[Broker, Broker]) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    source, group = f"src-{suffix}", f"app-{suffix}"
+    for b in both:
+        create_topic(b.bootstrap, source, 2)
+    plain = topology({"source_topics": [source]})
+
+    def story(b: Broker) -> list[Any]:
+        joined = heartbeat(b, group_id=group, member_id="good", topology=plain)
+        epoch = joined.member_epoch
+        out = [answer(joined)[:2]]
+        out.append(answer(heartbeat(b, group_id=group, member_id="good",
+                                    member_epoch=epoch + 100, active_tasks=None,
+                                    standby_tasks=None, warmup_tasks=None))[:2])
+        out.append(answer(heartbeat(b, group_id=group, member_id="nobody", member_epoch=1,
+                                    active_tasks=None, standby_tasks=None,
+                                    warmup_tasks=None))[:2])
+        # Wait for the first assignment (Kafka's initial rebalance delay), then report a
+        # task that cannot exist.
+        deadline = time.monotonic() + 30
+        while True:
+            resp = heartbeat(b, group_id=group, member_id="good", member_epoch=epoch,
+                             active_tasks=None, standby_tasks=None, warmup_tasks=None)
+            assert int(resp.error_code) == 0, answer(resp)
+            epoch = resp.member_epoch
+            if resp.active_tasks:
+                break
+            assert time.monotonic() < deadline, answer(resp)
+            time.sleep(0.5)
+        out.append(answer(heartbeat(b, group_id=group, member_id="good", member_epoch=epoch,
+                                    active_tasks=[{"subtopology_id": "0",
+                                                   "partitions": [1_000_000]}],
+                                    standby_tasks=[], warmup_tasks=[]))[:2])
+        # The good member carries on.
+        again = heartbeat(b, group_id=group, member_id="good", member_epoch=epoch,
+                          active_tasks=None, standby_tasks=None, warmup_tasks=None)
+        out.append((int(again.error_code), again.member_epoch == epoch))
+        return out
+
+    k, h = on_both(both, story)
+    assert k == h, (k, h)
+    assert [code for code, *_ in k] == [0, 110, 25, 42, 0], k
+
+
+def test_headwater_groups_shows_a_streams_group(broker: BrokerProcess) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    source, group = f"src-{suffix}", f"app-{suffix}"
+    create_topic(broker.bootstrap, source, 2)
+    heartbeat(broker, group_id=group, member_id="one",
+              topology=topology({"source_topics": [source]}))
+
+    def cli(*args: str) -> str:
+        return subprocess.run([sys.executable, "-m", "headwater.cli", "groups", *args,
+                               "--bootstrap-server", broker.bootstrap], check=True,
+                              capture_output=True, text=True, timeout=60).stdout
+
+    listed = cli("list")
+    row = next(line.split() for line in listed.splitlines() if line.startswith(group))
+    assert row[1] == "streams", listed
+    described = cli("describe", group)
+    assert f"Group {group} is " in described, described

@@ -183,11 +183,10 @@ def _refusal(api_key: int, req: Any) -> dict[str, Any]:
             {"group_id": g, "error_code": code, "error_message": None, "group_state": "",
              "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": (),
              "authorized_operations": -2147483648} for g in req.group_ids]}
-    if api_key == 88:
+    if api_key == 88:  # v1's acceptable_recovery_lag keeps its default (-1), v0's is 0
         return {"throttle_time": 0, "error_code": code, "error_message": None,
                 "member_id": "", "member_epoch": 0, "heartbeat_interval": 0,
-                "acceptable_recovery_lag": 0, "task_offset_interval": 0,
-                "endpoint_information_epoch": 0}
+                "task_offset_interval": 0, "endpoint_information_epoch": 0}
     if api_key in (69, 77):
         return {"throttle_time": 0, "groups": [
             {"group_id": g, "error_code": code, "error_message": None, "members": ()}

@@ -6,6 +6,15 @@ committed, and then does what Kafka's KafkaApis does after the coordinator: crea
 internal topics (repartition and changelog topics) the topology needs and the metadata
 lacks, so that the next heartbeat finds them. Both APIs are refused (UNSUPPORTED_VERSION)
 while streams.version is below 1 (features.py's gate), as Kafka's.
+
+Versions 0-1 of both, as Kafka 4.4 (the v1 schemas are in `wire/schemas.py`: kio has v0
+only). Heartbeat v1 answers the acceptable recovery lag as an int64 and whether the broker
+wants the topology description (never: headwater has no topology-description plugin);
+v0's int32 field for the lag is left at 0, as Kafka 4.4 leaves its
+AcceptableRecoveryLagLegacy. Describe v1 names the assignor and, for a group described,
+answers the topology description's status: NOT_STORED when asked for (Kafka without a
+plugin), NOT_REQUESTED otherwise; a group not described keeps the defaults (no assignor,
+NOT_REQUESTED), as Kafka's.
 """
 
 from __future__ import annotations
@@ -18,10 +27,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
-from kio.schema.streams_group_describe.v0.request import StreamsGroupDescribeRequest
-from kio.schema.streams_group_heartbeat.v0.request import StreamsGroupHeartbeatRequest
 
 from ..coordinator.runtime import NotReady
+from ..group.streams.assignor import NAME as ASSIGNOR_NAME
 from ..group.streams.configured import MISSING_INTERNAL_TOPICS, InternalTopic
 from ..group.streams.operations import (
     StreamsHeartbeatRequest,
@@ -34,6 +42,7 @@ from ..metadata.topics import INTERNAL_TOPICS, topic_name_error
 from ..security import acl as A
 from ..storage.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext, typed
+from ..wire.schemas import StreamsGroupDescribeRequestV1, StreamsGroupHeartbeatRequestV1
 from .services import HasAccess, HasGroups
 
 if TYPE_CHECKING:
@@ -41,6 +50,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headwater.api.streams_groups")
 _MS = datetime.timedelta(milliseconds=1)
+# StreamsGroupDescribe v1's TopologyDescriptionStatus (KIP-1331).
+NOT_REQUESTED, NOT_STORED = 0, 1
 
 
 class InternalTopicCreator(Protocol):
@@ -82,16 +93,26 @@ def to_request(ctx: RequestContext, req: Any) -> StreamsHeartbeatRequest:
         client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}")
 
 
-def to_response(resp: StreamsHeartbeatResponse, config: Any) -> dict[str, Any]:
+def to_response(resp: StreamsHeartbeatResponse, config: Any, version: int) -> dict[str, Any]:
+    """The answer of `version`. An error and a member's leaving (epoch -1, or -2 for a
+    static member) answer the schema's defaults for the task offset interval and the lag
+    (0, and -1 for v1's lag), as Kafka's error and leave responses; v0's int32 lag (kio's
+    `acceptable_recovery_lag`, Kafka's AcceptableRecoveryLagLegacy) is 0 even otherwise,
+    as Kafka 4.4 sets only v1's int64 field."""
     assigned = resp.assignment
+    configured: dict[str, Any] = {}
+    if resp.error_code == E.none and resp.member_epoch >= 0:
+        configured["task_offset_interval"] = int(
+            config.get_str("group.streams.task.offset.interval.ms"))
+        configured["acceptable_recovery_lag"] = int(
+            config.get_str("group.streams.acceptable.recovery.lag")) if version >= 1 else 0
     return {
         "throttle_time": 0, "error_code": resp.error_code, "error_message": resp.error_message,
         "member_id": resp.member_id or "", "member_epoch": resp.member_epoch,
-        "heartbeat_interval": resp.heartbeat_interval_ms,
-        "acceptable_recovery_lag": int(config.get_str("group.streams.acceptable.recovery.lag")),
-        "task_offset_interval": int(config.get_str("group.streams.task.offset.interval.ms")),
-        "status": [{"status_code": c, "status_detail": d} for c, d in resp.status]
-        if resp.status else None,
+        "heartbeat_interval": resp.heartbeat_interval_ms, **configured,
+        "topology_description_required": False,
+        # never null: Kafka's answers (errors and leaving too) carry a list, maybe empty
+        "status": [{"status_code": c, "status_detail": d} for c, d in resp.status],
         "active_tasks": task_ids(assigned.active) if assigned is not None else None,
         "standby_tasks": task_ids(assigned.standby) if assigned is not None else None,
         "warmup_tasks": task_ids(assigned.warmup) if assigned is not None else None,
@@ -157,7 +178,7 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
         request = to_request(ctx, req)
         no = refused(broker.access, ctx, request.group_id, request.topology)
         if no is not None:
-            return to_response(no, config)
+            return to_response(no, config, ctx.api_version)
         try:  # answered once the member's records are committed
             resp = await broker.groups.write_committed(
                 request.group_id, lambda shard, now: shard.streams.heartbeat(request, now))
@@ -171,10 +192,11 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
                 resp = _with_unauthorized(resp, unauthorized)
             else:
                 broker.create_internal_topics(ctx, resp.to_create)
-        return to_response(resp, config)
+        return to_response(resp, config, ctx.api_version)
 
     async def handle_describe(ctx: RequestContext, req: Any) -> dict[str, Any]:
         include = bool(req.include_authorized_operations)
+        status = NOT_STORED if req.include_topology_description else NOT_REQUESTED
         out = []
         for group_id in req.group_ids:
             if broker.access.denies(ctx, A.DESCRIBE, A.GROUP, group_id):
@@ -188,11 +210,14 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
                 entry = streams_describe_error(group_id, exc.code, None)
             except LogError:
                 entry = streams_describe_error(group_id, E.not_coordinator, None)
+            if entry["error_code"] == E.none:  # v1's fields; an error keeps the defaults
+                entry = {**entry, "assignor_name": ASSIGNOR_NAME, "topology_description": None,
+                         "topology_description_status": status}
             out.append(entry)
         return {"throttle_time": 0, "groups": out}
 
-    dispatcher.register(88, 0, 0, typed(StreamsGroupHeartbeatRequest, handle_heartbeat))
-    dispatcher.register(89, 0, 0, typed(StreamsGroupDescribeRequest, handle_describe))
+    dispatcher.register(88, 0, 1, typed(StreamsGroupHeartbeatRequestV1, handle_heartbeat))
+    dispatcher.register(89, 0, 1, typed(StreamsGroupDescribeRequestV1, handle_describe))
 
 
 def _describe_one(group_id: str, include: bool, shard: GroupShard) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from tests.integration.test_kafka_tools_more import (
     both,
     controller_of,
     create_topic,
+    first_error,
     leaders,
     normalize,
     produce,
@@ -180,14 +182,17 @@ def test_api_versions_of_kafka_44(pair: tuple[Broker, Broker]) -> None:
     k, h = both(pair, "kafka-broker-api-versions")
     apis = ("Fetch", "ListOffsets", "DescribeTopicPartitions", "UpdateFeatures",
             "DescribeLogDirs", "ApiVersions", "DeleteGroups", "AddRaftVoter",
-            "RemoveRaftVoter", "UnregisterController")
+            "RemoveRaftVoter", "UnregisterController", "StreamsGroupHeartbeat",
+            "StreamsGroupDescribe")
     assert _versions(k[1], *apis) == _versions(h[1], *apis), f"\nkafka: {k}\nheadwater: {h}"
     assert _versions(h[1], *apis) == {
         "Fetch": "4 to 18 [usable: 18]", "ListOffsets": "1 to 11 [usable: 11]",
         "DescribeTopicPartitions": "0 [usable: 0]", "UpdateFeatures": "0 to 2 [usable: 2]",
         "DescribeLogDirs": "1 to 5 [usable: 5]", "ApiVersions": "0 to 5 [usable: 5]",
         "DeleteGroups": "0 to 3 [usable: 3]", "AddRaftVoter": "0 to 1 [usable: 1]",
-        "RemoveRaftVoter": "0 [usable: 0]", "UnregisterController": "0 [usable: 0]"}, h[1]
+        "RemoveRaftVoter": "0 [usable: 0]", "UnregisterController": "0 [usable: 0]",
+        "StreamsGroupHeartbeat": "0 to 1 [usable: 1]",
+        "StreamsGroupDescribe": "0 to 1 [usable: 1]"}, h[1]
     # DescribeLogDirs v5 (KIP-1066): the log dir is not cordoned on either
     k, h = on_pair(pair, lambda b: [(int(r.error_code), r.is_cordoned) for r in request(
         b, 35, 5, {"topics": []}).results])
@@ -586,3 +591,200 @@ def test_kafka_cluster_unregister_controller(pair: tuple[Broker, Broker]) -> Non
     assert k[0] == h[0] == 0, (k, h)
     assert _versions(h[1], "UnregisterController") == _versions(
         k[1], "UnregisterController") == {"UnregisterController": "0 [usable: 0]"}
+
+
+# --- StreamsGroupHeartbeat (88) / StreamsGroupDescribe (89) v0-1 ---------------------
+
+COORDINATOR_BUSY = {14, 15, 16}  # loading, not available, not the coordinator
+GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID = 69, 25
+NOT_REQUESTED, NOT_STORED = 0, 1
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000)
+
+
+def _coordinated(b: Broker, group: str, api_key: int, version: int, body: dict) -> Any:
+    """The answer once the group's coordinator is ready (a fresh Kafka creates
+    __consumer_offsets at the first FindCoordinator and loads it)."""
+    deadline = time.monotonic() + 60
+    request(b, 10, 4, {"key_type": 0, "coordinator_keys": [group]})
+    while True:
+        resp = request(b, api_key, version, body)
+        code = int(resp.error_code if api_key == 88 else resp.groups[0].error_code)
+        if code not in COORDINATOR_BUSY or time.monotonic() > deadline:
+            return resp
+        time.sleep(0.2)
+
+
+def streams_heartbeat(b: Broker, version: int, group: str, member: str, epoch: int,
+                      topic: str | None = None, process: str | None = None) -> Any:
+    """A StreamsGroupHeartbeat: joining (epoch 0) with a topology of one subtopology
+    reading `topic`, else only the member's epoch (the rest unchanged: null)."""
+    body: dict[str, Any] = {"group_id": group, "member_id": member, "member_epoch": epoch,
+                            "endpoint_information_epoch": 0}
+    if epoch == 0:
+        body.update(
+            rebalance_timeout=30000, process_id=process, client_tags=[],
+            active_tasks=[], standby_tasks=[], warmup_tasks=[],
+            topology={"epoch": 0, "subtopologies": [{
+                "subtopology_id": "0", "source_topics": [topic], "source_topic_regex": [],
+                "state_changelog_topics": [], "repartition_sink_topics": [],
+                "repartition_source_topics": [], "copartition_groups": []}]})
+    return _coordinated(b, group, 88, version, body)
+
+
+def heartbeat_view(resp: Any, version: int) -> dict[str, Any]:
+    """What two brokers must answer alike (the member id is the client's own)."""
+    view = {"error": int(resp.error_code), "epoch": resp.member_epoch,
+            "heartbeat_interval": _ms(resp.heartbeat_interval),
+            "task_offset_interval": _ms(resp.task_offset_interval),
+            "acceptable_recovery_lag": resp.acceptable_recovery_lag,
+            "status": None if resp.status is None else sorted(
+                int(s.status_code) for s in resp.status),
+            "active": None if resp.active_tasks is None else sorted(
+                (t.subtopology_id, tuple(t.partitions)) for t in resp.active_tasks),
+            "endpoint_information_epoch": resp.endpoint_information_epoch}
+    if version >= 1:
+        view["topology_description_required"] = resp.topology_description_required
+    else:
+        assert not hasattr(resp, "topology_description_required")
+    return view
+
+
+def streams_describe(b: Broker, version: int, groups: list[str],
+                     include_description: bool = False) -> list[dict[str, Any]]:
+    body: dict[str, Any] = {"group_ids": groups, "include_authorized_operations": False}
+    if version >= 1:
+        body["include_topology_description"] = include_description
+    resp = _coordinated(b, groups[0], 89, version, body)
+    out = []
+    for g in resp.groups:
+        topology = None if g.topology is None else (g.topology.epoch, [
+            (s.subtopology_id, tuple(s.source_topics)) for s in g.topology.subtopologies or ()])
+        view = {"group_id": g.group_id, "error": int(g.error_code), "state": g.group_state,
+                "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
+                "topology": topology, "members": [m.member_epoch for m in g.members]}
+        if version >= 1:
+            view.update(assignor_name=g.assignor_name,
+                        topology_description_status=g.topology_description_status,
+                        topology_description=g.topology_description)
+        else:
+            assert not hasattr(g, "assignor_name")
+        out.append(view)
+    return out
+
+
+def streams_round_trip(b: Broker, version: int, topic: str) -> dict[str, Any]:
+    """Join a new streams group, describe it (with and without the topology
+    description at v1) beside an unknown group, heartbeat as an unknown member, leave."""
+    group = f"{topic}-v{version}"
+    member, other = str(uuid.uuid4()), str(uuid.uuid4())
+    joined = streams_heartbeat(b, version, group, member, 0, topic, str(uuid.uuid4()))
+    assert joined.member_id == member
+    out: dict[str, Any] = {"join": heartbeat_view(joined, version)}
+    missing = f"{group}-missing"  # asked alone: on a cluster its coordinator may differ
+    out["describe"] = [*streams_describe(b, version, [group]),
+                       *streams_describe(b, version, [missing])]
+    if version >= 1:
+        out["describe_with_description"] = [
+            *streams_describe(b, version, [group], include_description=True),
+            *streams_describe(b, version, [missing], include_description=True)]
+    out["unknown_member"] = heartbeat_view(
+        streams_heartbeat(b, version, group, other, 1), version)
+    left = streams_heartbeat(b, version, group, member, -1)
+    assert left.member_id == member
+    out["leave"] = heartbeat_view(left, version)
+    return out
+
+
+@pytest.mark.timeout(180)
+def test_streams_group_apis_v0_v1_raw(pair: tuple[Broker, Broker], topic_name: str) -> None:
+    """Raw StreamsGroupHeartbeat and StreamsGroupDescribe at v0 and v1: a member joins a
+    new group with one subtopology reading a topic (error 0, epoch 1, the lag as the
+    v1 int64 field and 0 in v0's legacy int32 field, no topology description wanted),
+    describe v1 names the sticky assignor and answers NOT_STORED when the description is
+    asked for, NOT_REQUESTED otherwise, an unknown group GROUP_ID_NOT_FOUND (no assignor),
+    an unknown member UNKNOWN_MEMBER_ID with the error's defaults; the member leaves.
+    Kafka 4.4 answers the same (its v1 answers decode with headwater's v1 schemas)."""
+    for b in pair:
+        create_topic(b, topic_name, 2)
+    for version in (0, 1):
+        k, h = on_pair(pair, lambda b, v=version: streams_round_trip(b, v, topic_name))
+        assert k == h, f"v{version}\nkafka: {k}\nheadwater: {h}"
+        join, (described, missing) = h["join"], h["describe"]
+        assert join["error"] == 0 and join["epoch"] == 1, h
+        assert join["acceptable_recovery_lag"] == (10000 if version else 0), h
+        assert join["task_offset_interval"] == 60000, h
+        assert described["error"] == 0 and described["members"] == [1], h
+        assert described["topology"] == (0, [("0", (topic_name,))]), h
+        assert missing["error"] == GROUP_ID_NOT_FOUND, h
+        unknown = h["unknown_member"]
+        assert unknown["error"] == UNKNOWN_MEMBER_ID, h
+        assert (unknown["task_offset_interval"], unknown["acceptable_recovery_lag"]) == (
+            0, -1 if version else 0), h
+        assert h["leave"]["error"] == 0 and h["leave"]["epoch"] == -1, h
+        if version:
+            assert join["topology_description_required"] is False, h
+            assert (described["assignor_name"], described["topology_description_status"],
+                    described["topology_description"]) == ("sticky", NOT_REQUESTED, None), h
+            asked, missing_asked = h["describe_with_description"]
+            assert (asked["assignor_name"], asked["topology_description_status"],
+                    asked["topology_description"]) == ("sticky", NOT_STORED, None), h
+            assert (missing["assignor_name"], missing["topology_description_status"]) == (
+                None, NOT_REQUESTED), h
+            assert (missing_asked["error"], missing_asked["assignor_name"],
+                    missing_asked["topology_description_status"]) == (
+                GROUP_ID_NOT_FOUND, None, NOT_REQUESTED), h
+
+
+def _coordinator(text: str, b: Broker) -> str:
+    """The COORDINATOR (ID) column with any of `b`'s brokers as C: on a cluster
+    (`--storage=cluster`) the group's coordinator is any of its three."""
+    return re.sub(r"(127\.0\.0\.1:PORT \()(\d)\)",
+                  lambda m: f"{m.group(1)}C)" if int(m.group(2)) in b.node_ids else m.group(0),
+                  text)
+
+
+def test_kafka_streams_groups_describes_with_v1(pair: tuple[Broker, Broker],
+                                                topic_name: str) -> None:
+    """kafka-streams-groups (Kafka 4.4's admin client describes with StreamsGroupDescribe
+    v1, whose AssignorName is the ASSIGNOR column): a member joined by raw heartbeats (the
+    same member and process ids on both brokers) and given its tasks once the initial
+    rebalance delay is over; --list, --describe with --state / --members, and an unknown
+    group, the same output from Kafka 4.4 and headwater."""
+    for b in pair:
+        create_topic(b, topic_name, 2)
+    group = f"{topic_name}-app"
+    member, process = str(uuid.uuid4()), str(uuid.uuid4())
+    for b in pair:
+        joined = streams_heartbeat(b, 1, group, member, 0, topic_name, process)
+        assert (int(joined.error_code), joined.member_epoch) == (0, 1), joined
+
+    def assigned(b: Broker) -> dict[str, Any]:
+        """The member's heartbeat once the group's first assignment is there."""
+        deadline = time.monotonic() + 30
+        while True:
+            view = heartbeat_view(streams_heartbeat(b, 1, group, member, 1), 1)
+            if view["active"] or time.monotonic() > deadline:
+                return view
+            time.sleep(0.5)
+    k, h = on_pair(pair, assigned)
+    assert k == h and h["active"] == [("0", (0, 1))] and h["epoch"] == 2, (k, h)
+    outputs: dict[str, Any] = {}
+    for name, args in (("list", ("--list",)),
+                       ("state", ("--describe", "--group", group, "--state", "--verbose")),
+                       ("members", ("--describe", "--group", group, "--members", "--verbose"))):
+        k, h = both(pair, "kafka-streams-groups", *args)
+        k, h = [(out[0], _coordinator(out[1], b), out[2]) for out, b in zip((k, h), pair,
+                                                                           strict=True)]
+        if name == "list":  # in each broker's ListGroups order (Kafka's: its hash maps')
+            k, h = [(out[0], sorted(out[1].splitlines()), out[2]) for out in (k, h)]
+        assert (k[0], k[1]) == (h[0], h[1]) and h[0] == 0, f"{args}\nkafka: {k}\nheadwater: {h}"
+        assert group in h[1], h
+        outputs[name] = h[1]
+    assert re.search(r"\bsticky\s+Stable\s+2\s+2\s+1\b", outputs["state"]), outputs
+    assert member in outputs["members"] and process in outputs["members"], outputs
+    k, h = both(pair, "kafka-streams-groups", "--describe", "--group", f"{group}-nope")
+    assert k[0] == h[0] == 1 and first_error(k[2]) == first_error(h[2]) != "", (k, h)
+    assert "GroupIdNotFoundException" in first_error(h[2]), h

@@ -44,7 +44,8 @@ COORDINATED: dict[int, tuple[str, int]] = {
     8: ("group_id", 0), 9: ("group_id", 0), 11: ("group_id", 0), 12: ("group_id", 0),
     13: ("group_id", 0), 14: ("group_id", 0), 15: ("groups", 0), 42: ("groups_names", 0),
     47: ("group_id", 0), 68: ("group_id", 0), 69: ("group_ids", 0), 76: ("group_id", 0),
-    77: ("group_ids", 0), 90: ("groups", 0), 91: ("group_id", 0), 92: ("group_id", 0),
+    77: ("group_ids", 0), 88: ("group_id", 0), 89: ("group_ids", 0), 90: ("groups", 0),
+    91: ("group_id", 0), 92: ("group_id", 0),
     22: ("transactional_id", 1), 24: ("transactional_id", 1),
     25: ("transactional_id", 1), 26: ("transactional_id", 1),
     28: ("group_id", 0),  # TxnOffsetCommit goes to the group's coordinator

@@ -5,21 +5,21 @@ the handler's `changes` maps it (LeaveGroup v0-2's member_id, FindCoordinator v0
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from pathlib import Path
 
 from headwater.broker import Broker
 from headwater.config import BrokerConfig
 from headwater.wire.codec import _plan  # the fields of a kio class, as upgrade reads them
+from headwater.wire.schemas import load_request_schema
 
 #: Fields of an older version that the newest lacks, which the handler knows to ignore.
 IGNORED = {"UpdateFeaturesRequest.v0.feature_updates.allow_downgrade"}
 
 
 def _version_class(newest: type, version: int) -> type:
-    module = importlib.import_module(newest.__module__.replace(
-        f".v{newest.__version__}.", f".v{version}."))  # type: ignore[attr-defined]
-    found: type = getattr(module, newest.__name__)
+    """The request class of `version` as the broker reads it: kio's, or one of
+    `wire/schemas.py` (the versions kio lacks, e.g. StreamsGroupHeartbeat v1)."""
+    found: type = load_request_schema(newest.__api_key__, version)  # type: ignore[attr-defined]
     return found
 
 

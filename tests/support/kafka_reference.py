@@ -64,6 +64,7 @@ TOOLS = {
     "kafka-client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
     "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
     "kafka-streams-application-reset": "org.apache.kafka.tools.StreamsResetter",
+    "kafka-streams-groups": "org.apache.kafka.tools.streams.StreamsGroupCommand",
     "kafka-delegation-tokens": "org.apache.kafka.tools.DelegationTokenCommand",
     "kafka-replica-verification": "org.apache.kafka.tools.ReplicaVerificationTool",
     "kafka-server-start": "kafka.Kafka",

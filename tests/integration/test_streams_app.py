@@ -163,22 +163,24 @@ def test_streams_protocol_on_reference(kafka_ref: KafkaReference, tmp_path: Path
 def test_kafka_streams_groups_tool_on_reference(kafka_ref: KafkaReference,
                                                tmp_path: Path) -> None:
     """kafka-streams-groups --list and --describe (--members, --state, --offsets) on the
-    reference while an instance runs: the group, its one member with all 8 tasks, and the
-    committed offsets appear; the outputs are the format headwater's answers must give."""
+    reference while one instance runs with all 8 tasks: the columns and rows are the
+    format headwater's streams groups must give the same tool."""
     suffix = uuid.uuid4().hex[:8]
     app_id, source, sink = f"wc-tool-{suffix}", f"words-{suffix}", f"counts-{suffix}"
     bootstrap = kafka_ref.bootstrap
     for topic in (source, sink):
         create_topic(bootstrap, topic, PARTITIONS)
     set_group_configs(bootstrap, app_id, STREAMS_GROUP_CONFIGS)
-    produce_words(bootstrap, source, word_sequence(1_000))
+    words = word_sequence(1_000)
+    produce_words(bootstrap, source, words)
     app = StreamsApp(bootstrap, app_id, source, sink, "streams", tmp_path)
     try:
         deadline = time.monotonic() + 90
         inst = app.instance("a").start()
         tasks = inst.wait_tasks(deadline)
-        assert len(tasks) == 2 * PARTITIONS, tasks
-        wait_progress(bootstrap, sink, 1_000, deadline, app)
+        assert tasks == {f"{s}_{p}" for s in (0, 1) for p in range(PARTITIONS)}, tasks
+        counted = verify_counts(bootstrap, sink, expected_counts(words), deadline)
+        assert counted.ok, counted
 
         def tool(*args: str) -> str:
             return run_tool("kafka-streams-groups", "--bootstrap-server", bootstrap,
@@ -194,12 +196,26 @@ def test_kafka_streams_groups_tool_on_reference(kafka_ref: KafkaReference,
         for name, out in [("--list", listed), ("--members", members), ("--state", state),
                           ("--offsets", offsets)]:
             print(f"--- kafka-streams-groups {name}\n{out}")
-        assert app_id in listed.split(), listed
-        header, *rows = [line.split() for line in members.strip().splitlines()]
-        assert header[:2] == ["GROUP", "MEMBER"], members
-        assert len(rows) == 1 and rows[0][0] == app_id, members
-        assert "Stable" in state.split() or "STABLE" in state.split(), state
-        assert source in offsets and app_id in offsets, offsets
+        assert app_id in listed.split(), listed  # one line per group of the reference
+
+        header, *rows = members.strip().splitlines()
+        assert header.split() == ["GROUP", "MEMBER", "PROCESS", "CLIENT-ID", "ASSIGNMENTS"]
+        assert len(rows) == 1, members
+        assert re.fullmatch(rf"{app_id} +\S{{22}} +[0-9a-f-]{{36}} +{app_id}-[0-9a-f-]{{36}}"
+                            r"-StreamThread-1-consumer +ACTIVE: 0:\[0,1,2,3\]; 1:\[0,1,2,3\];",
+                            rows[0].strip()), members
+
+        header, *rows = state.strip().splitlines()
+        assert header.split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNOR", "STATE",
+                                  "#MEMBERS"], state
+        assert [r.split() for r in rows] == [[app_id, bootstrap, "(1)", "sticky", "Stable",
+                                              "1"]], state
+
+        header, *rows = offsets.strip().splitlines()
+        assert header.split() == ["GROUP", "TOPIC", "PARTITION", "OFFSET-LAG"], offsets
+        topics = {source, f"{app_id}-by-word-repartition"}
+        assert sorted((r.split()[0], r.split()[1], int(r.split()[2])) for r in rows) \
+            == sorted((app_id, t, p) for t in topics for p in range(PARTITIONS)), offsets
     finally:
         app.kill_all()
 

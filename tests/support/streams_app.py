@@ -161,9 +161,9 @@ class StreamsInstance:
         assert not self.alive, f"{self.name} is already running"
         cmd = self.command()
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self._run_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             log.write(f"=== start {self.name}: {' '.join(cmd)}\n".encode())
+            log.flush()  # before the JVM appends to the same file
             self._run_start = log.tell()
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)

@@ -21,16 +21,18 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q $(EDITABLE) -e '.[test,spark]'
 	touch $(STAMP)
 
-# Java 17 for PySpark (the Spark connector tests): installed from Debian when neither
-# `java` on PATH nor /usr/lib/jvm has a 17; silent when it is already there.
+# Java 17 for PySpark (the Spark connector tests) and Apache Kafka, with javac for the
+# Kafka Streams application the tests compile (tests/support/streams/): the JDK
+# (openjdk-17-jdk-headless, which brings the JRE) is installed from Debian when neither
+# `javac` on PATH nor /usr/lib/jvm has a 17; silent when it is already there.
 java:
-	@java -version 2>&1 | grep -q 'version "17\.' \
-	  || ls -d /usr/lib/jvm/java-17-openjdk-* >/dev/null 2>&1 \
-	  || { echo "installing Java 17 (openjdk-17-jre-headless)"; \
+	@javac -version 2>&1 | grep -q '^javac 17\.' \
+	  || ls /usr/lib/jvm/java-17-openjdk-*/bin/javac >/dev/null 2>&1 \
+	  || { echo "installing Java 17 (openjdk-17-jdk-headless)"; \
 	       SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	       $$SUDO apt-get update -qq \
 	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	            openjdk-17-jre-headless >/dev/null; }
+	            openjdk-17-jdk-headless >/dev/null; }
 
 # kcat (Debian's, on an older librdkafka than confluent-kafka's) for the client tests.
 kcat:
@@ -86,18 +88,19 @@ rabbitmq:
 	            rabbitmq-server >/dev/null; }
 
 # Apache Kafka 4.4.0 (broker, tools, Java clients) into .kafka/lib/, kafka-metadata-shell
-# (4.3.1's, the newest served) into .kafka/shell/ and Spark's Kafka connector into
-# .kafka/spark/, as listed in kafka-ref/ (docs/compatibility.md: "Apache Kafka beside
-# headwater"). The stamp makes a second run a no-op that needs no network.
+# (4.3.1's, the newest served) into .kafka/shell/, Spark's Kafka connector into
+# .kafka/spark/ and Kafka Streams (kafka-streams, rocksdbjni) into .kafka/streams/, as
+# listed in kafka-ref/ (docs/compatibility.md: "Apache Kafka beside headwater"). The
+# stamp makes a second run a no-op that needs no network.
 KAFKA_STAMP := .kafka/.fetched
 $(KAFKA_STAMP): kafka-ref/pom.xml kafka-ref/kafka/pom.xml kafka-ref/shell/pom.xml \
-                kafka-ref/spark/pom.xml
+                kafka-ref/spark/pom.xml kafka-ref/streams/pom.xml
 	@command -v mvn >/dev/null \
 	  || { echo "installing maven"; \
 	       SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	       $$SUDO apt-get update -qq \
 	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; }
-	rm -rf .kafka/lib .kafka/shell .kafka/spark
+	rm -rf .kafka/lib .kafka/shell .kafka/spark .kafka/streams
 	mvn -q -B -f kafka-ref/pom.xml dependency:copy-dependencies
 	touch $@
 

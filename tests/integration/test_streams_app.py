@@ -229,7 +229,6 @@ def test_classic_protocol_on_headwater(broker: BrokerProcess, tmp_path: Path) ->
     crash_join_leave(broker.bootstrap, "classic", tmp_path)
 
 
-@pytest.mark.skip(reason="streams groups (KIP-1071) land with issue 37")
 def test_streams_protocol_on_headwater(broker: BrokerProcess, tmp_path: Path) -> None:
     """The scenario on headwater with group.protocol=streams, as on the reference."""
     crash_join_leave(broker.bootstrap, "streams", tmp_path, STREAMS_GROUP_CONFIGS)

@@ -156,7 +156,9 @@ def test_reference_finalizes_streams_version(kafka_ref: KafkaReference) -> None:
 
 def test_streams_protocol_on_reference(kafka_ref: KafkaReference, tmp_path: Path) -> None:
     """The scenario on Apache Kafka 4.4 with group.protocol=streams: the yardstick for
-    headwater's streams groups."""
+    headwater's streams groups. Most of its minute is the killed member keeping its tasks
+    until its session expires (group.streams.session.timeout.ms, 45 s, also the minimum
+    a group may set)."""
     crash_join_leave(kafka_ref.bootstrap, "streams", tmp_path, STREAMS_GROUP_CONFIGS)
 
 

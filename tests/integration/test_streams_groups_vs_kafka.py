@@ -201,3 +201,50 @@ def test_headwater_groups_shows_a_streams_group(broker: BrokerProcess) -> None:
     assert row[1] == "streams", listed
     described = cli("describe", group)
     assert f"Group {group} is " in described, described
+
+
+def test_kafka_streams_groups_resets_deletes_offsets_and_deletes_the_group(
+        both: tuple[Broker, Broker]) -> None:
+    """kafka-streams-groups on an empty streams group (a member joined and left): reset
+    its input offsets to the earliest, delete them, delete the group: the same output
+    and exit status from Kafka 4.4 and headwater."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from tests.support.kafka_reference import run_tool
+
+    suffix = uuid.uuid4().hex[:8]
+    source, group = f"src-{suffix}", f"app-{suffix}"
+
+    def prepare(b: Broker) -> None:
+        create_topic(b.bootstrap, source, 2)
+        joined = heartbeat(b, group_id=group, member_id="m",
+                           topology=topology({"source_topics": [source]}))
+        assert int(joined.error_code) == 0, answer(joined)
+        left = heartbeat(b, group_id=group, member_id="m", member_epoch=-1,
+                         active_tasks=None, standby_tasks=None, warmup_tasks=None)
+        assert int(left.error_code) == 0, answer(left)
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        done = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+            group, [TopicPartition(source, 0, 5), TopicPartition(source, 1, 7)])])
+        for future in done.values():
+            future.result(30)
+
+    def tool(b: Broker, *args: str) -> tuple[int, list[str]]:
+        proc = run_tool("kafka-streams-groups", "--bootstrap-server", b.bootstrap, *args,
+                        check=False, timeout=90)
+        lines = [" ".join(line.split()) for line in (proc.stdout + proc.stderr).splitlines()
+                 if line.strip() and "SLF4J" not in line]
+        return proc.returncode, sorted(lines)
+
+    on_both(both, prepare)
+    for args in [("--describe", "--group", group, "--state"),
+                 ("--reset-offsets", "--group", group, "--input-topic", source,
+                  "--to-earliest", "--execute"),
+                 ("--delete-offsets", "--group", group, "--input-topic", source),
+                 ("--delete", "--group", group),
+                 ("--describe", "--group", group)]:
+        k, h = on_both(both, lambda b, a=args: tool(b, *a))
+        k = (k[0], [line.replace(both[0].bootstrap, "BROKER") for line in k[1]])
+        h = (h[0], [line.replace(both[1].bootstrap, "BROKER") for line in h[1]])
+        assert k == h, f"{' '.join(args)}\nkafka: {k}\nheadwater: {h}"

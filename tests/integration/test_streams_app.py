@@ -148,12 +148,14 @@ def features(bootstrap: str) -> dict[str, tuple[str, str, str]]:
         r"FinalizedVersionLevel: (\S+)", out)}
 
 
+@pytest.mark.one_node("the reference alone: run once, with the one-node suite")
 def test_reference_finalizes_streams_version(kafka_ref: KafkaReference) -> None:
     """Kafka 4.4 finalizes streams.version 1 on a new cluster: group.protocol=streams works
     against the fixture's reference as it is, with no feature upgrade."""
     assert features(kafka_ref.bootstrap)["streams.version"] == ("0", "1", "1")
 
 
+@pytest.mark.one_node("the reference alone: run once, with the one-node suite")
 def test_streams_protocol_on_reference(kafka_ref: KafkaReference, tmp_path: Path) -> None:
     """The scenario on Apache Kafka 4.4 with group.protocol=streams: the yardstick for
     headwater's streams groups. Most of its minute is the killed member keeping its tasks
@@ -162,6 +164,7 @@ def test_streams_protocol_on_reference(kafka_ref: KafkaReference, tmp_path: Path
     crash_join_leave(kafka_ref.bootstrap, "streams", tmp_path, STREAMS_GROUP_CONFIGS)
 
 
+@pytest.mark.one_node("the reference alone: run once, with the one-node suite")
 def test_kafka_streams_groups_tool_on_reference(kafka_ref: KafkaReference,
                                                tmp_path: Path) -> None:
     """kafka-streams-groups --list and --describe (--members, --state, --offsets) on the

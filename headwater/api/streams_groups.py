@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -93,19 +93,20 @@ def to_request(ctx: RequestContext, req: Any) -> StreamsHeartbeatRequest:
         client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}")
 
 
-def to_response(resp: StreamsHeartbeatResponse, config: Any, version: int) -> dict[str, Any]:
+def to_response(resp: StreamsHeartbeatResponse, settings: Mapping[str, str], version: int
+                ) -> dict[str, Any]:
     """The answer of `version`. An error and a member's leaving (epoch -1, or -2 for a
     static member) answer the schema's defaults for the task offset interval and the lag
     (0, and -1 for v1's lag), as Kafka's error and leave responses; v0's int32 lag (kio's
     `acceptable_recovery_lag`, Kafka's AcceptableRecoveryLagLegacy) is 0 even otherwise,
-    as Kafka 4.4 sets only v1's int64 field."""
+    as Kafka 4.4 sets only v1's int64 field. `settings`: the group's effective `streams.*`
+    configs (its overrides, else the broker's defaults)."""
     assigned = resp.assignment
     configured: dict[str, Any] = {}
     if resp.error_code == E.none and resp.member_epoch >= 0:
-        configured["task_offset_interval"] = int(
-            config.get_str("group.streams.task.offset.interval.ms"))
+        configured["task_offset_interval"] = int(settings["streams.task.offset.interval.ms"])
         configured["acceptable_recovery_lag"] = int(
-            config.get_str("group.streams.acceptable.recovery.lag")) if version >= 1 else 0
+            settings["streams.acceptable.recovery.lag"]) if version >= 1 else 0
     return {
         "throttle_time": 0, "error_code": resp.error_code, "error_message": resp.error_message,
         "member_id": resp.member_id or "", "member_epoch": resp.member_epoch,
@@ -174,8 +175,8 @@ def _with_unauthorized(resp: StreamsHeartbeatResponse, names: list[str]
 
 def register(dispatcher: Dispatcher, broker: Services) -> None:
     async def handle_heartbeat(ctx: RequestContext, req: Any) -> dict[str, Any]:
-        config = broker.groups.broker_config
         request = to_request(ctx, req)
+        config = broker.groups.streams_group_config(request.group_id)
         no = refused(broker.access, ctx, request.group_id, request.topology)
         if no is not None:
             return to_response(no, config, ctx.api_version)

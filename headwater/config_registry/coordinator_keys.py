@@ -115,6 +115,17 @@ STREAMS_GROUP: tuple[S, ...] = (
       "Changelog records a warm-up task may lag and still count as caught up."),
     S("group.streams.task.offset.interval.ms", INT, "60000",
       "How often streams-group members report their task offsets."),
+    S("group.streams.min.task.offset.interval.ms", INT, "15000",
+      "Smallest streams.task.offset.interval.ms a group may set."),
+    S("group.streams.num.warmup.replicas", INT, "2",
+      "Warm-up replicas of a streams group (headwater assigns none: active tasks move "
+      "at once)."),
+    S("group.streams.max.warmup.replicas", INT, "20",
+      "Largest streams.num.warmup.replicas a group may set."),
+    S("group.streams.rack.aware.assignment.tags", LIST, "",
+      "Client tags for rack-aware standby placement (not used by headwater's assignor)."),
+    S("group.streams.assignor.offload.enable", BOOLEAN, "true",
+      "Kafka runs the task assignor off the coordinator thread (no effect here)."),
 )
 
 TRANSACTIONS: tuple[S, ...] = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .model import Scope, Setting, Type
 
-INT, STRING, BOOLEAN, LIST = Type.INT, Type.STRING, Type.BOOLEAN, Type.LIST
+INT, LONG, STRING, BOOLEAN, LIST = Type.INT, Type.LONG, Type.STRING, Type.BOOLEAN, Type.LIST
 
 
 def _group(name: str, type_: Type, synonym: str | None, doc: str, *,
@@ -33,6 +33,19 @@ GROUP: tuple[Setting, ...] = (
            "Standby replicas of each stateful task of this streams group.", at_least=0),
     _group("streams.assignment.interval.ms", INT, "group.streams.assignment.interval.ms",
            "Least time between two runs of this streams group's assignor.", at_least=0),
+    _group("streams.num.warmup.replicas", INT, "group.streams.num.warmup.replicas",
+           "Warm-up replicas of this streams group (headwater assigns none).", at_least=0),
+    _group("streams.task.offset.interval.ms", INT, "group.streams.task.offset.interval.ms",
+           "How often this streams group's members report their task offsets.",
+           at_least=1),
+    _group("streams.acceptable.recovery.lag", LONG, "group.streams.acceptable.recovery.lag",
+           "Changelog records a warm-up task may lag and count as caught up.", at_least=0),
+    _group("streams.rack.aware.assignment.tags", STRING,
+           "group.streams.rack.aware.assignment.tags",
+           "Client tags for this streams group's rack-aware standbys (not used)."),
+    _group("streams.assignor.offload.enable", BOOLEAN,
+           "group.streams.assignor.offload.enable",
+           "Whether Kafka runs this group's assignor off its coordinator thread."),
     _group("streams.initial.rebalance.delay.ms", INT,
            "group.streams.initial.rebalance.delay.ms",
            "How long this new streams group waits for more members.", at_least=0),

@@ -142,6 +142,12 @@ class GroupCoordinator:
         values = group_configs.effective(overrides, self.broker_config)
         return {k: values[k] for k in group_configs.SHARE_KEYS}
 
+    def streams_group_config(self, group_id: str) -> dict[str, str]:
+        """The effective `streams.*` configs: the group's override, else the broker's."""
+        overrides = self._image().resource_configs(GROUP_RESOURCE, group_id)
+        values = group_configs.effective(overrides, self.broker_config)
+        return {k: v for k, v in values.items() if k.startswith("streams.")}
+
     def add_share_member_listener(self, callback: Callable[[str, str], None]
                                   ) -> Callable[[], None]:
         """`callback(group_id, member_id)` when a share-group member leaves or is fenced;

@@ -20,7 +20,7 @@ from .. import config_registry as registry
 from ..config import BrokerConfig
 from ..config_registry import Scope, Setting, Type
 
-INT, STRING, BOOLEAN = Type.INT, Type.STRING, Type.BOOLEAN
+INT, LONG, STRING, BOOLEAN = Type.INT, Type.LONG, Type.STRING, Type.BOOLEAN
 DLQ_TOPIC = "errors.deadletterqueue.topic.name"
 DLQ_COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
 
@@ -39,6 +39,12 @@ class GroupConfigKey:
 # Group keys bounded otherwise than by `group.<kind>.min/max.<rest>` (GroupConfig.java);
 # a bound of "" is none (at_least holds).
 _BOUNDS = {"streams.num.standby.replicas": ("", "group.streams.max.standby.replicas"),
+           "streams.num.warmup.replicas": ("", "group.streams.max.warmup.replicas"),
+           "streams.task.offset.interval.ms": ("group.streams.min.task.offset.interval.ms",
+                                               ""),
+           "streams.acceptable.recovery.lag": ("", ""),
+           "streams.rack.aware.assignment.tags": None,
+           "streams.assignor.offload.enable": None,
            "streams.initial.rebalance.delay.ms": ("", "")}
 
 
@@ -47,7 +53,7 @@ def _key(setting: Setting) -> GroupConfigKey:
     synonym is bounded by the broker's `group.<kind>.min.<rest>` / `.max.<rest>`."""
     prefix, _, rest = setting.name.partition(".")
     bounds = _BOUNDS.get(setting.name)
-    if bounds is None and setting.synonym is not None:
+    if setting.name not in _BOUNDS and setting.synonym is not None:
         bounds = (f"group.{prefix}.min.{rest}", f"group.{prefix}.max.{rest}")
         assert all(not k or registry.lookup(k) is not None for k in bounds), bounds
     return GroupConfigKey(setting.name, setting.type, setting.default or "", setting.synonym,
@@ -111,9 +117,10 @@ def _parse(key: GroupConfigKey, value: str) -> int | str | bool:
                                 f"{reason}")
 
     v = value.strip()
-    if key.kind == INT:
-        if not _INT.match(v) or not -2**31 <= int(v) < 2**31:
-            raise invalid("Not a number of type INT")
+    if key.kind in (INT, LONG):
+        bits = 31 if key.kind == INT else 63
+        if not _INT.match(v) or not -2**bits <= int(v) < 2**bits:
+            raise invalid(f"Not a number of type {key.kind.name}")
         n = int(v)
         if key.at_least is not None and n < key.at_least:
             raise invalid(f"Value must be at least {key.at_least}")
@@ -148,7 +155,7 @@ def validate(overrides: Mapping[str, str | None], config: BrokerConfig) -> None:
         value = values[name]
         assert isinstance(value, int)
         low = int(broker_value(config, low_key)) if low_key else key.at_least or 0
-        high = int(broker_value(config, high_key)) if high_key else 2**31 - 1
+        high = int(broker_value(config, high_key)) if high_key else 2**63 - 1
         if not low <= value <= high:  # Kafka 4.4's message (4.3 named the broker keys)
             raise GroupConfigError(f"{name} must be in the range {low} to {high} inclusive.")
     for kind in ("consumer", "share", "streams"):

@@ -69,6 +69,8 @@ class ConfiguredTopology:
     to_create: tuple[InternalTopic, ...] = ()
     status: tuple[int, str] | None = None  # (Status code, detail) for the heartbeat
     stateful: frozenset[str] = field(default_factory=frozenset)
+    # The internal topics' partition counts as decided (what describe shows).
+    partitions: dict[str, int] = field(default_factory=dict)
 
     @property
     def ready(self) -> bool:
@@ -116,8 +118,8 @@ def configure(topology: Topology, image: MetadataImage) -> ConfiguredTopology:
         return ConfiguredTopology(topology.epoch, tasks, to_create,
                                   (MISSING_INTERNAL_TOPICS,
                                    f"Internal topics are missing: {summarize(names)}"),
-                                  stateful)
-    return ConfiguredTopology(topology.epoch, tasks, stateful=stateful)
+                                  stateful, decided)
+    return ConfiguredTopology(topology.epoch, tasks, stateful=stateful, partitions=decided)
 
 
 def _repartition_counts(topology: Topology, count: Count, decided: dict[str, int]) -> None:

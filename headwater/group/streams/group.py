@@ -40,7 +40,7 @@ from .. import records as R
 from ..modern.group import INT32_MIN, metadata_hash
 from .configured import ConfiguredTopology, configure
 from .tasks import EMPTY_TASKS, TasksTuple
-from .topology import Topology
+from .topology import TopicInfo, Topology
 
 if TYPE_CHECKING:
     from ...metadata.image import MetadataImage
@@ -391,12 +391,28 @@ class StreamsGroup:
         """StreamsGroupDescribe (89) entry."""
         topology = None
         if self.topology is not None:
+            # A ready topology is described as configured (Kafka 4.4): topics sorted, the
+            # internal topics with their decided partition counts; else as declared.
+            configured = self.configured(image)
+            decided = configured.partitions if configured is not None and configured.ready \
+                else None
+
+            def infos(topics: tuple[TopicInfo, ...]) -> list[dict[str, Any]]:
+                out = [t.to_dict() for t in topics]
+                if decided is None:
+                    return out
+                for info in out:
+                    info["partitions"] = decided.get(info["name"], info["partitions"])
+                return sorted(out, key=lambda i: i["name"])
+
+            def names(topics: tuple[str, ...]) -> list[str]:
+                return list(topics) if decided is None else sorted(topics)
+
             topology = {"epoch": self.topology.epoch, "subtopologies": [
-                {"subtopology_id": s.subtopology_id, "source_topics": list(s.source_topics),
-                 "repartition_sink_topics": list(s.repartition_sink_topics),
-                 "state_changelog_topics": [t.to_dict() for t in s.state_changelog_topics],
-                 "repartition_source_topics": [t.to_dict()
-                                               for t in s.repartition_source_topics]}
+                {"subtopology_id": s.subtopology_id, "source_topics": names(s.source_topics),
+                 "repartition_sink_topics": names(s.repartition_sink_topics),
+                 "state_changelog_topics": infos(s.state_changelog_topics),
+                 "repartition_source_topics": infos(s.repartition_source_topics)}
                 for s in self.topology.subtopologies]}
         members = []
         for m in sorted(self.members.values(), key=lambda m: m.member_id):

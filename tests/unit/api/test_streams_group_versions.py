@@ -11,12 +11,11 @@ from kio.serial import entity_reader
 
 from headwater.api import features
 from headwater.api.streams_groups import to_response
-from headwater.config import BrokerConfig
 from headwater.group.streams.operations import StreamsHeartbeatResponse
 from headwater.wire.codec import encode_response, response_class
 
-CONFIG = BrokerConfig({"group.streams.acceptable.recovery.lag": "12345",
-                       "group.streams.task.offset.interval.ms": "7000"})
+# A group's effective streams.* configs (GroupCoordinator.streams_group_config).
+CONFIG = {"streams.acceptable.recovery.lag": "12345", "streams.task.offset.interval.ms": "7000"}
 
 
 def answered(api_key: int, version: int, data: dict[str, Any]) -> Any:

@@ -113,3 +113,27 @@ def test_dead_letter_configs(key: str, value: str) -> None:
     values = effective({}, BROKER)
     assert values["errors.deadletterqueue.topic.name"] == ""
     assert values["errors.deadletterqueue.copy.record.enable"] == "false"
+
+
+def test_streams_group_configs_and_their_bounds() -> None:
+    """Kafka 4.4's streams.* group configs: standby and warm-up replicas bounded by the
+    broker's max, the task offset interval by its min, the recovery lag a LONG."""
+    validate({"streams.num.standby.replicas": "2", "streams.num.warmup.replicas": "20",
+              "streams.acceptable.recovery.lag": str(2**40),
+              "streams.task.offset.interval.ms": "15000",
+              "streams.session.timeout.ms": "50000"}, BROKER)
+    for key, value, message in [
+            ("streams.num.standby.replicas", "3",
+             "streams.num.standby.replicas must be in the range 0 to 2 inclusive."),
+            ("streams.num.warmup.replicas", "21",
+             "streams.num.warmup.replicas must be in the range 0 to 20 inclusive."),
+            ("streams.task.offset.interval.ms", "1000",
+             "streams.task.offset.interval.ms must be in the range 15000 to "
+             "9223372036854775807 inclusive."),
+            ("streams.session.timeout.ms", "30000",
+             "streams.session.timeout.ms must be in the range 45000 to 60000 inclusive.")]:
+        with pytest.raises(GroupConfigError) as err:
+            validate({key: value}, BROKER)
+        assert str(err.value) == message
+    with pytest.raises(GroupConfigError, match="Not a number of type LONG"):
+        validate({"streams.acceptable.recovery.lag": "lots"}, BROKER)

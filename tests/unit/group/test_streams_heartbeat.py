@@ -364,3 +364,22 @@ def test_static_membership_errors_are_kafkas() -> None:
     unknown = ctx.hb("z", 2, owned=NONE, instance_id="i-z")
     assert (unknown.error_code, unknown.error_message) == (
         E.unknown_member_id, "Instance id i-z is unknown.")
+
+
+def test_describe_shows_a_ready_topology_as_configured() -> None:
+    ctx = ready()
+    ctx.hb("m1", 0)
+    described, = ctx.shard.streams.describe(["g"], False)
+    subs = {s["subtopology_id"]: s for s in described["topology"]["subtopologies"]}
+    # The changelog's partitions as decided (one per task), not the declared 0.
+    assert [(t["name"], t["partitions"]) for t in subs["1"]["state_changelog_topics"]] == [
+        (CHANGELOG, 4)]
+    assert [(t["name"], t["partitions"]) for t in subs["1"]["repartition_source_topics"]] \
+        == [(REPARTITION, 4)]
+    assert described["group_state"] == "Stable"
+    # Not ready (the internal topics are missing): as declared.
+    other = StreamsStory({"input": 4})
+    other.hb("m1", 0)
+    described, = other.shard.streams.describe(["g"], False)
+    subs = {s["subtopology_id"]: s for s in described["topology"]["subtopologies"]}
+    assert [t["partitions"] for t in subs["1"]["state_changelog_topics"]] == [0]

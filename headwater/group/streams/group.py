@@ -285,14 +285,6 @@ class StreamsGroup:
                 return m
         return None
 
-    def active_owner(self, subtopology_id: str, partition: int) -> str | None:
-        """The member holding (or still revoking) the task as active, if any."""
-        for m in self.members.values():
-            if (partition in m.assigned.active.get(subtopology_id, ())
-                    or partition in m.pending_revocation.active.get(subtopology_id, ())):
-                return m.member_id
-        return None
-
     # ---- the Group protocol (offsets, admin APIs) ----------------------------------
     def protocol_type(self) -> str:
         return "streams"

@@ -53,10 +53,6 @@ def intersect(a: Tasks, b: Tasks) -> Tasks:
     return freeze({s: ps & b.get(s, frozenset()) for s, ps in a.items()})
 
 
-def count(tasks: Tasks) -> int:
-    return sum(len(ps) for ps in tasks.values())
-
-
 @dataclass(frozen=True, slots=True)
 class TasksTuple:
     """A member's active, standby and warm-up tasks (assigned, target or pending)."""

@@ -587,12 +587,17 @@ class CoordinatorRuntime:
             # the second: the store no longer serves the shard's partition (on the shared
             # log, a lease this broker's clock says may have run out): its state may be
             # behind another broker's by now
-            if self.follows and shard is None and self._placed(partition):
-                # A cluster's shard the shared log places here, not taken yet (a broker
-                # that just joined, or whose predecessor is still handing it over):
-                # FindCoordinator already names this broker, so the client waits and
-                # asks again here, as during a load. NOT_COORDINATOR would send it back
-                # to FindCoordinator, and librdkafka's committed() fails on it.
+            if self.follows and self._placed(partition):
+                # A cluster's shard the shared log places here (by a fresh view) that
+                # cannot serve this instant: not taken yet (a broker that just joined,
+                # or whose predecessor is still handing it over), or taken and its
+                # lease renewed late by this broker's clock (a starved event loop, a
+                # slow database). FindCoordinator names this broker either way, so
+                # the client waits and asks again here, as during a load: nothing is
+                # served meanwhile, and a lease lost for good drops the shard, which
+                # then answers NOT_COORDINATOR. NOT_COORDINATOR now would send it back
+                # to FindCoordinator, and librdkafka's committed() fails on it (a CI
+                # run of make test-cluster, 2026-12-01).
                 raise NotReady(E.coordinator_load_in_progress)
             raise NotReady(E.not_coordinator)
         return shard

@@ -60,3 +60,35 @@ def test_a_cluster_shard_placed_here_but_not_taken_yet_is_loading() -> None:
     with pytest.raises(NotReady) as elsewhere:
         runtime.shard(2)
     assert elsewhere.value.code == E.not_coordinator
+
+
+def test_a_cluster_shard_placed_here_whose_lease_lapsed_is_loading() -> None:
+    """A shard loaded here, placed here by a fresh view, whose partition's lease this
+    broker's clock says ran out before it was renewed: COORDINATOR_LOAD_IN_PROGRESS
+    (librdkafka's committed() asks again here) rather than NOT_COORDINATOR (it fails on
+    it); once no longer placed here, NOT_COORDINATOR."""
+    import pytest
+    from kio.schema.errors import ErrorCode as E
+
+    from headwater.coordinator.runtime import NotReady
+
+    serving, placed = [True], [True]
+    partitions: Any = SimpleNamespace(
+        partition=lambda topic, partition: object() if serving[0] else None)
+    runtime = CoordinatorRuntime("__t", 1, None,  # type: ignore[arg-type]
+                                 lambda p, timer: FakeShard(), {}, partitions=partitions,
+                                 topics=SimpleNamespace(), clock=lambda: 0)
+    runtime._scan = lambda partition: iter(())  # type: ignore[method-assign]
+    asyncio.run(runtime._load_all())
+    # loaded as a cluster's shard is once taken: it follows the placement from now on
+    runtime.follows = True
+    runtime._placed = lambda partition: placed[0]
+    assert isinstance(runtime.shard(0), FakeShard)
+    serving[0] = False  # the lease lapsed by this broker's clock
+    with pytest.raises(NotReady) as lapsed:
+        runtime.shard(0)
+    assert lapsed.value.code == E.coordinator_load_in_progress
+    placed[0] = False  # the placement moved it away
+    with pytest.raises(NotReady) as moved:
+        runtime.shard(0)
+    assert moved.value.code == E.not_coordinator

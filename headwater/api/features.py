@@ -172,7 +172,7 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
 _GATED_APIS = {76: "share.version", 77: "share.version", 78: "share.version",
                79: "share.version", 90: "share.version", 91: "share.version",
                92: "share.version", 68: "group.version", 69: "group.version",
-               88: "streams.version", 89: "streams.version"}
+               88: "streams.version", 89: "streams.version", 93: "streams.version"}
 _UNSUPPORTED_MESSAGE = "The version of API is not supported."
 
 
@@ -198,6 +198,8 @@ def _refusal(api_key: int, req: Any) -> dict[str, Any]:
     if api_key in (91, 92):
         return {"throttle_time": 0, "error_code": code,
                 "error_message": _UNSUPPORTED_MESSAGE, "responses": ()}
+    if api_key == 93:
+        return {"throttle_time": 0, "error_code": code, "error_message": _UNSUPPORTED_MESSAGE}
     if api_key in (78, 79):
         return {"throttle_time": 0, "error_code": code, "error_message": None,
                 "acquisition_lock_timeout": 0, "responses": (), "node_endpoints": ()}

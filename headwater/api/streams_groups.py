@@ -1,10 +1,11 @@
-"""StreamsGroupHeartbeat (88) and StreamsGroupDescribe (89): KIP-1071 streams groups.
+"""StreamsGroupHeartbeat (88), StreamsGroupDescribe (89) and
+StreamsGroupTopologyDescriptionUpdate (93): KIP-1071 streams groups.
 
 The heartbeat handler turns the kio request into a `StreamsHeartbeatRequest` for the
 group's shard (`headwater.group.streams`), answers once the member's records are
 committed, and then does what Kafka's KafkaApis does after the coordinator: creates the
 internal topics (repartition and changelog topics) the topology needs and the metadata
-lacks, so that the next heartbeat finds them. Both APIs are refused (UNSUPPORTED_VERSION)
+lacks, so that the next heartbeat finds them. The three are refused (UNSUPPORTED_VERSION)
 while streams.version is below 1 (features.py's gate), as Kafka's.
 
 Versions 0-1 of both, as Kafka 4.4 (the v1 schemas are in `wire/schemas.py`: kio has v0
@@ -14,7 +15,8 @@ v0's int32 field for the lag is left at 0, as Kafka 4.4 leaves its
 AcceptableRecoveryLagLegacy. Describe v1 names the assignor and, for a group described,
 answers the topology description's status: NOT_STORED when asked for (Kafka without a
 plugin), NOT_REQUESTED otherwise; a group not described keeps the defaults (no assignor,
-NOT_REQUESTED), as Kafka's.
+NOT_REQUESTED), as Kafka's. A description pushed anyway (93) is refused as Kafka 4.4
+refuses it without a plugin.
 """
 
 from __future__ import annotations
@@ -42,7 +44,11 @@ from ..metadata.topics import INTERNAL_TOPICS, topic_name_error
 from ..security import acl as A
 from ..storage.errors import LogError
 from ..wire.dispatch import Dispatcher, RequestContext, typed
-from ..wire.schemas import StreamsGroupDescribeRequestV1, StreamsGroupHeartbeatRequestV1
+from ..wire.schemas import (
+    StreamsGroupDescribeRequestV1,
+    StreamsGroupHeartbeatRequestV1,
+    StreamsGroupTopologyDescriptionUpdateRequest,
+)
 from .services import HasAccess, HasGroups
 
 if TYPE_CHECKING:
@@ -58,6 +64,10 @@ class InternalTopicCreator(Protocol):
     def create_internal_topics(self, ctx: RequestContext,
                                topics: Sequence[InternalTopic]) -> None:
         """Create them (here or on the controller), in the background."""
+
+
+#: Kafka 4.4's answer to a topology description pushed to a broker without a plugin.
+NO_DESCRIPTION_PLUGIN = "The broker has no streams group topology description plugin configured."
 
 
 class Services(HasAccess, HasGroups, InternalTopicCreator, Protocol):
@@ -90,7 +100,8 @@ def to_request(ctx: RequestContext, req: Any) -> StreamsHeartbeatRequest:
         user_endpoint=(endpoint.host, int(endpoint.port)) if endpoint is not None else None,
         client_tags=tuple((t.key, t.value) for t in tags) if tags is not None else None,
         shutdown_application=bool(req.shutdown_application),
-        client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}")
+        client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}",
+        api_version=ctx.api_version)
 
 
 def to_response(resp: StreamsHeartbeatResponse, settings: Mapping[str, str], version: int
@@ -217,8 +228,22 @@ def register(dispatcher: Dispatcher, broker: Services) -> None:
             out.append(entry)
         return {"throttle_time": 0, "groups": out}
 
+    def handle_topology_description(ctx: RequestContext, req: Any) -> dict[str, Any]:
+        """StreamsGroupTopologyDescriptionUpdate (93): a member pushes its topology's
+        description for the broker's plugin (KIP-1357). As Kafka 4.4 without one
+        (`group.streams.topology.description.plugin` unset, its default): READ on the
+        group, then UNSUPPORTED_VERSION naming the missing plugin (the heartbeat never
+        asks for a description, so clients do not send one)."""
+        if not broker.access.allowed(ctx, A.READ, A.GROUP, req.group_id):
+            return {"throttle_time": 0, "error_code": E.group_authorization_failed,
+                    "error_message": "Group authorization failed."}
+        return {"throttle_time": 0, "error_code": E.unsupported_version,
+                "error_message": NO_DESCRIPTION_PLUGIN}
+
     dispatcher.register(88, 0, 1, typed(StreamsGroupHeartbeatRequestV1, handle_heartbeat))
     dispatcher.register(89, 0, 1, typed(StreamsGroupDescribeRequestV1, handle_describe))
+    dispatcher.register(93, 0, 0, typed(StreamsGroupTopologyDescriptionUpdateRequest,
+                                        handle_topology_description))
 
 
 def _describe_one(group_id: str, include: bool, shard: GroupShard) -> list[dict[str, Any]]:

@@ -118,12 +118,14 @@ STREAMS_GROUP: tuple[S, ...] = (
     S("group.streams.min.task.offset.interval.ms", INT, "15000",
       "Smallest streams.task.offset.interval.ms a group may set."),
     S("group.streams.num.warmup.replicas", INT, "2",
-      "Warm-up replicas of a streams group (headwater assigns none: active tasks move "
-      "at once)."),
+      "Warm-up replicas of a streams group (none is handed out, as in Kafka 4.4.0: "
+      "active tasks move at once)."),
     S("group.streams.max.warmup.replicas", INT, "20",
       "Largest streams.num.warmup.replicas a group may set."),
     S("group.streams.rack.aware.assignment.tags", LIST, "",
-      "Client tags for rack-aware standby placement (not used by headwater's assignor)."),
+      "Client tags every streams-group member must send (else the heartbeat reports "
+      "MISSING_CLIENT_TAGS); Kafka 4.4's assignor places no standby by them, nor does "
+      "headwater's."),
     S("group.streams.assignor.offload.enable", BOOLEAN, "true",
       "Kafka runs the task assignor off the coordinator thread (no effect here)."),
 )

@@ -35,6 +35,7 @@ class GroupConfig:
     streams_max_size: int = 2147483647
     streams_initial_rebalance_delay_ms: int = 3000
     streams_assignment_interval_ms: int = 1000
+    streams_rack_aware_assignment_tags: tuple[str, ...] = ()
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> GroupConfig:
@@ -69,4 +70,7 @@ class GroupConfig:
             streams_initial_rebalance_delay_ms=int(
                 get("group.streams.initial.rebalance.delay.ms")),
             streams_assignment_interval_ms=int(get("group.streams.assignment.interval.ms")),
+            streams_rack_aware_assignment_tags=tuple(
+                t.strip() for t in get("group.streams.rack.aware.assignment.tags").split(",")
+                if t.strip()),
         )

@@ -14,6 +14,9 @@ bounds pre-pass in `guard.py` take them like its own):
   AcceptableRecoveryLagLegacy int32 (kio's `acceptable_recovery_lag` of v0) for
   AcceptableRecoveryLag int64 (default -1) after TaskOffsetIntervalMs, and adds
   TopologyDescriptionRequired bool after WarmupTasks.
+* StreamsGroupTopologyDescriptionUpdate v0 (key 93, KIP-1357, new in 4.4): GroupId,
+  MemberId, TopologyEpoch int32 and a TopologyDescription (subtopologies of nodes, global
+  stores); the answer an error code and message.
 * StreamsGroupDescribe v1 (KIP-1331, KIP-1357): the request adds IncludeTopologyDescription
   bool; each described group adds TopologyDescription (nullable, with its nested
   structs), TopologyDescriptionStatus int8 (default 0) and AssignorName (nullable string).
@@ -169,6 +172,82 @@ class UnregisterControllerResponse:
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[i16] = i16(94)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    error_code: i16 = field(metadata={"kafka_type": "int16"})
+    error_message: str | None = field(metadata={"kafka_type": "string"}, default=None)
+
+
+# ---- StreamsGroupTopologyDescriptionUpdate v0 ------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyDescriptionUpdateNode:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(93)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    name: str = field(metadata={"kafka_type": "string"})
+    node_type: i8 = field(metadata={"kafka_type": "int8"})
+    source_topics: tuple[TopicName, ...] = field(metadata={"kafka_type": "string"}, default=())
+    sink_topic: TopicName | None = field(metadata={"kafka_type": "string"}, default=None)
+    stores: tuple[str, ...] = field(metadata={"kafka_type": "string"}, default=())
+    successors: tuple[str, ...] = field(metadata={"kafka_type": "string"}, default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyDescriptionUpdateSubtopology:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(93)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    subtopology_id: str = field(metadata={"kafka_type": "string"})
+    nodes: tuple[TopologyDescriptionUpdateNode, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyDescriptionUpdateGlobalStore:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(93)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    source: TopologyDescriptionUpdateNode
+    processor: TopologyDescriptionUpdateNode
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyDescriptionUpdateDescription:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(93)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    subtopologies: tuple[TopologyDescriptionUpdateSubtopology, ...]
+    global_stores: tuple[TopologyDescriptionUpdateGlobalStore, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamsGroupTopologyDescriptionUpdateRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(93)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    group_id: GroupId = field(metadata={"kafka_type": "string"})
+    member_id: str = field(metadata={"kafka_type": "string"})
+    topology_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    topology_description: TopologyDescriptionUpdateDescription
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamsGroupTopologyDescriptionUpdateResponse:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(93)
     __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
     throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
     error_code: i16 = field(metadata={"kafka_type": "int16"})
@@ -767,11 +846,13 @@ _REQUESTS: dict[tuple[int, int], type] = {(18, 5): ApiVersionsRequestV5,
                                           (42, 3): DeleteGroupsRequestV3,
                                           (88, 1): StreamsGroupHeartbeatRequestV1,
                                           (89, 1): StreamsGroupDescribeRequestV1,
+                                          (93, 0): StreamsGroupTopologyDescriptionUpdateRequest,
                                           (94, 0): UnregisterControllerRequest}
 _RESPONSES: dict[tuple[int, int], type] = {(18, 5): ApiVersionsResponseV5,
                                            (42, 3): DeleteGroupsResponseV3,
                                            (88, 1): StreamsGroupHeartbeatResponseV1,
                                            (89, 1): StreamsGroupDescribeResponseV1,
+                                           (93, 0): StreamsGroupTopologyDescriptionUpdateResponse,
                                            (94, 0): UnregisterControllerResponse}
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_reference import KafkaReference, create_topic
+from tests.support.streams_app import set_group_configs
 from tests.support.wire import RawClient
 
 pytestmark = pytest.mark.timeout(180)
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.timeout(180)
 Broker = Any  # KafkaReference | BrokerProcess: both have .bootstrap
 
 
-def heartbeat(b: Broker, **fields: Any) -> Any:
+def heartbeat(b: Broker, version: int = 0, **fields: Any) -> Any:
     host, port = b.bootstrap.rsplit(":", 1)
     body = {"group_id": "g", "member_id": "m", "member_epoch": 0,
             "endpoint_information_epoch": 0, "rebalance_timeout": 30000,
@@ -39,7 +40,7 @@ def heartbeat(b: Broker, **fields: Any) -> Any:
         try:
             # FindCoordinator first, as clients do: Kafka creates __consumer_offsets then.
             client.request(10, 4, {"key_type": 0, "coordinator_keys": [body["group_id"]]})
-            resp = client.request(88, 0, body)
+            resp = client.request(88, version, body)
         finally:
             client.close()
         if int(resp.error_code) not in (14, 15, 16) or time.monotonic() > deadline:
@@ -183,6 +184,57 @@ def test_a_member_from_the_future_and_absurd_tasks_leave_the_group_serving(
     k, h = on_both(both, story)
     assert k == h, (k, h)
     assert [code for code, *_ in k] == [0, 110, 25, 42, 0], k
+
+
+def test_a_member_lacking_the_groups_rack_tags_is_told_so_at_v1(
+        both: tuple[Broker, Broker]) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    source, group = f"src-{suffix}", f"app-{suffix}"
+    for b in both:
+        create_topic(b.bootstrap, source, 2)
+        set_group_configs(b.bootstrap, group,
+                          {"streams.rack.aware.assignment.tags": "zone,rack"})
+    plain = topology({"source_topics": [source]})
+
+    def story(b: Broker) -> list[Any]:
+        v1 = heartbeat(b, 1, group_id=group, member_id="tagged-zone", topology=plain,
+                       client_tags=[{"key": "zone", "value": "a"}])
+        v0 = heartbeat(b, 0, group_id=group, member_id="untagged", topology=plain)
+        return [answer(v1), answer(v0)]
+
+    k, h = on_both(both, story)
+    assert k == h, (k, h)
+    missing = (6, "Missing required client tags for rack-aware standby assignment: [rack]. "
+                  "Configure them via 'client.tag.<tagKey>' in your Streams config.")
+    assert missing in k[0][2] and all(code != 6 for code, _ in k[1][2]), k
+
+
+def test_a_pushed_topology_description_is_refused_as_kafka_without_a_plugin(
+        both: tuple[Broker, Broker]) -> None:
+    """StreamsGroupTopologyDescriptionUpdate (93, KIP-1357): advertised at v0 by both,
+    and answered UNSUPPORTED_VERSION naming the missing plugin (Kafka's default)."""
+    node = {"name": "KSTREAM-SOURCE-0000000000", "node_type": 1, "source_topics": ["t"],
+            "sink_topic": None, "stores": [], "successors": []}
+    body = {"group_id": "g93", "member_id": "m", "topology_epoch": 0,
+            "topology_description": {"subtopologies": [
+                {"subtopology_id": "0", "nodes": [node]}], "global_stores": []}}
+
+    def story(b: Broker) -> tuple[Any, ...]:
+        host, port = b.bootstrap.rsplit(":", 1)
+        client = RawClient(host, int(port), timeout=15)
+        try:
+            versions = client.request(18, 3, {"client_software_name": "t",
+                                              "client_software_version": "1"})
+            keys = sorted((int(k.api_key), int(k.min_version), int(k.max_version))
+                          for k in versions.api_keys if int(k.api_key) in (88, 89, 93))
+            resp = client.request(93, 0, body)
+        finally:
+            client.close()
+        return keys, int(resp.error_code), resp.error_message
+
+    k, h = on_both(both, story)
+    assert k == h == ([(88, 0, 1), (89, 0, 1), (93, 0, 0)], 35, "The broker has no streams "
+                      "group topology description plugin configured."), (k, h)
 
 
 def test_headwater_groups_shows_a_streams_group(broker: BrokerProcess) -> None:

@@ -26,11 +26,11 @@ Guarantees, as in Kafka:
 
 Differences from Kafka's current assignor: when a previous owner is at its quota, the task
 first goes to another member of the same process below the quota (its state is on that
-process's disk) before the previous standby holders. Rack awareness (Kafka's
-`RackAwareStandbyPicker` over `rack.aware.assignment.tags`, with its tag trees) is left
-out: the caller passes no tags config and the picker is larger than this module, so
-`MemberSpec.client_tags` is accepted and ignored. No warm-up tasks are assigned (Kafka's
-sticky assignor assigns none either); warm-ups held before count as standbys.
+process's disk) before the previous standby holders. No rack awareness: Kafka 4.4.0's
+sticky assignor places standbys without the client tags too (its later
+`RackAwareStandbyPicker` is not in 4.4.0), so `MemberSpec.client_tags` is accepted and
+ignored. No warm-up tasks are assigned (Kafka 4.4.0's refiner assigns none either);
+warm-ups held before count as standbys.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ INCORRECTLY_PARTITIONED_TOPICS = 2
 MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
 ASSIGNMENT_DELAYED = 5
+MISSING_CLIENT_TAGS = 6
 
 
 Count = Callable[[str], "int | None"]  # a topic's partition count, known or decided

@@ -34,6 +34,7 @@ like a leave.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,7 @@ from ..modern.operations import (
 from . import assignor
 from .configured import (
     ASSIGNMENT_DELAYED,
+    MISSING_CLIENT_TAGS,
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
     ConfiguredTopology,
@@ -109,6 +111,8 @@ class StreamsHeartbeatRequest:
     shutdown_application: bool = False
     client_id: str = ""
     client_host: str = ""
+    #: The request's version: v1 members are told of client tags they lack.
+    api_version: int = 1
 
 
     @property
@@ -171,8 +175,21 @@ class StreamsGroupManager:
         return self._group_config(group_id, "streams.num.standby.replicas",
                                   self.shard.config.streams_num_standby_replicas)
 
+    def rack_tags(self, group_id: str) -> list[str]:
+        """The client tags every member must send (`streams.rack.aware.assignment.tags`,
+        the group's, else the broker's), as Kafka splits them."""
+        value = self.shard.image().resource_configs(GROUP_RESOURCE, group_id).get(
+            "streams.rack.aware.assignment.tags")
+        if value is None:
+            return list(self.shard.config.streams_rack_aware_assignment_tags)
+        value = value.strip()
+        return re.split(r"\s*,\s*", value) if value else []
+
     def assignment_configs(self, group_id: str) -> dict[str, str]:
-        return {"num.standby.replicas": str(self.num_standby_replicas(group_id))}
+        configs = {"num.standby.replicas": str(self.num_standby_replicas(group_id))}
+        if tags := self.rack_tags(group_id):
+            configs["rack.aware.assignment.tags"] = ",".join(tags)
+        return configs
 
     # ---- groups and replay ---------------------------------------------------------
     def group(self, group_id: str) -> StreamsGroup | None:
@@ -464,7 +481,8 @@ class StreamsGroupManager:
         return Result(records, StreamsHeartbeatResponse(
             member_id=updated.member_id, member_epoch=current.member_epoch,
             heartbeat_interval_ms=self.heartbeat_interval_ms(g),
-            status=_status(group, current, topology, configured, delayed),
+            status=_status(group, current, topology, configured, delayed,
+                           self.rack_tags(g) if req.api_version >= 1 else []),
             assignment=current.assigned if joining or changed else None,
             endpoint_information_epoch=endpoint_epoch,
             endpoints=(_endpoints(everyone.values(), current, topology, image)
@@ -703,9 +721,10 @@ def _reconciled(member: StreamsGroupMember, everyone: Mapping[str, StreamsGroupM
 
 
 def _status(group: StreamsGroup, member: StreamsGroupMember, topology: Topology,
-            configured: ConfiguredTopology, delayed: str | None
+            configured: ConfiguredTopology, delayed: str | None, rack_tags: list[str]
             ) -> tuple[tuple[int, str], ...]:
-    """The heartbeat's statuses, in Kafka's order."""
+    """The heartbeat's statuses, in Kafka's order. `rack_tags`: the client tags the
+    member must have sent (none asked of a v0 member, as Kafka 4.4)."""
     status: list[tuple[int, str]] = []
     if member.topology_epoch < topology.epoch:
         status.append((STALE_TOPOLOGY, f"The member's topology epoch {member.topology_epoch} "
@@ -718,6 +737,11 @@ def _status(group: StreamsGroup, member: StreamsGroupMember, topology: Topology,
         status.append((SHUTDOWN_APPLICATION, f"Streams group member "
                        f"{group.shutdown_requested_by} encountered a fatal error and "
                        f"requested a shutdown for the entire application."))
+    sent = {k for k, _v in member.client_tags}
+    if missing := [t for t in rack_tags if t not in sent]:
+        status.append((MISSING_CLIENT_TAGS, "Missing required client tags for rack-aware "
+                       f"standby assignment: [{', '.join(missing)}]. Configure them via "
+                       "'client.tag.<tagKey>' in your Streams config."))
     return tuple(status)
 
 
@@ -731,8 +755,10 @@ def _configure(group: StreamsGroup, topology: Topology, image: MetadataImage
 
 
 def _subset(owned: TasksTuple | None, assigned: TasksTuple) -> bool:
+    """A member a heartbeat behind keeps its epoch only if it sent all three task lists
+    and they are within what it was assigned (not sent: fenced, as Kafka 4.4)."""
     if owned is None:
-        return True
+        return False
     return all(ps <= getattr(assigned, k).get(s, frozenset())
                for k in KINDS for s, ps in getattr(owned, k).items())
 

@@ -66,3 +66,11 @@ def test_refused_heartbeat_and_describe_keep_the_v1_defaults() -> None:
     group, = answered(89, 1, features._refusal(89, Describe())).groups
     assert (int(group.error_code), group.assignor_name, group.topology_description_status,
             group.topology_description) == (35, None, 0, None)
+
+
+def test_refused_topology_description_update_names_the_unsupported_version() -> None:
+    """streams.version 0 refuses StreamsGroupTopologyDescriptionUpdate (93) too, with the
+    error's own message (Kafka's getErrorResponse of UNSUPPORTED_VERSION)."""
+    refused = answered(93, 0, features._refusal(93, None))
+    assert (int(refused.error_code), refused.error_message) == (
+        35, "The version of API is not supported.")

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode as E
 from headwater.group import records as R
 from headwater.group.streams.configured import (
     ASSIGNMENT_DELAYED,
+    MISSING_CLIENT_TAGS,
     MISSING_INTERNAL_TOPICS,
     MISSING_SOURCE_TOPICS,
     STALE_TOPOLOGY,
@@ -383,3 +384,40 @@ def test_describe_shows_a_ready_topology_as_configured() -> None:
     described, = other.shard.streams.describe(["g"], False)
     subs = {s["subtopology_id"]: s for s in described["topology"]["subtopologies"]}
     assert [t["partitions"] for t in subs["1"]["state_changelog_topics"]] == [0]
+
+
+def test_a_member_without_the_rack_aware_tags_is_told_which_it_lacks() -> None:
+    """Kafka 4.4: with `rack.aware.assignment.tags` set, a v1 heartbeat from a member
+    lacking some of those client tags carries MISSING_CLIENT_TAGS (it is still assigned);
+    a v0 member is not told; the tags join the group's assignment configs."""
+    ctx = ready(**{"group.streams.rack.aware.assignment.tags": "zone, rack"})
+    resp = ctx.hb("m1", 0, client_tags=(("zone", "a"),))
+    assert resp.error_code == 0 and resp.member_epoch == 2
+    assert resp.status == ((MISSING_CLIENT_TAGS, "Missing required client tags for "
+                            "rack-aware standby assignment: [rack]. Configure them via "
+                            "'client.tag.<tagKey>' in your Streams config."),)
+    assert ctx.group().last_assignment_configs == {
+        "num.standby.replicas": "0", "rack.aware.assignment.tags": "zone,rack"}
+    # The tags are the member's, kept from its join: a later heartbeat is told again.
+    again = ctx.hb("m1", 2)
+    assert [code for code, _ in again.status] == [MISSING_CLIENT_TAGS]
+    tagged = ctx.hb("m2", 0, client_tags=(("zone", "b"), ("rack", "r1")))
+    assert tagged.status == ()
+    old = ctx.hb("m3", 0, api_version=0)
+    assert old.status == ()
+
+
+def test_a_heartbeat_one_epoch_behind_keeps_the_member_only_with_its_task_lists() -> None:
+    """Kafka 4.4 accepts the previous member epoch (a lost response) only if the member
+    sends all three task lists and they are within its assignment; without them it is
+    fenced."""
+    ctx = ready()
+    first = everything(ctx.hb("m1", 0))
+    ctx.hb("m2", 0)
+    kept = everything(ctx.hb("m1", 2, owned=first))
+    assert ctx.hb("m1", 2, owned=kept).member_epoch == 3  # previous epoch now 2
+    behind = ctx.hb("m1", 2, owned=kept)
+    assert (behind.error_code, behind.member_epoch) == (0, 3)
+    blind = ctx.hb("m1", 2)  # no task lists sent
+    assert blind.error_code == E.fenced_member_epoch
+    assert ctx.last_records == []

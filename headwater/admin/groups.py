@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from kio.serial import entity_reader
@@ -66,8 +67,26 @@ def _committed(client: RawClient, group: str) -> dict[tuple[str, int], int]:
 Owner = tuple[str, str, str]  # member id, host, client id
 
 
+@dataclass(frozen=True)
+class GroupAssignment:
+    """Who holds what in a group: its state, each partition's owner and, for a streams
+    group, every member (id, host, client id) with its tasks by role
+    ({member id: (owner, {"active": {"0": [0, 1]}, ...})})."""
+    state: str
+    owners: dict[tuple[str, int], Owner]
+    tasks: dict[str, tuple[Owner, dict[str, dict[str, list[int]]]]] = field(
+        default_factory=dict)
+
+
 def _assignment_owners(client: RawClient, group: str) -> tuple[str, dict[tuple[str, int], Owner]]:
     """(state, {(topic, partition): (member id, host, client id)})."""
+    found = _assignment(client, group)
+    return found.state, found.owners
+
+
+def _assignment(client: RawClient, group: str) -> GroupAssignment:
+    """The group's assignment, from the describe API of its type (KIP-848 consumer,
+    streams, or classic)."""
     owners: dict[tuple[str, int], Owner] = {}
     versions = client.request(18, 3, {"client_software_name": "headwater-cli",
                                       "client_software_version": "1"})
@@ -81,12 +100,12 @@ def _assignment_owners(client: RawClient, group: str) -> tuple[str, dict[tuple[s
             for tp in m.assignment.topic_partitions:
                 for p in tp.partitions:
                     owners[(tp.topic_name, p)] = (m.member_id, m.client_host, m.client_id)
-        return g.group_state, owners
+        return GroupAssignment(g.group_state, owners)
     if any(k.api_key == 89 for k in versions.api_keys):
         s = client.request(89, 0, {"group_ids": [group],
                                    "include_authorized_operations": False}).groups[0]
         if int(s.error_code) == 0:
-            return s.group_state, _task_owners(s)
+            return GroupAssignment(s.group_state, _task_owners(s), _member_tasks(s))
     resp = client.request(15, 5, {"groups": [group], "include_authorized_operations": False})
     d = resp.groups[0]
     if d.protocol_type == "consumer":
@@ -101,7 +120,22 @@ def _assignment_owners(client: RawClient, group: str) -> tuple[str, dict[tuple[s
             for tp in assignment.assigned_partitions:
                 for p in tp.partitions:
                     owners[(tp.topic, p)] = (m.member_id, m.client_host, m.client_id)
-    return d.group_state, owners
+    return GroupAssignment(d.group_state, owners)
+
+
+def _member_tasks(described: Any
+                  ) -> dict[str, tuple[Owner, dict[str, dict[str, list[int]]]]]:
+    """A streams group's members with their tasks by role, subtopology and partition."""
+    out: dict[str, tuple[Owner, dict[str, dict[str, list[int]]]]] = {}
+    for m in described.members:
+        roles = {}
+        for role in ("active", "standby", "warmup"):
+            tasks = {t.subtopology_id: sorted(int(p) for p in t.partitions)
+                     for t in getattr(m.assignment, f"{role}_tasks") if t.partitions}
+            if tasks:
+                roles[role] = dict(sorted(tasks.items()))
+        out[m.member_id] = ((m.member_id, m.client_host, m.client_id), roles)
+    return out
 
 
 def _task_owners(described: Any) -> dict[tuple[str, int], Owner]:

@@ -110,7 +110,7 @@ def create_app(settings: Settings) -> Starlette:  # noqa: C901
     def group(request: Request) -> Response:
         name = request.path_params["name"]
         return page(request, "group", lambda: {"group": groups.describe(target, name)},
-                    f"Consumer group {name}")
+                    f"Group {name}")
 
     def share_group(request: Request) -> Response:
         name = request.path_params["name"]

@@ -1,10 +1,11 @@
-"""The consumer group page's data: state, members and each partition's committed offset,
-end offset and lag, with the requests `headwater groups describe` makes
-(OffsetFetch, ConsumerGroupDescribe or DescribeGroups, ListOffsets)."""
+"""The group page's data (consumer and streams groups): state, members and each
+partition's committed offset, end offset and lag, with the requests `headwater groups
+describe` makes (OffsetFetch, ConsumerGroupDescribe, StreamsGroupDescribe or
+DescribeGroups, ListOffsets); a streams group's members also with their tasks."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..admin import groups as admin_groups
 from .connection import Target
@@ -28,6 +29,9 @@ class Member:
     host: str
     client_id: str
     partitions: list[str]
+    #: A streams group member's tasks, by role: {"active": ["0_0", "0_1"], ...}
+    #: (Kafka's task ids: subtopology, underscore, partition).
+    tasks: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,8 @@ class GroupView:
     state: str
     partitions: list[PartitionLag]
     members: list[Member]
+    #: A streams group (its members hold tasks).
+    streams: bool = False
 
     @property
     def total_lag(self) -> int:
@@ -45,7 +51,8 @@ class GroupView:
 def describe(target: Target, group: str) -> GroupView:
     with target.client() as raw:
         committed = admin_groups._committed(raw, group)
-        state, owners = admin_groups._assignment_owners(raw, group)
+        found = admin_groups._assignment(raw, group)
+        owners = found.owners
         topics = sorted({t for t, _ in committed} | {t for t, _ in owners})
         parts = admin_groups._partitions(raw, topics) if topics else {}
         ends = admin_groups._list_offsets(raw, parts, -1)
@@ -60,4 +67,10 @@ def describe(target: Target, group: str) -> GroupView:
         if member is not None:
             members.setdefault(member, Member(member, host or "", client_id or "", []))
             members[member].partitions.append(f"{topic}-{partition}")
-    return GroupView(group, state, rows, sorted(members.values(), key=lambda m: m.member_id))
+    for member_id, ((_, host, client_id), roles) in found.tasks.items():  # every member
+        held = members.setdefault(member_id, Member(member_id, host, client_id, []))
+        held.tasks.update({role: [f"{sid}_{p}" for sid, parts in by_sub.items() for p in parts]
+                           for role, by_sub in roles.items()})
+    return GroupView(group, found.state, rows,
+                     sorted(members.values(), key=lambda m: m.member_id),
+                     streams=bool(found.tasks))

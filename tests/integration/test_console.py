@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -294,6 +295,24 @@ def test_consumer_group_page_lag_members_and_chart(browser, console):
     browser.wait(lambda: chart_series(browser, "#chart-group-lag").get("orders-2", [None])[-1]
                  == 8, why="orders-2's lag in the chart")
     shoot(browser, "consumer-group")
+
+
+def test_streams_group_page_shows_each_members_tasks(browser, console, secured_broker):
+    """A streams group (KIP-1071) on the group page: its member's active tasks (Kafka's
+    ids, subtopology_partition) beside the input partitions they read."""
+    from tests.integration.test_streams_groups_vs_kafka import heartbeat, topology, until_tasks
+
+    group = f"counter-{uuid.uuid4().hex[:6]}"
+    epoch = heartbeat(secured_broker, group_id=group, member_id="reader",
+                      topology=topology({"source_topics": ["orders"]})).member_epoch
+    until_tasks(secured_broker, group, "reader", epoch)
+    browser.get(console.url + f"/groups/{group}")
+    browser.wait_text("#members tr[data-member=reader] .active", "0_0 0_1 0_2")
+    assert browser.text("#members tr[data-member=reader] .partitions") == \
+        "orders-0, orders-1, orders-2"
+    assert [browser.text(f"#offsets tr[data-tp='orders-{p}'] .end") for p in range(3)] == \
+        ["10"] * 3
+    shoot(browser, "streams-group")
 
 
 def test_share_group_page_in_flight_states_counts_and_dead_letters(browser, console):

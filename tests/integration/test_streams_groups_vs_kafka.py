@@ -48,6 +48,22 @@ def heartbeat(b: Broker, version: int = 0, **fields: Any) -> Any:
         time.sleep(0.2)
 
 
+def until_tasks(b: Broker, group: str, member: str, epoch: int) -> Any:
+    """Heartbeat as `member` (at `epoch`, then the epochs answered) until it is given
+    active tasks: a new group's first assignment waits for the initial rebalance delay
+    (3 s). The answer that gave them."""
+    deadline = time.monotonic() + 30
+    while True:
+        resp = heartbeat(b, group_id=group, member_id=member, member_epoch=epoch,
+                         active_tasks=None, standby_tasks=None, warmup_tasks=None)
+        assert int(resp.error_code) == 0, answer(resp)
+        epoch = resp.member_epoch
+        if resp.active_tasks:
+            return resp
+        assert time.monotonic() < deadline, answer(resp)
+        time.sleep(0.5)
+
+
 def topology(*subtopologies: dict[str, Any], epoch: int = 0) -> dict[str, Any]:
     subs = []
     for s in subtopologies:
@@ -161,16 +177,7 @@ def test_a_member_from_the_future_and_absurd_tasks_leave_the_group_serving(
                                     warmup_tasks=None))[:2])
         # Wait for the first assignment (Kafka's initial rebalance delay), then report a
         # task that cannot exist.
-        deadline = time.monotonic() + 30
-        while True:
-            resp = heartbeat(b, group_id=group, member_id="good", member_epoch=epoch,
-                             active_tasks=None, standby_tasks=None, warmup_tasks=None)
-            assert int(resp.error_code) == 0, answer(resp)
-            epoch = resp.member_epoch
-            if resp.active_tasks:
-                break
-            assert time.monotonic() < deadline, answer(resp)
-            time.sleep(0.5)
+        epoch = until_tasks(b, group, "good", epoch).member_epoch
         out.append(answer(heartbeat(b, group_id=group, member_id="good", member_epoch=epoch,
                                     active_tasks=[{"subtopology_id": "0",
                                                    "partitions": [1_000_000]}],
@@ -241,8 +248,8 @@ def test_headwater_groups_shows_a_streams_group(broker: BrokerProcess) -> None:
     suffix = uuid.uuid4().hex[:8]
     source, group = f"src-{suffix}", f"app-{suffix}"
     create_topic(broker.bootstrap, source, 2)
-    heartbeat(broker, group_id=group, member_id="one",
-              topology=topology({"source_topics": [source]}))
+    epoch = heartbeat(broker, group_id=group, member_id="one",
+                      topology=topology({"source_topics": [source]})).member_epoch
 
     def cli(*args: str) -> str:
         return subprocess.run([sys.executable, "-m", "headwater.cli", "groups", *args,
@@ -254,6 +261,19 @@ def test_headwater_groups_shows_a_streams_group(broker: BrokerProcess) -> None:
     assert row[1] == "streams", listed
     described = cli("describe", group)
     assert f"Group {group} is " in described, described
+
+    # The console's group page: the member's tasks, its input partitions and their ends.
+    from headwater.console import groups as console_groups
+    from headwater.console.connection import Target
+
+    until_tasks(broker, group, "one", epoch)
+    view = console_groups.describe(Target(broker.bootstrap), group)
+    assert view.streams and view.state in ("Reconciling", "Stable"), view
+    (one,) = view.members
+    assert (one.member_id, one.tasks, sorted(one.partitions)) == (
+        "one", {"active": ["0_0", "0_1"]}, [f"{source}-0", f"{source}-1"]), one
+    assert [(p.partition, p.end, p.member) for p in view.partitions] == [
+        (0, 0, "one"), (1, 0, "one")], view.partitions
 
 
 def test_kafka_streams_groups_resets_deletes_offsets_and_deletes_the_group(

@@ -46,6 +46,7 @@ from kio.schema.errors import ErrorCode as E
 from ...coordinator.record_codec import CoordinatorRecord
 from .. import records as R
 from .assignment import Assignment, from_topic_partitions, topic_partitions
+from .member_epochs import MemberEpochChecks
 
 if TYPE_CHECKING:
     from ...metadata.image import MetadataImage
@@ -163,7 +164,7 @@ class ModernGroupMember:
 M = TypeVar("M", bound=ModernGroupMember)
 
 
-class ModernGroup(Generic[M]):
+class ModernGroup(MemberEpochChecks, Generic[M]):
     """A consumer or share group: epochs, members, target assignment; implements
     `base.Group`. Subclasses name their records and replay their member records."""
 
@@ -250,22 +251,6 @@ class ModernGroup(Generic[M]):
         if generation_or_epoch != member.member_epoch:
             return E.stale_member_epoch
         return E.none
-
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
-        if not member_id and member_epoch < 0:
-            return E.none
-        member = self.members.get(member_id or "")
-        if member is None:
-            return E.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return E.stale_member_epoch
-        return E.none
-
-    def validate_offset_delete(self) -> int:
-        return E.none
-
-    def validate_delete(self) -> int:
-        return E.non_empty_group if self.members else E.none
 
     def is_subscribed_to(self, topic: str) -> bool:
         return topic in self.subscribed_topics()

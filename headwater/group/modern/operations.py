@@ -44,6 +44,7 @@ from ...coordinator.runtime import Result
 from ...metadata.image import GROUP_RESOURCE
 from .assignment import Assignment
 from .group import INT32_MIN, ModernGroup, ModernGroupMember, metadata_hash
+from .member_epochs import fenceable
 
 if TYPE_CHECKING:
     from ...metadata.image import MetadataImage
@@ -290,10 +291,8 @@ class ModernGroupManager(Generic[G, Q]):
         """Timer operation: remove a member whose session (or, with `expected_epoch`, its
         rebalance timeout at that epoch) ran out."""
         group = self.group(group_id)
-        member = group.members.get(member_id) if group is not None else None
+        member = fenceable(None if group is None else group.members, member_id, expected_epoch)
         if group is None or member is None:
-            return Result([])
-        if expected_epoch is not None and member.member_epoch != expected_epoch:
             return Result([])
         self.log.info("%s group %s: member %s fenced because %s", self.config_prefix,
                       group_id, member_id, reason)

@@ -38,6 +38,7 @@ from kio.schema.errors import ErrorCode as E
 from ...coordinator.record_codec import CoordinatorRecord
 from .. import records as R
 from ..modern.group import INT32_MIN, metadata_hash
+from ..modern.member_epochs import MemberEpochChecks
 from .configured import ConfiguredTopology, configure
 from .tasks import EMPTY_TASKS, TasksTuple
 from .topology import TopicInfo, Topology
@@ -163,7 +164,7 @@ def member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]:
 
 # ---- the group -----------------------------------------------------------------------
 
-class StreamsGroup:
+class StreamsGroup(MemberEpochChecks):
     """Implements `base.Group`."""
 
     group_type = "streams"
@@ -333,22 +334,6 @@ class StreamsGroup:
                     return E.none
                 return E.stale_member_epoch
         return E.stale_member_epoch
-
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
-        if not member_id and member_epoch < 0:
-            return E.none
-        member = self.members.get(member_id or "")
-        if member is None:
-            return E.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return E.stale_member_epoch
-        return E.none
-
-    def validate_offset_delete(self) -> int:
-        return E.none
-
-    def validate_delete(self) -> int:
-        return E.non_empty_group if self.members else E.none
 
     def is_subscribed_to(self, topic: str) -> bool:
         if self.topology is None or not self.members:

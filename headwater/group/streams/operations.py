@@ -45,6 +45,7 @@ from ...coordinator.record_codec import CoordinatorRecord
 from ...coordinator.runtime import Result
 from ...metadata.image import GROUP_RESOURCE
 from .. import records as R
+from ..modern.member_epochs import fenceable
 from ..modern.operations import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
@@ -600,10 +601,8 @@ class StreamsGroupManager:
         """Timer operation: remove a member whose session (or, with `expected_epoch`, its
         rebalance timeout at that epoch) ran out."""
         group = self.group(group_id)
-        member = group.members.get(member_id) if group is not None else None
+        member = fenceable(None if group is None else group.members, member_id, expected_epoch)
         if group is None or member is None:
-            return Result([])
-        if expected_epoch is not None and member.member_epoch != expected_epoch:
             return Result([])
         log.info("streams group %s: member %s fenced because %s", group_id, member_id, reason)
         return Result(self.fence_records(group, member))

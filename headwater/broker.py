@@ -30,6 +30,7 @@ from .fetch.sessions import FetchSessionCache
 from .group.coordinator import GroupCoordinator
 from .group.offsets import PartitionCommit
 from .group.streams.configured import InternalTopic
+from .iceberg.launcher import TableWriterLauncher, default_catalog, writer_command
 from .limits import open_file_capacity, raise_nofile_limit
 from .log.fdcache import FILES
 from .log.manager import partition_dir_name
@@ -152,6 +153,8 @@ class Broker:
         #: alone, or the cluster once the shared log is open (`open_shared`).
         self.topology: Topology = OneNode(self.node_id, self._advertised_on)
         self.metrics: MetricsServer | None = None
+        #: Starts the Iceberg table writer once a topic asks for a table.
+        self.table_writer: TableWriterLauncher | None = None
         self.server: KafkaServer | None = None
         self.dispatcher = Dispatcher()
         self.cluster_id = ""
@@ -432,13 +435,33 @@ class Broker:
             self.metrics = MetricsServer(self, host, port)
             await self.metrics.start()
         self.store.start()
+        self._start_table_writer()
         self._tasks.append(asyncio.create_task(self._chores()))
         host, port = self.advertised
         log.info("headwater %s started: node %d, listener %s:%d (advertised %s:%d), "
                  "data dir %s, cluster id %s", __version__, self.node_id, self.listen_host,
                  self.listen_port, host, port, self.data_dir, self.cluster_id)
 
+    def _start_table_writer(self) -> None:
+        """The Iceberg table writer (a child process), once some topic has
+        `headwater.iceberg.mode` set: it reads this broker's listener as a client."""
+        if self._parts is not None:
+            return  # on the cluster: not built yet (docs/iceberg.md)
+        uri, warehouse = default_catalog(self.data_dir)
+        host = self.listen_host if self.listen_host not in ("", "0.0.0.0", "::") \
+            else "127.0.0.1"
+        self.table_writer = TableWriterLauncher(writer_command(
+            f"{host}:{self.listen_port}", self.node_id,
+            self.config.get("headwater.iceberg.catalog.uri") or uri,
+            self.config.get("headwater.iceberg.warehouse") or warehouse,
+            self.config.get_str("headwater.iceberg.namespace")),
+            catalog_dir=self.data_dir / "iceberg")
+        self.controller.subscribe(self.table_writer.on_image)
+        self.table_writer.on_image(self.image, self.image)
+
     async def stop(self) -> None:
+        if self.table_writer is not None:
+            await asyncio.to_thread(self.table_writer.stop)
         for task in self._tasks:
             task.cancel()
         for server in self.servers:

@@ -71,8 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     acls.add_parser(sub)
     cluster.add_parser(sub)
     from .console import command as console
+    from .iceberg import command as iceberg
 
     console.add_parser(sub)
+    iceberg.add_parser(sub)
     completion.add_parser(sub, parser)
     for command in sub.choices.values():
         options_anywhere(command)

@@ -82,12 +82,16 @@ def _broker_synonyms(broker: Services, broker_key: str) -> list[dict[str, Any]]:
 def describe_topic_configs(broker: Services, topic: str, keys: set[str] | None,
                            overrides: Mapping[str, str | None] | None = None,
                            synonyms: bool = False) -> list[dict[str, Any]]:
-    """Every topic config with value and source; `overrides` replaces the image's."""
+    """Every topic config with value and source; `overrides` replaces the image's.
+    headwater's own topic keys (`headwater.*`: the Iceberg table's) are listed only when
+    set or asked for by name, so that a listing of every key is Kafka's."""
     if overrides is None:
         overrides = broker.image.resource_configs(TOPIC_RESOURCE, topic)
     out = []
     for key in sorted(TOPIC_CONFIG_KEYS):
         if keys is not None and key not in keys:
+            continue
+        if keys is None and key.startswith("headwater.") and overrides.get(key) is None:
             continue
         broker_key = TOPIC_CONFIG_SYNONYMS.get(key)
         syn: list[dict[str, Any]] = []

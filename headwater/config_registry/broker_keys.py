@@ -227,6 +227,12 @@ HEADWATER: tuple[S, ...] = (
       "Partition files kept open at once (unset: from the open-file limit)."),
     S("headwater.max.partitions", INT, "200000",
       "Most partitions of the cluster (~5 kB of memory each, ~1 GiB in all)."),
+    # Topics as Iceberg tables (headwater/iceberg/, docs/iceberg.md).
+    S("headwater.iceberg.catalog.uri", STRING, None,
+      "SQLAlchemy URI of the tables' SQL catalog (unset: SQLite in the data directory)."),
+    S("headwater.iceberg.warehouse", STRING, None,
+      "Where the tables' files go (unset: the data directory's iceberg/warehouse)."),
+    S("headwater.iceberg.namespace", STRING, "db", "The namespace of the topics' tables."),
 )
 
 ALL: tuple[S, ...] = (*SERVER, *LOG, *METADATA, *DEAD_LETTERS, *SECURITY, *STORED,

@@ -79,4 +79,16 @@ ALL: tuple[Setting, ...] = (
     # KIP-1191: a topic a share group may use as its dead-letter topic.
     topic("errors.deadletterqueue.group.enable", BOOLEAN, None,
           "A share group may use this topic as its dead-letter topic.", default="false"),
+    # The topic as an Apache Iceberg table (docs/iceberg.md), Redpanda's names.
+    topic("headwater.iceberg.mode", STRING, None,
+          "disabled, or key_value: the topic's committed records are also an Iceberg "
+          "table (partition, offset, timestamp, key, value, headers).",
+          default="disabled", valid=("disabled", "key_value")),
+    topic("headwater.iceberg.commit.interval.ms", LONG, None,
+          "How often the topic's table is committed (its lag behind the topic).",
+          default="60000", at_least=100),
+    topic("headwater.iceberg.partition.spec", STRING, None,
+          "The table's partitioning: hour(timestamp), day(timestamp), identity(partition) "
+          "..., comma-separated; none: unpartitioned (a new table's only).",
+          default="hour(timestamp)"),
 )

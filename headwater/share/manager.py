@@ -29,6 +29,7 @@ from ..group.group_configs import DLQ_TOPIC
 from ..group.group_configs import value as group_value
 from ..metadata.features import feature_level
 from ..records.batch import iter_batches
+from ..records.transactions import committed_batches
 from ..storage.errors import LogError
 from ..storage.waiters import PartitionWaiters
 from .config import AcquireMode, OffsetReset, SharePartitionConfig, initial_start_offset
@@ -493,27 +494,12 @@ class SharePartitionManager:
         batches of aborted transactions (Kafka's consumer-side logic, done here)."""
         batches: list[tuple[int, int]] = []
         skip: list[tuple[int, int]] = []
-        aborted: dict[int, list[int]] = {}
-        if committed:
-            for pid, first in plog.aborted_transactions(offset, upper):
-                aborted.setdefault(pid, []).append(first)
-            for firsts in aborted.values():
-                firsts.sort()
-        open_aborts: set[int] = set()
-        for _pos, h in headers:
+        aborted = plog.aborted_transactions(offset, upper) if committed else ()
+        for h, kept in committed_batches((h for _pos, h in headers), aborted, committed):
             span = (h.base_offset, h.last_offset)
             batches.append(span)
-            if h.is_control:
+            if not kept:
                 skip.append(span)
-                open_aborts.discard(h.producer_id)
-                continue
-            if committed and h.is_transactional:
-                pending = aborted.get(h.producer_id)
-                while pending and pending[0] <= h.base_offset:
-                    open_aborts.add(h.producer_id)
-                    pending.pop(0)
-                if h.producer_id in open_aborts:
-                    skip.append(span)
         return batches, skip
 
     async def acknowledge(self, key: LeaderKey, member_id: str,

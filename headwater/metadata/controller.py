@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode as E
 from ..config import BrokerConfig, ConfigError, validate_topic_config
 from ..faults import METADATA_AFTER_BEGIN, Faults
 from ..log.partition_log import PartitionLog
-from ..records.batch import BatchRecord, batches_end_offset, build_batch
+from ..records.batch import BatchRecord, batches_end_offset, build_batch, iter_batches
 from ..storage.errors import LogError
 from . import codec, snapshot
 from . import records as R
@@ -196,7 +196,8 @@ class Controller:
         transaction when its EndTransactionRecord arrives)."""
         state = self._following
         assert state is not None, "follow() on the writing controller"
-        self.log.append(data, self.now_ms(), origin_client=False)
+        for chunk in segment_sized(data, self.log.config.segment_bytes):
+            self.log.append(chunk, self.now_ms(), origin_client=False)
         self._bytes_since_snapshot += len(data)
         for offset, item in read_batches(data):
             state.add(offset, item)
@@ -596,3 +597,17 @@ class Controller:
         pid = self._pid_next
         self._pid_next += 1
         return pid
+
+
+def segment_sized(data: bytes, segment_bytes: int) -> Iterable[bytes]:
+    """`data`'s whole batches in runs that each fit a segment: a follower receives at once
+    what the controller appended one change at a time (three brokers registering
+    together), and one append larger than segment.bytes is refused as Kafka refuses it."""
+    start = end = 0
+    for pos, h in iter_batches(data):
+        if pos + h.size - start > segment_bytes and end > start:
+            yield data[start:end]
+            start = end
+        end = pos + h.size
+    if end > start:
+        yield data[start:end]

@@ -101,8 +101,16 @@ class BrokerTrio:
     def start(self, timeout: float = 60.0) -> BrokerTrio:
         if any(p.proc is not None and p.proc.poll() is None for p in self.brokers.values()):
             self.stop()  # one exited (a crash point): the cluster starts again as a whole
-        for proc in self.brokers.values():
-            proc.start(timeout)
+        # Broker 1 first, so it takes the controller lease and a run is the same every
+        # time (Kafka's texts name the controller: "Local controller 1 ..."); then 2 and 3
+        # together: three one after the other took 9 s of each of ~150 starts.
+        first, *rest = self.brokers.values()
+        first.launch()
+        first.wait_ready(timeout)
+        for proc in rest:
+            proc.launch()
+        for proc in rest:
+            proc.wait_ready(timeout)
         self.wait_listed(timeout)
         route_port(self.port)  # raw requests to broker 1 go where a client sends them
         return self

@@ -17,9 +17,10 @@ from headwater.metadata.controller import (
     Controller,
     ControllerError,
     NewTopic,
+    segment_sized,
 )
 from headwater.metadata.image import TOPIC_RESOURCE
-from headwater.records.batch import build_batch
+from headwater.records.batch import build_batch, iter_batches
 
 CLOCK = [1_000]
 
@@ -146,3 +147,17 @@ def test_producer_id_blocks_continue_across_brokers_and_restarts(tmp_path):
     assert again.image.next_producer_id == 3000
     assert again.allocate_producer_ids(2) == (3000, 1000)
     assert again.allocate_producer_id() == 4000
+
+
+def test_followed_batches_are_appended_in_runs_that_fit_a_segment():
+    """A follower gets three brokers' registrations at once: no run over segment.bytes,
+    every batch once and in order (a lone batch larger than a segment stays whole)."""
+    batches = [build_batch([(None, b"v" * n, (), 0)], base_offset=i)
+               for i, n in enumerate((3000, 3000, 3000, 9000, 10))]
+    data = b"".join(batches)
+    runs = list(segment_sized(data, 8192))
+    assert b"".join(runs) == data
+    assert [len(r) for r in runs] == [len(batches[0]) + len(batches[1]), len(batches[2]),
+                                      len(batches[3]), len(batches[4])]
+    assert all(len(r) <= 8192 for r in runs if len(list(iter_batches(r))) > 1)
+    assert list(segment_sized(b"", 8192)) == []

@@ -11,7 +11,7 @@ EDITABLE := --config-settings editable_mode=compat
 # Spark's Python workers must run the venv's interpreter (pyarrow, the connector).
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: run cluster test test-shared test-cluster lint bench bench-perf bench-spark bench-share soak fuzz chaos chaos-short clean java kcat kafka rabbitmq postgres chromium
+.PHONY: run cluster test test-shared test-cluster iceberg-spark lint bench bench-perf bench-spark bench-share soak fuzz chaos chaos-short iceberg-campaign clean java kcat kafka rabbitmq postgres chromium
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -89,22 +89,34 @@ rabbitmq:
 
 # Apache Kafka 4.4.0 (broker, tools, Java clients) into .kafka/lib/, kafka-metadata-shell
 # (4.3.1's, the newest served) into .kafka/shell/, Spark's Kafka connector into
-# .kafka/spark/ and Kafka Streams (kafka-streams, rocksdbjni) into .kafka/streams/, as
+# .kafka/spark/, Kafka Streams (kafka-streams, rocksdbjni) into .kafka/streams/ and
+# Iceberg's Spark runtime with the catalogs' JDBC drivers into .kafka/iceberg/, as
 # listed in kafka-ref/ (docs/compatibility.md: "Apache Kafka beside headwater"). The
 # stamp makes a second run a no-op that needs no network.
 KAFKA_STAMP := .kafka/.fetched
 $(KAFKA_STAMP): kafka-ref/pom.xml kafka-ref/kafka/pom.xml kafka-ref/shell/pom.xml \
-                kafka-ref/spark/pom.xml kafka-ref/streams/pom.xml
+                kafka-ref/spark/pom.xml kafka-ref/streams/pom.xml kafka-ref/iceberg/pom.xml
 	@command -v mvn >/dev/null \
 	  || { echo "installing maven"; \
 	       SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	       $$SUDO apt-get update -qq \
 	       && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; }
-	rm -rf .kafka/lib .kafka/shell .kafka/spark .kafka/streams
+	rm -rf .kafka/lib .kafka/shell .kafka/spark .kafka/streams .kafka/iceberg
 	mvn -q -B -f kafka-ref/pom.xml dependency:copy-dependencies
 	touch $@
 
 kafka: java $(KAFKA_STAMP)
+
+# pyspark 4.1 beside the project's 4.3, for Spark reading topics' Iceberg tables: Iceberg
+# publishes no Spark runtime newer than 4.1's (kafka-ref/iceberg/pom.xml). Installed with
+# pip --target; a script runs on it with PYTHONPATH=$(ICEBERG_SPARK) (docs/iceberg.md).
+ICEBERG_SPARK := .tools/pyspark-4.1
+$(ICEBERG_SPARK)/.installed: $(STAMP)
+	rm -rf $(ICEBERG_SPARK)
+	$(BIN)/pip install -q --target $(ICEBERG_SPARK) pyspark==4.1.1
+	touch $@
+
+iceberg-spark: kafka $(ICEBERG_SPARK)/.installed
 
 # The web console runs beside the broker (a child process) unless CONSOLE is empty:
 # `make run CONSOLE=` for the broker alone, `make run CONSOLE=127.0.0.1:8081` elsewhere.
@@ -126,7 +138,7 @@ cluster: $(STAMP) postgres $(VERSITYGW)
 # the tests mostly wait on sockets and JVM start-ups, so 2 cores run two files at once.
 # Files are handed out in the order given: the long Spark modules first and the quick
 # unit tests last, so that neither worker runs a long file alone at the end.
-test: $(STAMP) java kcat kafka postgres chromium $(VERSITYGW)
+test: $(STAMP) java kcat kafka iceberg-spark postgres chromium $(VERSITYGW)
 	$(MAKE) --no-print-directory lint
 	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow and not chaos" -n 2 --dist loadfile \
 	  --durations=15 tests/spark tests/integration tests/fuzz tests/unit
@@ -142,9 +154,9 @@ test: $(STAMP) java kcat kafka postgres chromium $(VERSITYGW)
 test-shared: test-cluster
 	$(MAKE) --no-print-directory chaos-short
 
-test-cluster: $(STAMP) java kcat kafka postgres chromium $(VERSITYGW) $(TOXIPROXY)
+test-cluster: $(STAMP) java kcat kafka iceberg-spark postgres chromium $(VERSITYGW) $(TOXIPROXY)
 	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow and not chaos" -n 2 --dist loadfile \
-	  --storage=cluster -rs tests/integration tests/spark/test_cluster.py
+	  --durations=25 --storage=cluster -rs tests/integration tests/spark/test_cluster.py
 
 # ruff, mypy (strict on all of headwater; not yet the Spark connector) and import-linter's
 # layer contracts; all three configured in pyproject.toml.
@@ -195,6 +207,15 @@ chaos: $(STAMP) postgres $(VERSITYGW) $(TOXIPROXY)
 # make test-shared runs it last.
 chaos-short: $(STAMP) postgres $(VERSITYGW) $(TOXIPROXY)
 	$(BIN)/python -m pytest -q -s -m chaos --storage=shared tests/integration/test_chaos_campaign.py
+
+# Issue 38's million: ICEBERG_RECORDS records in transactions (one in five aborted) into
+# a 6-partition topic's Iceberg table on three brokers, one killed -9 while the tables are
+# committed, then the table compared row by row with the topic's read_committed records
+# (tests/integration/test_shared_iceberg.py; make test-cluster runs it with 30,000).
+ICEBERG_RECORDS ?= 1000000
+iceberg-campaign: $(STAMP) java iceberg-spark postgres $(VERSITYGW)
+	HEADWATER_ICEBERG_RECORDS=$(ICEBERG_RECORDS) $(BIN)/python -m pytest -q -s \
+	  --storage=cluster tests/integration/test_shared_iceberg.py
 
 clean:
 	rm -rf $(VENV) data cluster .kafka

@@ -30,7 +30,13 @@ from .fetch.sessions import FetchSessionCache
 from .group.coordinator import GroupCoordinator
 from .group.offsets import PartitionCommit
 from .group.streams.configured import InternalTopic
-from .iceberg.launcher import TableWriterLauncher, default_catalog, writer_command
+from .iceberg.launcher import (
+    TableWriterLauncher,
+    default_catalog,
+    shared_catalog,
+    writer_command,
+    writer_env,
+)
 from .limits import open_file_capacity, raise_nofile_limit
 from .log.fdcache import FILES
 from .log.manager import partition_dir_name
@@ -155,6 +161,8 @@ class Broker:
         self.metrics: MetricsServer | None = None
         #: Starts the Iceberg table writer once a topic asks for a table.
         self.table_writer: TableWriterLauncher | None = None
+        #: The shared log's settings (a cluster's broker): its table writer's catalog.
+        self._shared_settings: SharedSettings | None = None
         self.server: KafkaServer | None = None
         self.dispatcher = Dispatcher()
         self.cluster_id = ""
@@ -211,6 +219,7 @@ class Broker:
                                "controller (every shard with the controller)")
         try:
             settings = SharedSettings.from_config(self.config)
+            self._shared_settings = settings
             shared = SharedStore(
                 settings, self.node_id, self.data_dir / "shared-cache", self.now_ms,
                 linger_ms=self.config.get_int("headwater.shared.commit.linger.ms"),
@@ -444,18 +453,25 @@ class Broker:
 
     def _start_table_writer(self) -> None:
         """The Iceberg table writer (a child process), once some topic has
-        `headwater.iceberg.mode` set: it reads this broker's listener as a client."""
-        if self._parts is not None:
-            return  # on the cluster: not built yet (docs/iceberg.md)
-        uri, warehouse = default_catalog(self.data_dir)
+        `headwater.iceberg.mode` set: it reads this broker's listener as a client. Its
+        catalog: SQLite in the data directory on one node, the shared log's PostgreSQL
+        and object store on a cluster (unless `headwater.iceberg.catalog.uri` says)."""
+        properties: dict[str, str] = {}
+        catalog_dir: Path | None = None
+        if self._shared_settings is not None:
+            uri, warehouse, properties = shared_catalog(self._shared_settings)
+        else:
+            uri, warehouse = default_catalog(self.data_dir)
+            catalog_dir = self.data_dir / "iceberg"
         host = self.listen_host if self.listen_host not in ("", "0.0.0.0", "::") \
             else "127.0.0.1"
         self.table_writer = TableWriterLauncher(writer_command(
             f"{host}:{self.listen_port}", self.node_id,
-            self.config.get("headwater.iceberg.catalog.uri") or uri,
             self.config.get("headwater.iceberg.warehouse") or warehouse,
             self.config.get_str("headwater.iceberg.namespace")),
-            catalog_dir=self.data_dir / "iceberg")
+            catalog_dir=catalog_dir,
+            env=writer_env(self.config.get("headwater.iceberg.catalog.uri") or uri,
+                           properties))
         self.controller.subscribe(self.table_writer.on_image)
         self.table_writer.on_image(self.image, self.image)
 

@@ -3,8 +3,8 @@ work against a cluster of several brokers (headwater's shared log, or Kafka) and
 against the broker they bootstrap from.
 
 `Routed` has `RawClient`'s `request` and `close`; by API key, a request goes to
-* the coordinator of its group (FindCoordinator key type 0: the consumer and share group
-  APIs) or transactional id (key type 1: DescribeTransactions), found through the
+* the coordinator of its group (FindCoordinator key type 0: the consumer, share and
+  streams group APIs) or transactional id (key type 1: DescribeTransactions), found through the
   bootstrap broker, asked again while it answers COORDINATOR_NOT_AVAILABLE or
   COORDINATOR_LOAD_IN_PROGRESS;
 * every broker, answers merged (ListGroups, ListTransactions: each broker lists the
@@ -40,6 +40,7 @@ _KEYED: dict[int, tuple[int, Callable[[dict[str, Any]], str]]] = {
     65: (TRANSACTION, lambda b: b["transactional_ids"][0]),  # DescribeTransactions
     69: (GROUP, lambda b: b["group_ids"][0]),  # ConsumerGroupDescribe
     77: (GROUP, lambda b: b["group_ids"][0]),  # ShareGroupDescribe
+    89: (GROUP, lambda b: b["group_ids"][0]),  # StreamsGroupDescribe
     90: (GROUP, lambda b: b["groups"][0]["group_id"]),  # DescribeShareGroupOffsets
     91: (GROUP, lambda b: b["group_id"]),  # AlterShareGroupOffsets
     92: (GROUP, lambda b: b["group_id"]),  # DeleteShareGroupOffsets

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -25,6 +26,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from ..iceberg import progress
 from . import rdkafka
 from .connect import _key_value, add_arguments
 from .tables import emit, render
@@ -108,18 +110,83 @@ def cmd_describe(args: argparse.Namespace) -> str:
     rdkafka.check_topic(metadata, args.name, args)
     parts = metadata.topics[args.name].partitions
     offsets = _offsets(admin, args.name, sorted(parts), args)
-    prows = [(p, parts[p].leader, ",".join(map(str, parts[p].replicas)),
+    prows: list[tuple[Any, ...]] = [(p, parts[p].leader, ",".join(map(str, parts[p].replicas)),
               ",".join(map(str, parts[p].isrs)), offsets[("earliest", p)],
               offsets[("latest", p)]) for p in sorted(parts)]
     crows = _configs(admin, args.name, args)
     pheaders = ["PARTITION", "LEADER", "REPLICAS", "ISR", "EARLIEST", "LATEST"]
     cheaders = ["CONFIG", "VALUE", "SOURCE"]
+    mode = next((v for name, v, _ in crows if name == TABLE_MODE), None)
+    table = _table_lag(admin, args.name, sorted(parts), args) \
+        if mode not in (None, "disabled") else None
+    if table is not None:
+        pheaders += ["TABLE-OFFSET", "TABLE-LAG"]
+        prows = [(*row, *table.partitions.get(row[0], (None, None))) for row in prows]
     if args.json:
-        return json.dumps({"topic": args.name,
-                           "partitions": json.loads(emit(pheaders, prows, True)),
-                           "configs": json.loads(emit(cheaders, crows, True))}, indent=2)
-    return (f"Topic {args.name}: {len(prows)} partitions\n\n"
+        out = {"topic": args.name, "partitions": json.loads(emit(pheaders, prows, True)),
+               "configs": json.loads(emit(cheaders, crows, True))}
+        if table is not None:
+            out["table"] = {"lag": table.lag, "seconds_behind": table.seconds_behind}
+        return json.dumps(out, indent=2)
+    summary = "" if table is None else f"; {table.line()}"
+    return (f"Topic {args.name}: {len(prows)} partitions{summary}\n\n"
             f"{render(pheaders, prows)}\n\n{render(cheaders, crows)}")
+
+
+TABLE_MODE = "headwater.iceberg.mode"
+
+
+class TableLag:
+    """A topic's Iceberg table behind its read_committed end: per partition the table's
+    next offset and the records it lacks, in all, and for how long (seconds since the
+    table commit the lagging partitions were last reported in; 0 when caught up)."""
+
+    def __init__(self, partitions: dict[int, tuple[int | None, int | None]],
+                 seconds_behind: float | None) -> None:
+        self.partitions = partitions
+        self.lag = sum(lag or 0 for _, lag in partitions.values())
+        self.seconds_behind = seconds_behind
+
+    def line(self) -> str:
+        if self.seconds_behind is None:
+            return f"its table has nothing yet ({self.lag} records behind)"
+        return (f"its table is {self.lag} records, {self.seconds_behind:.1f} s behind "
+                "(a trailing transaction marker counts until records follow it)")
+
+
+def _table_lag(admin: AdminClient, topic: str, partitions: list[int],
+               args: argparse.Namespace) -> TableLag:
+    """From the table's progress group (`iceberg/progress.py`) and the partitions' last
+    stable offsets."""
+    wanted = [TopicPartition(topic, p) for p in partitions]
+    group = progress.group_of(topic)
+    try:
+        listed = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, wanted)],
+            request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+        ends = {tp.partition: future.result(TIMEOUT_S).offset
+                for tp, future in admin.list_offsets(
+                    {tp: OffsetSpec.latest() for tp in wanted},  # type: ignore[no-untyped-call]
+                    isolation_level=IsolationLevel.READ_COMMITTED,
+                    request_timeout=TIMEOUT_S).items()}
+    except Exception as exc:  # noqa: BLE001
+        raise rdkafka.explain(exc, args, f"topic {topic}") from None
+    rows: dict[int, tuple[int | None, int | None]] = {}
+    behind_since: list[int] = []
+    reported: list[int] = []
+    for tp in listed.topic_partitions:
+        offset = tp.offset if tp.offset >= 0 else None
+        lag = max(ends[tp.partition] - offset, 0) if offset is not None else None
+        rows[tp.partition] = (offset, lag)
+        when = progress.committed_ms(tp.metadata)
+        if when is not None:
+            reported.append(when)
+            if lag:
+                behind_since.append(when)
+    if not reported:
+        return TableLag(rows, None)
+    seconds = (time.time() * 1000 - min(behind_since)) / 1000 if behind_since else 0.0
+    return TableLag(rows, max(seconds, 0.0))
 
 
 def cmd_delete(args: argparse.Namespace) -> str:

@@ -229,9 +229,11 @@ HEADWATER: tuple[S, ...] = (
       "Most partitions of the cluster (~5 kB of memory each, ~1 GiB in all)."),
     # Topics as Iceberg tables (headwater/iceberg/, docs/iceberg.md).
     S("headwater.iceberg.catalog.uri", STRING, None,
-      "SQLAlchemy URI of the tables' SQL catalog (unset: SQLite in the data directory)."),
+      "SQLAlchemy URI of the tables' SQL catalog (unset: SQLite in the data directory; "
+      "on the shared log its PostgreSQL)."),
     S("headwater.iceberg.warehouse", STRING, None,
-      "Where the tables' files go (unset: the data directory's iceberg/warehouse)."),
+      "Where the tables' files go (unset: the data directory's iceberg/warehouse; on "
+      "the shared log iceberg/ of its object store)."),
     S("headwater.iceberg.namespace", STRING, "db", "The namespace of the topics' tables."),
 )
 

@@ -81,9 +81,13 @@ ALL: tuple[Setting, ...] = (
           "A share group may use this topic as its dead-letter topic.", default="false"),
     # The topic as an Apache Iceberg table (docs/iceberg.md), Redpanda's names.
     topic("headwater.iceberg.mode", STRING, None,
-          "disabled, or key_value: the topic's committed records are also an Iceberg "
-          "table (partition, offset, timestamp, key, value, headers).",
-          default="disabled", valid=("disabled", "key_value")),
+          "disabled, key_value or value_schema: the topic's committed records are also "
+          "an Iceberg table (partition, offset, timestamp, key, value, headers; "
+          "value_schema: the value's JSON parsed into typed fields).",
+          default="disabled", valid=("disabled", "key_value", "value_schema")),
+    topic("headwater.iceberg.value.schema", STRING, None,
+          "With mode value_schema: the value's schema, an Avro record schema (JSON); a "
+          "field added adds a column.", default=""),
     topic("headwater.iceberg.commit.interval.ms", LONG, None,
           "How often the topic's table is committed (its lag behind the topic).",
           default="60000", at_least=100),

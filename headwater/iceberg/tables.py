@@ -50,10 +50,12 @@ class SpecError(ValueError):
     """A `headwater.iceberg.partition.spec` this writer cannot read."""
 
 
-def open_catalog(uri: str, warehouse: str) -> Catalog:
+def open_catalog(uri: str, warehouse: str, properties: dict[str, str] | None = None
+                 ) -> Catalog:
     """Iceberg's SQL catalog at `uri` (SQLite on one node, the shared log's PostgreSQL
-    on a cluster), data and metadata files under `warehouse`."""
-    return SqlCatalog(CATALOG_NAME, uri=uri, warehouse=warehouse)
+    on a cluster), data and metadata files under `warehouse` (`properties`: the file
+    IO's, such as an object store's `s3.endpoint` and keys)."""
+    return SqlCatalog(CATALOG_NAME, uri=uri, warehouse=warehouse, **(properties or {}))
 
 
 def key_value_schema() -> Schema:
@@ -99,17 +101,48 @@ def partition_spec(text: str, schema: Schema) -> PartitionSpec:
     return PartitionSpec(*fields)
 
 
-def topic_table(catalog: Catalog, namespace: str, topic: str, spec: str) -> Table:
-    """The topic's table, created (with its namespace) on first use."""
+#: pyiceberg's own retry of a commit that lost the catalog's compare-and-swap re-applies
+#: the append on the new snapshot with the snapshot properties it was built with: the
+#: offsets of the partitions the other writer just moved would go back, and that writer
+#: would write its last rows again. The writer retries itself, from the new offsets.
+NO_RETRIES = {"commit.retry.num-retries": "0"}
+
+
+def topic_table(catalog: Catalog, namespace: str, topic: str, spec: str,
+                schema: Schema | None = None) -> Table:
+    """The topic's table (`schema`: key_value's unless given), created (with its
+    namespace) on first use; pyiceberg's commit retries off (`NO_RETRIES`), on a table
+    created before they were too; fields `schema` has that the table lacks are added
+    (a value schema that gained a field: Iceberg's schema evolution)."""
     identifier = (namespace, topic)
+    schema = schema or key_value_schema()
     try:
-        return catalog.load_table(identifier)
+        table = catalog.load_table(identifier)
     except NoSuchTableError:
-        pass
-    catalog.create_namespace_if_not_exists(namespace)
-    schema = key_value_schema()
-    return catalog.create_table_if_not_exists(identifier, schema=schema,
-                                              partition_spec=partition_spec(spec, schema))
+        catalog.create_namespace_if_not_exists(namespace)
+        table = catalog.create_table_if_not_exists(
+            identifier, schema=schema, partition_spec=partition_spec(spec, schema),
+            properties=NO_RETRIES)
+    if any(table.properties.get(k) != v for k, v in NO_RETRIES.items()):
+        table = table.transaction().set_properties(NO_RETRIES).commit_transaction()
+    if _lacks(table.schema().as_struct(), schema.as_struct()):
+        with table.update_schema() as update:
+            update.union_by_name(schema)
+        table = catalog.load_table(identifier)
+    return table
+
+
+def _lacks(have: StructType, want: StructType) -> bool:
+    """`want` has a field, at any depth, that `have` has not (by name)."""
+    for field in want.fields:
+        mine = have.field_by_name(field.name)
+        if mine is None:
+            return True
+        if isinstance(field.field_type, StructType) and isinstance(mine.field_type,
+                                                                    StructType):
+            if _lacks(mine.field_type, field.field_type):
+                return True
+    return False
 
 
 def table_offsets(table: Table) -> dict[int, int]:

@@ -80,6 +80,12 @@ class BrokerProcess:
         return [self.data_dir]
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self) -> None:
+        """The broker's process, started without waiting for it to serve."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         cmd = [sys.executable, "-m", "headwater.cli", "serve", "--listen",
@@ -88,8 +94,6 @@ class BrokerProcess:
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                      preexec_fn=self._limit if self.nofile else None)
         log.close()
-        self.wait_ready(timeout)
-        return self
 
     def _limit(self) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))

@@ -41,32 +41,53 @@ def log() -> tuple[bytes, list[tuple[int, int]]]:
     return data, [(8, 5)]
 
 
+SCHEMA = key_value_schema().as_arrow()
+
+
+def columns() -> RecordColumns:
+    return RecordColumns()
+
+
 def test_committed_records_only_with_their_offsets_and_the_next_offset() -> None:
     data, aborted = log()
-    cols = RecordColumns()
+    cols = columns()
     assert cols.add(3, data, aborted, 0, 9) == 9
-    assert cols.offset == [0, 1, 2, 3, 8]
-    assert cols.value == [b"a", b"b", b"t1", b"t2", b"c"]
-    assert cols.partition == [3] * 5
-    assert cols.timestamp[:2] == [1_700_000_000_000_000, 1_700_000_000_001_000]
-    table = cols.table(key_value_schema().as_arrow())
-    assert table.num_rows == 5
+    assert len(cols) == 5 and cols.record_bytes == 12 + 7  # keys ka..kc, values a..c
+    table = cols.table(SCHEMA)
+    assert table.schema == SCHEMA  # the table's field ids kept
+    assert table["offset"].to_pylist() == [0, 1, 2, 3, 8]
+    assert table["value"].to_pylist() == [b"a", b"b", b"t1", b"t2", b"c"]
+    assert table["partition"].to_pylist() == [3] * 5
+    stamps = [t.timestamp() for t in table["timestamp"].to_pylist()[:2]]
+    assert stamps == [1_700_000_000.0, 1_700_000_000.001]
     assert table["headers"].to_pylist()[0] == [{"key": "h", "value": b"x"}]
+
+
+def test_partitions_compressed_batches_and_no_headers() -> None:
+    cols = columns()
+    plain = build_batch([(None, b"v1", [], 5), (b"k", None, [], 6)])
+    assert cols.add(1, at(build_batch(records("z1", "z2"), compression=4), 0), [], 0, 2) == 2
+    assert cols.add(0, plain, [], 0, 2) == 2
+    table = cols.table(SCHEMA)
+    assert table.to_pydict()["partition"] == [0, 0, 1, 1]  # by partition
+    assert table["key"].to_pylist()[:2] == [None, b"k"]
+    assert table["value"].to_pylist() == [b"v1", None, b"z1", b"z2"]
+    assert table["headers"].to_pylist()[0] is None  # a record without headers
 
 
 def test_a_fetch_from_inside_a_batch_and_below_the_last_stable_offset() -> None:
     data, aborted = log()
-    cols = RecordColumns()
+    cols = columns()
     # from offset 1 (inside the first batch) up to 5 (an open transaction there)
     assert cols.add(0, data, aborted, 1, 5) == 5
-    assert cols.offset == [1, 2, 3]
+    assert cols.table(SCHEMA)["offset"].to_pylist() == [1, 2, 3]
 
 
 def test_nothing_complete_reads_nothing_and_stays() -> None:
     data, aborted = log()
-    cols = RecordColumns()
+    cols = columns()
     assert cols.add(0, data[:30], aborted, 0, 9) == 0
-    assert len(cols) == 0
+    assert len(cols) == 0 and cols.table(SCHEMA).num_rows == 0
 
 
 @pytest.mark.parametrize(("text", "fields"), [

@@ -147,6 +147,25 @@ class Cluster:
         """First offset whose timestamp is >= the given one; -1 where there is none."""
         return self._list({tp: OffsetSpec.for_timestamp(ts) for tp, ts in stamps.items()})
 
+    def timestamp_types(self, topics: Iterable[str]) -> dict[str, int]:
+        """Each topic's timestamp type as the source reports it (0 CreateTime, 1
+        LogAppendTime), from its ``message.timestamp.type``: rows read from a topic's
+        table carry no type of their own."""
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        def call() -> dict[str, int]:
+            futures = self.admin.describe_configs(
+                [ConfigResource(ResourceType.TOPIC, t) for t in topics],
+                request_timeout=REQUEST_TIMEOUT_S)
+            out = {}
+            for resource, future in futures.items():
+                entry = future.result().get("message.timestamp.type")
+                out[resource.name] = int(entry is not None
+                                         and entry.value == "LogAppendTime")
+            return out
+
+        return self._retry("DescribeConfigs", call)
+
     # ---- consumer group ----------------------------------------------------------------
     def commit_group(self, group: str, offsets: Mapping[TopicPartition, int]) -> bool:
         """Advisory commit of the query's progress (a "simple" commit: no member, no

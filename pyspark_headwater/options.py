@@ -47,6 +47,9 @@ SOURCE_OPTIONS = {k.lower(): k for k in (
     "commitOffsets",
     # headwater extension: how executors read records, "native" (default) or "librdkafka"
     "decoder",
+    # headwater extension: history from the topic's Iceberg table, then the topic
+    # (table_history.py; the catalog in iceberg.* options)
+    "historyFromTable",
     # Spark adds this one itself when load(path) is used; it means nothing to us.
     "path",
 )}
@@ -251,6 +254,8 @@ class SourceOptions:
     poll_timeout_ms: int = 120_000
     decoder: str = "native"
     kafka: tuple[tuple[str, str], ...] = ()  # kafka.* pass-through (prefix removed)
+    #: historyFromTable: the tables' catalog properties (iceberg.* without the prefix)
+    history_table: tuple[tuple[str, str], ...] | None = None
 
     @property
     def client_config(self) -> dict[str, str | int | float | bool]:  # confluent-kafka's config type
@@ -306,7 +311,8 @@ def _client_props(opts: Mapping[str, str], forbidden: Mapping[str, str],
 
 def _check_unknown(opts: Mapping[str, str], known: Mapping[str, str], what: str) -> None:
     for key in opts:
-        if key.startswith("kafka."):
+        if key.startswith("kafka.") or (key.startswith("iceberg.") and "historyfromtable"
+                                        in known):
             continue
         if key not in known:
             raise _fail(f"Unknown {what} option '{key}' for format 'headwater'. Known options: "
@@ -400,6 +406,15 @@ def parse_source_options(opts: Mapping[str, str], streaming: bool | None = None 
     if commit and not group_id:
         raise _fail("Option 'commitOffsets' needs 'kafka.group.id': the group to commit to")
 
+    history = _history_table(opts, strategy, starting)
+    if history is not None:
+        if "isolation.level" in {k[len("kafka."):] for k in opts if k.startswith("kafka.")} \
+                and isolation != "read_committed":
+            raise _fail("Option 'historyFromTable' reads the topic read_committed (the table "
+                        "holds committed records only): drop 'kafka.isolation.level' or set "
+                        "it to 'read_committed'")
+        isolation = "read_committed"
+
     result = SourceOptions(
         bootstrap=bootstrap, strategy=strategy, topics=topics, pattern=pattern,
         assigned=assigned, starting=starting, ending=ending, no_match_strategy=no_match,
@@ -413,6 +428,7 @@ def parse_source_options(opts: Mapping[str, str], streaming: bool | None = None 
         poll_timeout_ms=parse_int(opts, "kafkaconsumer.polltimeoutms", 1) or 120_000,
         decoder=_decoder(opts),
         kafka=tuple(sorted(kafka.items())),
+        history_table=history,
     )
     for key in ("fetchoffset.numretries", "fetchoffset.retryintervalms"):
         parse_int(opts, key, 0)
@@ -421,6 +437,31 @@ def parse_source_options(opts: Mapping[str, str], streaming: bool | None = None 
     elif streaming is False:
         check_batch(result)
     return result
+
+
+def _history_table(opts: Mapping[str, str], strategy: str, starting: OffsetSpec
+                   ) -> tuple[tuple[str, str], ...] | None:
+    """historyFromTable's catalog properties, or None when it is off; it reads whole
+    topics from their start, so it takes 'subscribe' and no starting position."""
+    if not parse_bool(opts, "historyfromtable", False):
+        stray = sorted(k for k in opts if k.startswith("iceberg."))
+        if stray:
+            raise _fail(f"Option '{stray[0]}' names the Iceberg catalog of "
+                        "'historyFromTable', which is not set")
+        return None
+    if strategy != "subscribe":
+        raise _fail("Option 'historyFromTable' reads whole topics: use 'subscribe'")
+    if starting.kind != "earliest" and any(
+            k in opts for k in ("startingoffsets", "startingtimestamp",
+                                "startingoffsetsbytimestamp")):
+        raise _fail("Option 'historyFromTable' starts at the table's first record: drop "
+                    "the starting* options (or set startingOffsets to earliest)")
+    props = {k[len("iceberg."):]: v for k, v in opts.items() if k.startswith("iceberg.")}
+    for key in ("uri", "warehouse"):
+        if not props.get(key):
+            raise _fail(f"Option 'historyFromTable' needs 'iceberg.{key}': the topics' "
+                        "Iceberg catalog (`headwater iceberg-spark-conf` prints it)")
+    return tuple(sorted(props.items()))
 
 
 def _tp_list(tps: set[TopicPartition]) -> str:

@@ -51,6 +51,15 @@ from .options import (
     offsets_json,
 )
 from .planning import OffsetRange, pending, rate_limit, split_ranges
+from .table_history import (
+    MARKER,
+    TablePartition,
+    TableSource,
+    read_table,
+    split_marker,
+    table_partitions,
+    table_start,
+)
 
 log = logging.getLogger("pyspark_headwater")
 
@@ -82,12 +91,30 @@ class _ReaderBase:
         return self._cluster
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if self._arrow is None:
+            self._arrow = to_arrow_schema(self.schema, timezone="UTC")
+        if isinstance(partition, TablePartition):
+            return read_table(TableSource.of(self.opts), self._arrow, partition)
         if not isinstance(partition, RangePartition):
             # Spark substitutes one placeholder partition when planning returned none.
             return iter(())
-        if self._arrow is None:
-            self._arrow = to_arrow_schema(self.schema, timezone="UTC")
         return read_range(self.opts, self._arrow, partition)
+
+    # ---- historyFromTable (driver side) --------------------------------------------------
+    def _table_start(self, tps: list[TopicPartition]
+                     ) -> tuple[dict[str, int], dict[TopicPartition, int]]:
+        """The tables' snapshots and where the topic goes on from: each partition at the
+        offset its table ends at, or at its start when the table holds none of it."""
+        snapshots, ends = table_start(TableSource.of(self.opts), sorted({t for t, _ in tps}))
+        start = {tp: off for tp, off in ends.items() if tp in tps}
+        start.update(self.cluster.earliest([tp for tp in tps if tp not in start]))
+        return snapshots, start
+
+    def _table_partitions(self, snapshots: dict[str, int]) -> list[InputPartition]:
+        if not snapshots:
+            return []
+        types = self.cluster.timestamp_types(sorted(snapshots))
+        return list(table_partitions(TableSource.of(self.opts), snapshots, types))
 
     # ---- offset resolution (driver side) -------------------------------------------------
     def _resolve_start(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
@@ -184,7 +211,12 @@ class HeadwaterBatchReader(_ReaderBase, DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         tps = self.cluster.partitions()
-        start = self._resolve_start(tps)
+        history: list[InputPartition] = []
+        if self.opts.history_table is not None:
+            snapshots, start = self._table_start(tps)
+            history = self._table_partitions(snapshots)
+        else:
+            start = self._resolve_start(tps)
         end = self._resolve_end(tps)
         ranges = []
         for tp in tps:
@@ -194,7 +226,7 @@ class HeadwaterBatchReader(_ReaderBase, DataSourceReader):
                     f"offset {end[tp]}: check the starting/ending options")
             ranges.append(OffsetRange(tp[0], tp[1], start[tp], end[tp]))
         self.cluster.close()
-        return self._input_partitions(ranges)
+        return history + self._input_partitions(ranges)
 
 
 class HeadwaterStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -212,7 +244,12 @@ class HeadwaterStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTrigger
     def initialOffset(self) -> dict:
         # Called twice at query start: resolve once so both calls agree.
         if self._initial is None:
-            self._initial = offsets_json(self._resolve_start(self.cluster.partitions()))
+            tps = self.cluster.partitions()
+            if self.opts.history_table is None:
+                self._initial = offsets_json(self._resolve_start(tps))
+            else:  # the first batch reads the snapshots named under MARKER
+                snapshots, start = self._table_start(tps)
+                self._initial = {**offsets_json(start), MARKER: snapshots}
         return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -226,7 +263,8 @@ class HeadwaterStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTrigger
         self._target = self.cluster.latest(self.cluster.partitions())
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        start_map = offsets_from_json(start)
+        plain, snapshots = split_marker(start)
+        start_map = offsets_from_json(plain)
         self._commit_group(start_map)  # everything before `start` is through the sink
         if self._target is not None:
             latest = dict(self._target)
@@ -245,9 +283,9 @@ class HeadwaterStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTrigger
                 return start
             if isinstance(limit, ReadMaxRows):
                 end = rate_limit(limit.max_rows, base, latest)
-        if end == start_map:
+        if end == start_map and snapshots is None:
             return start  # unchanged: the engine compares offsets as JSON text
-        return offsets_json(end)
+        return offsets_json(end)  # after a MARKER: a batch, if only of the table's rows
 
     def _delay_batch(self, min_rows: int, base: Mapping[TopicPartition, int],
                      latest: Mapping[TopicPartition, int]) -> bool:
@@ -268,7 +306,8 @@ class HeadwaterStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTrigger
         return None if self._latest is None else offsets_json(self._latest)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        s, e = offsets_from_json(start), offsets_from_json(end)
+        plain, snapshots = split_marker(start)
+        s, e = offsets_from_json(plain), offsets_from_json(end)
         fail = self.opts.fail_on_data_loss
         deleted = sorted(set(s) - set(e))
         if deleted:
@@ -288,10 +327,11 @@ class HeadwaterStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTrigger
                                  f"to {until}, some data may have been missed.")
                 continue
             ranges.append(OffsetRange(tp[0], tp[1], frm, until))
-        return self._input_partitions(ranges)
+        history = self._table_partitions(snapshots) if snapshots else []
+        return history + self._input_partitions(ranges)
 
     def commit(self, end: dict) -> None:
-        self._commit_group(offsets_from_json(end))
+        self._commit_group(offsets_from_json(split_marker(end)[0]))
 
     def stop(self) -> None:
         if self._cluster is not None:

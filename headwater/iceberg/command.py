@@ -40,23 +40,49 @@ def add_parser(sub: Any) -> None:
     where = c.add_mutually_exclusive_group(required=True)
     where.add_argument("--data-dir", type=Path,
                        help="a one-node broker's data directory (its SQLite catalog)")
+    where.add_argument("--config", type=Path,
+                       help="a cluster broker's properties file (the shared log's "
+                            "PostgreSQL and object store, their keys)")
     where.add_argument("--catalog-uri", help="headwater.iceberg.catalog.uri of the brokers")
     c.add_argument("--warehouse", help="headwater.iceberg.warehouse (with --catalog-uri)")
+    c.add_argument("--connector", action="store_true",
+                   help="print instead, as JSON, the options with which format(\"headwater\") "
+                        "reads a topic's history from its table (historyFromTable)")
     c.set_defaults(func=print_spark_conf)
 
 
 def print_spark_conf(args: argparse.Namespace) -> None:
-    from .launcher import default_catalog
+    from .launcher import default_catalog, shared_catalog
     from .spark_conf import PACKAGES, catalog_conf
 
+    properties: dict[str, str] = {}
+    namespace = "db"
     if args.data_dir is not None:
         uri, warehouse = default_catalog(args.data_dir.resolve())
+    elif getattr(args, "config", None) is not None:
+        from ..config import BrokerConfig, ConfigError
+        from ..shared.settings import SettingError, SharedSettings
+
+        try:
+            config = BrokerConfig.load(args.config, {})
+            settings = SharedSettings.from_config(config)
+        except (OSError, ConfigError, SettingError) as exc:
+            raise SystemExit(f"iceberg-spark-conf --config {args.config}: {exc}") from None
+        uri, warehouse, properties = shared_catalog(settings)
+        uri = config.get("headwater.iceberg.catalog.uri") or uri
+        warehouse = config.get("headwater.iceberg.warehouse") or warehouse
+        namespace = config.get("headwater.iceberg.namespace") or namespace
     else:
         uri, warehouse = args.catalog_uri, args.warehouse
         if not warehouse:
             raise SystemExit("--warehouse is needed with --catalog-uri")
+    if getattr(args, "connector", False):
+        print(json.dumps({"historyFromTable": "true", "iceberg.uri": uri,
+                          "iceberg.warehouse": warehouse, "iceberg.namespace": namespace,
+                          **{f"iceberg.{k}": v for k, v in properties.items()}}, indent=2))
+        return
     options = ["--packages", ",".join(PACKAGES)]
-    for key, value in catalog_conf(uri, warehouse).items():
+    for key, value in catalog_conf(uri, warehouse, properties).items():
         options += ["--conf", f"{key}={value}"]
     print(shlex.join(options))
 

@@ -53,6 +53,42 @@ def test_bad_source_options_name_the_option(options, named):
         parse_source_options({**BASE, **options}, streaming=False)
 
 
+TABLE = {"historyFromTable": "true", "iceberg.uri": "sqlite:////d/catalog.db",
+         "iceberg.warehouse": "file:///d"}
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ({"assign": '{"a":[0]}', **TABLE}, "subscribe"),
+    ({"subscribe": "a", **TABLE, "startingOffsets": "latest"}, "starting"),
+    ({"subscribe": "a", **TABLE, "kafka.isolation.level": "read_uncommitted"},
+     "read_committed"),
+    ({"subscribe": "a", "historyFromTable": "true", "iceberg.uri": "sqlite:///c"},
+     "iceberg.warehouse"),
+    ({"subscribe": "a", "iceberg.uri": "sqlite:///c"}, "iceberg.uri"),  # unknown without
+])
+def test_bad_history_from_table_options(options, named):
+    with pytest.raises(HeadwaterOptionError, match=named):
+        parse_source_options({**BASE, **options}, streaming=True)
+
+
+def test_history_from_table_reads_committed_with_the_catalog_given():
+    o = parse_source_options({**BASE, "subscribe": "a", **TABLE, "iceberg.namespace": "n",
+                              "iceberg.s3.endpoint": "http://h:2"}, streaming=True)
+    assert o.isolation_level == "read_committed"
+    assert dict(o.history_table or ()) == {
+        "uri": "sqlite:////d/catalog.db", "warehouse": "file:///d", "namespace": "n",
+        "s3.endpoint": "http://h:2"}
+    assert parse_source_options({**BASE, "subscribe": "a"}).history_table is None
+
+
+def test_the_table_marker_is_not_an_offset():
+    from pyspark_headwater.table_history import MARKER, split_marker
+
+    plain, snapshots = split_marker({"a": {"0": 5}, MARKER: {"a": 7}})
+    assert offsets_from_json(plain) == {("a", 0): 5} and snapshots == {"a": 7}
+    assert split_marker({"a": {"0": 5}}) == ({"a": {"0": 5}}, None)
+
+
 def test_bad_sink_options():
     with pytest.raises(HeadwaterOptionError, match="transactionalIdPrefix"):
         parse_sink_options({**BASE, "transactionalIdPrefix": "p"})

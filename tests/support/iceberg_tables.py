@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from pyiceberg.exceptions import NoSuchTableError
 from sqlalchemy.exc import IntegrityError
 
@@ -64,7 +64,7 @@ def committed_records(bootstrap: str, topic: str, partitions: int
                   "isolation.level": "read_committed", "enable.auto.commit": False})
     try:
         ends = {p: _end(c, topic, p) for p in range(partitions)}
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         out: list[Any] = []
         done: set[int] = {p for p, end in ends.items() if end == 0}
         deadline = time.monotonic() + 60 + sum(ends.values()) / 5000

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from headwater.iceberg.spark_conf import CatalogUriError, catalog_conf, jdbc_properties
@@ -59,3 +61,46 @@ def test_a_clusters_object_store_is_read_through_s3fileio() -> None:
         "io-impl": "org.apache.iceberg.aws.s3.S3FileIO", "s3.path-style-access": "true",
         "s3.endpoint": "http://127.0.0.1:7070", "s3.access-key-id": "ak",
         "s3.secret-access-key": "sk", "client.region": "eu-west-1"}
+
+
+def test_a_cluster_brokers_config_gives_the_shared_catalog_and_its_keys(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+    import json
+    import shlex
+
+    from headwater.iceberg.command import print_spark_conf
+
+    props = tmp_path / "server.properties"
+    props.write_text("headwater.storage=shared\n"
+                     "headwater.shared.database=postgresql://hw:pw@10.0.0.5:5432/log\n"
+                     "headwater.shared.objects=s3://bucket/hw\n"
+                     "headwater.shared.objects.endpoint=http://10.0.0.6:7070\n"
+                     "headwater.shared.objects.access.key=AK\nheadwater.shared.objects.secret.key=SK\n")
+    print_spark_conf(argparse.Namespace(data_dir=None, config=props, catalog_uri=None,
+                                        warehouse=None, connector=False))
+    words = shlex.split(capsys.readouterr().out)
+    assert "spark.sql.catalog.headwater.uri=jdbc:postgresql://10.0.0.5:5432/log" in words
+    assert "spark.sql.catalog.headwater.warehouse=s3://bucket/hw/iceberg" in words
+    assert "spark.sql.catalog.headwater.s3.endpoint=http://10.0.0.6:7070" in words
+    assert "spark.sql.catalog.headwater.s3.secret-access-key=SK" in words
+
+    print_spark_conf(argparse.Namespace(data_dir=None, config=props, catalog_uri=None,
+                                        warehouse=None, connector=True))
+    options = json.loads(capsys.readouterr().out)
+    assert options["historyFromTable"] == "true"
+    assert options["iceberg.uri"] == "postgresql+psycopg2://hw:pw@10.0.0.5:5432/log"
+    assert options["iceberg.s3.access-key-id"] == "AK"
+    assert options["iceberg.namespace"] == "db"
+
+
+def test_a_config_that_is_not_a_clusters_names_the_setting(tmp_path: Path) -> None:
+    import argparse
+
+    from headwater.iceberg.command import print_spark_conf
+
+    props = tmp_path / "server.properties"
+    props.write_text("headwater.storage=shared\n")
+    with pytest.raises(SystemExit, match="headwater.shared.database"):
+        print_spark_conf(argparse.Namespace(data_dir=None, config=props, catalog_uri=None,
+                                            warehouse=None, connector=False))

@@ -88,6 +88,11 @@ ALL: tuple[Setting, ...] = (
     topic("headwater.iceberg.value.schema", STRING, None,
           "With mode value_schema: the value's schema, an Avro record schema (JSON); a "
           "field added adds a column.", default=""),
+    topic("headwater.iceberg.value.encoding", STRING, None,
+          "With mode value_schema: what a value is, json, avro (Avro's binary encoding "
+          "of the value schema) or confluent-avro (the same after Confluent's 5-byte "
+          "schema-id prefix).",
+          default="json", valid=("json", "avro", "confluent-avro")),
     topic("headwater.iceberg.commit.interval.ms", LONG, None,
           "How often the topic's table is committed (its lag behind the topic).",
           default="60000", at_least=100),

@@ -1,11 +1,16 @@
-"""`headwater.iceberg.mode=value_schema`: each record's value, JSON, parsed into the typed
+"""`headwater.iceberg.mode=value_schema`: each record's value parsed into the typed
 fields of the table's `value` column, by the schema in `headwater.iceberg.value.schema`
 (an Avro record schema, the language Kafka users write schemas in); records whose value
 does not parse go to the dead-letter table `<topic>~dlq` (docs/iceberg.md).
 
-Values are parsed a commit at a time by Arrow's JSON reader (one line per value), not
-one by one; only a commit holding a value that does not parse is parsed again value by
-value, to tell the bad from the good.
+`headwater.iceberg.value.encoding` says what a value is: `json` (the default), `avro`
+(Avro's binary encoding of that schema), or `confluent-avro` (the same after Confluent's
+five-byte prefix: a zero byte and the schema id, as Confluent's serializers write it).
+
+JSON values are parsed a commit at a time by Arrow's JSON reader (one line per value),
+not one by one; only a commit holding a value that does not parse is parsed again value
+by value, to tell the bad from the good. Avro values are decoded by fastavro, one by one
+(Avro's binary form has no batch reader in Arrow).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import io
 import json
 from typing import Any
 
+import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -35,6 +41,8 @@ from .tables import key_value_schema
 
 #: The dead-letter table's name beside the topic's (Redpanda's).
 DLQ_SUFFIX = "~dlq"
+#: `headwater.iceberg.value.encoding`'s values.
+ENCODINGS = ("json", "avro", "confluent-avro")
 
 _PRIMITIVES: dict[str, tuple[IcebergType, pa.DataType]] = {
     "boolean": (BooleanType(), pa.bool_()), "int": (IntegerType(), pa.int32()),
@@ -52,7 +60,7 @@ class ValueSchema:
     """The value's fields as an Iceberg struct (every field optional: a value that
     lacks one has it null) and as the Arrow schema the JSON reader parses with."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, encoding: str = "json") -> None:
         try:
             avro = json.loads(text)
         except ValueError as exc:
@@ -60,9 +68,17 @@ class ValueSchema:
         if not isinstance(avro, dict) or avro.get("type") != "record":
             raise ValueSchemaError('an Avro record schema is needed: {"type": "record", '
                                    '"name": ..., "fields": [...]}')
+        if encoding not in ENCODINGS:
+            raise ValueSchemaError(f"encoding {encoding!r} is not one of "
+                                   + ", ".join(ENCODINGS))
+        self.encoding = encoding
         self._ids = iter(range(100, 1 << 30))
         self.struct, arrow = self._record(avro)
         self.arrow = pa.schema(list(arrow))
+        try:  # what the Avro decoder reads values with (checked even for JSON values)
+            self.avro = fastavro.parse_schema(avro)
+        except Exception as exc:  # noqa: BLE001 - fastavro's errors have no common base
+            raise ValueSchemaError(f"not a valid Avro schema: {exc}") from None
 
     def table_schema(self) -> Schema:
         """key_value's columns, with `value` this struct."""
@@ -109,9 +125,11 @@ class ValueSchema:
 
 def parse(values: pa.Array, schema: ValueSchema
           ) -> tuple[pa.StructArray, list[int], list[str]]:
-    """`values` (binary, JSON) as a struct array of `schema` (a null value stays null),
-    and the indices of the values that do not parse with why."""
+    """`values` (binary, in the schema's encoding) as a struct array of `schema` (a null
+    value stays null), and the indices of the values that do not parse with why."""
     raw = values.to_pylist()
+    if schema.encoding != "json":
+        return _parse_avro(raw, schema)
     good = [i for i, v in enumerate(raw) if v is not None]
     lines = [_one_line(raw[i]) for i in good]
     bad: dict[int, str] = {}
@@ -133,6 +151,40 @@ def parse(values: pa.Array, schema: ValueSchema
     positions = {i: n for n, i in enumerate(good)}
     take = pa.array([positions.get(i) for i in range(len(raw))], pa.int64())
     return parsed.take(take), sorted(bad), [bad[i] for i in sorted(bad)]
+
+
+def _parse_avro(raw: list[bytes | None], schema: ValueSchema
+                ) -> tuple[pa.StructArray, list[int], list[str]]:
+    framed = schema.encoding == "confluent-avro"
+    decoded: list[dict[str, Any] | None] = []
+    bad: list[int] = []
+    errors: list[str] = []
+    for i, value in enumerate(raw):
+        if value is None:
+            decoded.append(None)
+            continue
+        try:
+            decoded.append(_decode_avro(value, schema.avro, framed))
+        except Exception as exc:  # noqa: BLE001 - any failure to decode: a dead letter
+            decoded.append(None)
+            bad.append(i)
+            errors.append(f"{type(exc).__name__}: {exc}"[:500])
+    return pa.array(decoded, pa.struct(list(schema.arrow))), bad, errors
+
+
+def _decode_avro(value: bytes, avro: Any, framed: bool) -> dict[str, Any]:
+    if framed:
+        if len(value) < 5 or value[0] != 0:
+            raise ValueError("not Confluent's wire format (a zero byte, then a 4-byte "
+                             "schema id)")
+        value = value[5:]
+    buffer = io.BytesIO(value)
+    record = fastavro.schemaless_reader(buffer, avro, None)
+    if buffer.tell() != len(value):
+        raise ValueError(f"{len(value) - buffer.tell()} bytes left after the record")
+    if not isinstance(record, dict):
+        raise ValueError("not a record")
+    return record
 
 
 def _one_line(value: bytes) -> bytes:

@@ -43,6 +43,7 @@ INTERVAL = "headwater.iceberg.commit.interval.ms"
 SPEC = "headwater.iceberg.partition.spec"
 CLEANUP = "cleanup.policy"
 VALUE_SCHEMA = "headwater.iceberg.value.schema"
+VALUE_ENCODING = "headwater.iceberg.value.encoding"
 TOPIC_RESOURCE = 2
 READ_COMMITTED = 1
 EARLIEST = -2
@@ -63,6 +64,8 @@ class TopicTable:
     compacted: bool = False
     #: `headwater.iceberg.value.schema` (mode value_schema): the value's Avro schema.
     value_schema: str = ""
+    #: `headwater.iceberg.value.encoding`: json, avro or confluent-avro.
+    value_encoding: str = "json"
 
 
 @dataclass
@@ -144,7 +147,7 @@ class TableWriter:
         described = self._request(32, 4, {
             "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name,
                            "configuration_keys": [MODE, INTERVAL, SPEC, CLEANUP,
-                                                  VALUE_SCHEMA]}
+                                                  VALUE_SCHEMA, VALUE_ENCODING]}
                           for name in sorted(led)],
             "include_synonyms": False, "include_documentation": False})
         out = []
@@ -160,7 +163,8 @@ class TableWriter:
                                   configs.get(SPEC) or "hour(timestamp)",
                                   led[result.resource_name],
                                   "compact" in (configs.get(CLEANUP) or ""),
-                                  configs.get(VALUE_SCHEMA) or ""))
+                                  configs.get(VALUE_SCHEMA) or "",
+                                  configs.get(VALUE_ENCODING) or "json"))
         return out
 
     def step(self) -> int:
@@ -196,7 +200,7 @@ class TableWriter:
         values = None
         if topic.mode == "value_schema":
             try:
-                values = ValueSchema(topic.value_schema)
+                values = ValueSchema(topic.value_schema, topic.value_encoding)
             except ValueSchemaError as exc:
                 log.warning("table %s.%s: %s=%r: %s; not written until it is fixed",
                             self.settings.namespace, topic.name, VALUE_SCHEMA,

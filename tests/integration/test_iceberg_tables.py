@@ -243,3 +243,54 @@ def test_value_schema_types_the_values_dead_letters_the_rest_and_evolves(
           for i in range(4)])
     until(topic, sorted([(p, o, {**v, "score": None}) for p, o, v in good] + [
         (p, o, json.loads(v)) for (p, o), v in sent.items() if (p, o) not in before]))
+
+
+def test_avro_values_in_confluents_wire_format_are_typed(broker: BrokerProcess) -> None:
+    """headwater.iceberg.value.encoding=confluent-avro: values as Confluent's Avro
+    serializers write them (a zero byte, the schema id, Avro's binary encoding) typed by
+    the topic's schema; a value that is not Avro of it lands in `<topic>~dlq`."""
+    import io
+    import struct
+
+    import fastavro
+
+    topic = f"avro-{uuid.uuid4().hex[:6]}"
+    schema = {"type": "record", "name": "Order", "fields": [
+        {"name": "id", "type": "long"}, {"name": "item", "type": ["null", "string"]},
+        {"name": "kind", "type": {"type": "enum", "name": "K", "symbols": ["A", "B"]}}]}
+    parsed = fastavro.parse_schema(schema)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    from confluent_kafka.admin import NewTopic
+
+    for f in admin.create_topics([NewTopic(topic, 2, 1, config={
+            "headwater.iceberg.mode": "value_schema", INTERVAL: "300",
+            "headwater.iceberg.value.encoding": "confluent-avro",
+            "headwater.iceberg.value.schema": json.dumps(schema)})]).values():
+        f.result(30)
+
+    def encoded(record: dict[str, Any]) -> bytes:
+        out = io.BytesIO(b"\x00" + struct.pack(">i", 1))
+        out.seek(5)
+        fastavro.schemaless_writer(out, parsed, record)
+        return out.getvalue()
+
+    records = [{"id": i, "item": None if i % 3 == 0 else f"i{i}", "kind": "AB"[i % 2]}
+               for i in range(6)]
+    bad = [b'{"id": 1}', encoded(records[0])[:-1]]
+    sent: dict[tuple[int, int], bytes] = {}
+
+    def record(err: Any, msg: Any) -> None:
+        assert err is None, err
+        sent[(msg.partition(), msg.offset())] = msg.value()
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i, value in enumerate([encoded(r) for r in records] + bad):
+        producer.produce(topic, value, partition=i % 2, on_delivery=record)
+    assert producer.flush(30) == 0
+    by_value = {encoded(r): r for r in records}
+    want = sorted((p, o, by_value[v]) for (p, o), v in sent.items() if v in by_value)
+    dead = sorted((p, o, v) for (p, o), v in sent.items() if v in bad)
+    for name, rows in ((topic, want), (f"{topic}~dlq", dead)):
+        deadline = time.monotonic() + 60
+        while [(p, o, v) for p, o, _k, v in table_rows(broker_catalog(broker), name)] != rows:
+            assert time.monotonic() < deadline, (table_rows(broker_catalog(broker), name), rows)
+            time.sleep(0.3)

@@ -63,3 +63,47 @@ def test_good_values_typed_bad_ones_dead_lettered_with_why() -> None:
     assert dead["offset"].to_pylist() == [1, 2]
     assert dead["value"].to_pylist() == [b"not json", b'{"id": "two"}']
     assert all(dead["error"].to_pylist())
+
+
+def _avro(record: dict[str, object], framed: bool = False) -> bytes:
+    import io
+    import struct
+
+    import fastavro
+
+    out = io.BytesIO()
+    if framed:  # Confluent's serializers: a zero byte, then the schema id
+        out.write(b"\x00" + struct.pack(">i", 7))
+    fastavro.schemaless_writer(out, fastavro.parse_schema(json.loads(SCHEMA)), record)
+    return out.getvalue()
+
+
+ORDER = {"id": 1, "name": "a", "tags": ["x", "y"], "where": {"x": 1.5}}
+
+
+@pytest.mark.parametrize("encoding", ["avro", "confluent-avro"])
+def test_avro_values_decoded_bad_ones_dead_lettered(encoding: str) -> None:
+    framed = encoding == "confluent-avro"
+    schema = ValueSchema(SCHEMA, encoding)
+    table_arrow = schema.table_schema().as_arrow()
+    whole = _avro(ORDER, framed)
+    rows = key_value_rows(
+        whole,
+        _avro({**ORDER, "id": 2, "name": None, "tags": []}, framed),
+        whole[:-3],  # cut short
+        whole + b"\x02",  # a byte too many
+        None,
+        b'{"id": 3}')  # JSON, not Avro
+    good, dead = split(rows, schema, table_arrow)
+    assert good["offset"].to_pylist() == [0, 1, 4]
+    assert good["value"].to_pylist() == [
+        ORDER, {"id": 2, "name": None, "tags": [], "where": {"x": 1.5}}, None]
+    assert dead["offset"].to_pylist() == [2, 3, 5]
+    assert all(dead["error"].to_pylist())
+    if framed:
+        assert "Confluent" in dead["error"].to_pylist()[2]
+
+
+def test_an_unknown_encoding_is_refused() -> None:
+    with pytest.raises(ValueSchemaError, match="encoding"):
+        ValueSchema(SCHEMA, "protobuf")

@@ -156,7 +156,8 @@ test-shared: test-cluster
 
 test-cluster: $(STAMP) java kcat kafka iceberg-spark postgres chromium $(VERSITYGW) $(TOXIPROXY)
 	$(SPARK_ENV) $(BIN)/python -m pytest -q -m "not slow and not chaos" -n 2 --dist loadfile \
-	  --durations=25 --storage=cluster -rs tests/integration tests/spark/test_cluster.py
+	  --durations=25 --storage=cluster -rs tests/integration tests/spark/test_cluster.py \
+	  tests/spark/test_table_history.py
 
 # ruff, mypy (strict on all of headwater; not yet the Spark connector) and import-linter's
 # layer contracts; all three configured in pyproject.toml.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,7 @@ from tests.integration.test_iceberg_tables import FAST, produce_mix, until_table
 from tests.support.broker_process import BrokerProcess
 from tests.support.iceberg_tables import broker_catalog, committed_records
 
-pytestmark = [pytest.mark.timeout(300),
-              pytest.mark.local_storage("the one-node broker's table writer and catalog")]
+pytestmark = [pytest.mark.timeout(300)]
 
 Row = tuple[int, int, bytes | None, bytes | None]
 
@@ -33,9 +33,11 @@ def _rows(df: Any, stamps: set[int]) -> list[Row]:
              None if r.value is None else bytes(r.value)) for r in rows]
 
 
-def test_history_from_the_table_then_the_topic_each_record_once(spark: Any,
-                                                                  tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data").start()
+def test_history_from_the_table_then_the_topic_each_record_once(
+        spark: Any, new_broker: Callable[..., BrokerProcess], tmp_path: Path) -> None:
+    """One node, or (make test-cluster) three brokers whose catalog is the shared log's
+    PostgreSQL and whose files are in its object store."""
+    broker = new_broker(tmp_path / "data").start()
     query = None
     try:
         bs, topic = broker.bootstrap, f"history-{uuid.uuid4().hex[:6]}"
@@ -50,7 +52,9 @@ def test_history_from_the_table_then_the_topic_each_record_once(spark: Any,
         forgotten = [r for r in history if r[0] == 0 and r[1] < 60]
         assert len(forgotten) == 60
 
-        uri, warehouse, _ = broker_catalog(broker)
+        uri, warehouse, properties = broker_catalog(broker)
+        catalog = {"iceberg.uri": uri, "iceberg.warehouse": warehouse,
+                   **{f"iceberg.{k}": v for k, v in properties.items()}}
         seen: list[Row] = []
         stamps: set[int] = set()
 
@@ -62,9 +66,8 @@ def test_history_from_the_table_then_the_topic_each_record_once(spark: Any,
         def start() -> Any:
             return (spark.readStream.format("headwater")
                     .option("kafka.bootstrap.servers", bs).option("subscribe", topic)
-                    .option("historyFromTable", "true").option("iceberg.uri", uri)
-                    .option("iceberg.warehouse", warehouse).option("includeHeaders", "true")
-                    .load().writeStream.foreachBatch(batch)
+                    .option("historyFromTable", "true").options(**catalog)
+                    .option("includeHeaders", "true").load().writeStream.foreachBatch(batch)
                     .option("checkpointLocation", str(tmp_path / "ckpt"))
                     .trigger(processingTime="200 milliseconds").start())
 
@@ -98,8 +101,7 @@ def test_history_from_the_table_then_the_topic_each_record_once(spark: Any,
         # A batch read takes the option too: the table, then the topic to its end.
         batch_read = (spark.read.format("headwater").option("kafka.bootstrap.servers", bs)
                       .option("subscribe", topic).option("historyFromTable", "true")
-                      .option("iceberg.uri", uri).option("iceberg.warehouse", warehouse)
-                      .load())
+                      .options(**catalog).load())
         assert sorted(_rows(batch_read, set())) == want
     finally:
         if query is not None:

@@ -114,7 +114,8 @@ class _ReaderBase:
         if not snapshots:
             return []
         types = self.cluster.timestamp_types(sorted(snapshots))
-        return list(table_partitions(TableSource.of(self.opts), snapshots, types))
+        return list(table_partitions(TableSource.of(self.opts), snapshots, types,
+                                     self.opts.min_partitions or 1))
 
     # ---- offset resolution (driver side) -------------------------------------------------
     def _resolve_start(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:

@@ -12,8 +12,10 @@ only, so the topic is read read_committed.
 
 pyiceberg reads the files (the project's pyspark has no Iceberg runtime of its own, and
 the catalog is the same SQL catalog the broker writes): the driver plans the snapshot's
-file tasks, each becomes one Spark task, and the executor reads its file with
-pyiceberg's Arrow scan.
+file tasks and packs them into Spark tasks of up to 128 MiB (Spark's own
+``spark.sql.files.maxPartitionBytes``: a table committed every few seconds has many small
+files), and the executor reads its files with pyiceberg's Arrow scan, the table loaded
+once per Python worker.
 """
 
 from __future__ import annotations
@@ -67,17 +69,39 @@ class TableSource:
             return None
 
 
+#: Bytes of data files one Spark task reads at most (Spark's maxPartitionBytes default).
+TASK_BYTES = 128 << 20
+
+
 @dataclass
 class TablePartition(InputPartition):
-    """One Spark task: one data file of a topic's table snapshot."""
+    """One Spark task: data files of a topic's table snapshot."""
 
     topic: str
     snapshot_id: int
-    task: FileScanTask
+    tasks: list[FileScanTask]
     timestamp_type: int
 
     def __repr__(self) -> str:
-        return f"{self.topic}@{self.snapshot_id}:{self.task.file.file_path}"
+        return f"{self.topic}@{self.snapshot_id}:{len(self.tasks)} files"
+
+
+def pack(tasks: list[FileScanTask], limit: int = TASK_BYTES,
+         at_least: int = 1) -> list[list[FileScanTask]]:
+    """`tasks` in groups of at most `limit` bytes (a bigger file alone), and at least
+    `at_least` groups while there are files for them (minPartitions)."""
+    total = sum(t.file.file_size_in_bytes for t in tasks)
+    limit = max(1, min(limit, -(-total // max(at_least, 1))))
+    groups: list[list[FileScanTask]] = []
+    size = 0
+    for task in tasks:
+        n = task.file.file_size_in_bytes
+        if not groups or size + n > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(task)
+        size += n
+    return groups
 
 
 def split_marker(offsets: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, int] | None]:
@@ -112,8 +136,9 @@ def table_start(source: TableSource, topics: list[str]
 
 
 def table_partitions(source: TableSource, snapshots: Mapping[str, int],
-                     timestamp_types: Mapping[str, int]) -> list[TablePartition]:
-    """The snapshots' data files, one Spark task each."""
+                     timestamp_types: Mapping[str, int], at_least: int = 1
+                     ) -> list[TablePartition]:
+    """The snapshots' data files, packed into Spark tasks."""
     out = []
     for topic, snapshot_id in sorted(snapshots.items()):
         table = source.load(topic)
@@ -121,28 +146,44 @@ def table_partitions(source: TableSource, snapshots: Mapping[str, int],
             raise HeadwaterOptionError(
                 f"The Iceberg table of topic '{topic}' is gone: the query started from its "
                 f"snapshot {snapshot_id}")
-        for task in table.scan(snapshot_id=snapshot_id).plan_files():
-            out.append(TablePartition(topic, snapshot_id, task,
-                                      timestamp_types.get(topic, 0)))
+        tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
+        out += [TablePartition(topic, snapshot_id, group, timestamp_types.get(topic, 0))
+                for group in pack(tasks, at_least=at_least)]
     return out
+
+
+#: Tables an executor's Python worker loaded, by catalog, topic and snapshot: Spark
+#: reuses its Python workers, so a worker's next task skips the catalog and metadata.
+_loaded: dict[tuple[tuple[tuple[str, str], ...], str, int], Table] = {}
+
+
+def _table_at(source: TableSource, topic: str, snapshot_id: int) -> Table:
+    key = (source.catalog, topic, snapshot_id)
+    table = _loaded.get(key)
+    if table is None:
+        table = source.load(topic)
+        if table is None or table.snapshot_by_id(snapshot_id) is None:
+            raise RuntimeError(f"snapshot {snapshot_id} of topic '{topic}''s table is gone "
+                               "(table dropped or snapshot expired): restart the query "
+                               "without its checkpoint")
+        if len(_loaded) >= 16:
+            _loaded.clear()
+        _loaded[key] = table
+    return table
 
 
 def read_table(source: TableSource, schema: pa.Schema, part: TablePartition
                ) -> Iterator[pa.RecordBatch]:
-    """The rows of one data file as the source's schema, in offset order."""
-    table = source.load(part.topic)
-    if table is None:
-        return
-    snapshot = table.snapshot_by_id(part.snapshot_id)
-    if snapshot is None:
-        raise RuntimeError(f"snapshot {part.snapshot_id} of topic '{part.topic}' has been "
-                           "expired: restart the query without its checkpoint")
-    rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()
-                     ).to_table([part.task])
-    if rows.num_rows == 0:
-        return
-    rows = rows.sort_by([("partition", "ascending"), ("offset", "ascending")])
-    yield from as_source_rows(rows, part.topic, part.timestamp_type, schema).to_batches()
+    """The rows of the task's data files as the source's schema, each file's in offset
+    order."""
+    table = _table_at(source, part.topic, part.snapshot_id)
+    scan = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue())
+    for task in part.tasks:
+        rows = scan.to_table([task])
+        if rows.num_rows:
+            rows = rows.sort_by([("partition", "ascending"), ("offset", "ascending")])
+            yield from as_source_rows(rows, part.topic, part.timestamp_type,
+                                      schema).to_batches()
 
 
 def as_source_rows(rows: pa.Table, topic: str, timestamp_type: int, schema: pa.Schema

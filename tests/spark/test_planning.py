@@ -196,3 +196,19 @@ def test_available_now_stops_at_the_target_and_ignores_the_minimum():
         start = end
     assert ends == [40, 80, 100]
     assert r.latestOffset({"t": {"0": 95}}, ReadMinRows(30)) == {"t": {"0": 100}}
+
+
+def test_table_files_are_packed_into_tasks_of_at_most_128_mib():
+    from types import SimpleNamespace
+
+    from pyspark_headwater.table_history import pack
+
+    def files(*mib: int) -> list:
+        return [SimpleNamespace(file=SimpleNamespace(file_size_in_bytes=m << 20), n=i)
+                for i, m in enumerate(mib)]
+
+    sizes = lambda groups: [[t.file.file_size_in_bytes >> 20 for t in g] for g in groups]  # noqa: E731
+    assert sizes(pack(files(*[1] * 300))) == [[1] * 128, [1] * 128, [1] * 44]
+    assert sizes(pack(files(200, 1, 1))) == [[200], [1, 1]]  # a big file alone
+    assert sizes(pack(files(*[1] * 8), at_least=4)) == [[1, 1]] * 4  # minPartitions
+    assert pack([]) == []

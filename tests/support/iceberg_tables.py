@@ -11,7 +11,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from pyiceberg.exceptions import NoSuchTableError
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from headwater.config import BrokerConfig
 from headwater.iceberg.launcher import default_catalog, shared_catalog
@@ -46,7 +46,7 @@ def table_rows(catalog: Catalog, topic: str
         return []
     try:
         catalog = open_catalog(uri, warehouse, properties)
-    except IntegrityError:  # the writers creating the catalog's tables this moment
+    except (IntegrityError, OperationalError):  # the writer creating the catalog's tables
         return []
     try:
         table = catalog.load_table(("db", topic))
